@@ -1,0 +1,1 @@
+//! The injected interposition library.

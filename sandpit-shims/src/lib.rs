@@ -1,0 +1,1 @@
+//! PATH shims and the argument parsers behind `sandpit exec`.

@@ -1,0 +1,2 @@
+//! The sandpit launcher.
+pub mod cli;
