@@ -1,2 +1,4 @@
-//! The sandpit launcher.
+//! The sandpit launcher: loads the policy, starts the proxy and audit log, and runs
+//! the agent under the kernel layer with the interposition library injected.
 pub mod cli;
+pub mod sandbox;

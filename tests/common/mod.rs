@@ -1,0 +1,97 @@
+//! Shared helpers for the end-to-end tests: the built binary, an unprivileged user to
+//! run sandboxed workloads as (root bypasses file permissions), and a fresh HOME.
+#![allow(dead_code)]
+use std::os::unix::fs::chown;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The uid/gid sandboxed workloads run as when the tests themselves run as root.
+pub const TEST_UID: u32 = 65534;
+pub const TEST_GID: u32 = 65534;
+
+pub fn sandpit_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sandpit"))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: getuid has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}
+
+/// True when `SANDPIT_MACHINE_LACKS` (comma-separated) names `feature`: the only way
+/// a test may accept a missing kernel feature.
+pub fn machine_lacks(feature: &str) -> bool {
+    std::env::var("SANDPIT_MACHINE_LACKS")
+        .map(|v| v.split(',').any(|f| f.trim() == feature))
+        .unwrap_or(false)
+}
+
+/// A HOME and workspace owned by the unprivileged test user.
+pub struct TestHome {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    pub fn new() -> TestHome {
+        let dir = tempfile::Builder::new()
+            .prefix("sandpit-test-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let h = TestHome { dir };
+        std::fs::create_dir_all(h.home()).unwrap();
+        std::fs::create_dir_all(h.workspace()).unwrap();
+        h.give_to_test_user(h.dir.path());
+        h.give_to_test_user(&h.home());
+        h.give_to_test_user(&h.workspace());
+        h
+    }
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    pub fn workspace(&self) -> PathBuf {
+        self.home().join("project")
+    }
+    /// Make `path` belong to the test user (no-op when not root).
+    pub fn give_to_test_user(&self, path: &Path) {
+        if is_root() {
+            chown(path, Some(TEST_UID), Some(TEST_GID)).unwrap();
+        }
+    }
+    /// Write a file (creating parents) owned by the test user.
+    pub fn write(&self, path: &Path, contents: &str) {
+        let mut p = path.to_path_buf();
+        let mut made = vec![];
+        while let Some(parent) = p.parent() {
+            if parent.exists() {
+                break;
+            }
+            made.push(parent.to_path_buf());
+            p = parent.to_path_buf();
+        }
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+        for d in made {
+            self.give_to_test_user(&d);
+        }
+        self.give_to_test_user(path);
+    }
+    /// A command for `program` run as the test user with this HOME, in the workspace.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("HOME", self.home())
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .current_dir(self.workspace());
+        if is_root() {
+            // std drops root's supplementary groups when it changes uid.
+            c.uid(TEST_UID).gid(TEST_GID);
+        }
+        c
+    }
+    /// `sandpit ARGS…` run as the test user.
+    pub fn sandpit(&self) -> Command {
+        self.command(sandpit_bin())
+    }
+}
