@@ -2,6 +2,8 @@
 //! 125 internal failure; `run`/`exec` pass the child's status through.
 use clap::{Parser, Subcommand};
 
+pub mod check;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sandpit",
@@ -14,7 +16,10 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Show which layers a run of BIN gets and why.
+    Check(check::CheckArgs),
+}
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 125;
@@ -28,5 +33,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    match cli.command {}
+    match cli.command {
+        Command::Check(args) => match check::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("sandpit: {e:#}");
+                EXIT_INTERNAL
+            }
+        },
+    }
 }

@@ -13,3 +13,7 @@ pub struct KernelSupport {
     /// Seatbelt (`sandbox_init`) is available (macOS).
     pub seatbelt: bool,
 }
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+pub mod macos;

@@ -1,0 +1,186 @@
+//! `sandpit check -- BIN`: what a run of BIN would get — the binary the kernel
+//! really executes, whether the interposer loads into it, which kernel layer this
+//! machine offers, the mode, and what falls through to which layer.
+use anyhow::Context as _;
+
+use crate::inspect::{self, choose_mode, Format, Host, Inspection, Mode, ModeChoice};
+use crate::sandbox::KernelSupport;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The command to check (only the program is inspected).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// The kernel layer this machine offers.
+// The lead replaces this with `crate::sandbox::probe()` once the kernel branch lands.
+fn kernel_support() -> KernelSupport {
+    #[cfg(target_os = "linux")]
+    {
+        crate::sandbox::linux::probe::probe()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        KernelSupport {
+            seatbelt: crate::sandbox::macos::apply::available(),
+            ..KernelSupport::default()
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        KernelSupport::default()
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Report<'a> {
+    inspection: &'a Inspection,
+    kernel_support: &'a KernelSupport,
+    #[serde(flatten)]
+    choice: &'a ModeChoice,
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
+    let program = args
+        .command
+        .first()
+        .context("sandpit check: no command given")?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().context("sandpit check: current directory")?;
+    let inspection = match inspect::inspect(program, &path, &cwd, Host::current()) {
+        Ok(i) => i,
+        Err(e @ inspect::Error::NotFound { .. }) => {
+            eprintln!("sandpit check: {e}");
+            return Ok(super::EXIT_USAGE);
+        }
+        Err(e) => return Err(e).context("sandpit check"),
+    };
+    let kernel = kernel_support();
+    let choice = choose_mode(&inspection, &kernel);
+    if args.json {
+        let report = Report {
+            inspection: &inspection,
+            kernel_support: &kernel,
+            choice: &choice,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", human(&inspection, &kernel, &choice));
+    }
+    Ok(0)
+}
+
+fn describe_format(f: &Format) -> String {
+    match f {
+        Format::Elf {
+            class,
+            machine,
+            interpreter,
+            go,
+        } => {
+            let link = match interpreter {
+                Some(i) => format!("dynamic, loader {i}"),
+                None => "static".into(),
+            };
+            format!(
+                "ELF {class}-bit {machine}, {link}{}",
+                if *go { ", Go" } else { "" }
+            )
+        }
+        Format::MachO { slices, runs, fat } => {
+            let names: Vec<&str> = slices.iter().map(|s| s.arch.as_str()).collect();
+            let runs = runs
+                .and_then(|i| slices.get(i))
+                .map(|s| format!(", runs {}", s.arch))
+                .unwrap_or_default();
+            format!(
+                "Mach-O {}{}{runs}",
+                if *fat { "universal " } else { "" },
+                names.join("+")
+            )
+        }
+        Format::Unknown => "unknown format".into(),
+    }
+}
+
+fn describe_kernel(i: &Inspection, k: &KernelSupport) -> String {
+    match i.host.os {
+        inspect::Os::Linux => {
+            let ll = match k.landlock_abi {
+                Some(v) => format!("Landlock ABI {v}"),
+                None => "Landlock unavailable".into(),
+            };
+            format!(
+                "{ll}; user namespaces {}; seccomp {}",
+                if k.user_namespaces { "yes" } else { "no" },
+                if k.seccomp { "yes" } else { "no" }
+            )
+        }
+        inspect::Os::Macos => {
+            if k.seatbelt {
+                "Seatbelt".into()
+            } else {
+                "Seatbelt unavailable".into()
+            }
+        }
+        inspect::Os::Other => "none on this operating system".into(),
+    }
+}
+
+fn human(i: &Inspection, k: &KernelSupport, c: &ModeChoice) -> String {
+    let mut out = String::new();
+    let line = |out: &mut String, label: &str, text: &str| {
+        out.push_str(&format!("{label:<15}{text}\n"));
+    };
+    line(
+        &mut out,
+        "binary:",
+        &format!("{} ({})", i.binary.display(), describe_format(&i.format)),
+    );
+    for hop in &i.shebangs {
+        let via = match &hop.resolved_via_env {
+            Some(r) => format!(
+                "{}: #!{} → {} (launched directly, not through env)",
+                hop.script.display(),
+                hop.interpreter.display(),
+                r.display()
+            ),
+            None => format!("{}: #!{}", hop.script.display(), hop.interpreter.display()),
+        };
+        line(&mut out, "  script:", &via);
+    }
+    if i.launch.len() > 1 {
+        let argv: Vec<String> = i.launch.iter().map(|p| p.display().to_string()).collect();
+        line(&mut out, "  launched as:", &argv.join(" "));
+    }
+    for n in &i.notes {
+        line(&mut out, "  note:", n);
+    }
+    if c.interposition {
+        line(&mut out, "interposition:", "supported");
+    } else {
+        line(&mut out, "interposition:", "not supported");
+    }
+    for r in &c.reasons {
+        line(&mut out, "  because:", r);
+    }
+    line(&mut out, "kernel layer:", &describe_kernel(i, k));
+    let mode = match c.mode {
+        Mode::Full => "full (kernel + interposition + shims + adversary)",
+        Mode::Kernel => "kernel (kernel + shims + adversary; no interposition)",
+        Mode::Refuse => "refused: no kernel layer (runs only with the explicit degraded flag)",
+    };
+    line(&mut out, "mode:", mode);
+    for f in &c.fallthrough {
+        line(
+            &mut out,
+            "falls through:",
+            &format!("{} → {}", f.what, f.covered_by),
+        );
+    }
+    out
+}

@@ -1,0 +1,397 @@
+//! A pure compiler from sandpit's file and network policy to a Seatbelt profile.
+//!
+//! The output is SBPL text plus a list of parameters. No path ever appears in the
+//! text: every path is a parameter (`(subpath (param "WRITABLE_ROOT_0"))`) whose value
+//! is handed to `sandbox_init_with_parameters` or `sandbox-exec -D`, so a path made of
+//! quotes, parentheses or newlines cannot change what the profile means. The only
+//! values written into the text are the proxy port (a `u16`) and fixed names.
+//!
+//! Seatbelt applies the *last* matching rule, so the order of the emitted rules is the
+//! semantics: every deny comes after the allow it overrides.
+//!
+//! - reads: everything is readable, then `block_read` and `allow_read` are emitted
+//!   from the shortest path to the longest, a deny after an allow of the same path:
+//!   the most specific rule wins, a tie goes to the deny;
+//! - writes: only under `allow_write`, then every `block_write`, `block_read` and
+//!   protected path is denied (deny always wins for writes), hard links of them are
+//!   denied, and the directories above a protected path inside a writable root cannot
+//!   be renamed away or replaced by a symlink or a file, whether they exist or not;
+//! - network: outbound only to the proxy port on localhost; binding and inbound on
+//!   localhost only when the policy allows local binding;
+//! - last: LaunchServices, Apple Events and the programs that run code outside the
+//!   sandbox (`open`, `osascript`, `launchctl`, …) are denied after everything else.
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use super::{Error, Result};
+
+/// The commented base profile every compiled profile starts with.
+pub const BASE: &str = include_str!("../../../../profiles/seatbelt-base.sbpl");
+
+/// What the network layer of the profile allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// No network at all, not even the proxy.
+    Offline,
+    /// Outbound TCP only to sandpit's proxy on localhost at this port.
+    Proxy { port: u16 },
+    /// The policy asked for no network restriction.
+    Unrestricted,
+}
+
+/// The compiler's input: the parts of the policy Seatbelt can express. All paths are
+/// absolute; [`compile`] canonicalises their spelling for macOS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// Denied for reading and writing (and hard-linking).
+    pub block_read: Vec<PathBuf>,
+    /// Readable again when inside a `block_read` (the most specific rule wins).
+    pub allow_read: Vec<PathBuf>,
+    /// The only places writes may happen.
+    pub allow_write: Vec<PathBuf>,
+    /// Never writable, even inside `allow_write`.
+    pub block_write: Vec<PathBuf>,
+    /// Never writable and guarded against rename and symlink tricks, even when absent
+    /// (`.git/hooks`, `.sandpit.toml`, agent hook files, sandpit's own state).
+    pub protected: Vec<PathBuf>,
+    pub network: Network,
+    /// Allow binding and accepting on localhost.
+    pub allow_local_binding: bool,
+    /// Allow the `com.apple.trustd.agent` look-up that Go's crypto/x509 needs to verify
+    /// TLS certificates on macOS. trustd can reach the network on the process's behalf
+    /// (OCSP, CRL fetches), hence "weaker network isolation".
+    pub weaker_network_isolation: bool,
+    /// sandpit's control socket (shim re-entry, exec review), reachable from inside.
+    pub control_socket: Option<PathBuf>,
+}
+
+impl Default for Input {
+    fn default() -> Input {
+        Input {
+            block_read: vec![],
+            allow_read: vec![],
+            allow_write: vec![],
+            block_write: vec![],
+            protected: vec![],
+            network: Network::Offline,
+            allow_local_binding: false,
+            weaker_network_isolation: false,
+            control_socket: None,
+        }
+    }
+}
+
+/// A compiled profile: SBPL text and the parameters it refers to, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub sbpl: String,
+    pub params: Vec<(String, String)>,
+}
+
+impl Profile {
+    /// The argument vector of the `/usr/bin/sandbox-exec` fallback, before the command.
+    pub fn sandbox_exec_args(&self) -> Vec<String> {
+        let mut args = vec!["-p".to_string(), self.sbpl.clone()];
+        for (k, v) in &self.params {
+            args.push(format!("-D{k}={v}"));
+        }
+        args
+    }
+}
+
+/// Programs that hand work to a process outside the sandbox (LaunchServices, Apple
+/// Events, launchd). Their exec is denied; the mach services behind them stay denied
+/// by `(deny default)` and are named again at the end of the profile.
+pub const HOST_LAUNCHERS: &[&str] = &[
+    "/usr/bin/open",
+    "/usr/bin/osascript",
+    "/usr/bin/osacompile",
+    "/usr/bin/automator",
+    "/usr/bin/shortcuts",
+    "/usr/bin/lsappinfo",
+    "/bin/launchctl",
+];
+
+/// Mach services that run code or open documents outside the sandbox.
+pub const HOST_LAUNCH_SERVICES: &[&str] = &[
+    "com.apple.coreservices.launchservicesd",
+    "com.apple.coreservices.appleevents",
+    "com.apple.lsd.mapdb",
+    "com.apple.lsd.modifydb",
+    "com.apple.lsd.open",
+];
+
+/// Rewrite an absolute path the way Seatbelt sees it on macOS: `.` and empty
+/// components removed, and the top-level symlinks `/tmp`, `/var`, `/etc` replaced by
+/// their `/private/…` targets. A rule spelled otherwise silently matches nothing.
+/// Rejects relative paths, `..` and non-UTF-8 paths.
+pub fn canonical(path: &Path) -> Result<String> {
+    if !path.is_absolute() {
+        return Err(Error::RelativePath {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut parts: Vec<&str> = vec![];
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Prefix(_) | Component::ParentDir => {
+                return Err(Error::DotDot {
+                    path: path.to_path_buf(),
+                })
+            }
+            Component::Normal(s) => match s.to_str() {
+                Some(s) => parts.push(s),
+                None => {
+                    return Err(Error::NotUtf8 {
+                        path: path.to_path_buf(),
+                    })
+                }
+            },
+        }
+    }
+    let mut out = String::new();
+    if let Some(first) = parts.first() {
+        if matches!(*first, "tmp" | "var" | "etc") {
+            out.push_str("/private");
+        }
+    }
+    for p in &parts {
+        out.push('/');
+        out.push_str(p);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+fn depth(p: &str) -> usize {
+    p.split('/').filter(|s| !s.is_empty()).count()
+}
+
+/// `inner` is `outer` or below it, component-wise.
+fn within(inner: &str, outer: &str) -> bool {
+    outer == "/"
+        || inner == outer
+        || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
+}
+
+fn canonical_set(paths: &[PathBuf]) -> Result<Vec<String>> {
+    let mut set = BTreeSet::new();
+    for p in paths {
+        set.insert(canonical(p)?);
+    }
+    Ok(set.into_iter().collect())
+}
+
+/// Builds the text and the parameter list together so a name always has a value.
+struct Emitter {
+    sbpl: String,
+    params: Vec<(String, String)>,
+    counters: BTreeMap<&'static str, usize>,
+}
+
+impl Emitter {
+    fn param(&mut self, prefix: &'static str, value: &str) -> String {
+        let n = self.counters.entry(prefix).or_insert(0);
+        let name = format!("{prefix}_{n}");
+        *n += 1;
+        self.params.push((name.clone(), value.to_string()));
+        format!("(param \"{name}\")")
+    }
+    fn line(&mut self, s: &str) {
+        self.sbpl.push_str(s);
+        self.sbpl.push('\n');
+    }
+}
+
+/// Compile the policy into a profile. Pure: no file system access, no environment.
+pub fn compile(input: &Input) -> Result<Profile> {
+    let block_read = canonical_set(&input.block_read)?;
+    let allow_read = canonical_set(&input.allow_read)?;
+    let allow_write = canonical_set(&input.allow_write)?;
+    let protected = canonical_set(&input.protected)?;
+    let mut write_deny: BTreeSet<String> = canonical_set(&input.block_write)?.into_iter().collect();
+    write_deny.extend(block_read.iter().cloned());
+    write_deny.extend(protected.iter().cloned());
+    let control_socket = match &input.control_socket {
+        Some(p) => Some(canonical(p)?),
+        None => None,
+    };
+
+    let mut e = Emitter {
+        sbpl: String::with_capacity(BASE.len() + 4096),
+        params: vec![],
+        counters: BTreeMap::new(),
+    };
+    e.sbpl.push_str(BASE);
+
+    // Reads: the most specific rule wins, a deny wins a tie.
+    e.line("\n; --- reads (compiled): all, then block_read/allow_read from short to long");
+    e.line("(allow file-read*)");
+    let mut reads: Vec<(usize, bool, &str)> = block_read
+        .iter()
+        .map(|p| (depth(p), true, p.as_str()))
+        .chain(allow_read.iter().map(|p| (depth(p), false, p.as_str())))
+        .collect();
+    // (depth, allow before deny, path): allows sort first at equal depth.
+    reads.sort();
+    for (_, deny, p) in reads {
+        if deny {
+            let r = e.param("READ_DENY", p);
+            e.line(&format!("(deny file-read* (subpath {r}))"));
+        } else {
+            let r = e.param("READ_ALLOW", p);
+            e.line(&format!("(allow file-read* (subpath {r}))"));
+        }
+    }
+
+    // Writes: only under the writable roots; every deny after every allow.
+    e.line("\n; --- writes (compiled): writable roots, then every denial after them");
+    let mut roots_by_depth: Vec<&String> = allow_write.iter().collect();
+    roots_by_depth.sort_by_key(|p| (depth(p), p.as_str()));
+    for p in &roots_by_depth {
+        let r = e.param("WRITABLE_ROOT", p);
+        e.line(&format!("(allow file-write* (subpath {r}))"));
+    }
+    let mut denies: Vec<&String> = write_deny.iter().collect();
+    denies.sort_by_key(|p| (depth(p), p.as_str()));
+    for p in &denies {
+        let r = e.param("WRITE_DENY", p);
+        // A hard link would give the file a second, writable (or readable) name.
+        e.line(&format!("(deny file-write* file-link (subpath {r}))"));
+    }
+    // Directories between a writable root and a protected path inside it: renaming
+    // one away (and back) or planting a symlink or a file in its place would move the
+    // protected path out from under its rule. Emitted whether they exist or not.
+    let mut guards = BTreeSet::new();
+    for p in &protected {
+        for root in &allow_write {
+            if within(p, root) && p != root {
+                let mut a = Path::new(p.as_str()).parent();
+                while let Some(dir) = a {
+                    let Some(d) = dir.to_str() else { break };
+                    if !within(d, root) {
+                        break;
+                    }
+                    guards.insert(d.to_string());
+                    a = dir.parent();
+                }
+            }
+        }
+    }
+    let mut guards: Vec<String> = guards.into_iter().collect();
+    guards.sort_by_key(|p| (depth(p), p.clone()));
+    for g in &guards {
+        let r = e.param("PROTECTED_PARENT", g);
+        e.line(&format!("(deny file-write-unlink (literal {r}))"));
+        e.line(&format!(
+            "(deny file-write-create (require-all (literal {r}) (require-any (vnode-type SYMLINK) (vnode-type REGULAR-FILE))))"
+        ));
+    }
+
+    // Network.
+    e.line("\n; --- network (compiled)");
+    match input.network {
+        Network::Offline => {
+            e.line("; offline: no network-outbound rule at all");
+        }
+        Network::Proxy { port } => {
+            if port == 0 {
+                return Err(Error::ProxyPortZero);
+            }
+            e.line("; every TCP connection goes through sandpit's proxy, which decides by domain");
+            // `port` is a u16: formatting it cannot inject text.
+            e.line(&format!(
+                "(allow network-outbound (remote tcp \"localhost:{port}\"))"
+            ));
+        }
+        Network::Unrestricted => {
+            e.line("; unrestricted: the policy asked for no network restriction");
+            e.line("(allow network*)");
+        }
+    }
+    if input.allow_local_binding {
+        e.line("; allow_local_binding: servers may listen and accept on localhost only");
+        e.line("(allow network-bind (local ip \"localhost:*\"))");
+        e.line("(allow network-inbound (local ip \"localhost:*\"))");
+    }
+    if let Some(sock) = &control_socket {
+        e.line("; sandpit's control socket: shims re-enter sandpit and ask for review here");
+        let r = e.param("CONTROL_SOCKET", sock);
+        e.line(&format!(
+            "(allow network-outbound (remote unix-socket (path-literal {r})))"
+        ));
+    }
+    // Local IPC between processes of the run, through sockets under writable roots.
+    for root in &roots_by_depth {
+        let r = e.param("SOCKET_ROOT", root);
+        e.line(&format!(
+            "(allow network-outbound (remote unix-socket (subpath {r})))"
+        ));
+    }
+    if input.weaker_network_isolation {
+        e.line(
+            "; weaker network isolation: Go's crypto/x509 verifies certificates through trustd,",
+        );
+        e.line("; which may fetch OCSP/CRL data from the network on the process's behalf");
+        e.line("(allow mach-lookup (global-name \"com.apple.trustd.agent\"))");
+    }
+
+    // Last: nothing earlier may open a way out through the host.
+    e.line("\n; --- host launchers: denied after every allow above");
+    e.line("(deny lsopen)");
+    e.line("(deny appleevent-send)");
+    let mut launch = String::from("(deny mach-lookup");
+    for s in HOST_LAUNCH_SERVICES {
+        let _ = write!(launch, "\n  (global-name \"{s}\")");
+    }
+    launch.push(')');
+    e.line(&launch);
+    let mut exec = String::from("(deny process-exec*");
+    for s in HOST_LAUNCHERS {
+        let _ = write!(exec, "\n  (literal \"{s}\")");
+    }
+    exec.push(')');
+    e.line(&exec);
+
+    for (k, v) in &e.params {
+        if v.contains('\0') {
+            return Err(Error::Nul { name: k.clone() });
+        }
+    }
+    Ok(Profile {
+        sbpl: e.sbpl,
+        params: e.params,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_spellings() {
+        let c = |s: &str| canonical(Path::new(s)).unwrap();
+        assert_eq!(c("/tmp"), "/private/tmp");
+        assert_eq!(c("/tmp/x"), "/private/tmp/x");
+        assert_eq!(c("/var/folders/ab"), "/private/var/folders/ab");
+        assert_eq!(c("/etc/hosts"), "/private/etc/hosts");
+        assert_eq!(c("//Users///me/./p/"), "/Users/me/p");
+        assert_eq!(c("/"), "/");
+        assert_eq!(c("/private/tmp"), "/private/tmp");
+        assert_eq!(c("/tmpfoo"), "/tmpfoo");
+        assert!(canonical(Path::new("rel/x")).is_err());
+        assert!(canonical(Path::new("/a/../b")).is_err());
+    }
+
+    #[test]
+    fn within_is_component_wise() {
+        assert!(within("/a/b", "/a"));
+        assert!(within("/a", "/a"));
+        assert!(!within("/ab", "/a"));
+        assert!(within("/x", "/"));
+    }
+}
