@@ -14,8 +14,9 @@
 //!   the most specific rule wins, a tie goes to the deny;
 //! - writes: only under `allow_write`, then every `block_write`, `block_read` and
 //!   protected path is denied (deny always wins for writes), hard links of them are
-//!   denied, and the directories above a protected path inside a writable root cannot
-//!   be renamed away or replaced by a symlink or a file, whether they exist or not;
+//!   denied, and the directories above a protected path inside a writable root can
+//!   be neither removed, renamed away nor created (by rename or symlink), whether
+//!   they exist or not;
 //! - network: outbound only to the proxy port on localhost; binding and inbound on
 //!   localhost only when the policy allows local binding;
 //! - last: LaunchServices, Apple Events and the programs that run code outside the
@@ -264,8 +265,11 @@ pub fn compile(input: &Input) -> Result<Profile> {
         e.line(&format!("(deny file-write* file-link (subpath {r}))"));
     }
     // Directories between a writable root and a protected path inside it: renaming
-    // one away (and back) or planting a symlink or a file in its place would move the
-    // protected path out from under its rule. Emitted whether they exist or not.
+    // one away and back, or creating it by renaming a prepared directory (or a
+    // symlink, or a `.git` gitdir file) into its place, would move the protected path
+    // out from under its rule. Emitted whether they exist or not; the cost is that
+    // an absent one cannot be created (`git init` needs `.git/hooks`, which is
+    // protected anyway).
     let mut guards = BTreeSet::new();
     for p in &protected {
         for root in &allow_write {
@@ -286,9 +290,8 @@ pub fn compile(input: &Input) -> Result<Profile> {
     guards.sort_by_key(|p| (depth(p), p.clone()));
     for g in &guards {
         let r = e.param("PROTECTED_PARENT", g);
-        e.line(&format!("(deny file-write-unlink (literal {r}))"));
         e.line(&format!(
-            "(deny file-write-create (require-all (literal {r}) (require-any (vnode-type SYMLINK) (vnode-type REGULAR-FILE))))"
+            "(deny file-write-unlink file-write-create (literal {r}))"
         ));
     }
 
