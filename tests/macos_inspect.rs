@@ -4,6 +4,7 @@
 //!
 //! The Mach-O rules are judged for a macOS host given as a value: nothing here runs
 //! on a Mac, and nothing here claims what a Mac does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

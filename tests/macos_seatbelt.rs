@@ -4,6 +4,7 @@
 //!
 //! Goldens live in tests/golden/seatbelt/; `SANDPIT_BLESS=1` rewrites them (read
 //! the diff before committing it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::{Path, PathBuf};
 
 use sandpit::sandbox::macos::seatbelt::{canonical, compile, Input, Network, Profile, BASE};
@@ -412,7 +413,7 @@ fn nul_and_relative_and_dotdot_paths_are_refused() {
         };
         assert!(compile(&input).is_err(), "{bad}");
     }
-    assert_eq!(canonical(Path::new("/tmp/../x")).is_err(), true);
+    assert!(canonical(Path::new("/tmp/../x")).is_err());
 }
 
 #[test]
@@ -444,4 +445,185 @@ fn base_profile_explains_every_allow() {
             .join("\n");
         assert!(!code.contains(never), "base profile contains {never}");
     }
+}
+
+// ---------------------------------------------------------------------------------
+// The profile compiled from a real policy agrees with the policy's own decide().
+
+fn mac_context() -> sandpit_policy::Context {
+    sandpit_policy::Context {
+        home: p("/Users/me"),
+        workspace: p("/Users/me/project"),
+        scratch: p("/var/folders/xy/T/sandpit-1234"),
+        state_dir: p("/Users/me/.sandpit"),
+    }
+}
+
+fn default_policy() -> sandpit_policy::Policy {
+    sandpit_policy::load(&sandpit_policy::LoadOptions::new(mac_context())).unwrap()
+}
+
+/// A small evaluator of the compiled file rules: the last matching rule wins, and
+/// nothing matching means the base profile's `(deny default)`.
+fn seatbelt_allows(profile: &Profile, op: &str, path: &str) -> bool {
+    let compiled = profile.sbpl.strip_prefix(BASE).unwrap();
+    let value = |name: &str| -> &str { &profile.params.iter().find(|(k, _)| k == name).unwrap().1 };
+    let mut verdict = false;
+    for line in compiled.lines() {
+        let (allow, rest) = if let Some(r) = line.strip_prefix("(allow ") {
+            (true, r)
+        } else if let Some(r) = line.strip_prefix("(deny ") {
+            (false, r)
+        } else {
+            continue;
+        };
+        let ops_end = rest.find('(').unwrap_or(rest.len());
+        let ops: Vec<&str> = rest[..ops_end]
+            .trim()
+            .trim_end_matches(')')
+            .split(' ')
+            .collect();
+        let op_matches = ops
+            .iter()
+            .any(|o| *o == op || (o.ends_with('*') && op.starts_with(o.trim_end_matches('*'))));
+        if !op_matches {
+            continue;
+        }
+        let filter = &rest[ops_end..];
+        let matches = if filter.is_empty() {
+            true
+        } else if let Some(f) = filter.strip_prefix("(subpath (param \"") {
+            let v = value(&f[..f.find('"').unwrap()]);
+            within(path, v)
+        } else if let Some(f) = filter.strip_prefix("(literal (param \"") {
+            path == value(&f[..f.find('"').unwrap()])
+        } else {
+            continue; // network filters
+        };
+        if matches {
+            verdict = allow;
+        }
+    }
+    verdict
+}
+
+fn probes(policy: &sandpit_policy::Policy) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [
+        "/Users/me/project/src/main.rs",
+        "/Users/me/project/.git/HEAD",
+        "/Users/me/project/.git/hooks/pre-commit",
+        "/Users/me/project/.git/config",
+        "/Users/me/project/.gitx",
+        "/Users/me/project/.sandpit.toml",
+        "/Users/me/project/.claude/settings.json",
+        "/Users/me/.ssh/id_ed25519",
+        "/Users/me/.sshx",
+        "/Users/me/.bashrc",
+        "/Users/me/notes.txt",
+        "/Users/me/.sandpit/lib/x.dylib",
+        "/etc/passwd",
+        "/private/etc/passwd",
+        "/tmp/elsewhere",
+        "/var/folders/xy/T/sandpit-1234/build.o",
+        "/var/folders/xy/T/other/x",
+        "/usr/bin/true",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let f = &policy.files;
+    for r in f
+        .block_read
+        .iter()
+        .chain(&f.allow_read)
+        .chain(&f.block_write)
+        .chain(&f.allow_write)
+    {
+        out.push(r.value.clone());
+        out.push(r.value.join("inner"));
+        if let Some(parent) = r.value.parent() {
+            out.push(parent.join("sibling"));
+        }
+    }
+    out
+}
+
+#[test]
+fn default_policy_golden_and_agreement_with_decide() {
+    use sandpit_policy::{decide, Request};
+    let policy = default_policy();
+    let input = Input::from_policy(&policy, 41000)
+        .with_control_socket(p("/Users/me/.sandpit/run/1/control.sock"));
+    assert_eq!(input.network, Network::Proxy { port: 41000 });
+    assert!(input.protected.contains(&p("/Users/me/.sandpit")));
+    let prof = compile(&input).unwrap();
+    golden("default-policy", &prof);
+
+    let mut checked = 0;
+    for probe in probes(&policy) {
+        let seen = canonical(&probe).unwrap();
+        let read = decide(&policy, &Request::Read(&probe));
+        assert_eq!(
+            seatbelt_allows(&prof, "file-read-data", &seen),
+            read.is_allowed(),
+            "read {seen}: policy says {:?}",
+            read.reason
+        );
+        let write = decide(&policy, &Request::Write(&probe));
+        let sb_write = seatbelt_allows(&prof, "file-write-data", &seen);
+        let sb_create = seatbelt_allows(&prof, "file-write-create", &seen);
+        if write.is_allowed() {
+            assert!(sb_write, "write {seen}: policy allows, Seatbelt denies");
+        } else {
+            assert!(
+                !sb_write && !sb_create,
+                "write {seen}: policy denies ({}), Seatbelt allows",
+                write.reason
+            );
+        }
+        // Hard links of anything unwritable are refused.
+        if !write.is_allowed()
+            && policy
+                .files
+                .block_write
+                .iter()
+                .chain(&policy.files.block_read)
+                .any(|r| within(&seen, &canonical(&r.value).unwrap()))
+        {
+            assert!(!seatbelt_allows(&prof, "file-link", &seen), "link {seen}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+
+    // The guards: `.git` and the workspace root can be neither removed nor created.
+    for dir in ["/Users/me/project/.git", "/Users/me/project"] {
+        assert!(!seatbelt_allows(&prof, "file-write-unlink", dir), "{dir}");
+        assert!(!seatbelt_allows(&prof, "file-write-create", dir), "{dir}");
+    }
+    // …while ordinary files in them can.
+    assert!(seatbelt_allows(
+        &prof,
+        "file-write-unlink",
+        "/Users/me/project/.git/index.lock"
+    ));
+    assert!(seatbelt_allows(
+        &prof,
+        "file-write-create",
+        "/Users/me/project/src"
+    ));
+}
+
+#[test]
+fn offline_policy_has_no_outbound_rule() {
+    let mut policy = default_policy();
+    policy.network.mode.value = sandpit_policy::NetMode::Offline;
+    let prof = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    assert!(!prof.sbpl.contains("remote tcp"));
+    policy.network.mode.value = sandpit_policy::NetMode::Unrestricted;
+    let prof = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    assert!(prof
+        .sbpl
+        .contains("(allow network-outbound (remote tcp \"localhost:41000\"))"));
+    assert!(!prof.sbpl.contains("(allow network*)"));
 }

@@ -37,7 +37,9 @@ pub enum Network {
     Offline,
     /// Outbound TCP only to sandpit's proxy on localhost at this port.
     Proxy { port: u16 },
-    /// The policy asked for no network restriction.
+    /// No network restriction at the kernel layer. [`Input::from_policy`] never
+    /// produces it (the policy's "unrestricted" still goes through the proxy, which
+    /// keeps metadata addresses denied); it exists for callers that run without a proxy.
     Unrestricted,
 }
 
@@ -80,6 +82,50 @@ impl Default for Input {
             weaker_network_isolation: false,
             control_socket: None,
         }
+    }
+}
+
+impl Input {
+    /// The Seatbelt input for `policy`, with sandpit's proxy listening on localhost at
+    /// `proxy_port`. Filtered and unrestricted networks both go through the proxy
+    /// (unrestricted still denies metadata addresses there); offline has no network.
+    /// Every `block_write` entry is treated as protected (guarded against rename and
+    /// symlink tricks when it lies inside a writable root), and sandpit's state
+    /// directory is protected whatever the policy says. The control socket and the
+    /// weaker-network switch are set by the launcher
+    /// ([`Input::with_control_socket`], `weaker_network_isolation`).
+    pub fn from_policy(policy: &sandpit_policy::Policy, proxy_port: u16) -> Input {
+        let values = |rules: &[sandpit_policy::Rule<PathBuf>]| -> Vec<PathBuf> {
+            rules.iter().map(|r| r.value.clone()).collect()
+        };
+        let files = &policy.files;
+        let mut protected = values(&files.block_write);
+        if !policy.context.state_dir.as_os_str().is_empty() {
+            protected.push(policy.context.state_dir.clone());
+        }
+        let network = match policy.network.mode.value {
+            sandpit_policy::NetMode::Offline => Network::Offline,
+            sandpit_policy::NetMode::Filtered | sandpit_policy::NetMode::Unrestricted => {
+                Network::Proxy { port: proxy_port }
+            }
+        };
+        Input {
+            block_read: values(&files.block_read),
+            allow_read: values(&files.allow_read),
+            allow_write: values(&files.allow_write),
+            block_write: vec![],
+            protected,
+            network,
+            allow_local_binding: policy.network.allow_local_binding.value,
+            weaker_network_isolation: false,
+            control_socket: None,
+        }
+    }
+
+    /// Let processes inside reach sandpit's control socket at `path`.
+    pub fn with_control_socket(mut self, path: PathBuf) -> Input {
+        self.control_socket = Some(path);
+        self
     }
 }
 
