@@ -470,3 +470,60 @@ fn sandpit_check_reports_mode_and_fallthrough() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn sandpit_check_prints_the_seatbelt_profile_of_the_policy() {
+    let h = common::TestHome::new();
+    let out = h
+        .sandpit()
+        .args([
+            "check",
+            "--seatbelt",
+            "--proxy-port",
+            "41234",
+            "--json",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let sb = &v["seatbelt"];
+    let sbpl = sb["sbpl"].as_str().unwrap();
+    assert!(sbpl.contains("(allow network-outbound (remote tcp \"localhost:41234\"))"));
+    let params: Vec<(String, String)> = serde_json::from_value(sb["params"].clone()).unwrap();
+    // Seatbelt spells paths the macOS way (/tmp → /private/tmp), even on Linux.
+    let has = |prefix: &str, value: &Path| {
+        let value = sandpit::sandbox::macos::seatbelt::canonical(value).unwrap();
+        params
+            .iter()
+            .any(|(k, v)| k.starts_with(prefix) && *v == value)
+    };
+    let ws = std::fs::canonicalize(h.workspace()).unwrap();
+    let home = std::fs::canonicalize(h.home()).unwrap();
+    assert!(has("WRITABLE_ROOT_", &ws), "{params:?}");
+    assert!(has("READ_DENY_", &home.join(".ssh")), "{params:?}");
+    assert!(has("WRITE_DENY_", &ws.join(".git/hooks")), "{params:?}");
+    assert!(has("WRITE_DENY_", &home.join(".sandpit")), "{params:?}");
+    // No path is spliced into the text.
+    assert!(!sbpl.contains("sandpit-test-"));
+    let args: Vec<String> = serde_json::from_value(sb["sandbox_exec_args"].clone()).unwrap();
+    assert_eq!(args[0], "-p");
+    assert_eq!(args[1], sbpl);
+    assert_eq!(args.len(), 2 + params.len());
+
+    // Without --seatbelt nothing about the policy is loaded or printed.
+    let out = h
+        .sandpit()
+        .args(["check", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("seatbelt").is_none());
+}

@@ -595,6 +595,7 @@ fn default_policy_golden_and_agreement_with_decide() {
         checked += 1;
     }
     assert!(checked > 100, "{checked}");
+    eprintln!("checked {checked} probe paths");
 
     // The guards: `.git` and the workspace root can be neither removed nor created.
     for dir in ["/Users/me/project/.git", "/Users/me/project"] {

@@ -3,7 +3,9 @@
 //! machine offers, the mode, and what falls through to which layer.
 use anyhow::Context as _;
 
+use crate::config::{load, scratch_root, PolicyArgs};
 use crate::inspect::{self, choose_mode, Format, Host, Inspection, Mode, ModeChoice};
+use crate::sandbox::macos::seatbelt;
 use crate::sandbox::KernelSupport;
 
 #[derive(Debug, clap::Args)]
@@ -11,6 +13,21 @@ pub struct CheckArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also print the Seatbelt (macOS) profile the policy compiles to, with its
+    /// parameters, as `/usr/bin/sandbox-exec` would take them. Works on any OS.
+    #[arg(long)]
+    pub seatbelt: bool,
+    /// The proxy port written into the printed Seatbelt profile (`sandpit run`
+    /// picks its own at run time).
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = 8877,
+        requires = "seatbelt"
+    )]
+    pub proxy_port: u16,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// The command to check (only the program is inspected).
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
@@ -42,6 +59,26 @@ struct Report<'a> {
     kernel_support: &'a KernelSupport,
     #[serde(flatten)]
     choice: &'a ModeChoice,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seatbelt: Option<SeatbeltReport>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct SeatbeltReport {
+    sbpl: String,
+    params: Vec<(String, String)>,
+    sandbox_exec_args: Vec<String>,
+}
+
+fn seatbelt_report(args: &CheckArgs, program: &str) -> anyhow::Result<SeatbeltReport> {
+    let loaded = load(&args.policy, Some(program), scratch_root().join("RUN"))?;
+    let input = seatbelt::Input::from_policy(&loaded.policy, args.proxy_port);
+    let profile = seatbelt::compile(&input)?;
+    Ok(SeatbeltReport {
+        sandbox_exec_args: profile.sandbox_exec_args(),
+        sbpl: profile.sbpl,
+        params: profile.params,
+    })
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
@@ -61,15 +98,29 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
     };
     let kernel = kernel_support();
     let choice = choose_mode(&inspection, &kernel);
+    let seatbelt = if args.seatbelt {
+        Some(seatbelt_report(&args, program)?)
+    } else {
+        None
+    };
     if args.json {
         let report = Report {
             inspection: &inspection,
             kernel_support: &kernel,
             choice: &choice,
+            seatbelt,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", human(&inspection, &kernel, &choice));
+        if let Some(sb) = seatbelt {
+            println!("\nseatbelt profile (proxy port {}):", args.proxy_port);
+            print!("{}", sb.sbpl);
+            println!("\nseatbelt parameters:");
+            for (k, v) in &sb.params {
+                println!("  {k}={v}");
+            }
+        }
     }
     Ok(0)
 }
@@ -142,14 +193,17 @@ fn human(i: &Inspection, k: &KernelSupport, c: &ModeChoice) -> String {
         &format!("{} ({})", i.binary.display(), describe_format(&i.format)),
     );
     for hop in &i.shebangs {
+        let shebang = match &hop.argument {
+            Some(a) => format!("#!{} {a}", hop.interpreter.display()),
+            None => format!("#!{}", hop.interpreter.display()),
+        };
         let via = match &hop.resolved_via_env {
             Some(r) => format!(
-                "{}: #!{} → {} (launched directly, not through env)",
+                "{}: {shebang} → {} (launched directly, not through env)",
                 hop.script.display(),
-                hop.interpreter.display(),
                 r.display()
             ),
-            None => format!("{}: #!{}", hop.script.display(), hop.interpreter.display()),
+            None => format!("{}: {shebang}", hop.script.display()),
         };
         line(&mut out, "  script:", &via);
     }

@@ -62,9 +62,6 @@ pub(super) fn analyze(
             blockers.push(Blocker::GoRawSyscalls);
         }
     }
-    if let Some(i) = &interpreter {
-        notes.push(format!("dynamic loader: {i}"));
-    }
     if e.header.e_type == goblin::elf::header::ET_DYN && interpreter.is_none() {
         notes.push("static-pie or shared object without an interpreter".into());
     }

@@ -180,6 +180,8 @@ pub struct Hop {
     pub script: PathBuf,
     /// The interpreter the kernel runs, as written.
     pub interpreter: PathBuf,
+    /// The rest of the `#!` line.
+    pub argument: Option<String>,
     /// `#!/usr/bin/env X`: X resolved through PATH. sandpit launches it directly so
     /// the (possibly SIP-protected) `env` never sits between sandpit and the program.
     pub resolved_via_env: Option<PathBuf>,
@@ -370,6 +372,7 @@ pub fn inspect(program: &str, path_env: &OsStr, cwd: &Path, host: Host) -> Resul
         let mut hop = Hop {
             script: current.clone(),
             interpreter: interp.clone(),
+            argument: sb.argument.clone(),
             resolved_via_env: None,
         };
         let mut prefix: Vec<PathBuf> = vec![];
