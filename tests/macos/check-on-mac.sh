@@ -86,7 +86,8 @@ mode=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["mode"])' <<<"$ou
 "$SANDPIT" check -- /bin/ls
 
 echo "== Part 2: the Seatbelt profile through sandbox-exec"
-"$SANDPIT" check --seatbelt --json --proxy-port "$PROXY_PORT" -- /bin/cat >"$work/check.json" ||
+CONTROL="$work/control.sock"
+"$SANDPIT" check --seatbelt --json --proxy-port "$PROXY_PORT" --control-socket "$CONTROL" -- /bin/cat >"$work/check.json" ||
 	{ bad "sandpit check --seatbelt failed"; exit 1; }
 # The argument vector sandbox-exec takes, one element per line is not safe for
 # newlines; read it NUL-separated.
@@ -145,6 +146,31 @@ sleep 0.5
 	bad "a connection reached the non-proxy listener"
 out=$(sb /usr/bin/curl -sS --max-time 5 "http://localhost.invalid:$OTHER_PORT/" 2>&1)
 [ $? -ne 0 ] && ok "blocked name resolution outside the proxy ($out)" || bad "name resolved and connected: $out"
+
+# Unix sockets: sandpit's control socket is reachable, another socket is not.
+unix_listener() { # unix_listener PATH HITFILE
+	python3 - "$1" "$2" <<'PY' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    open(sys.argv[2], "a").write("hit\n")
+    c.close()
+PY
+	pids+=($!)
+	for _ in $(seq 50); do [ -S "$1" ] && break; sleep 0.1; done
+}
+unix_listener "$CONTROL" "$work/control.hits"
+unix_listener "$work/other.sock" "$work/othersock.hits"
+uconnect='import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])'
+sb /usr/bin/python3 -c "$uconnect" "$CONTROL" >/dev/null 2>&1
+sleep 0.3
+[ -s "$work/control.hits" ] && ok "control: the control socket is reachable" || bad "control: control socket unreachable"
+sb /usr/bin/python3 -c "$uconnect" "$work/other.sock" >/dev/null 2>&1
+sleep 0.3
+[ ! -s "$work/othersock.hits" ] && ok "denied connecting to another unix socket" || bad "reached a unix socket outside the policy"
 
 # Host launchers.
 sb /usr/bin/osascript -e 'return 1' >/dev/null 2>&1 && bad "osascript ran" || ok "denied osascript"

@@ -26,6 +26,9 @@ pub struct CheckArgs {
         requires = "seatbelt"
     )]
     pub proxy_port: u16,
+    /// The control socket written into the printed Seatbelt profile.
+    #[arg(long, value_name = "PATH", requires = "seatbelt")]
+    pub control_socket: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// The command to check (only the program is inspected).
@@ -72,7 +75,10 @@ struct SeatbeltReport {
 
 fn seatbelt_report(args: &CheckArgs, program: &str) -> anyhow::Result<SeatbeltReport> {
     let loaded = load(&args.policy, Some(program), scratch_root().join("RUN"))?;
-    let input = seatbelt::Input::from_policy(&loaded.policy, args.proxy_port);
+    let mut input = seatbelt::Input::from_policy(&loaded.policy, args.proxy_port);
+    if let Some(sock) = &args.control_socket {
+        input = input.with_control_socket(sandpit_policy::path::resolve_existing(sock));
+    }
     let profile = seatbelt::compile(&input)?;
     Ok(SeatbeltReport {
         sandbox_exec_args: profile.sandbox_exec_args(),
