@@ -298,6 +298,20 @@ fn network_shapes() {
     .sbpl;
     assert!(!offline.contains("remote tcp"));
     assert!(!offline.contains("(allow network*)"));
+    assert!(
+        !offline.contains("AF_INET"),
+        "offline creates no TCP/UDP sockets"
+    );
+    let offline_bind = compile(&Input {
+        network: Network::Offline,
+        allow_local_binding: true,
+        ..agent()
+    })
+    .unwrap()
+    .sbpl;
+    assert!(offline_bind.contains("(socket-domain AF_INET)"));
+    assert!(offline_bind.contains("(allow network-bind (local ip \"localhost:*\"))"));
+    assert!(!offline_bind.contains("network-outbound (remote tcp"));
 
     let bind = compile(&Input {
         allow_local_binding: true,

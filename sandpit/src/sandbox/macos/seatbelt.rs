@@ -343,6 +343,9 @@ pub fn compile(input: &Input) -> Result<Profile> {
 
     // Network.
     e.line("\n; --- network (compiled)");
+    // Recent macOS checks socket creation itself (`system-socket`); only TCP
+    // sockets are ever created for the network, so UDP (DNS, QUIC) goes nowhere.
+    const TCP_SOCKETS: &str = "(allow system-socket (require-all (require-any (socket-domain AF_INET) (socket-domain AF_INET6)) (socket-type SOCK_STREAM)))";
     match input.network {
         Network::Offline => {
             e.line("; offline: no network-outbound rule at all");
@@ -352,6 +355,7 @@ pub fn compile(input: &Input) -> Result<Profile> {
                 return Err(Error::ProxyPortZero);
             }
             e.line("; every TCP connection goes through sandpit's proxy, which decides by domain");
+            e.line(TCP_SOCKETS);
             // `port` is a u16: formatting it cannot inject text.
             e.line(&format!(
                 "(allow network-outbound (remote tcp \"localhost:{port}\"))"
@@ -359,11 +363,15 @@ pub fn compile(input: &Input) -> Result<Profile> {
         }
         Network::Unrestricted => {
             e.line("; unrestricted: the policy asked for no network restriction");
+            e.line("(allow system-socket (socket-domain AF_INET) (socket-domain AF_INET6))");
             e.line("(allow network*)");
         }
     }
     if input.allow_local_binding {
         e.line("; allow_local_binding: servers may listen and accept on localhost only");
+        if input.network == Network::Offline {
+            e.line(TCP_SOCKETS);
+        }
         e.line("(allow network-bind (local ip \"localhost:*\"))");
         e.line("(allow network-inbound (local ip \"localhost:*\"))");
     }
