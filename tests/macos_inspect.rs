@@ -527,3 +527,56 @@ fn sandpit_check_prints_the_seatbelt_profile_of_the_policy() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v.get("seatbelt").is_none());
 }
+
+/// Corrupted binaries (flipped bytes, truncation) are judged, never a panic: the
+/// inspector reads files the agent may have written.
+#[test]
+fn corrupted_binaries_never_panic() {
+    let mut seed: u64 = 0x5eed_1234_abcd_0001;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let names = [
+        ("macho", "universal-hardened"),
+        ("macho", "hardened-entitled-arm64"),
+        ("macho", "restrict-segment-arm64"),
+        ("elf", "dynamic-x86_64"),
+        ("elf", "static-x86_64"),
+    ];
+    let mut judged = 0;
+    for (dir, name) in names {
+        let original = fixture(dir, name);
+        for round in 0..300 {
+            let mut bytes = original.clone();
+            if round % 10 == 0 {
+                let cut = (next() as usize) % bytes.len();
+                bytes.truncate(cut);
+            }
+            // Flip bytes in the headers and load commands, where parsers decide sizes
+            // and offsets, and anywhere in the file.
+            for _ in 0..(1 + next() % 8) {
+                if bytes.is_empty() {
+                    break;
+                }
+                let span = if next() % 2 == 0 {
+                    bytes.len().min(4096)
+                } else {
+                    bytes.len()
+                };
+                let at = (next() as usize) % span;
+                bytes[at] = next() as u8;
+            }
+            for host in [MAC_ARM, LINUX_X86] {
+                let (_, blockers, _) =
+                    analyze_binary(Path::new("/opt/x"), &bytes, &FileFacts::default(), host);
+                let _ = blockers;
+                judged += 1;
+            }
+            let _ = sandpit::inspect::codesign::parse(&bytes);
+        }
+    }
+    assert_eq!(judged, 5 * 300 * 2);
+}
