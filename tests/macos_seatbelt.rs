@@ -642,3 +642,48 @@ fn offline_policy_has_no_outbound_rule() {
         .contains("(allow network-outbound (remote tcp \"localhost:41000\"))"));
     assert!(!prof.sbpl.contains("(allow network*)"));
 }
+
+#[test]
+fn secrets_inside_a_writable_root_cannot_be_renamed_out_from_under_their_rule() {
+    let input = Input {
+        block_read: vec![p("/Users/me/project/config/secrets/key.pem")],
+        allow_write: vec![p("/Users/me/project")],
+        ..Input::default()
+    };
+    let prof = compile(&input).unwrap();
+    for dir in [
+        "/Users/me/project/config/secrets",
+        "/Users/me/project/config",
+        "/Users/me/project",
+    ] {
+        assert!(
+            !seatbelt_allows(&prof, "file-write-unlink", dir),
+            "{dir} can be renamed away"
+        );
+        assert!(
+            !seatbelt_allows(&prof, "file-write-create", dir),
+            "{dir} can be replaced"
+        );
+    }
+    assert!(!seatbelt_allows(
+        &prof,
+        "file-read-data",
+        "/Users/me/project/config/secrets/key.pem"
+    ));
+    assert!(!seatbelt_allows(
+        &prof,
+        "file-write-unlink",
+        "/Users/me/project/config/secrets/key.pem"
+    ));
+    // Positive control: a sibling file is writable and removable.
+    assert!(seatbelt_allows(
+        &prof,
+        "file-write-unlink",
+        "/Users/me/project/config/app.toml"
+    ));
+    assert!(seatbelt_allows(
+        &prof,
+        "file-read-data",
+        "/Users/me/project/config/app.toml"
+    ));
+}

@@ -55,8 +55,10 @@ pub struct Input {
     pub allow_write: Vec<PathBuf>,
     /// Never writable, even inside `allow_write`.
     pub block_write: Vec<PathBuf>,
-    /// Never writable and guarded against rename and symlink tricks, even when absent
-    /// (`.git/hooks`, `.sandpit.toml`, agent hook files, sandpit's own state).
+    /// Paths that would run code outside the sandbox later (`.git/hooks`,
+    /// `.sandpit.toml`, agent hook files, sandpit's own state), denied even when
+    /// absent. Compiled like `block_write`: every unwritable path inside a writable
+    /// root has its directories guarded against rename and symlink tricks.
     pub protected: Vec<PathBuf>,
     pub network: Network,
     /// Allow binding and accepting on localhost.
@@ -316,8 +318,10 @@ pub fn compile(input: &Input) -> Result<Profile> {
     // out from under its rule. Emitted whether they exist or not; the cost is that
     // an absent one cannot be created (`git init` needs `.git/hooks`, which is
     // protected anyway).
+    // The same holds for a `block_read` path inside a writable root: renaming its
+    // directory away would make the secret readable under the new name.
     let mut guards = BTreeSet::new();
-    for p in &protected {
+    for p in &write_deny {
         for root in &allow_write {
             if within(p, root) && p != root {
                 let mut a = Path::new(p.as_str()).parent();
