@@ -22,6 +22,13 @@ fn library_of(host: Host) -> Option<(u8, u16, &'static str)> {
     }
 }
 
+/// glibc's loaders are `ld-linux-<arch>.so.N` (`ld-linux.so.2` on i386), wherever
+/// they live (`/lib64`, `/lib`, a Nix store path).
+fn is_glibc_loader(interp: &str) -> bool {
+    let name = interp.rsplit('/').next().unwrap_or(interp);
+    name.starts_with("ld-linux")
+}
+
 pub(super) fn analyze(
     e: &goblin::elf::Elf,
     host: Host,
@@ -55,8 +62,12 @@ pub(super) fn analyze(
             }),
             _ => {}
         }
-        if interpreter.is_none() {
-            blockers.push(Blocker::StaticElf);
+        match &interpreter {
+            None => blockers.push(Blocker::StaticElf),
+            Some(i) if !is_glibc_loader(i) => blockers.push(Blocker::ForeignLoader {
+                interpreter: i.clone(),
+            }),
+            Some(_) => {}
         }
         if go {
             blockers.push(Blocker::GoRawSyscalls);

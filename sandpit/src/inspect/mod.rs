@@ -86,6 +86,9 @@ impl Host {
 pub enum Blocker {
     /// ELF without a program interpreter: nothing reads LD_PRELOAD.
     StaticElf,
+    /// A dynamic loader other than glibc's (musl, Android's linker): the
+    /// interposition library is built against glibc and cannot load there.
+    ForeignLoader { interpreter: String },
     /// A Go program on Linux makes its system calls directly, not through libc.
     GoRawSyscalls,
     /// setuid/setgid: the loader runs in secure mode and drops the preload.
@@ -127,6 +130,9 @@ impl Blocker {
     pub fn describe(&self) -> String {
         match self {
             Blocker::StaticElf => "statically linked: no dynamic loader reads LD_PRELOAD".into(),
+            Blocker::ForeignLoader { interpreter } => format!(
+                "dynamic loader {interpreter} is not glibc's: the glibc-built interposition library cannot load"
+            ),
             Blocker::GoRawSyscalls => {
                 "Go program: on Linux it makes system calls directly, bypassing libc hooks".into()
             }
