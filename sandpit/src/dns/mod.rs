@@ -16,13 +16,13 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::proxy::audit::{AuditEvent, AuditSink, Way};
-use crate::proxy::canon::{canonical_host, Host};
 use crate::proxy::decide::{Decide, Verdict};
 use crate::proxy::Running;
 use message::{
     Query, CLASS_IN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_REFUSED, RCODE_SERVFAIL, TYPE_A,
     TYPE_AAAA,
 };
+use sandpit_policy::host::{canonical_host, Host};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DnsError {
@@ -206,8 +206,8 @@ impl DnsServer {
         if q.qclass != CLASS_IN {
             return refuse(Verdict::deny(None, "only class IN is answered"));
         }
-        let host = match canonical_host(&q.name) {
-            Ok(h @ Host::Name(_)) => h,
+        let (host, name) = match canonical_host(&q.name) {
+            Ok(Host::Name(n)) => (Host::Name(n.clone()), n),
             Ok(Host::Ip(_)) | Err(_) => {
                 return refuse(Verdict::deny(
                     None,
@@ -215,9 +215,7 @@ impl DnsServer {
                 ))
             }
         };
-        let Some(name) = host.name() else {
-            return refuse(Verdict::deny(None, "not a name"));
-        };
+        let name = name.as_str();
         let v = self.decide.lookup(name);
         if !v.allow {
             return refuse(v);

@@ -10,12 +10,12 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 use super::audit::{AuditEvent, Way};
-use super::canon::{canonical_host, canonical_ip, split_authority, Host};
 use super::decide::Verdict;
 use super::http::{self, Target};
 use super::io::{Io, Prefixed};
 use super::sni::{self, Sni};
 use super::{socks5, transparent, Proxy};
+use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host};
 
 /// Relay buffer per direction.
 const RELAY_BUF: usize = 64 * 1024;
@@ -292,14 +292,11 @@ async fn http_entry<S: Io>(
             return;
         }
     };
-    let parsed = split_authority(&authority)
-        .map_err(|e| e.to_string())
-        .and_then(|(h, p)| {
-            Ok((
-                canonical_host(h).map_err(|e| e.to_string())?,
-                p.ok_or("CONNECT needs a port")?,
-            ))
-        });
+    let parsed = match parse_authority(&authority) {
+        Ok((h, Some(p))) => Ok((h, p)),
+        Ok((_, None)) => Err("CONNECT needs a port".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     let (host, port) = match parsed {
         Ok(hp) => hp,
         Err(why) => {
@@ -480,13 +477,7 @@ async fn transparent_conn<S: Io>(
                 let _ = read_more(&mut client, &mut buf, wait.min(deadline)).await;
             }
             match first_name(&mut client, &mut buf, deadline).await {
-                Named::Name(n) => match canonical_host(&n) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        proxy.deny(Way::Transparent, &n, port, e.to_string());
-                        return;
-                    }
-                },
+                Named::Name(h) => h,
                 Named::Unnamed => orig.clone(),
                 Named::Bad(why) => {
                     proxy.deny(Way::Transparent, &orig.to_string(), port, why);
@@ -510,7 +501,7 @@ async fn transparent_conn<S: Io>(
 }
 
 enum Named {
-    Name(String),
+    Name(Host),
     Unnamed,
     Bad(String),
 }
@@ -525,7 +516,12 @@ async fn first_name<S: Io>(client: &mut S, buf: &mut BytesMut, deadline: Instant
         if sni::looks_like_tls(buf) {
             match sni::parse(buf) {
                 Sni::Incomplete => {}
-                Sni::Name(n) => return Named::Name(n),
+                Sni::Name(n) => {
+                    return match canonical_host(&n) {
+                        Ok(h) => Named::Name(h),
+                        Err(e) => Named::Bad(format!("TLS server name {n:?}: {e}")),
+                    }
+                }
                 // Unreadable: only an IP rule can allow it.
                 Sni::Missing | Sni::Ech | Sni::Malformed(_) => return Named::Unnamed,
             }
@@ -551,31 +547,28 @@ async fn first_name<S: Io>(client: &mut S, buf: &mut BytesMut, deadline: Instant
 }
 
 /// The host an HTTP request names (absolute-form authority and Host must agree).
-fn request_host(h: &http::Head) -> Result<Option<String>, String> {
+fn request_host(h: &http::Head) -> Result<Option<Host>, String> {
     let host_hdr = match h.host() {
-        Some(v) => Some(split_authority(v).map_err(|e| e.to_string())?.0.to_string()),
+        Some(v) => Some(
+            parse_authority(v)
+                .map_err(|e| format!("Host header: {e}"))?
+                .0,
+        ),
         None => None,
     };
     let target = match h.target().map_err(|e| e.to_string())? {
         Target::Absolute { authority, .. } => Some(
-            split_authority(authority)
-                .map_err(|e| e.to_string())?
-                .0
-                .to_string(),
+            parse_authority(authority)
+                .map_err(|e| format!("request URI: {e}"))?
+                .0,
         ),
         _ => None,
     };
     match (target, host_hdr) {
-        (Some(t), Some(hh)) => {
-            let (ct, ch) = (canonical_host(&t), canonical_host(&hh));
-            if ct.is_err() || ct != ch {
-                return Err(format!(
-                    "request URI host {t:?} and Host header {hh:?} disagree"
-                ));
-            }
-            Ok(Some(t))
-        }
-        (Some(t), None) => Ok(Some(t)),
+        (Some(t), Some(hh)) if t != hh => Err(format!(
+            "request URI host {t} and Host header {hh} disagree"
+        )),
+        (Some(t), _) => Ok(Some(t)),
         (None, Some(hh)) => Ok(Some(hh)),
         (None, None) if h.minor == 0 => Ok(None),
         (None, None) => Err("HTTP/1.1 request without Host".into()),
@@ -624,8 +617,7 @@ fn check_first_bytes(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Resul
             Err(e) => return Err(format!("unreadable HTTP request: {e}")),
         };
         for h in &heads {
-            if let Some(name) = request_host(h)? {
-                let c = canonical_host(&name).map_err(|e| format!("HTTP Host: {e}"))?;
+            if let Some(c) = request_host(h)? {
                 if c != *host {
                     return Err(format!(
                         "HTTP request for {c} inside a connection decided for {host}"

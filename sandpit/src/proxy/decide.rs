@@ -2,7 +2,8 @@
 //! `sandpit_policy::Policy`, plus the address-range rule every implementation shares.
 use std::net::IpAddr;
 
-use super::canon::{canonical_host, canonical_ip, Host};
+use sandpit_policy::host::{canonical_host, canonical_ip, Host, HostMatch};
+use sandpit_policy::{NetMode, Policy};
 
 /// One decision, with the rule that made it and a reason a model can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,10 +53,11 @@ pub trait Decide: Send + Sync + 'static {
         match non_public_range(addr) {
             None => Verdict::allow(None, format!("{host}:{port} → {addr} is a public address")),
             Some(range) => {
-                let named_by_resolve = host
-                    .name()
-                    .and_then(|n| self.static_answers(n))
-                    .is_some_and(|a| a.iter().any(|x| canonical_ip(*x) == addr));
+                let named_by_resolve = match host {
+                    Host::Name(n) => self.static_answers(n),
+                    Host::Ip(_) => None,
+                }
+                .is_some_and(|a| a.iter().any(|x| canonical_ip(*x) == addr));
                 if named_by_resolve || self.names_address(addr) {
                     Verdict::allow(None, format!("{addr} ({range}) is named by the policy"))
                 } else {
@@ -131,166 +133,109 @@ pub fn non_public_range(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// Network mode, as in the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Filtered,
-    Offline,
-    Unrestricted,
-}
-
-/// A self-contained rule set for tests, benches and until the launcher wires the
-/// policy crate: exact hosts, `*.suffix`, literal addresses, optional `:port`.
-#[derive(Debug, Clone)]
-pub struct StaticRules {
-    pub mode: Mode,
-    allow: Vec<(String, Host, Option<u16>)>,
-    block: Vec<(String, Host, Option<u16>)>,
-    resolve: Vec<(String, IpAddr)>,
-}
-
-fn parse_rule(s: &str) -> Option<(String, Host, Option<u16>)> {
-    let (h, port) = super::canon::split_authority(s).ok()?;
-    let host = match h.strip_prefix("*.") {
-        Some(sfx) => match canonical_host(sfx).ok()? {
-            Host::Name(n) => Host::Name(format!("*.{n}")),
-            Host::Ip(_) => return None,
-        },
-        None => canonical_host(h).ok()?,
-    };
-    Some((s.to_string(), host, port))
-}
-
-impl StaticRules {
-    /// `allow`/`block` entries as in `[network]`; `resolve` as `[network.resolve]`.
-    /// Entries that do not parse are ignored (the real policy crate rejects them).
-    pub fn new(mode: Mode, allow: &[&str], block: &[&str], resolve: &[(&str, IpAddr)]) -> Self {
-        StaticRules {
-            mode,
-            allow: allow.iter().filter_map(|s| parse_rule(s)).collect(),
-            block: block.iter().filter_map(|s| parse_rule(s)).collect(),
-            resolve: resolve
-                .iter()
-                .filter_map(|(n, a)| match canonical_host(n) {
-                    Ok(Host::Name(n)) => Some((n, canonical_ip(*a))),
-                    _ => None,
-                })
-                .collect(),
-        }
-    }
-
-    fn matches(rule: &Host, host: &Host) -> bool {
-        match (rule, host) {
-            (Host::Name(r), Host::Name(h)) => match r.strip_prefix("*.") {
-                Some(sfx) => {
-                    h.len() > sfx.len() + 1
-                        && h.ends_with(sfx)
-                        && h[..h.len() - sfx.len()].ends_with('.')
-                }
-                None => r == h,
-            },
-            (Host::Ip(r), Host::Ip(h)) => r == h,
-            _ => false,
-        }
-    }
-
-    fn find<'a>(
-        list: &'a [(String, Host, Option<u16>)],
-        host: &Host,
-        port: Option<u16>,
-    ) -> Option<&'a str> {
-        list.iter()
-            .find(|(_, h, p)| {
-                Self::matches(h, host) && (p.is_none() || port.is_none() || *p == port)
-            })
-            .map(|(s, _, _)| s.as_str())
+fn verdict(v: sandpit_policy::Verdict) -> Verdict {
+    Verdict {
+        allow: v.is_allowed(),
+        rule: v.rule.map(|o| o.to_string()),
+        reason: v.reason,
     }
 }
 
-impl Decide for StaticRules {
+/// The launcher's decision object: the effective policy.
+impl Decide for Policy {
     fn connect(&self, host: &Host, port: u16) -> Verdict {
-        match self.mode {
-            Mode::Offline => {
-                return Verdict::deny(
-                    Some("network.mode = \"offline\"".into()),
-                    "the network is off for this run",
-                )
-            }
-            Mode::Unrestricted => {
-                return Verdict::allow(
-                    Some("network.mode = \"unrestricted\"".into()),
-                    "host filtering is off",
-                )
-            }
-            Mode::Filtered => {}
-        }
-        if let Some(r) = Self::find(&self.block, host, Some(port)) {
-            return Verdict::deny(
-                Some(format!("network.block {r:?}")),
-                format!("{host}:{port} is blocked"),
-            );
-        }
-        if let Some(r) = Self::find(&self.allow, host, Some(port)) {
-            return Verdict::allow(
-                Some(format!("network.allow {r:?}")),
-                format!("{host}:{port} is allowed"),
-            );
-        }
-        Verdict::deny(None, format!("{host}:{port} is not in [network] allow"))
+        verdict(sandpit_policy::decide::decide_connect(self, host, port))
     }
 
     fn lookup(&self, name: &str) -> Verdict {
-        let Ok(host) = canonical_host(name) else {
-            return Verdict::deny(None, format!("{name:?} is not a valid host name"));
+        let host = match canonical_host(name) {
+            Ok(h @ Host::Name(_)) => h,
+            Ok(Host::Ip(_)) => {
+                return Verdict::deny(None, format!("{name} is an address, not a name"))
+            }
+            Err(e) => return Verdict::deny(None, format!("{name:?} is not a host name: {e}")),
         };
-        match self.mode {
-            Mode::Offline => {
-                return Verdict::deny(
-                    Some("network.mode = \"offline\"".into()),
-                    "the network is off for this run",
-                )
-            }
-            Mode::Unrestricted => {
-                return Verdict::allow(
-                    Some("network.mode = \"unrestricted\"".into()),
-                    "host filtering is off",
-                )
-            }
-            Mode::Filtered => {}
+        let net = &self.network;
+        if net.mode.value == NetMode::Offline {
+            return Verdict::deny(
+                Some(net.mode.origin.to_string()),
+                format!("lookup of {host} refused: network.mode = \"offline\""),
+            );
         }
-        if let Some(r) = self
+        // A block entry without a port blocks the name on every port.
+        if let Some(b) = net
             .block
             .iter()
-            .find(|(_, h, p)| p.is_none() && Self::matches(h, &host))
+            .find(|r| r.value.port.is_none() && r.value.matches(&host, 1))
         {
             return Verdict::deny(
-                Some(format!("network.block {:?}", r.0)),
-                format!("{host} is blocked"),
+                Some(b.origin.to_string()),
+                format!("lookup of {host} refused: blocked by {}", b.origin),
             );
         }
-        if let Some(r) = Self::find(&self.allow, &host, None) {
+        if net.mode.value == NetMode::Unrestricted {
             return Verdict::allow(
-                Some(format!("network.allow {r:?}")),
-                format!("{host} is allowed"),
+                Some(net.mode.origin.to_string()),
+                format!("lookup of {host}: network.mode = \"unrestricted\""),
             );
         }
-        Verdict::deny(None, format!("{host} is not in [network] allow"))
+        let any_port = |r: &&sandpit_policy::Rule<sandpit_policy::HostPattern>| {
+            r.value.matches(&host, r.value.port.unwrap_or(1))
+        };
+        match net.allow.iter().find(any_port) {
+            Some(a) => Verdict::allow(Some(a.origin.to_string()), format!("lookup of {host} allowed by {}", a.origin)),
+            None => Verdict::deny(
+                None,
+                format!("lookup of {host} refused: the name is not in network.allow. To allow it, add \"{host}\" to [network] allow in ~/.sandpit/config.toml"),
+            ),
+        }
     }
 
     fn static_answers(&self, name: &str) -> Option<Vec<IpAddr>> {
-        let v: Vec<IpAddr> = self
+        self.network
             .resolve
             .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, a)| *a)
-            .collect();
-        (!v.is_empty()).then_some(v)
+            .find(|r| r.value.name == name)
+            .map(|r| r.value.addrs.clone())
     }
 
     fn names_address(&self, addr: IpAddr) -> bool {
         let addr = canonical_ip(addr);
-        self.allow.iter().any(|(_, h, _)| *h == Host::Ip(addr))
+        self.network.allow.iter().any(|r| {
+            matches!(r.value.host, HostMatch::Ip(_) | HostMatch::Cidr(..))
+                && r.value.matches(&Host::Ip(addr), r.value.port.unwrap_or(1))
+        })
     }
+
+    fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict {
+        let v = verdict(sandpit_policy::check_resolved(self, host, port, addr));
+        // The policy crate's ranges, plus the translation ranges this module knows.
+        if v.allow && v.rule.is_none() {
+            if let Some(range) = non_public_range(addr) {
+                return Verdict::deny(None, format!("{host}:{port} resolved to {addr}, a {range} address the policy does not name"));
+            }
+        }
+        v
+    }
+}
+
+/// A policy from one TOML text layered as the user file over the built-in default
+/// (tests, benches, fuzzing).
+pub fn policy_from_toml(text: &str) -> Result<Policy, sandpit_policy::Error> {
+    let dir = std::env::temp_dir();
+    let ctx = sandpit_policy::Context {
+        home: dir.join("sandpit-home"),
+        workspace: dir.join("sandpit-home/project"),
+        scratch: dir.join("sandpit-scratch"),
+        state_dir: dir.join("sandpit-home/.sandpit"),
+    };
+    let mut o = sandpit_policy::LoadOptions::new(ctx);
+    o.user = Some(sandpit_policy::Source::new(
+        sandpit_policy::Layer::User,
+        "test.toml",
+        text,
+    ));
+    sandpit_policy::load(&o)
 }
 
 #[cfg(test)]
@@ -311,6 +256,7 @@ mod tests {
             "0.0.0.0",
             "100.64.0.1",
             "::ffff:10.0.0.1",
+            "2002:7f00:1::",
         ] {
             assert!(non_public_range(a.parse().unwrap()).is_some(), "{a}");
         }
@@ -320,27 +266,53 @@ mod tests {
     }
 
     #[test]
-    fn static_rules() {
-        let r = StaticRules::new(
-            Mode::Filtered,
-            &["allowed.test", "*.wild.test", "only.test:443"],
-            &["bad.wild.test"],
-            &[("allowed.test", "127.0.0.2".parse().unwrap())],
-        );
+    fn policy_adapter() {
+        let p = policy_from_toml(
+            r#"
+[network]
+allow = ["allowed.test", "*.wild.test", "only.test:443", "sneaky.test"]
+block = ["bad.wild.test"]
+[network.resolve]
+"allowed.test" = "127.0.0.2"
+"blocked.test" = "127.0.0.1"
+"#,
+        )
+        .unwrap();
         let n = |s: &str| Host::Name(s.into());
-        assert!(r.connect(&n("allowed.test"), 80).allow);
-        assert!(r.connect(&n("a.wild.test"), 80).allow);
-        assert!(!r.connect(&n("wild.test"), 80).allow);
-        assert!(!r.connect(&n("bad.wild.test"), 80).allow);
-        assert!(r.connect(&n("only.test"), 443).allow);
-        assert!(!r.connect(&n("only.test"), 80).allow);
-        assert!(r.lookup("only.test").allow);
-        assert!(!r.lookup("blocked.test").allow);
-        let lo: IpAddr = "127.0.0.2".parse().unwrap();
-        assert!(r.resolved(&n("allowed.test"), 80, lo).allow);
+        assert!(p.connect(&n("allowed.test"), 80).allow);
+        assert!(p.connect(&n("a.wild.test"), 80).allow);
+        assert!(!p.connect(&n("wild.test"), 80).allow);
+        assert!(!p.connect(&n("bad.wild.test"), 80).allow);
+        assert!(p.connect(&n("only.test"), 443).allow);
+        assert!(!p.connect(&n("only.test"), 80).allow);
+        assert!(!p.connect(&n("blocked.test"), 80).allow);
+        assert!(p.lookup("only.test").allow);
+        assert!(p.lookup("ALLOWED.test.").allow);
+        assert!(!p.lookup("blocked.test").allow);
+        assert!(!p.lookup("bad.wild.test").allow);
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(p.resolved(&n("allowed.test"), 80, a("127.0.0.2")).allow);
         assert!(
-            !r.resolved(&n("a.wild.test"), 80, "127.0.0.1".parse().unwrap())
+            p.resolved(&n("allowed.test"), 80, a("::ffff:127.0.0.2"))
                 .allow
         );
+        // The resolve map names 127.0.0.1 for blocked.test only.
+        assert!(!p.resolved(&n("sneaky.test"), 80, a("127.0.0.1")).allow);
+        assert!(
+            !p.resolved(&n("sneaky.test"), 80, a("169.254.169.254"))
+                .allow
+        );
+        assert!(p.resolved(&n("sneaky.test"), 80, a("1.1.1.1")).allow);
+        assert_eq!(p.static_answers("allowed.test"), Some(vec![a("127.0.0.2")]));
+    }
+
+    #[test]
+    fn empty_allowlist_and_offline_deny() {
+        let p = policy_from_toml("").unwrap();
+        assert!(!p.connect(&Host::Name("allowed.test".into()), 443).allow);
+        assert!(!p.lookup("allowed.test").allow);
+        let p = policy_from_toml("[network]\nmode = \"offline\"\nallow = [\"a.test\"]\n").unwrap();
+        assert!(!p.connect(&Host::Name("a.test".into()), 443).allow);
+        assert!(!p.lookup("a.test").allow);
     }
 }

@@ -13,11 +13,11 @@ use hyper::{Request, Response, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::audit::Way;
-use super::canon::{canonical_host, split_authority};
 use super::conn::{forbidden_body, Refusal};
 use super::decide::Verdict;
 use super::io::{Io, Prefixed};
 use super::Proxy;
+use sandpit_policy::host::parse_authority;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -88,9 +88,9 @@ async fn forward(proxy: &Proxy, mut req: Request<Incoming>, need_token: bool) ->
     let Some(authority) = uri.authority().map(|a| a.as_str().to_string()) else {
         return bad(400, "request URI has no host");
     };
-    let host = match split_authority(&authority).map(|(h, _)| canonical_host(h)) {
-        Ok(Ok(h)) => h,
-        Ok(Err(e)) | Err(e) => {
+    let host = match parse_authority(&authority) {
+        Ok((h, _)) => h,
+        Err(e) => {
             let r = proxy.deny(Way::HttpProxy, &authority, 0, e.to_string());
             return forbidden(&authority, 0, &Verdict::deny(None, r.reason().to_string()));
         }
@@ -100,8 +100,8 @@ async fn forward(proxy: &Proxy, mut req: Request<Incoming>, need_token: bool) ->
         let same = hv
             .to_str()
             .ok()
-            .and_then(|s| split_authority(s).ok())
-            .and_then(|(h, _)| canonical_host(h).ok())
+            .and_then(|s| parse_authority(s).ok())
+            .map(|(h, _)| h)
             .is_some_and(|h| h == host);
         if !same {
             let why = format!("request URI host {host} and Host header {hv:?} disagree");

@@ -8,13 +8,12 @@
 //! - HTTP `CONNECT`;
 //! - SOCKS5 with domain names or addresses.
 //!
-//! Each host is canonicalized once ([`canon`]), decided ([`Decide`]), resolved with
+//! Each host is canonicalized once (`sandpit_policy::canonical_host`), decided ([`Decide`]), resolved with
 //! sandpit's own [`Resolver`](crate::dns::Resolver), each answer checked against the
 //! non-public ranges, and exactly that address dialled. In tunnels the client's first
 //! bytes are read before any of them are forwarded: a TLS server name or HTTP Host
 //! that disagrees with the decided host closes the connection.
 pub mod audit;
-pub mod canon;
 pub mod decide;
 pub mod http;
 pub mod sni;
@@ -35,8 +34,8 @@ use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
 pub use audit::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
-pub use canon::{canonical_host, Host, HostError};
-pub use decide::{Decide, Mode, StaticRules, Verdict};
+pub use decide::{Decide, Verdict};
+pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
 
 use crate::dns::Resolver;
 
