@@ -14,7 +14,9 @@ async fn curl(env: &[(String, String)], args: &[&str]) -> Output {
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .args(["-sS", "--max-time", "10"])
         .args(args);
-    c.output().await.expect("curl must be installed for these tests")
+    c.output()
+        .await
+        .expect("curl must be installed for these tests")
 }
 
 fn text(o: &Output) -> String {
@@ -35,7 +37,11 @@ async fn curl_through_the_child_environment() {
 
     // HTTP_PROXY (absolute form).
     let o = curl(&env, &[&allowed]).await;
-    assert!(String::from_utf8_lossy(&o.stdout).contains("sink:allowed"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("sink:allowed"),
+        "{}",
+        text(&o)
+    );
     let o = curl(&env, &["-f", &blocked]).await;
     assert!(!o.status.success(), "{}", text(&o));
     // NO_PROXY set by the agent exempts nothing: curl still asks the proxy, which denies.
@@ -47,26 +53,63 @@ async fn curl_through_the_child_environment() {
 
     // CONNECT (-p tunnels plain HTTP through CONNECT).
     let o = curl(&env, &["-p", &allowed]).await;
-    assert!(String::from_utf8_lossy(&o.stdout).contains("sink:allowed"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("sink:allowed"),
+        "{}",
+        text(&o)
+    );
     let o = curl(&env, &["-p", "-f", &blocked]).await;
     assert!(!o.status.success(), "{}", text(&o));
 
     // SOCKS5 with proxy-side resolution (ALL_PROXY=socks5h://…).
-    let socks = env.iter().find(|(k, _)| k == "ALL_PROXY").unwrap().1.clone();
+    let socks = env
+        .iter()
+        .find(|(k, _)| k == "ALL_PROXY")
+        .unwrap()
+        .1
+        .clone();
     let o = curl(&[], &["--proxy", &socks, &allowed]).await;
-    assert!(String::from_utf8_lossy(&o.stdout).contains("sink:allowed"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("sink:allowed"),
+        "{}",
+        text(&o)
+    );
     let o = curl(&[], &["--proxy", &socks, &blocked]).await;
     assert!(!o.status.success(), "{}", text(&o));
-    let o = curl(&[], &["--proxy", &socks, &format!("http://127.1:{}/", w.blocked.port())]).await;
+    let o = curl(
+        &[],
+        &[
+            "--proxy",
+            &socks,
+            &format!("http://127.1:{}/", w.blocked.port()),
+        ],
+    )
+    .await;
     assert!(!o.status.success(), "{}", text(&o));
 
     // HTTPS via CONNECT: curl's own ClientHello carries SNI allowed.test and reaches
     // the sink (which is no TLS server, so curl then fails — the bytes are the point).
     let before = w.allowed.received().len();
-    let _ = curl(&env, &["-k", &format!("https://allowed.test:{}/", w.allowed.port())]).await;
+    let _ = curl(
+        &env,
+        &[
+            "-k",
+            "--max-time",
+            "2",
+            &format!("https://allowed.test:{}/", w.allowed.port()),
+        ],
+    )
+    .await;
     let got = w.allowed.received();
-    assert!(find(&got[before..], b"allowed.test").is_some(), "SNI reached the allowed sink");
-    let o = curl(&env, &["-k", &format!("https://blocked.test:{}/", w.blocked.port())]).await;
+    assert!(
+        find(&got[before..], b"allowed.test").is_some(),
+        "SNI reached the allowed sink"
+    );
+    let o = curl(
+        &env,
+        &["-k", &format!("https://blocked.test:{}/", w.blocked.port())],
+    )
+    .await;
     assert!(!o.status.success());
 
     w.settle().await;
@@ -79,14 +122,26 @@ async fn killed_proxy_fails_closed() {
     let env = sandpit::proxy::child_env(w.addr, TOKEN);
     let allowed = format!("http://allowed.test:{}/", w.allowed.port());
     let o = curl(&env, &[&allowed]).await;
-    assert!(String::from_utf8_lossy(&o.stdout).contains("sink:allowed"), "positive control: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("sink:allowed"),
+        "positive control: {}",
+        text(&o)
+    );
     let seen = w.allowed.connection_count();
 
-    let World { running, allowed: allowed_sink, blocked, .. } = w;
+    let World {
+        running,
+        allowed: allowed_sink,
+        blocked,
+        ..
+    } = w;
     running.shutdown();
     // The listener goes away with the task; wait until a connect is refused.
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(env_addr(&env)).await.is_err() {
+        if tokio::net::TcpStream::connect(env_addr(&env))
+            .await
+            .is_err()
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -94,12 +149,25 @@ async fn killed_proxy_fails_closed() {
     for args in [vec![allowed.as_str()], vec!["-p", allowed.as_str()]] {
         let o = curl(&env, &args).await;
         assert!(!o.status.success(), "{}", text(&o));
-        assert!(!String::from_utf8_lossy(&o.stdout).contains("sink:"), "{}", text(&o));
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("sink:"),
+            "{}",
+            text(&o)
+        );
     }
-    let socks = env.iter().find(|(k, _)| k == "ALL_PROXY").unwrap().1.clone();
+    let socks = env
+        .iter()
+        .find(|(k, _)| k == "ALL_PROXY")
+        .unwrap()
+        .1
+        .clone();
     let o = curl(&[], &["--proxy", &socks, &allowed]).await;
     assert!(!o.status.success(), "{}", text(&o));
-    assert_eq!(allowed_sink.connection_count(), seen, "nothing went direct after the proxy died");
+    assert_eq!(
+        allowed_sink.connection_count(),
+        seen,
+        "nothing went direct after the proxy died"
+    );
     blocked.assert_untouched("killed proxy");
 }
 

@@ -32,8 +32,14 @@ async fn start(policy: &str) -> Dns {
         Arc::new(Resolver::new(Upstream::Udp(upstream.addr))),
         audit.clone(),
     );
-    let u = server.serve_udp("127.0.0.4:0".parse().unwrap()).await.unwrap();
-    let t = server.serve_tcp("127.0.0.4:0".parse().unwrap()).await.unwrap();
+    let u = server
+        .serve_udp("127.0.0.4:0".parse().unwrap())
+        .await
+        .unwrap();
+    let t = server
+        .serve_tcp("127.0.0.4:0".parse().unwrap())
+        .await
+        .unwrap();
     Dns {
         udp: u.local_addr().unwrap(),
         tcp: t.local_addr().unwrap(),
@@ -48,7 +54,10 @@ async fn udp_ask(server: SocketAddr, name: &str, qtype: u16) -> (u8, Vec<IpAddr>
     let q = message::build_query(0x4242, name, qtype).unwrap();
     s.send_to(&q, server).await.unwrap();
     let mut buf = [0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     message::parse_answer(&buf[..n], 0x4242).unwrap()
 }
 
@@ -79,46 +88,99 @@ async fn denied_names_are_refused_and_never_forwarded() {
         "sub.allowed.test",
     ];
     for name in exfil {
-        assert_eq!(udp_ask(d.udp, name, TYPE_A).await, (RCODE_REFUSED, vec![]), "udp {name}");
-        assert_eq!(tcp_ask(d.tcp, name, TYPE_AAAA).await, (RCODE_REFUSED, vec![]), "tcp {name}");
+        assert_eq!(
+            udp_ask(d.udp, name, TYPE_A).await,
+            (RCODE_REFUSED, vec![]),
+            "udp {name}"
+        );
+        assert_eq!(
+            tcp_ask(d.tcp, name, TYPE_AAAA).await,
+            (RCODE_REFUSED, vec![]),
+            "tcp {name}"
+        );
     }
     // Allowed name with a record type sandpit does not forward: empty, not forwarded.
-    assert_eq!(udp_ask(d.udp, "public.test", 16).await, (RCODE_NOERROR, vec![]));
-    assert!(d.upstream.questions().is_empty(), "upstream saw {:?}", d.upstream.questions());
+    assert_eq!(
+        udp_ask(d.udp, "public.test", 16).await,
+        (RCODE_NOERROR, vec![])
+    );
+    assert!(
+        d.upstream.questions().is_empty(),
+        "upstream saw {:?}",
+        d.upstream.questions()
+    );
 
     // Positive control: an allowed name without a static entry does reach upstream.
     let (rc, addrs) = udp_ask(d.udp, "public.test", TYPE_A).await;
     assert_eq!(rc, RCODE_NOERROR);
     assert_eq!(addrs, vec!["93.184.216.34".parse::<IpAddr>().unwrap()]);
-    assert_eq!(d.upstream.questions().iter().filter(|q| *q == "public.test").count(), 2, "A and AAAA asked");
-    assert!(d.upstream.questions().iter().all(|q| q == "public.test"), "{:?}", d.upstream.questions());
-    assert!(d.audit.events().iter().any(|e| !e.allow && e.host.contains("attacker")));
+    assert_eq!(
+        d.upstream
+            .questions()
+            .iter()
+            .filter(|q| *q == "public.test")
+            .count(),
+        2,
+        "A and AAAA asked"
+    );
+    assert!(
+        d.upstream.questions().iter().all(|q| q == "public.test"),
+        "{:?}",
+        d.upstream.questions()
+    );
+    assert!(d
+        .audit
+        .events()
+        .iter()
+        .any(|e| !e.allow && e.host.contains("attacker")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_entries_answer_first() {
     let d = start(POLICY).await;
-    for ask in [udp_ask(d.udp, "allowed.test", TYPE_A).await, tcp_ask(d.tcp, "ALLOWED.test", TYPE_A).await] {
-        assert_eq!(ask, (RCODE_NOERROR, vec!["127.0.0.2".parse::<IpAddr>().unwrap()]));
+    for ask in [
+        udp_ask(d.udp, "allowed.test", TYPE_A).await,
+        tcp_ask(d.tcp, "ALLOWED.test", TYPE_A).await,
+    ] {
+        assert_eq!(
+            ask,
+            (RCODE_NOERROR, vec!["127.0.0.2".parse::<IpAddr>().unwrap()])
+        );
     }
-    assert_eq!(udp_ask(d.udp, "allowed.test", TYPE_AAAA).await, (RCODE_NOERROR, vec![]));
-    assert!(d.upstream.questions().is_empty(), "static answers never go upstream");
+    assert_eq!(
+        udp_ask(d.udp, "allowed.test", TYPE_AAAA).await,
+        (RCODE_NOERROR, vec![])
+    );
+    assert!(
+        d.upstream.questions().is_empty(),
+        "static answers never go upstream"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_name_with_a_loopback_answer_gets_no_address() {
     let d = start(POLICY).await;
     // The upstream answers 127.0.0.1 for sneaky.test, which the policy does not name.
-    assert_eq!(udp_ask(d.udp, "sneaky.test", TYPE_A).await, (RCODE_NOERROR, vec![]));
+    assert_eq!(
+        udp_ask(d.udp, "sneaky.test", TYPE_A).await,
+        (RCODE_NOERROR, vec![])
+    );
     assert!(d.upstream.questions().iter().any(|q| q == "sneaky.test"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_allowlist_and_offline_refuse_everything() {
-    for policy in ["", "[network]\nmode = \"offline\"\nallow = [\"public.test\"]\n"] {
+    for policy in [
+        "",
+        "[network]\nmode = \"offline\"\nallow = [\"public.test\"]\n",
+    ] {
         let d = start(policy).await;
         for name in ["public.test", "allowed.test", "blocked.test"] {
-            assert_eq!(udp_ask(d.udp, name, TYPE_A).await.0, RCODE_REFUSED, "{policy:?} {name}");
+            assert_eq!(
+                udp_ask(d.udp, name, TYPE_A).await.0,
+                RCODE_REFUSED,
+                "{policy:?} {name}"
+            );
         }
         assert!(d.upstream.questions().is_empty());
     }
@@ -128,13 +190,21 @@ async fn empty_allowlist_and_offline_refuse_everything() {
 async fn garbage_gets_formerr_or_nothing() {
     let d = start(POLICY).await;
     let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    s.send_to(&[0x12, 0x34, 0x80, 0, 0, 1], d.udp).await.unwrap();
+    s.send_to(&[0x12, 0x34, 0x80, 0, 0, 1], d.udp)
+        .await
+        .unwrap();
     let mut buf = [0u8; 512];
-    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf)).await.unwrap().unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(&buf[..2], &[0x12, 0x34]);
     assert_eq!(buf[3] & 0x0f, message::RCODE_FORMERR);
     assert!(n >= 12);
     // Positive control: the server still answers afterwards.
-    assert_eq!(udp_ask(d.udp, "allowed.test", TYPE_A).await.0, RCODE_NOERROR);
+    assert_eq!(
+        udp_ask(d.udp, "allowed.test", TYPE_A).await.0,
+        RCODE_NOERROR
+    );
     assert!(d.upstream.questions().is_empty());
 }

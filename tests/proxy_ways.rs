@@ -47,7 +47,10 @@ async fn http_proxy_allowed_and_blocked() {
     let b = authority("blocked.test", w.blocked.port());
     let denied = http_get(w.addr, &format!("http://{b}/x"), &b).await;
     assert!(denied.starts_with("HTTP/1.1 403"), "{denied}");
-    assert!(denied.contains("blocked.test") && denied.contains("[network] allow"), "403 body names the host and how to allow it: {denied}");
+    assert!(
+        denied.contains("blocked.test") && denied.contains("[network] allow"),
+        "403 body names the host and how to allow it: {denied}"
+    );
     w.settle().await;
     w.blocked.assert_untouched("http proxy");
     let ev = w.audit.events();
@@ -73,16 +76,40 @@ async fn connect_allowed_and_blocked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socks5_allowed_and_blocked() {
     let w = World::new().await;
-    let (rep, mut s) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), w.allowed.port()).await;
+    let (rep, mut s) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("allowed.test"),
+        w.allowed.port(),
+    )
+    .await;
     assert_eq!(rep, Some(0));
     s.write_all(&origin_get("allowed.test")).await.unwrap();
     let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
     assert!(body.contains("sink:allowed"), "positive control: {body}");
-    let (rep, _) = socks(w.addr, TOKEN, SocksDest::Domain("blocked.test"), w.blocked.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("blocked.test"),
+        w.blocked.port(),
+    )
+    .await;
     assert_eq!(rep, Some(2), "connection not allowed by ruleset");
-    let (rep, _) = socks(w.addr, TOKEN, SocksDest::Ip("127.0.0.1".parse().unwrap()), w.blocked.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Ip("127.0.0.1".parse().unwrap()),
+        w.blocked.port(),
+    )
+    .await;
     assert_eq!(rep, Some(2));
-    let (rep, _) = socks(w.addr, TOKEN, SocksDest::Ip("::ffff:127.0.0.1".parse().unwrap()), w.blocked.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Ip("::ffff:127.0.0.1".parse().unwrap()),
+        w.blocked.port(),
+    )
+    .await;
     assert_eq!(rep, Some(2));
     w.settle().await;
     w.blocked.assert_untouched("SOCKS5");
@@ -110,11 +137,16 @@ async fn transparent_allowed_and_blocked() {
     let hello = build_client_hello(Some("allowed.test"), false);
     s.write_all(&hello).await.unwrap();
     w.settle().await;
-    assert!(find(&w.allowed.received(), &hello).is_some(), "positive control: SNI allowed.test reached the sink");
+    assert!(
+        find(&w.allowed.received(), &hello).is_some(),
+        "positive control: SNI allowed.test reached the sink"
+    );
     drop(s);
 
     let mut s = transparent(w.addr, TOKEN, blocked_orig, None).await;
-    let _ = s.write_all(&build_client_hello(Some("blocked.test"), false)).await;
+    let _ = s
+        .write_all(&build_client_hello(Some("blocked.test"), false))
+        .await;
     let _ = read_all(&mut s).await;
 
     // No name, raw bytes: the address decides (127.0.0.1 is not allowed).
@@ -147,7 +179,10 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
         let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
         assert!(!r.contains("sink:"), "http {spelling}: {r}");
         let (head, _) = connect(w.addr, &a).await;
-        assert!(!head.starts_with("HTTP/1.1 200"), "CONNECT {spelling}: {head}");
+        assert!(
+            !head.starts_with("HTTP/1.1 200"),
+            "CONNECT {spelling}: {head}"
+        );
         let host = spelling.trim_start_matches('[').trim_end_matches(']');
         let dest = match host.parse::<IpAddr>() {
             Ok(ip) => SocksDest::Ip(ip),
@@ -155,10 +190,19 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
         };
         let (rep, _) = socks(w.addr, TOKEN, dest, port).await;
         assert_ne!(rep, Some(0), "SOCKS5 {spelling}");
-        let mut s = transparent(w.addr, TOKEN, SocketAddr::new("127.0.0.2".parse().unwrap(), port), Some(spelling)).await;
+        let mut s = transparent(
+            w.addr,
+            TOKEN,
+            SocketAddr::new("127.0.0.2".parse().unwrap(), port),
+            Some(spelling),
+        )
+        .await;
         let _ = s.write_all(b"GET / HTTP/1.1\r\n\r\n").await;
         let out = read_all(&mut s).await;
-        assert!(!String::from_utf8_lossy(&out).contains("sink:"), "transparent {spelling}");
+        assert!(
+            !String::from_utf8_lossy(&out).contains("sink:"),
+            "transparent {spelling}"
+        );
     }
     // Positive controls: odd spellings of the allowed name still work.
     for spelling in ["ALLOWED.TEST", "allowed.test.", "Allowed.Test."] {
@@ -182,13 +226,22 @@ async fn fronting_is_denied() {
     s.write_all(&evil).await.unwrap();
     let _ = read_all(&mut s).await;
     // ECH and missing SNI under a name are unreadable: denied too.
-    for hello in [build_client_hello(Some("allowed.test"), true), build_client_hello(None, false)] {
+    for hello in [
+        build_client_hello(Some("allowed.test"), true),
+        build_client_hello(None, false),
+    ] {
         let (_, mut s) = connect(w.addr, &a).await;
         s.write_all(&hello).await.unwrap();
         let _ = read_all(&mut s).await;
     }
     // SOCKS5 to allowed.test with a blocked SNI.
-    let (rep, mut s) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), w.allowed.port()).await;
+    let (rep, mut s) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("allowed.test"),
+        w.allowed.port(),
+    )
+    .await;
     assert_eq!(rep, Some(0));
     s.write_all(&evil).await.unwrap();
     let _ = read_all(&mut s).await;
@@ -201,7 +254,11 @@ async fn fronting_is_denied() {
     let r = http_get(w.addr, &format!("http://{a}/"), "blocked.test").await;
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
     w.settle().await;
-    assert!(w.allowed.received().is_empty(), "nothing of the fronted traffic reached allowed.test: {:?}", String::from_utf8_lossy(&w.allowed.received()));
+    assert!(
+        w.allowed.received().is_empty(),
+        "nothing of the fronted traffic reached allowed.test: {:?}",
+        String::from_utf8_lossy(&w.allowed.received())
+    );
 
     // Positive control: the same tunnel with the matching server name goes through.
     let (_, mut s) = connect(w.addr, &a).await;
@@ -224,7 +281,10 @@ async fn pipelined_request_to_another_host_is_denied() {
          GET http://{b}/2 HTTP/1.1\r\nHost: {b}\r\nProxy-Authorization: {auth}\r\nConnection: close\r\n\r\n"
     );
     let r = raw_exchange(w.addr, two.as_bytes()).await;
-    assert!(r.contains("sink:allowed"), "positive control: first request served: {r}");
+    assert!(
+        r.contains("sink:allowed"),
+        "positive control: first request served: {r}"
+    );
     assert!(r.contains("403 Forbidden"), "second request denied: {r}");
     // Inside a tunnel: a second request in the same write to another host.
     let (_, mut s) = connect(w.addr, &a).await;
@@ -245,10 +305,19 @@ async fn allowed_name_resolving_to_loopback_is_denied() {
     // sneaky.test is allowed, and the upstream resolver answers 127.0.0.1 for it.
     let s = authority("sneaky.test", w.blocked.port());
     let r = http_get(w.addr, &format!("http://{s}/"), &s).await;
-    assert!(r.starts_with("HTTP/1.1 403") && r.contains("127.0.0.1"), "{r}");
+    assert!(
+        r.starts_with("HTTP/1.1 403") && r.contains("127.0.0.1"),
+        "{r}"
+    );
     let (head, _) = connect(w.addr, &s).await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let (rep, _) = socks(w.addr, TOKEN, SocksDest::Domain("sneaky.test"), w.blocked.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("sneaky.test"),
+        w.blocked.port(),
+    )
+    .await;
     assert_eq!(rep, Some(2));
     // The name was asked upstream (it is allowed) — the answer is what was refused.
     assert!(w.upstream.questions().iter().any(|q| q == "sneaky.test"));
@@ -268,7 +337,13 @@ async fn empty_allowlist_means_no_network() {
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
     let (head, _) = connect(w.addr, &a).await;
     assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let (rep, _) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), w.allowed.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("allowed.test"),
+        w.allowed.port(),
+    )
+    .await;
     assert_eq!(rep, Some(2));
     w.settle().await;
     w.allowed.assert_untouched("empty allowlist");
@@ -285,9 +360,21 @@ async fn another_runs_token_is_refused() {
     let req = format!("CONNECT {a} HTTP/1.1\r\n\r\n");
     let r = raw_exchange(w.addr, req.as_bytes()).await;
     assert!(r.starts_with("HTTP/1.1 407"), "{r}");
-    let (rep, _) = socks(w.addr, "other-run", SocksDest::Domain("allowed.test"), w.allowed.port()).await;
+    let (rep, _) = socks(
+        w.addr,
+        "other-run",
+        SocksDest::Domain("allowed.test"),
+        w.allowed.port(),
+    )
+    .await;
     assert_eq!(rep, None);
-    let mut s = transparent(w.addr, "other-run", SocketAddr::new("127.0.0.2".parse().unwrap(), w.allowed.port()), Some("allowed.test")).await;
+    let mut s = transparent(
+        w.addr,
+        "other-run",
+        SocketAddr::new("127.0.0.2".parse().unwrap(), w.allowed.port()),
+        Some("allowed.test"),
+    )
+    .await;
     let _ = s.write_all(&origin_get("allowed.test")).await;
     let _ = read_all(&mut s).await;
     w.settle().await;
@@ -303,10 +390,16 @@ async fn unix_socket_listener() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("proxy.sock");
     let _running = w.proxy.serve_unix(&path).await.unwrap();
-    let mode = std::fs::metadata(&path).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777).unwrap();
+    let mode = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap();
     assert_eq!(mode, 0o600);
     let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
-    let req = format!("CONNECT allowed.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n", w.allowed.port(), basic_auth(TOKEN));
+    let req = format!(
+        "CONNECT allowed.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n",
+        w.allowed.port(),
+        basic_auth(TOKEN)
+    );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut b = [0u8; 39];
     s.read_exact(&mut b).await.unwrap();
@@ -315,7 +408,11 @@ async fn unix_socket_listener() {
     let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
     assert!(body.contains("sink:allowed"), "{body}");
     let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
-    let req = format!("CONNECT blocked.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n", w.blocked.port(), basic_auth(TOKEN));
+    let req = format!(
+        "CONNECT blocked.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n",
+        w.blocked.port(),
+        basic_auth(TOKEN)
+    );
     s.write_all(req.as_bytes()).await.unwrap();
     let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
@@ -332,5 +429,41 @@ async fn tcp_listener_requires_a_token() {
         std::sync::Arc::new(sandpit::proxy::NullSink),
         sandpit::proxy::ProxyConfig::default(),
     );
-    assert!(proxy.serve_tcp("127.0.0.1:0".parse().unwrap()).await.is_err());
+    assert!(proxy
+        .serve_tcp("127.0.0.1:0".parse().unwrap())
+        .await
+        .is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_rules_are_enforced() {
+    // allowed.test is allowed on the allowed sink's port only; another sink listens on
+    // the same address (127.0.0.2) on another port.
+    let w = World::with_policy_for(|port| {
+        format!("[network]\nallow = [\"allowed.test:{port}\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n")
+    })
+    .await;
+    let other = Sink::start("127.0.0.2", "other-port").await;
+    let o = authority("allowed.test", other.port());
+    let r = http_get(w.addr, &format!("http://{o}/"), &o).await;
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    let (head, _) = connect(w.addr, &o).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let (rep, _) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("allowed.test"),
+        other.port(),
+    )
+    .await;
+    assert_eq!(rep, Some(2));
+    let mut s = transparent(w.addr, TOKEN, other.addr, Some("allowed.test")).await;
+    let _ = s.write_all(&origin_get("allowed.test")).await;
+    let _ = read_all(&mut s).await;
+    // Positive control: the allowed port goes through.
+    let a = authority("allowed.test", w.allowed.port());
+    let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
+    assert!(r.contains("sink:allowed"), "{r}");
+    w.settle().await;
+    other.assert_untouched("port rule");
 }

@@ -28,14 +28,18 @@ pub struct Sink {
 
 impl Sink {
     pub async fn start(ip: &str, label: &'static str) -> Sink {
-        let listener = TcpListener::bind((ip.parse::<IpAddr>().unwrap(), 0)).await.unwrap();
+        let listener = TcpListener::bind((ip.parse::<IpAddr>().unwrap(), 0))
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let bytes = Arc::new(Mutex::new(Vec::new()));
         let (c, b) = (connections.clone(), bytes.clone());
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut s, _)) = listener.accept().await else { return };
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
                 c.fetch_add(1, Ordering::SeqCst);
                 let b = b.clone();
                 tokio::spawn(async move {
@@ -50,7 +54,9 @@ impl Sink {
                         seen.extend_from_slice(&buf[..n]);
                         while let Some(end) = find(&seen, b"\r\n\r\n") {
                             let head: Vec<u8> = seen.drain(..end + 4).collect();
-                            let close = String::from_utf8_lossy(&head).to_ascii_lowercase().contains("connection: close");
+                            let close = String::from_utf8_lossy(&head)
+                                .to_ascii_lowercase()
+                                .contains("connection: close");
                             let body = format!("sink:{label}");
                             let resp = format!(
                                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
@@ -64,7 +70,12 @@ impl Sink {
                 });
             }
         });
-        Sink { addr, connections, bytes, _task: task }
+        Sink {
+            addr,
+            connections,
+            bytes,
+            _task: task,
+        }
     }
 
     pub fn port(&self) -> u16 {
@@ -79,7 +90,11 @@ impl Sink {
     /// The sink got nothing at all: no connection, no byte.
     pub fn assert_untouched(&self, what: &str) {
         assert_eq!(self.connection_count(), 0, "{what}: sink was connected to");
-        assert!(self.received().is_empty(), "{what}: sink received {:?}", String::from_utf8_lossy(&self.received()));
+        assert!(
+            self.received().is_empty(),
+            "{what}: sink received {:?}",
+            String::from_utf8_lossy(&self.received())
+        );
     }
 }
 
@@ -104,18 +119,30 @@ impl FakeUpstream {
         let task = tokio::spawn(async move {
             let mut buf = [0u8; 4096];
             loop {
-                let Ok((n, peer)) = sock.recv_from(&mut buf).await else { return };
+                let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
+                    return;
+                };
                 let Ok(q) = message::parse_query(&buf[..n]) else {
                     q2.lock().unwrap().push(format!("<unparsed {n} bytes>"));
                     continue;
                 };
                 q2.lock().unwrap().push(q.name.clone());
-                let a: IpAddr = if q.name == "public.test" { "93.184.216.34" } else { "127.0.0.1" }.parse().unwrap();
+                let a: IpAddr = if q.name == "public.test" {
+                    "93.184.216.34"
+                } else {
+                    "127.0.0.1"
+                }
+                .parse()
+                .unwrap();
                 let out = message::answer(&q, message::RCODE_NOERROR, &[a], 60);
                 let _ = sock.send_to(&out, peer).await;
             }
         });
-        FakeUpstream { addr, questions, _task: task }
+        FakeUpstream {
+            addr,
+            questions,
+            _task: task,
+        }
     }
     pub fn questions(&self) -> Vec<String> {
         self.questions.lock().unwrap().clone()
@@ -146,11 +173,16 @@ impl World {
     }
 
     pub async fn with_policy(policy: &str) -> World {
+        World::with_policy_for(|_| policy.to_string()).await
+    }
+
+    /// A world whose policy text may name the allowed sink's port.
+    pub async fn with_policy_for(policy: impl FnOnce(u16) -> String) -> World {
         let allowed = Sink::start("127.0.0.2", "allowed").await;
         let blocked = Sink::start("127.0.0.1", "blocked").await;
         let upstream = FakeUpstream::start().await;
         let audit = Arc::new(MemorySink::default());
-        let policy = policy_from_toml(policy).unwrap();
+        let policy = policy_from_toml(&policy(allowed.port())).unwrap();
         let resolver = Arc::new(Resolver::new(Upstream::Udp(upstream.addr)));
         let cfg = ProxyConfig {
             token: Some(TOKEN.into()),
@@ -158,9 +190,20 @@ impl World {
             ..ProxyConfig::default()
         };
         let proxy = Proxy::new(Arc::new(policy), resolver, audit.clone(), cfg);
-        let running = proxy.serve_tcp("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let running = proxy
+            .serve_tcp("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
         let addr = running.local_addr().unwrap();
-        World { allowed, blocked, upstream, audit, proxy, running, addr }
+        World {
+            allowed,
+            blocked,
+            upstream,
+            audit,
+            proxy,
+            running,
+            addr,
+        }
     }
 
     /// Let in-flight relays land before asserting on sinks.
@@ -224,7 +267,12 @@ pub enum SocksDest<'a> {
 }
 
 /// SOCKS5 with username/password; returns the reply code (None: closed) and stream.
-pub async fn socks(proxy: SocketAddr, password: &str, dest: SocksDest<'_>, port: u16) -> (Option<u8>, TcpStream) {
+pub async fn socks(
+    proxy: SocketAddr,
+    password: &str,
+    dest: SocksDest<'_>,
+    port: u16,
+) -> (Option<u8>, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     s.write_all(&[5, 1, 2]).await.unwrap();
     let mut m = [0u8; 2];
@@ -266,7 +314,12 @@ pub async fn socks(proxy: SocketAddr, password: &str, dest: SocksDest<'_>, port:
 }
 
 /// A transparent connection: the interposer's line, then the stream.
-pub async fn transparent(proxy: SocketAddr, token: &str, original: SocketAddr, name: Option<&str>) -> TcpStream {
+pub async fn transparent(
+    proxy: SocketAddr,
+    token: &str,
+    original: SocketAddr,
+    name: Option<&str>,
+) -> TcpStream {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     let line = sandpit::proxy::transparent::render(Some(token), original, name);
     s.write_all(line.as_bytes()).await.unwrap();
