@@ -288,9 +288,8 @@ async fn pipelined_request_to_another_host_is_denied() {
     assert!(r.contains("403 Forbidden"), "second request denied: {r}");
     // Inside a tunnel: a second request in the same write to another host.
     let (_, mut s) = connect(w.addr, &a).await;
-    let both = format!(
-        "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET / HTTP/1.1\r\nHost: blocked.test\r\nConnection: close\r\n\r\n"
-    );
+    let both = "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n\
+                GET / HTTP/1.1\r\nHost: blocked.test\r\nConnection: close\r\n\r\n";
     s.write_all(both.as_bytes()).await.unwrap();
     let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");

@@ -20,7 +20,10 @@ const TOKEN: &str = "bench-token";
 const MB: usize = 1024 * 1024;
 
 fn env_usize(k: &str, d: usize) -> usize {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 #[tokio::main]
@@ -38,13 +41,27 @@ async fn serve() {
         "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n",
     )
     .unwrap();
-    let cfg = ProxyConfig { token: Some(TOKEN.into()), max_connections: 8192, ..ProxyConfig::default() };
-    let proxy = Proxy::new(Arc::new(policy), Arc::new(Resolver::new(Upstream::Nothing)), Arc::new(NullSink), cfg);
-    let running = proxy.serve_tcp("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let cfg = ProxyConfig {
+        token: Some(TOKEN.into()),
+        max_connections: 8192,
+        ..ProxyConfig::default()
+    };
+    let proxy = Proxy::new(
+        Arc::new(policy),
+        Arc::new(Resolver::new(Upstream::Nothing)),
+        Arc::new(NullSink),
+        cfg,
+    );
+    let running = proxy
+        .serve_tcp("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     println!("{}", running.local_addr().unwrap());
     // Serve until stdin closes (the parent exits).
     let mut line = String::new();
-    let _ = tokio::io::BufReader::new(tokio::io::stdin()).read_line(&mut line).await;
+    let _ = tokio::io::BufReader::new(tokio::io::stdin())
+        .read_line(&mut line)
+        .await;
     drop(running);
 }
 
@@ -58,7 +75,9 @@ async fn sink() -> SocketAddr {
             let _ = s.set_nodelay(true);
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 256 * 1024];
-                let Ok(n) = s.read(&mut buf).await else { return };
+                let Ok(n) = s.read(&mut buf).await else {
+                    return;
+                };
                 if n > 0 && buf[0] == b'e' {
                     // Echo mode.
                     if s.write_all(&buf[..n]).await.is_err() {
@@ -90,7 +109,10 @@ async fn sink() -> SocketAddr {
 }
 
 fn auth() -> String {
-    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("sandpit:{TOKEN}")))
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("sandpit:{TOKEN}"))
+    )
 }
 
 #[derive(Clone, Copy)]
@@ -111,11 +133,19 @@ async fn open(via: Via, proxy: SocketAddr, sink: SocketAddr) -> TcpStream {
         Via::Connect => {
             let mut s = TcpStream::connect(proxy).await.unwrap();
             s.set_nodelay(true).unwrap();
-            let req = format!("CONNECT allowed.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n", sink.port(), auth());
+            let req = format!(
+                "CONNECT allowed.test:{} HTTP/1.1\r\nProxy-Authorization: {}\r\n\r\n",
+                sink.port(),
+                auth()
+            );
             s.write_all(req.as_bytes()).await.unwrap();
             let mut head = [0u8; 39]; // "HTTP/1.1 200 Connection established\r\n\r\n"
             s.read_exact(&mut head).await.unwrap();
-            assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+            assert!(
+                head.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
             s
         }
         Via::Socks => {
@@ -183,7 +213,9 @@ fn proc_status(pid: u32, key: &str) -> String {
 }
 
 fn fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -219,7 +251,10 @@ async fn run() {
         latency(via, proxy, sink, 20).await;
     }
 
-    println!("\n== throughput, {} MB upload, median of {rounds} (interleaved) ==", total / MB);
+    println!(
+        "\n== throughput, {} MB upload, median of {rounds} (interleaved) ==",
+        total / MB
+    );
     let mut results: Vec<(&str, Via, Vec<f64>)> = vec![
         ("direct", Via::Direct, vec![]),
         ("CONNECT", Via::Connect, vec![]),
@@ -252,7 +287,10 @@ async fn run() {
     let direct_lat = median(lats[0].2.clone());
     for (name, _, v) in &lats {
         let m = median(v.clone());
-        println!("{name:>12}: {m:8.1} us   added {:+.3} ms", (m - direct_lat) / 1000.0);
+        println!(
+            "{name:>12}: {m:8.1} us   added {:+.3} ms",
+            (m - direct_lat) / 1000.0
+        );
     }
 
     println!("\n== {conc} concurrent CONNECT tunnels ==");
@@ -297,9 +335,18 @@ async fn run() {
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    println!("opened and echoed {ok}/{conc} in {open_secs:.2} s, errors {}", conc - ok);
-    println!("proxy RSS: idle {idle_rss}, with {conc} open {peak_rss}, VmHWM {}", proc_status(pid, "VmHWM:"));
-    println!("proxy fds: idle {idle_fds}, with {conc} open {peak_fds}, after close {}", fds(pid));
+    println!(
+        "opened and echoed {ok}/{conc} in {open_secs:.2} s, errors {}",
+        conc - ok
+    );
+    println!(
+        "proxy RSS: idle {idle_rss}, with {conc} open {peak_rss}, VmHWM {}",
+        proc_status(pid, "VmHWM:")
+    );
+    println!(
+        "proxy fds: idle {idle_fds}, with {conc} open {peak_fds}, after close {}",
+        fds(pid)
+    );
     drop(child.stdin.take());
     let _ = child.wait().await;
 }

@@ -360,7 +360,7 @@ async fn socks<S: Io>(
         return;
     }
     if method == socks5::METHOD_USERPASS {
-        let (_, pass) = loop {
+        let socks5::UserPass { pass, .. } = loop {
             match socks5::parse_userpass(&buf) {
                 Ok(Some((up, n))) => {
                     let _ = buf.split_to(n);

@@ -65,8 +65,15 @@ pub fn parse_greeting(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, SocksError
     Ok(buf.get(2..end).map(|m| (m.to_vec(), end)))
 }
 
-/// RFC 1929 username/password: `(user, password)`, and bytes consumed.
-pub fn parse_userpass(buf: &[u8]) -> Result<Option<((Vec<u8>, Vec<u8>), usize)>, SocksError> {
+/// RFC 1929 credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserPass {
+    pub user: Vec<u8>,
+    pub pass: Vec<u8>,
+}
+
+/// RFC 1929 username/password, and bytes consumed.
+pub fn parse_userpass(buf: &[u8]) -> Result<Option<(UserPass, usize)>, SocksError> {
     let Some(&ver) = buf.first() else {
         return Ok(None);
     };
@@ -88,7 +95,13 @@ pub fn parse_userpass(buf: &[u8]) -> Result<Option<((Vec<u8>, Vec<u8>), usize)>,
     let Some(pass) = buf.get(pstart..end) else {
         return Ok(None);
     };
-    Ok(Some(((user.to_vec(), pass.to_vec()), end)))
+    Ok(Some((
+        UserPass {
+            user: user.to_vec(),
+            pass: pass.to_vec(),
+        },
+        end,
+    )))
 }
 
 /// The request after negotiation, and bytes consumed.
@@ -169,7 +182,13 @@ mod tests {
         let up = [1, 3, b'a', b'b', b'c', 2, b'x', b'y'];
         assert_eq!(
             parse_userpass(&up).unwrap(),
-            Some(((b"abc".to_vec(), b"xy".to_vec()), 8))
+            Some((
+                UserPass {
+                    user: b"abc".to_vec(),
+                    pass: b"xy".to_vec()
+                },
+                8
+            ))
         );
         for cut in 0..up.len() {
             assert_eq!(parse_userpass(&up[..cut]).unwrap(), None);
