@@ -466,3 +466,54 @@ async fn port_rules_are_enforced() {
     w.settle().await;
     other.assert_untouched("port rule");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_keep_alive_request_to_another_host_is_denied() {
+    let w = World::new().await;
+    let a = authority("allowed.test", w.allowed.port());
+    for tunnel in ["connect", "socks"] {
+        let mut s = if tunnel == "connect" {
+            connect(w.addr, &a).await.1
+        } else {
+            socks(
+                w.addr,
+                TOKEN,
+                SocksDest::Domain("allowed.test"),
+                w.allowed.port(),
+            )
+            .await
+            .1
+        };
+        // First request: allowed, answered (positive control), connection kept open.
+        s.write_all(b"GET /1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut b = [0u8; 256];
+        while find(&got, b"sink:allowed").is_none() {
+            let n = s.read(&mut b).await.unwrap();
+            assert!(n > 0, "{tunnel}: closed before the first answer");
+            got.extend_from_slice(&b[..n]);
+        }
+        // Then, on the same connection, a request for another host, with a body to
+        // make sure framing is followed.
+        s.write_all(b"POST /2 HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n\r\nhello")
+            .await
+            .unwrap();
+        s.write_all(b"GET /3 HTTP/1.1\r\nHost: blocked.test\r\n\r\n")
+            .await
+            .unwrap();
+        let _ = read_all(&mut s).await;
+    }
+    w.settle().await;
+    let seen = String::from_utf8_lossy(&w.allowed.received()).into_owned();
+    assert!(
+        seen.contains("GET /1") && seen.contains("POST /2"),
+        "positive control: {seen}"
+    );
+    assert!(
+        !seen.contains("blocked.test") && !seen.contains("GET /3"),
+        "{seen}"
+    );
+    w.blocked.assert_untouched("keep-alive");
+}

@@ -575,63 +575,49 @@ fn request_host(h: &http::Head) -> Result<Option<Host>, String> {
     }
 }
 
-/// Does what the client is about to send agree with the decided `host`?
-fn check_first_bytes(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, String> {
-    if sni::looks_like_tls(buf) {
-        return match sni::parse(buf) {
-            Sni::Incomplete => Ok(false),
-            Sni::Name(n) => {
-                let sni_host = canonical_host(&n).map_err(|e| format!("TLS server name: {e}"))?;
-                match host {
-                    Host::Name(_) if sni_host == *host => Ok(true),
-                    Host::Name(_) => Err(format!(
-                        "TLS server name {sni_host} differs from the decided host {host}"
-                    )),
-                    Host::Ip(_) => {
-                        let v = proxy.decide.connect(&sni_host, port);
-                        if v.allow {
-                            Ok(true)
-                        } else {
-                            Err(format!(
-                                "TLS server name {sni_host} is not allowed: {}",
-                                v.reason
-                            ))
-                        }
+/// Does a TLS ClientHello agree with the decided `host`? `Ok(false)`: need more.
+fn check_tls(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, String> {
+    match sni::parse(buf) {
+        Sni::Incomplete => Ok(false),
+        Sni::Name(n) => {
+            let sni_host = canonical_host(&n).map_err(|e| format!("TLS server name: {e}"))?;
+            match host {
+                Host::Name(_) if sni_host == *host => Ok(true),
+                Host::Name(_) => Err(format!(
+                    "TLS server name {sni_host} differs from the decided host {host} (domain fronting)"
+                )),
+                Host::Ip(_) => {
+                    let v = proxy.decide.connect(&sni_host, port);
+                    if v.allow {
+                        Ok(true)
+                    } else {
+                        Err(format!("TLS server name {sni_host} is not allowed: {}", v.reason))
                     }
                 }
             }
-            Sni::Missing | Sni::Ech | Sni::Malformed(_) if matches!(host, Host::Ip(_)) => Ok(true),
-            Sni::Missing => Err(format!("TLS to {host} without a server name")),
-            Sni::Ech => Err(format!(
-                "TLS to {host} with Encrypted Client Hello hides the server name"
-            )),
-            Sni::Malformed(why) => Err(format!("unreadable TLS ClientHello: {why}")),
-        };
-    }
-    if http::looks_like_http(&buf[..buf.len().min(17)]) {
-        let heads = match http::parse_head(buf) {
-            Ok(None) => return Ok(false),
-            Ok(Some(_)) => {
-                http::pipelined_heads(buf).map_err(|e| format!("unreadable HTTP request: {e}"))?
-            }
-            Err(e) => return Err(format!("unreadable HTTP request: {e}")),
-        };
-        for h in &heads {
-            if let Some(c) = request_host(h)? {
-                if c != *host {
-                    return Err(format!(
-                        "HTTP request for {c} inside a connection decided for {host}"
-                    ));
-                }
-            }
         }
-        return Ok(true);
+        Sni::Missing | Sni::Ech | Sni::Malformed(_) if matches!(host, Host::Ip(_)) => Ok(true),
+        Sni::Missing => Err(format!("TLS to {host} without a server name")),
+        Sni::Ech => Err(format!(
+            "TLS to {host} with Encrypted Client Hello hides the server name"
+        )),
+        Sni::Malformed(why) => Err(format!("unreadable TLS ClientHello: {why}")),
     }
-    Ok(true)
+}
+
+/// Every HTTP request on a tunnel must name the decided host.
+fn check_request(h: &http::Head, host: &Host) -> Result<(), String> {
+    match request_host(h)? {
+        Some(c) if c != *host => Err(format!(
+            "HTTP request for {c} inside a connection decided for {host}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Read the client's first bytes (unless the server speaks first), check they agree
-/// with the decided host, then relay both ways.
+/// with the decided host, then relay both ways. Plain HTTP keeps being checked,
+/// request by request.
 async fn inspect_then_relay<S: Io>(
     proxy: &Proxy,
     way: Way,
@@ -657,10 +643,10 @@ async fn inspect_then_relay<S: Io>(
             }
         }
     }
-    if !pending.is_empty() {
+    if sni::looks_like_tls(&pending) {
         let deadline = Instant::now() + proxy.cfg.handshake_timeout;
         loop {
-            match check_first_bytes(proxy, &pending, host, port) {
+            match check_tls(proxy, &pending, host, port) {
                 Ok(true) => break,
                 Ok(false) => {
                     if !read_more(&mut client, &mut pending, deadline).await {
@@ -668,29 +654,96 @@ async fn inspect_then_relay<S: Io>(
                             way,
                             &host.to_string(),
                             port,
-                            "client's first message incomplete or too large",
+                            "TLS ClientHello incomplete or too large",
                         );
                         return;
                     }
                 }
                 Err(why) => {
-                    proxy.deny(way, &host.to_string(), port, why.clone());
-                    if http::looks_like_http(&pending) {
-                        let v = Verdict::deny(None, why);
-                        let _ = client
-                            .write_all(&forbidden(&host.to_string(), port, &v))
-                            .await;
-                    }
+                    proxy.deny(way, &host.to_string(), port, why);
                     return;
                 }
             }
         }
-        if upstream.write_all(&pending).await.is_err() {
-            return;
-        }
+    } else if http::looks_like_http(&pending[..pending.len().min(17)]) {
+        http_tunnel(proxy, way, client, pending, upstream, host, port).await;
+        return;
+    }
+    if upstream.write_all(&pending).await.is_err() {
+        return;
     }
     drop(pending);
     let _ =
         tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUF, RELAY_BUF)
             .await;
+}
+
+/// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.
+async fn http_tunnel<S: Io>(
+    proxy: &Proxy,
+    way: Way,
+    client: S,
+    first: BytesMut,
+    upstream: TcpStream,
+    host: &Host,
+    port: u16,
+) {
+    let mut stream = http::RequestStream::new();
+    let mut out = Vec::with_capacity(first.len());
+    let mut check = |h: &http::Head| check_request(h, host);
+    let (mut cr, mut cw) = tokio::io::split(client);
+    if let Err(e) = stream.feed(&first, &mut out, &mut check) {
+        let why = e.to_string();
+        proxy.deny(way, &host.to_string(), port, why.clone());
+        let _ = cw
+            .write_all(&forbidden(
+                &host.to_string(),
+                port,
+                &Verdict::deny(None, why),
+            ))
+            .await;
+        return;
+    }
+    let (mut ur, mut uw) = upstream.into_split();
+    let c2u = async {
+        if uw.write_all(&out).await.is_err() {
+            return Err(());
+        }
+        let mut buf = vec![0u8; RELAY_BUF];
+        loop {
+            let n = match cr.read(&mut buf).await {
+                Ok(0) => {
+                    let _ = uw.shutdown().await;
+                    return Ok(());
+                }
+                Ok(n) => n,
+                Err(_) => return Err(()),
+            };
+            out.clear();
+            if let Err(e) = stream.feed(&buf[..n], &mut out, &mut check) {
+                proxy.deny(way, &host.to_string(), port, e.to_string());
+                return Err(());
+            }
+            if uw.write_all(&out).await.is_err() {
+                return Err(());
+            }
+        }
+    };
+    let u2c = async {
+        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+        let _ = cw.shutdown().await;
+    };
+    tokio::pin!(c2u, u2c);
+    let (mut c2u_done, mut u2c_done) = (false, false);
+    while !(c2u_done && u2c_done) {
+        tokio::select! {
+            r = &mut c2u, if !c2u_done => {
+                if r.is_err() {
+                    return;
+                }
+                c2u_done = true;
+            }
+            _ = &mut u2c, if !u2c_done => u2c_done = true,
+        }
+    }
 }

@@ -240,28 +240,157 @@ impl Head {
     }
 }
 
-/// Every request head found in `buf` (a client's first bytes), following
-/// Content-Length bodies. Stops at a chunked body or at an incomplete head; the
-/// caller compares each head's host with the decided one, so a second, pipelined
-/// request to another host is caught.
-pub fn pipelined_heads(buf: &[u8]) -> Result<Vec<Head>, HttpError> {
-    let mut heads = Vec::new();
-    let mut pos = 0usize;
-    while pos < buf.len() {
-        let Some((head, len)) = parse_head(&buf[pos..])? else {
-            break;
-        };
-        let body = head.body_len()?;
-        heads.push(head);
-        match body {
-            Some(n) => {
-                let n = usize::try_from(n).map_err(|_| HttpError::Framing)?;
-                pos = pos.saturating_add(len).saturating_add(n);
-            }
-            None => break,
-        }
+/// Follows a client's request stream (heads, Content-Length and chunked bodies) so
+/// that every request head on a connection is checked before any of its bytes are
+/// forwarded — not only the first one.
+#[derive(Debug, Default)]
+pub struct RequestStream {
+    state: StreamState,
+    head: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+enum StreamState {
+    #[default]
+    Head,
+    Body(u64),
+    ChunkSize(Vec<u8>),
+    ChunkData(u64),
+    ChunkEnd(Vec<u8>),
+    Trailer(Vec<u8>),
+    /// After a protocol switch (`Upgrade`, `CONNECT`): no longer HTTP.
+    Opaque,
+}
+
+const MAX_LINE: usize = 4096;
+
+/// Why a request stream was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    #[error("unreadable HTTP request: {0}")]
+    Http(#[from] HttpError),
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl RequestStream {
+    pub fn new() -> RequestStream {
+        RequestStream::default()
     }
-    Ok(heads)
+
+    /// True once the stream switched protocols and is no longer checked.
+    pub fn is_opaque(&self) -> bool {
+        matches!(self.state, StreamState::Opaque)
+    }
+
+    /// Feed client bytes. Bytes that may be forwarded are appended to `out`; each
+    /// completed head is passed to `check` first. Bytes of an incomplete head are
+    /// held back until it is complete.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        check: &mut dyn FnMut(&Head) -> Result<(), String>,
+    ) -> Result<(), StreamError> {
+        let mut pos = 0;
+        while pos < data.len() {
+            let rest = &data[pos..];
+            match &mut self.state {
+                StreamState::Opaque => {
+                    out.extend_from_slice(rest);
+                    pos = data.len();
+                }
+                StreamState::Head => {
+                    let old = self.head.len();
+                    let take = rest.len().min(MAX_HEAD + 4 - old.min(MAX_HEAD));
+                    self.head.extend_from_slice(&rest[..take]);
+                    match find_head_end(&self.head) {
+                        None => {
+                            pos += take;
+                            if self.head.len() > MAX_HEAD {
+                                return Err(HttpError::TooLarge.into());
+                            }
+                            // Reject what can never become a request early.
+                            parse_head(&self.head)?;
+                        }
+                        Some(end) => {
+                            pos += end - old;
+                            self.head.truncate(end);
+                            let (h, _) = parse_head(&self.head)?.ok_or(HttpError::RequestLine)?;
+                            check(&h).map_err(StreamError::Refused)?;
+                            out.extend_from_slice(&self.head);
+                            self.head.clear();
+                            let upgrade = h.method == "CONNECT" || h.get("upgrade").is_some();
+                            self.state = match h.body_len()? {
+                                _ if upgrade => StreamState::Opaque,
+                                Some(0) => StreamState::Head,
+                                Some(n) => StreamState::Body(n),
+                                None => StreamState::ChunkSize(Vec::new()),
+                            };
+                        }
+                    }
+                }
+                StreamState::Body(n) => {
+                    let take = rest.len().min(usize::try_from(*n).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&rest[..take]);
+                    pos += take;
+                    *n -= take as u64;
+                    if *n == 0 {
+                        self.state = StreamState::Head;
+                    }
+                }
+                StreamState::ChunkData(n) => {
+                    let take = rest.len().min(usize::try_from(*n).unwrap_or(usize::MAX));
+                    out.extend_from_slice(&rest[..take]);
+                    pos += take;
+                    *n -= take as u64;
+                    if *n == 0 {
+                        self.state = StreamState::ChunkEnd(Vec::new());
+                    }
+                }
+                StreamState::ChunkSize(line)
+                | StreamState::ChunkEnd(line)
+                | StreamState::Trailer(line) => {
+                    let nl = rest.iter().position(|&b| b == b'\n');
+                    let take = nl.map_or(rest.len(), |i| i + 1);
+                    line.extend_from_slice(&rest[..take]);
+                    out.extend_from_slice(&rest[..take]);
+                    pos += take;
+                    if line.len() > MAX_LINE {
+                        return Err(HttpError::Framing.into());
+                    }
+                    if nl.is_some() {
+                        let text = line.strip_suffix(b"\n").unwrap_or(line);
+                        let text = text.strip_suffix(b"\r").unwrap_or(text).to_vec();
+                        self.state = match &self.state {
+                            StreamState::ChunkSize(_) => match chunk_size(&text)? {
+                                0 => StreamState::Trailer(Vec::new()),
+                                n => StreamState::ChunkData(n),
+                            },
+                            StreamState::ChunkEnd(_) if text.is_empty() => {
+                                StreamState::ChunkSize(Vec::new())
+                            }
+                            StreamState::ChunkEnd(_) => return Err(HttpError::Framing.into()),
+                            _ if text.is_empty() => StreamState::Head,
+                            _ => StreamState::Trailer(Vec::new()),
+                        };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn chunk_size(line: &[u8]) -> Result<u64, HttpError> {
+    let hex = line.split(|&b| b == b';').next().unwrap_or(line);
+    let hex = std::str::from_utf8(hex)
+        .map_err(|_| HttpError::Framing)?
+        .trim_matches([' ', '\t']);
+    if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(HttpError::Framing);
+    }
+    u64::from_str_radix(hex, 16).map_err(|_| HttpError::Framing)
 }
 
 #[cfg(test)]
@@ -324,11 +453,64 @@ mod tests {
         assert!(h.target().is_err());
     }
 
+    fn hosts_seen(stream: &[u8], split: usize) -> (Vec<String>, Vec<u8>, Result<(), StreamError>) {
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        let mut hosts = Vec::new();
+        let mut check = |h: &Head| {
+            hosts.push(h.host().unwrap_or("").to_string());
+            Ok(())
+        };
+        let mut r = Ok(());
+        for chunk in stream.chunks(split.max(1)) {
+            r = rs.feed(chunk, &mut out, &mut check);
+            if r.is_err() {
+                break;
+            }
+        }
+        (hosts, out, r)
+    }
+
     #[test]
-    fn finds_pipelined_second_request() {
-        let two = b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: b.test\r\n\r\n";
-        let heads = pipelined_heads(two).unwrap();
-        let hosts: Vec<_> = heads.iter().map(|h| h.host().unwrap_or("")).collect();
-        assert_eq!(hosts, ["a.test", "b.test"]);
+    fn follows_every_request_on_the_stream() {
+        let s = b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\
+GET / HTTP/1.1\r\nHost: b.test\r\n\r\n\
+POST /c HTTP/1.1\r\nHost: c.test\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nGET\r\n0\r\nT: 1\r\n\r\n\
+GET / HTTP/1.1\r\nHost: d.test\r\nUpgrade: websocket\r\n\r\n\
+GET / HTTP/1.1\r\nHost: e.test\r\n\r\n";
+        for split in [1, 2, 3, 7, 64, s.len()] {
+            let (hosts, out, r) = hosts_seen(s, split);
+            assert_eq!(r, Ok(()));
+            assert_eq!(
+                hosts,
+                ["a.test", "b.test", "c.test", "d.test"],
+                "split {split}"
+            );
+            assert_eq!(out, s.to_vec(), "split {split}");
+        }
+    }
+
+    #[test]
+    fn holds_back_a_refused_head() {
+        let s = b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n";
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        let mut check = |h: &Head| match h.host() {
+            Some("a.test") => Ok(()),
+            _ => Err("no".to_string()),
+        };
+        assert!(rs.feed(s, &mut out, &mut check).is_err());
+        assert!(!String::from_utf8_lossy(&out).contains("b.test"));
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        assert!(rs
+            .feed(b"GET / HTTP/1.1\r\nHost: b.te", &mut out, &mut check)
+            .is_ok());
+        assert!(out.is_empty(), "an incomplete head is never forwarded");
+        let bad_chunk =
+            b"POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(RequestStream::new()
+            .feed(bad_chunk, &mut Vec::new(), &mut check)
+            .is_err());
     }
 }
