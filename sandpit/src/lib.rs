@@ -3,4 +3,6 @@
 pub mod cli;
 pub mod config;
 pub mod inspect;
+pub mod dns;
+pub mod proxy;
 pub mod sandbox;

@@ -1,0 +1,103 @@
+//! Every network decision leaves an [`AuditEvent`]. The audit log (another layer)
+//! plugs in as an [`AuditSink`]; a full or closed sink never blocks a connection.
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// How the connection or query reached sandpit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    Transparent,
+    HttpProxy,
+    Connect,
+    Socks5,
+    Dns,
+}
+
+impl Way {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Way::Transparent => "transparent",
+            Way::HttpProxy => "http",
+            Way::Connect => "connect",
+            Way::Socks5 => "socks5",
+            Way::Dns => "dns",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent {
+    pub time: SystemTime,
+    pub way: Way,
+    /// The host as decided (canonical when it could be canonicalized, else as sent).
+    pub host: String,
+    pub port: u16,
+    /// The address dialled, when it got that far.
+    pub addr: Option<SocketAddr>,
+    pub allow: bool,
+    pub rule: Option<String>,
+    pub reason: String,
+}
+
+pub trait AuditSink: Send + Sync + 'static {
+    fn record(&self, event: AuditEvent);
+}
+
+/// Discards events.
+pub struct NullSink;
+
+impl AuditSink for NullSink {
+    fn record(&self, _: AuditEvent) {}
+}
+
+/// Keeps events in memory (tests, `sandpit run`'s end-of-run summary).
+#[derive(Default)]
+pub struct MemorySink {
+    events: Mutex<Vec<AuditEvent>>,
+}
+
+impl MemorySink {
+    pub fn events(&self) -> Vec<AuditEvent> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+}
+
+impl AuditSink for MemorySink {
+    fn record(&self, event: AuditEvent) {
+        if let Ok(mut e) = self.events.lock() {
+            e.push(event);
+        }
+    }
+}
+
+/// Sends events to a bounded channel; counts what it had to drop.
+pub struct ChannelSink {
+    tx: tokio::sync::mpsc::Sender<AuditEvent>,
+    dropped: AtomicU64,
+}
+
+impl ChannelSink {
+    pub fn new(capacity: usize) -> (ChannelSink, tokio::sync::mpsc::Receiver<AuditEvent>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity.max(1));
+        (
+            ChannelSink {
+                tx,
+                dropped: AtomicU64::new(0),
+            },
+            rx,
+        )
+    }
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl AuditSink for ChannelSink {
+    fn record(&self, event: AuditEvent) {
+        if self.tx.try_send(event).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,749 @@
+//! One client connection: tell the way in apart, decide, dial, inspect, relay.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use base64::Engine;
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+
+use super::audit::{AuditEvent, Way};
+use super::decide::Verdict;
+use super::http::{self, Target};
+use super::io::{Io, Prefixed};
+use super::sni::{self, Sni};
+use super::{socks5, transparent, Proxy};
+use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host};
+
+/// Relay buffer per direction.
+const RELAY_BUF: usize = 64 * 1024;
+/// Most bytes read while deciding (head, ClientHello, pipelined requests).
+const MAX_PENDING: usize = 80 * 1024;
+
+/// Why a connection did not go through.
+pub(crate) enum Refusal {
+    /// The policy said no.
+    Policy(Verdict),
+    /// Allowed, but no connection could be made.
+    Unreachable(String),
+}
+
+impl Refusal {
+    pub(crate) fn reason(&self) -> &str {
+        match self {
+            Refusal::Policy(v) => &v.reason,
+            Refusal::Unreachable(r) => r,
+        }
+    }
+}
+
+impl Proxy {
+    pub(crate) fn record(
+        &self,
+        way: Way,
+        host: &str,
+        port: u16,
+        addr: Option<SocketAddr>,
+        v: &Verdict,
+    ) {
+        self.audit.record(AuditEvent {
+            time: SystemTime::now(),
+            way,
+            host: host.to_string(),
+            port,
+            addr,
+            allow: v.allow,
+            rule: v.rule.clone(),
+            reason: v.reason.clone(),
+        });
+    }
+
+    pub(crate) fn deny(
+        &self,
+        way: Way,
+        host: &str,
+        port: u16,
+        reason: impl Into<String>,
+    ) -> Refusal {
+        let v = Verdict::deny(None, reason);
+        self.record(way, host, port, None, &v);
+        Refusal::Policy(v)
+    }
+
+    /// Decide `host:port`, resolve it with sandpit's resolver, check every answer and
+    /// dial the first allowed one.
+    pub(crate) async fn decide_and_dial(
+        &self,
+        way: Way,
+        host: &Host,
+        port: u16,
+    ) -> Result<TcpStream, Refusal> {
+        let hs = host.to_string();
+        let v = self.decide.connect(host, port);
+        if !v.allow {
+            self.record(way, &hs, port, None, &v);
+            return Err(Refusal::Policy(v));
+        }
+        let addrs = match host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(n) => match self.resolver.lookup(self.decide.as_ref(), n).await {
+                Ok(a) => a,
+                Err(crate::dns::DnsError::Refused(v)) => {
+                    self.record(way, &hs, port, None, &v);
+                    return Err(Refusal::Policy(v));
+                }
+                Err(e) => {
+                    let v = Verdict::deny(v.rule.clone(), format!("allowed, but {e}"));
+                    self.record(way, &hs, port, None, &v);
+                    return Err(Refusal::Unreachable(v.reason));
+                }
+            },
+        };
+        let mut last_denial = None;
+        let mut last_error = None;
+        for addr in addrs {
+            let addr = canonical_ip(addr);
+            let rv = self.decide.resolved(host, port, addr);
+            if !rv.allow {
+                last_denial = Some(rv);
+                continue;
+            }
+            let sa = SocketAddr::new(addr, port);
+            match tokio::time::timeout(self.cfg.dial_timeout, TcpStream::connect(sa)).await {
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    self.record(way, &hs, port, Some(sa), &v);
+                    return Ok(s);
+                }
+                Ok(Err(e)) => last_error = Some(format!("connecting to {sa}: {e}")),
+                Err(_) => last_error = Some(format!("connecting to {sa} timed out")),
+            }
+        }
+        if let Some(e) = last_error {
+            let v = Verdict::deny(v.rule.clone(), format!("allowed, but {e}"));
+            self.record(way, &hs, port, None, &v);
+            return Err(Refusal::Unreachable(v.reason));
+        }
+        let rv =
+            last_denial.unwrap_or_else(|| Verdict::deny(None, format!("{hs} has no addresses")));
+        self.record(way, &hs, port, None, &rv);
+        Err(Refusal::Policy(rv))
+    }
+
+    fn token_ok(&self, presented: Option<&[u8]>) -> bool {
+        match (&self.cfg.token, presented) {
+            (None, _) => true,
+            (Some(t), Some(p)) => ct_eq(t.as_bytes(), p),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Check `Proxy-Authorization: Basic base64(user:token)`.
+    pub(crate) fn proxy_auth_ok(&self, header: Option<&str>) -> bool {
+        if self.cfg.token.is_none() {
+            return true;
+        }
+        let Some(h) = header else { return false };
+        let Some((scheme, b64)) = h.trim().split_once(' ') else {
+            return false;
+        };
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return false;
+        }
+        let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(b64.trim()) else {
+            return false;
+        };
+        let Some(colon) = raw.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        self.token_ok(Some(&raw[colon + 1..]))
+    }
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Read more bytes into `buf` before `deadline`; false on EOF, error, timeout or
+/// when `buf` is full.
+async fn read_more<S: Io>(s: &mut S, buf: &mut BytesMut, deadline: Instant) -> bool {
+    if buf.len() >= MAX_PENDING {
+        return false;
+    }
+    buf.reserve(4096);
+    matches!(timeout_at(deadline, s.read_buf(buf)).await, Ok(Ok(n)) if n > 0)
+}
+
+pub(crate) fn forbidden(host: &str, port: u16, v: &Verdict) -> Vec<u8> {
+    simple_response(403, "Forbidden", &forbidden_body(host, port, v))
+}
+
+/// The 403 body: which rule, why, and how to allow it.
+pub(crate) fn forbidden_body(host: &str, port: u16, v: &Verdict) -> String {
+    let rule = v
+        .rule
+        .clone()
+        .unwrap_or_else(|| "no rule in [network] allow matches".to_string());
+    format!(
+        "sandpit: connection to {host}:{port} denied.\nrule: {rule}\nreason: {}\n\
+         to allow it: add \"{host}\" to [network] allow in ~/.sandpit/config.toml (a project's \
+         .sandpit.toml can only tighten), then start the run again.\n",
+        v.reason
+    )
+}
+
+pub(crate) fn simple_response(code: u16, text: &str, body: &str) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\nX-Sandpit-Denied: 1\r\n",
+        body.len()
+    );
+    if code == 407 {
+        r.push_str("Proxy-Authenticate: Basic realm=\"sandpit\"\r\n");
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    r.into_bytes()
+}
+
+fn refusal_response(host: &str, port: u16, r: &Refusal) -> Vec<u8> {
+    match r {
+        Refusal::Policy(v) => forbidden(host, port, v),
+        Refusal::Unreachable(why) => {
+            simple_response(502, "Bad Gateway", &format!("sandpit: {why}\n"))
+        }
+    }
+}
+
+/// Entry point for every accepted client.
+pub(crate) async fn handle<S: Io>(proxy: Arc<Proxy>, mut client: S, need_token: bool) {
+    let deadline = Instant::now() + proxy.cfg.handshake_timeout;
+    let mut buf = BytesMut::with_capacity(4096);
+    if !read_more(&mut client, &mut buf, deadline).await {
+        return;
+    }
+    if buf[0] == socks5::VERSION {
+        socks(proxy, client, buf, deadline, need_token).await;
+    } else if transparent::looks_like_header(&buf) {
+        transparent_conn(proxy, client, buf, deadline).await;
+    } else {
+        http_entry(proxy, client, buf, deadline, need_token).await;
+    }
+}
+
+async fn http_entry<S: Io>(
+    proxy: Arc<Proxy>,
+    mut client: S,
+    mut buf: BytesMut,
+    deadline: Instant,
+    need_token: bool,
+) {
+    let head = loop {
+        match http::parse_head(&buf) {
+            Ok(Some((h, len))) => break (h, len),
+            Ok(None) => {
+                if !read_more(&mut client, &mut buf, deadline).await {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = client
+                    .write_all(&simple_response(
+                        400,
+                        "Bad Request",
+                        &format!("sandpit: {e}\n"),
+                    ))
+                    .await;
+                return;
+            }
+        }
+    };
+    let (head, len) = head;
+    if head.method != "CONNECT" {
+        // Absolute-form requests: hyper serves the connection, deciding each request.
+        let io = Prefixed::new(buf.freeze(), client);
+        super::forward::serve(proxy, io, need_token).await;
+        return;
+    }
+    if need_token && !proxy.proxy_auth_ok(head.get("proxy-authorization")) {
+        let _ = client
+            .write_all(&simple_response(
+                407,
+                "Proxy Authentication Required",
+                "sandpit: this proxy belongs to another run\n",
+            ))
+            .await;
+        return;
+    }
+    let authority = match head.target() {
+        Ok(Target::Authority(a)) => a.to_string(),
+        _ => {
+            let _ = client
+                .write_all(&simple_response(
+                    400,
+                    "Bad Request",
+                    "sandpit: bad CONNECT target\n",
+                ))
+                .await;
+            return;
+        }
+    };
+    let parsed = match parse_authority(&authority) {
+        Ok((h, Some(p))) => Ok((h, p)),
+        Ok((_, None)) => Err("CONNECT needs a port".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let (host, port) = match parsed {
+        Ok(hp) => hp,
+        Err(why) => {
+            let r = proxy.deny(Way::Connect, &authority, 0, why);
+            let _ = client.write_all(&refusal_response(&authority, 0, &r)).await;
+            return;
+        }
+    };
+    let upstream = match proxy.decide_and_dial(Way::Connect, &host, port).await {
+        Ok(u) => u,
+        Err(r) => {
+            let _ = client
+                .write_all(&refusal_response(&host.to_string(), port, &r))
+                .await;
+            return;
+        }
+    };
+    if client
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let pending = buf.split_off(len);
+    inspect_then_relay(&proxy, Way::Connect, client, pending, upstream, &host, port).await;
+}
+
+async fn socks<S: Io>(
+    proxy: Arc<Proxy>,
+    mut client: S,
+    mut buf: BytesMut,
+    deadline: Instant,
+    need_token: bool,
+) {
+    let methods = loop {
+        match socks5::parse_greeting(&buf) {
+            Ok(Some((m, n))) => {
+                let _ = buf.split_to(n);
+                break m;
+            }
+            Ok(None) if read_more(&mut client, &mut buf, deadline).await => {}
+            _ => return,
+        }
+    };
+    let userpass = methods.contains(&socks5::METHOD_USERPASS);
+    let method = if need_token || (userpass && !methods.contains(&socks5::METHOD_NONE)) {
+        if userpass {
+            socks5::METHOD_USERPASS
+        } else {
+            socks5::METHOD_UNACCEPTABLE
+        }
+    } else if methods.contains(&socks5::METHOD_NONE) {
+        socks5::METHOD_NONE
+    } else {
+        socks5::METHOD_UNACCEPTABLE
+    };
+    if client.write_all(&[socks5::VERSION, method]).await.is_err()
+        || method == socks5::METHOD_UNACCEPTABLE
+    {
+        return;
+    }
+    if method == socks5::METHOD_USERPASS {
+        let socks5::UserPass { pass, .. } = loop {
+            match socks5::parse_userpass(&buf) {
+                Ok(Some((up, n))) => {
+                    let _ = buf.split_to(n);
+                    break up;
+                }
+                Ok(None) if read_more(&mut client, &mut buf, deadline).await => {}
+                _ => return,
+            }
+        };
+        let ok = !need_token || proxy.token_ok(Some(&pass));
+        if client
+            .write_all(&[1, if ok { 0 } else { 1 }])
+            .await
+            .is_err()
+            || !ok
+        {
+            return;
+        }
+    }
+    let req = loop {
+        match socks5::parse_request(&buf) {
+            Ok(Some((r, n))) => {
+                let _ = buf.split_to(n);
+                break r;
+            }
+            Ok(None) if read_more(&mut client, &mut buf, deadline).await => {}
+            Ok(None) => return,
+            Err(socks5::SocksError::AddressType(_)) => {
+                let _ = client
+                    .write_all(&socks5::reply(socks5::REP_ATYP_UNSUPPORTED))
+                    .await;
+                return;
+            }
+            Err(_) => {
+                let _ = client.write_all(&socks5::reply(socks5::REP_FAILURE)).await;
+                return;
+            }
+        }
+    };
+    if req.cmd != socks5::CMD_CONNECT {
+        let _ = client
+            .write_all(&socks5::reply(socks5::REP_CMD_UNSUPPORTED))
+            .await;
+        return;
+    }
+    let host = match &req.dest {
+        socks5::Dest::Ip(ip) => Host::Ip(canonical_ip(*ip)),
+        socks5::Dest::Domain(d) => match canonical_host(d) {
+            Ok(h) => h,
+            Err(e) => {
+                proxy.deny(Way::Socks5, d, req.port, e.to_string());
+                let _ = client
+                    .write_all(&socks5::reply(socks5::REP_NOT_ALLOWED))
+                    .await;
+                return;
+            }
+        },
+    };
+    let upstream = match proxy.decide_and_dial(Way::Socks5, &host, req.port).await {
+        Ok(u) => u,
+        Err(r) => {
+            let code = match r {
+                Refusal::Policy(_) => socks5::REP_NOT_ALLOWED,
+                Refusal::Unreachable(_) => socks5::REP_HOST_UNREACHABLE,
+            };
+            let _ = client.write_all(&socks5::reply(code)).await;
+            return;
+        }
+    };
+    if client
+        .write_all(&socks5::reply(socks5::REP_OK))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    inspect_then_relay(&proxy, Way::Socks5, client, buf, upstream, &host, req.port).await;
+}
+
+async fn transparent_conn<S: Io>(
+    proxy: Arc<Proxy>,
+    mut client: S,
+    mut buf: BytesMut,
+    deadline: Instant,
+) {
+    let header = loop {
+        match transparent::parse(&buf) {
+            Ok(Some((h, n))) => {
+                let _ = buf.split_to(n);
+                break h;
+            }
+            Ok(None) if read_more(&mut client, &mut buf, deadline).await => {}
+            _ => return,
+        }
+    };
+    if proxy.cfg.token.is_some() && !proxy.token_ok(header.token.as_deref().map(str::as_bytes)) {
+        return;
+    }
+    let port = header.original.port();
+    let orig = Host::Ip(canonical_ip(header.original.ip()));
+    let host = match &header.name {
+        Some(n) => match canonical_host(n) {
+            Ok(h) => h,
+            Err(e) => {
+                proxy.deny(Way::Transparent, n, port, e.to_string());
+                return;
+            }
+        },
+        None => {
+            // No name from the interposer: take it from the client's first bytes.
+            let wait = Instant::now() + proxy.cfg.first_data_wait;
+            if buf.is_empty() {
+                // A silent client (or a server-speaks-first protocol): the address decides.
+                let _ = read_more(&mut client, &mut buf, wait.min(deadline)).await;
+            }
+            match first_name(&mut client, &mut buf, deadline).await {
+                Named::Name(h) => h,
+                Named::Unnamed => orig.clone(),
+                Named::Bad(why) => {
+                    proxy.deny(Way::Transparent, &orig.to_string(), port, why);
+                    return;
+                }
+            }
+        }
+    };
+    let upstream = match proxy.decide_and_dial(Way::Transparent, &host, port).await {
+        Ok(u) => u,
+        Err(r) => {
+            if http::looks_like_http(&buf) {
+                let _ = client
+                    .write_all(&refusal_response(&host.to_string(), port, &r))
+                    .await;
+            }
+            return;
+        }
+    };
+    inspect_then_relay(&proxy, Way::Transparent, client, buf, upstream, &host, port).await;
+}
+
+enum Named {
+    Name(Host),
+    Unnamed,
+    Bad(String),
+}
+
+/// The name the client's first bytes carry (TLS SNI or HTTP Host), reading until it
+/// can be told.
+async fn first_name<S: Io>(client: &mut S, buf: &mut BytesMut, deadline: Instant) -> Named {
+    loop {
+        if buf.is_empty() {
+            return Named::Unnamed;
+        }
+        if sni::looks_like_tls(buf) {
+            match sni::parse(buf) {
+                Sni::Incomplete => {}
+                Sni::Name(n) => {
+                    return match canonical_host(&n) {
+                        Ok(h) => Named::Name(h),
+                        Err(e) => Named::Bad(format!("TLS server name {n:?}: {e}")),
+                    }
+                }
+                // Unreadable: only an IP rule can allow it.
+                Sni::Missing | Sni::Ech | Sni::Malformed(_) => return Named::Unnamed,
+            }
+        } else if http::looks_like_http(&buf[..buf.len().min(17)]) {
+            match http::parse_head(buf) {
+                Ok(None) => {}
+                Ok(Some((h, _))) => {
+                    return match request_host(&h) {
+                        Ok(Some(host)) => Named::Name(host),
+                        Ok(None) => Named::Unnamed,
+                        Err(e) => Named::Bad(e),
+                    }
+                }
+                Err(e) => return Named::Bad(format!("unreadable HTTP request: {e}")),
+            }
+        } else {
+            return Named::Unnamed;
+        }
+        if !read_more(client, buf, deadline).await {
+            return Named::Bad("client stopped before its first message was complete".into());
+        }
+    }
+}
+
+/// The host an HTTP request names (absolute-form authority and Host must agree).
+fn request_host(h: &http::Head) -> Result<Option<Host>, String> {
+    let host_hdr = match h.host() {
+        Some(v) => Some(
+            parse_authority(v)
+                .map_err(|e| format!("Host header: {e}"))?
+                .0,
+        ),
+        None => None,
+    };
+    let target = match h.target().map_err(|e| e.to_string())? {
+        Target::Absolute { authority, .. } => Some(
+            parse_authority(authority)
+                .map_err(|e| format!("request URI: {e}"))?
+                .0,
+        ),
+        _ => None,
+    };
+    match (target, host_hdr) {
+        (Some(t), Some(hh)) if t != hh => Err(format!(
+            "request URI host {t} and Host header {hh} disagree"
+        )),
+        (Some(t), _) => Ok(Some(t)),
+        (None, Some(hh)) => Ok(Some(hh)),
+        (None, None) if h.minor == 0 => Ok(None),
+        (None, None) => Err("HTTP/1.1 request without Host".into()),
+    }
+}
+
+/// Does a TLS ClientHello agree with the decided `host`? `Ok(false)`: need more.
+fn check_tls(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, String> {
+    match sni::parse(buf) {
+        Sni::Incomplete => Ok(false),
+        Sni::Name(n) => {
+            let sni_host = canonical_host(&n).map_err(|e| format!("TLS server name: {e}"))?;
+            match host {
+                Host::Name(_) if sni_host == *host => Ok(true),
+                Host::Name(_) => Err(format!(
+                    "TLS server name {sni_host} differs from the decided host {host} (domain fronting)"
+                )),
+                Host::Ip(_) => {
+                    let v = proxy.decide.connect(&sni_host, port);
+                    if v.allow {
+                        Ok(true)
+                    } else {
+                        Err(format!("TLS server name {sni_host} is not allowed: {}", v.reason))
+                    }
+                }
+            }
+        }
+        Sni::Missing | Sni::Ech | Sni::Malformed(_) if matches!(host, Host::Ip(_)) => Ok(true),
+        Sni::Missing => Err(format!("TLS to {host} without a server name")),
+        Sni::Ech => Err(format!(
+            "TLS to {host} with Encrypted Client Hello hides the server name"
+        )),
+        Sni::Malformed(why) => Err(format!("unreadable TLS ClientHello: {why}")),
+    }
+}
+
+/// Every HTTP request on a tunnel must name the decided host.
+fn check_request(h: &http::Head, host: &Host) -> Result<(), String> {
+    match request_host(h)? {
+        Some(c) if c != *host => Err(format!(
+            "HTTP request for {c} inside a connection decided for {host}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Read the client's first bytes (unless the server speaks first), check they agree
+/// with the decided host, then relay both ways. Plain HTTP keeps being checked,
+/// request by request.
+async fn inspect_then_relay<S: Io>(
+    proxy: &Proxy,
+    way: Way,
+    mut client: S,
+    mut pending: BytesMut,
+    mut upstream: TcpStream,
+    host: &Host,
+    port: u16,
+) {
+    if pending.is_empty() {
+        let idle = Instant::now() + proxy.cfg.idle_timeout;
+        pending.reserve(4096);
+        tokio::select! {
+            r = timeout_at(idle, client.read_buf(&mut pending)) => {
+                if !matches!(r, Ok(Ok(n)) if n > 0) {
+                    return;
+                }
+            }
+            r = upstream.readable() => {
+                if r.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    if sni::looks_like_tls(&pending) {
+        let deadline = Instant::now() + proxy.cfg.handshake_timeout;
+        loop {
+            match check_tls(proxy, &pending, host, port) {
+                Ok(true) => break,
+                Ok(false) => {
+                    if !read_more(&mut client, &mut pending, deadline).await {
+                        proxy.deny(
+                            way,
+                            &host.to_string(),
+                            port,
+                            "TLS ClientHello incomplete or too large",
+                        );
+                        return;
+                    }
+                }
+                Err(why) => {
+                    proxy.deny(way, &host.to_string(), port, why);
+                    return;
+                }
+            }
+        }
+    } else if http::looks_like_http(&pending[..pending.len().min(17)]) {
+        http_tunnel(proxy, way, client, pending, upstream, host, port).await;
+        return;
+    }
+    if upstream.write_all(&pending).await.is_err() {
+        return;
+    }
+    drop(pending);
+    let _ =
+        tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUF, RELAY_BUF)
+            .await;
+}
+
+/// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.
+async fn http_tunnel<S: Io>(
+    proxy: &Proxy,
+    way: Way,
+    client: S,
+    first: BytesMut,
+    upstream: TcpStream,
+    host: &Host,
+    port: u16,
+) {
+    let mut stream = http::RequestStream::new();
+    let mut out = Vec::with_capacity(first.len());
+    let mut check = |h: &http::Head| check_request(h, host);
+    let (mut cr, mut cw) = tokio::io::split(client);
+    if let Err(e) = stream.feed(&first, &mut out, &mut check) {
+        let why = e.to_string();
+        proxy.deny(way, &host.to_string(), port, why.clone());
+        let _ = cw
+            .write_all(&forbidden(
+                &host.to_string(),
+                port,
+                &Verdict::deny(None, why),
+            ))
+            .await;
+        return;
+    }
+    let (mut ur, mut uw) = upstream.into_split();
+    let c2u = async {
+        if uw.write_all(&out).await.is_err() {
+            return Err(());
+        }
+        let mut buf = vec![0u8; RELAY_BUF];
+        loop {
+            let n = match cr.read(&mut buf).await {
+                Ok(0) => {
+                    let _ = uw.shutdown().await;
+                    return Ok(());
+                }
+                Ok(n) => n,
+                Err(_) => return Err(()),
+            };
+            out.clear();
+            if let Err(e) = stream.feed(&buf[..n], &mut out, &mut check) {
+                proxy.deny(way, &host.to_string(), port, e.to_string());
+                return Err(());
+            }
+            if uw.write_all(&out).await.is_err() {
+                return Err(());
+            }
+        }
+    };
+    let u2c = async {
+        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+        let _ = cw.shutdown().await;
+    };
+    tokio::pin!(c2u, u2c);
+    let (mut c2u_done, mut u2c_done) = (false, false);
+    while !(c2u_done && u2c_done) {
+        tokio::select! {
+            r = &mut c2u, if !c2u_done => {
+                if r.is_err() {
+                    return;
+                }
+                c2u_done = true;
+            }
+            _ = &mut u2c, if !u2c_done => u2c_done = true,
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The proxy's boundary to the policy: a small trait the launcher implements for
+//! `sandpit_policy::Policy`, plus the address-range rule every implementation shares.
+use std::net::IpAddr;
+
+use sandpit_policy::host::{canonical_host, canonical_ip, Host, HostMatch};
+use sandpit_policy::{NetMode, Policy};
+
+/// One decision, with the rule that made it and a reason a model can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub allow: bool,
+    /// The rule that decided, as the user wrote it and where (e.g.
+    /// `~/.sandpit/config.toml:12 network.allow "a.test"`), if one did.
+    pub rule: Option<String>,
+    pub reason: String,
+}
+
+impl Verdict {
+    pub fn allow(rule: Option<String>, reason: impl Into<String>) -> Verdict {
+        Verdict {
+            allow: true,
+            rule,
+            reason: reason.into(),
+        }
+    }
+    pub fn deny(rule: Option<String>, reason: impl Into<String>) -> Verdict {
+        Verdict {
+            allow: false,
+            rule,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the proxy and DNS responder ask the policy.
+pub trait Decide: Send + Sync + 'static {
+    /// May the sandbox connect to `host:port` (before any resolution)?
+    fn connect(&self, host: &Host, port: u16) -> Verdict;
+    /// May the sandbox learn the addresses of `name` (DNS)? A name for which some
+    /// port may be connected to.
+    fn lookup(&self, name: &str) -> Verdict;
+    /// `[network.resolve]` answers for `name`, which come before any resolver.
+    fn static_answers(&self, name: &str) -> Option<Vec<IpAddr>>;
+    /// True when an allow rule names `addr` literally. (A `[network.resolve]` entry
+    /// names its address for its own name only; `resolved` checks that.)
+    fn names_address(&self, addr: IpAddr) -> bool;
+
+    /// May the proxy dial `addr`, obtained for `host:port`? Addresses in loopback,
+    /// private, link-local, metadata and other non-public ranges only when the policy
+    /// names them.
+    fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict {
+        let addr = canonical_ip(addr);
+        match non_public_range(addr) {
+            None => Verdict::allow(None, format!("{host}:{port} → {addr} is a public address")),
+            Some(range) => {
+                let named_by_resolve = match host {
+                    Host::Name(n) => self.static_answers(n),
+                    Host::Ip(_) => None,
+                }
+                .is_some_and(|a| a.iter().any(|x| canonical_ip(*x) == addr));
+                if named_by_resolve || self.names_address(addr) {
+                    Verdict::allow(None, format!("{addr} ({range}) is named by the policy"))
+                } else {
+                    Verdict::deny(
+                        None,
+                        format!(
+                            "{host} resolved to {addr}, a {range} address the policy does not \
+                             name; name it in [network] allow or [network.resolve] to allow it"
+                        ),
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// The non-public range `ip` falls in, if any.
+pub fn non_public_range(ip: IpAddr) -> Option<&'static str> {
+    match canonical_ip(ip) {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            if a.is_loopback() {
+                Some("loopback")
+            } else if o == [169, 254, 169, 254] || o == [100, 100, 100, 200] {
+                Some("cloud metadata")
+            } else if a.is_link_local() {
+                Some("link-local")
+            } else if a.is_private() {
+                Some("private")
+            } else if a.is_unspecified() || o[0] == 0 {
+                Some("unspecified")
+            } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+                Some("shared (CGNAT)")
+            } else if a.is_multicast() || a.is_broadcast() || o[0] >= 240 {
+                Some("multicast/reserved")
+            } else if (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+            {
+                Some("special-purpose")
+            } else if a.is_documentation() {
+                Some("documentation")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            if a.is_loopback() {
+                Some("loopback")
+            } else if a.is_unspecified() {
+                Some("unspecified")
+            } else if s[0] == 0xfd00 && s[1] == 0x0ec2 && s[7] == 0x254 {
+                Some("cloud metadata")
+            } else if (s[0] & 0xffc0) == 0xfe80 {
+                Some("link-local")
+            } else if (s[0] & 0xfe00) == 0xfc00 {
+                Some("private (ULA)")
+            } else if (s[0] & 0xff00) == 0xff00 {
+                Some("multicast")
+            } else if s[0] == 0x2002
+                || (s[0] == 0x2001 && s[1] == 0)
+                || (s[0] == 0x64 && s[1] == 0xff9b)
+            {
+                Some("IPv4-translation")
+            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+                Some("documentation")
+            } else if s[0] == 0 {
+                Some("reserved")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn verdict(v: sandpit_policy::Verdict) -> Verdict {
+    Verdict {
+        allow: v.is_allowed(),
+        rule: v.rule.map(|o| o.to_string()),
+        reason: v.reason,
+    }
+}
+
+/// The launcher's decision object: the effective policy.
+impl Decide for Policy {
+    fn connect(&self, host: &Host, port: u16) -> Verdict {
+        verdict(sandpit_policy::decide::decide_connect(self, host, port))
+    }
+
+    fn lookup(&self, name: &str) -> Verdict {
+        let host = match canonical_host(name) {
+            Ok(h @ Host::Name(_)) => h,
+            Ok(Host::Ip(_)) => {
+                return Verdict::deny(None, format!("{name} is an address, not a name"))
+            }
+            Err(e) => return Verdict::deny(None, format!("{name:?} is not a host name: {e}")),
+        };
+        let net = &self.network;
+        if net.mode.value == NetMode::Offline {
+            return Verdict::deny(
+                Some(net.mode.origin.to_string()),
+                format!("lookup of {host} refused: network.mode = \"offline\""),
+            );
+        }
+        // A block entry without a port blocks the name on every port.
+        if let Some(b) = net
+            .block
+            .iter()
+            .find(|r| r.value.port.is_none() && r.value.matches(&host, 1))
+        {
+            return Verdict::deny(
+                Some(b.origin.to_string()),
+                format!("lookup of {host} refused: blocked by {}", b.origin),
+            );
+        }
+        if net.mode.value == NetMode::Unrestricted {
+            return Verdict::allow(
+                Some(net.mode.origin.to_string()),
+                format!("lookup of {host}: network.mode = \"unrestricted\""),
+            );
+        }
+        let any_port = |r: &&sandpit_policy::Rule<sandpit_policy::HostPattern>| {
+            r.value.matches(&host, r.value.port.unwrap_or(1))
+        };
+        match net.allow.iter().find(any_port) {
+            Some(a) => Verdict::allow(Some(a.origin.to_string()), format!("lookup of {host} allowed by {}", a.origin)),
+            None => Verdict::deny(
+                None,
+                format!("lookup of {host} refused: the name is not in network.allow. To allow it, add \"{host}\" to [network] allow in ~/.sandpit/config.toml"),
+            ),
+        }
+    }
+
+    fn static_answers(&self, name: &str) -> Option<Vec<IpAddr>> {
+        self.network
+            .resolve
+            .iter()
+            .find(|r| r.value.name == name)
+            .map(|r| r.value.addrs.clone())
+    }
+
+    fn names_address(&self, addr: IpAddr) -> bool {
+        let addr = canonical_ip(addr);
+        self.network.allow.iter().any(|r| {
+            matches!(r.value.host, HostMatch::Ip(_) | HostMatch::Cidr(..))
+                && r.value.matches(&Host::Ip(addr), r.value.port.unwrap_or(1))
+        })
+    }
+
+    fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict {
+        let v = verdict(sandpit_policy::check_resolved(self, host, port, addr));
+        // The policy crate's ranges, plus the translation ranges this module knows.
+        if v.allow && v.rule.is_none() {
+            if let Some(range) = non_public_range(addr) {
+                return Verdict::deny(None, format!("{host}:{port} resolved to {addr}, a {range} address the policy does not name"));
+            }
+        }
+        v
+    }
+}
+
+/// A policy from one TOML text layered as the user file over the built-in default
+/// (tests, benches, fuzzing).
+pub fn policy_from_toml(text: &str) -> Result<Policy, sandpit_policy::Error> {
+    let dir = std::env::temp_dir();
+    let ctx = sandpit_policy::Context {
+        home: dir.join("sandpit-home"),
+        workspace: dir.join("sandpit-home/project"),
+        scratch: dir.join("sandpit-scratch"),
+        state_dir: dir.join("sandpit-home/.sandpit"),
+    };
+    let mut o = sandpit_policy::LoadOptions::new(ctx);
+    o.user = Some(sandpit_policy::Source::new(
+        sandpit_policy::Layer::User,
+        "test.toml",
+        text,
+    ));
+    sandpit_policy::load(&o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        for a in [
+            "127.0.0.2",
+            "10.1.2.3",
+            "169.254.169.254",
+            "172.16.0.1",
+            "192.168.1.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "0.0.0.0",
+            "100.64.0.1",
+            "::ffff:10.0.0.1",
+            "2002:7f00:1::",
+        ] {
+            assert!(non_public_range(a.parse().unwrap()).is_some(), "{a}");
+        }
+        for a in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
+            assert!(non_public_range(a.parse().unwrap()).is_none(), "{a}");
+        }
+    }
+
+    #[test]
+    fn policy_adapter() {
+        let p = policy_from_toml(
+            r#"
+[network]
+allow = ["allowed.test", "*.wild.test", "only.test:443", "sneaky.test"]
+block = ["bad.wild.test"]
+[network.resolve]
+"allowed.test" = "127.0.0.2"
+"blocked.test" = "127.0.0.1"
+"#,
+        )
+        .unwrap();
+        let n = |s: &str| Host::Name(s.into());
+        assert!(p.connect(&n("allowed.test"), 80).allow);
+        assert!(p.connect(&n("a.wild.test"), 80).allow);
+        assert!(!p.connect(&n("wild.test"), 80).allow);
+        assert!(!p.connect(&n("bad.wild.test"), 80).allow);
+        assert!(p.connect(&n("only.test"), 443).allow);
+        assert!(!p.connect(&n("only.test"), 80).allow);
+        assert!(!p.connect(&n("blocked.test"), 80).allow);
+        assert!(p.lookup("only.test").allow);
+        assert!(p.lookup("ALLOWED.test.").allow);
+        assert!(!p.lookup("blocked.test").allow);
+        assert!(!p.lookup("bad.wild.test").allow);
+        let a = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(p.resolved(&n("allowed.test"), 80, a("127.0.0.2")).allow);
+        assert!(
+            p.resolved(&n("allowed.test"), 80, a("::ffff:127.0.0.2"))
+                .allow
+        );
+        // The resolve map names 127.0.0.1 for blocked.test only.
+        assert!(!p.resolved(&n("sneaky.test"), 80, a("127.0.0.1")).allow);
+        assert!(
+            !p.resolved(&n("sneaky.test"), 80, a("169.254.169.254"))
+                .allow
+        );
+        assert!(p.resolved(&n("sneaky.test"), 80, a("1.1.1.1")).allow);
+        assert_eq!(p.static_answers("allowed.test"), Some(vec![a("127.0.0.2")]));
+    }
+
+    #[test]
+    fn empty_allowlist_and_offline_deny() {
+        let p = policy_from_toml("").unwrap();
+        assert!(!p.connect(&Host::Name("allowed.test".into()), 443).allow);
+        assert!(!p.lookup("allowed.test").allow);
+        let p = policy_from_toml("[network]\nmode = \"offline\"\nallow = [\"a.test\"]\n").unwrap();
+        assert!(!p.connect(&Host::Name("a.test".into()), 443).allow);
+        assert!(!p.lookup("a.test").allow);
+    }
+}

@@ -1,0 +1,241 @@
+//! The domain-filtering proxy: the sandbox's only way out. It runs in the launcher
+//! and decides every TCP connection by name.
+//!
+//! Ways in (all on one listener, told apart by their first bytes):
+//! - transparent: a connection the interposer redirected, opened by the
+//!   [`transparent`] handshake line (original `ip:port`, resolved name);
+//! - HTTP proxy requests in absolute form (served by hyper, each request decided);
+//! - HTTP `CONNECT`;
+//! - SOCKS5 with domain names or addresses.
+//!
+//! Each host is canonicalized once (`sandpit_policy::canonical_host`), decided ([`Decide`]), resolved with
+//! sandpit's own [`Resolver`](crate::dns::Resolver), each answer checked against the
+//! non-public ranges, and exactly that address dialled. In tunnels the client's first
+//! bytes are read before any of them are forwarded: a TLS server name or HTTP Host
+//! that disagrees with the decided host closes the connection.
+pub mod audit;
+pub mod decide;
+pub mod http;
+pub mod sni;
+pub mod socks5;
+pub mod transparent;
+
+mod conn;
+mod forward;
+mod io;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
+
+pub use audit::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
+pub use decide::{Decide, Verdict};
+pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
+
+use crate::dns::Resolver;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("binding the proxy to {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("a proxy on a TCP port needs a per-run token, so no other run can use it")]
+    TokenRequired,
+    #[error("setting permissions on {path}: {source}")]
+    Permissions {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Limits and the per-run token.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Required on TCP listeners (as the Proxy-Authorization / SOCKS5 password / the
+    /// transparent line's token); checked on unix sockets too when set.
+    pub token: Option<String>,
+    /// Connections handled at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Time for a client to finish its proxy handshake (request head, SOCKS
+    /// negotiation, ClientHello).
+    pub handshake_timeout: Duration,
+    /// Time to connect upstream.
+    pub dial_timeout: Duration,
+    /// How long a transparent connection without a known name waits for the client's
+    /// first bytes (SNI / Host) before deciding on the address alone.
+    pub first_data_wait: Duration,
+    /// How long a tunnel waits for either side to speak first.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            token: None,
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            dial_timeout: Duration::from_secs(10),
+            first_data_wait: Duration::from_millis(500),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+pub struct Proxy {
+    pub(crate) decide: Arc<dyn Decide>,
+    pub(crate) resolver: Arc<Resolver>,
+    pub(crate) audit: Arc<dyn AuditSink>,
+    pub(crate) cfg: ProxyConfig,
+}
+
+/// A running listener; dropping it (or [`Running::shutdown`]) stops the listener and
+/// every connection it carries.
+pub struct Running {
+    local: Option<SocketAddr>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    pub(crate) fn new(local: SocketAddr, task: JoinHandle<()>) -> Running {
+        Running {
+            local: Some(local),
+            task,
+        }
+    }
+    /// The bound address (TCP/UDP listeners).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
+    }
+    pub fn shutdown(self) {}
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    pub fn new(
+        decide: Arc<dyn Decide>,
+        resolver: Arc<Resolver>,
+        audit: Arc<dyn AuditSink>,
+        cfg: ProxyConfig,
+    ) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            decide,
+            resolver,
+            audit,
+            cfg,
+        })
+    }
+
+    /// Listen on loopback TCP; every client must present the per-run token.
+    pub async fn serve_tcp(self: &Arc<Self>, addr: SocketAddr) -> Result<Running, ProxyError> {
+        if self.cfg.token.as_deref().is_none_or(str::is_empty) {
+            return Err(ProxyError::TokenRequired);
+        }
+        let bind_err = |source| ProxyError::Bind {
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
+        let local = listener.local_addr().map_err(bind_err)?;
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
+            let mut tasks = JoinSet::new();
+            loop {
+                let Ok(permit) = limit.clone().acquire_owned().await else {
+                    return;
+                };
+                let stream = match listener.accept().await {
+                    Ok((s, _)) => s,
+                    Err(_) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                while tasks.try_join_next().is_some() {}
+                let me = me.clone();
+                tasks.spawn(async move {
+                    conn::handle(me, stream, true).await;
+                    drop(permit);
+                });
+            }
+        });
+        Ok(Running::new(local, task))
+    }
+
+    /// Listen on a unix socket at `path` (created 0600; must not exist). The kernel
+    /// layer bridges the sandbox's proxy address to it.
+    pub async fn serve_unix(self: &Arc<Self>, path: &Path) -> Result<Running, ProxyError> {
+        let bind_err = |source| ProxyError::Bind {
+            addr: path.display().to_string(),
+            source,
+        };
+        let listener = UnixListener::bind(path).map_err(bind_err)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
+                |source| ProxyError::Permissions {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            )?;
+        }
+        let me = self.clone();
+        let need_token = self.cfg.token.is_some();
+        let task = tokio::spawn(async move {
+            let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
+            let mut tasks = JoinSet::new();
+            loop {
+                let Ok(permit) = limit.clone().acquire_owned().await else {
+                    return;
+                };
+                let stream = match listener.accept().await {
+                    Ok((s, _)) => s,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                while tasks.try_join_next().is_some() {}
+                let me = me.clone();
+                tasks.spawn(async move {
+                    conn::handle(me, stream, need_token).await;
+                    drop(permit);
+                });
+            }
+        });
+        Ok(Running { local: None, task })
+    }
+}
+
+/// The environment a sandboxed child gets for a proxy at `addr` with `token`:
+/// HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in both cases, and NO_PROXY emptied (it never
+/// exempts anything: the kernel layer sends everything here anyway).
+pub fn child_env(addr: SocketAddr, token: &str) -> Vec<(String, String)> {
+    let http = format!("http://sandpit:{token}@{addr}");
+    let socks = format!("socks5h://sandpit:{token}@{addr}");
+    let mut env = Vec::new();
+    for (k, v) in [
+        ("HTTP_PROXY", &http),
+        ("HTTPS_PROXY", &http),
+        ("ALL_PROXY", &socks),
+        ("NO_PROXY", &String::new()),
+    ] {
+        env.push((k.to_string(), v.clone()));
+        env.push((k.to_ascii_lowercase(), v.clone()));
+    }
+    env
+}

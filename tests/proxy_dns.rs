@@ -1,0 +1,210 @@
+//! sandpit's DNS responder: allowed names are answered (static entries first, then
+//! the upstream), everything else is REFUSED and never reaches the upstream — a fake
+//! upstream on loopback records every question it gets.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod proxy_support;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proxy_support::FakeUpstream;
+use sandpit::dns::message::{self, RCODE_NOERROR, RCODE_REFUSED, TYPE_A, TYPE_AAAA};
+use sandpit::dns::{DnsServer, Resolver, Upstream};
+use sandpit::proxy::decide::policy_from_toml;
+use sandpit::proxy::MemorySink;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+struct Dns {
+    upstream: FakeUpstream,
+    udp: SocketAddr,
+    tcp: SocketAddr,
+    audit: Arc<MemorySink>,
+    _running: Vec<sandpit::proxy::Running>,
+}
+
+async fn start(policy: &str) -> Dns {
+    let upstream = FakeUpstream::start().await;
+    let audit = Arc::new(MemorySink::default());
+    let server = DnsServer::new(
+        Arc::new(policy_from_toml(policy).unwrap()),
+        Arc::new(Resolver::new(Upstream::Udp(upstream.addr))),
+        audit.clone(),
+    );
+    let u = server
+        .serve_udp("127.0.0.4:0".parse().unwrap())
+        .await
+        .unwrap();
+    let t = server
+        .serve_tcp("127.0.0.4:0".parse().unwrap())
+        .await
+        .unwrap();
+    Dns {
+        udp: u.local_addr().unwrap(),
+        tcp: t.local_addr().unwrap(),
+        upstream,
+        audit,
+        _running: vec![u, t],
+    }
+}
+
+async fn udp_ask(server: SocketAddr, name: &str, qtype: u16) -> (u8, Vec<IpAddr>) {
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let q = message::build_query(0x4242, name, qtype).unwrap();
+    s.send_to(&q, server).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    message::parse_answer(&buf[..n], 0x4242).unwrap()
+}
+
+async fn tcp_ask(server: SocketAddr, name: &str, qtype: u16) -> (u8, Vec<IpAddr>) {
+    let mut s = TcpStream::connect(server).await.unwrap();
+    let q = message::build_query(0x4343, name, qtype).unwrap();
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    s.write_all(&framed).await.unwrap();
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).await.unwrap();
+    let mut msg = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut msg).await.unwrap();
+    message::parse_answer(&msg, 0x4343).unwrap()
+}
+
+const POLICY: &str = proxy_support::POLICY;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denied_names_are_refused_and_never_forwarded() {
+    let d = start(POLICY).await;
+    let exfil = [
+        "blocked.test",
+        "c2VjcmV0LWtleQ.blocked.test",
+        "c2VjcmV0LWtleQ.attacker.example",
+        "aws-secret-1234.evil.test",
+        "allowed.test.evil.test",
+        "sub.allowed.test",
+    ];
+    for name in exfil {
+        assert_eq!(
+            udp_ask(d.udp, name, TYPE_A).await,
+            (RCODE_REFUSED, vec![]),
+            "udp {name}"
+        );
+        assert_eq!(
+            tcp_ask(d.tcp, name, TYPE_AAAA).await,
+            (RCODE_REFUSED, vec![]),
+            "tcp {name}"
+        );
+    }
+    // Allowed name with a record type sandpit does not forward: empty, not forwarded.
+    assert_eq!(
+        udp_ask(d.udp, "public.test", 16).await,
+        (RCODE_NOERROR, vec![])
+    );
+    assert!(
+        d.upstream.questions().is_empty(),
+        "upstream saw {:?}",
+        d.upstream.questions()
+    );
+
+    // Positive control: an allowed name without a static entry does reach upstream.
+    let (rc, addrs) = udp_ask(d.udp, "public.test", TYPE_A).await;
+    assert_eq!(rc, RCODE_NOERROR);
+    assert_eq!(addrs, vec!["93.184.216.34".parse::<IpAddr>().unwrap()]);
+    assert_eq!(
+        d.upstream
+            .questions()
+            .iter()
+            .filter(|q| *q == "public.test")
+            .count(),
+        2,
+        "A and AAAA asked"
+    );
+    assert!(
+        d.upstream.questions().iter().all(|q| q == "public.test"),
+        "{:?}",
+        d.upstream.questions()
+    );
+    assert!(d
+        .audit
+        .events()
+        .iter()
+        .any(|e| !e.allow && e.host.contains("attacker")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_entries_answer_first() {
+    let d = start(POLICY).await;
+    for ask in [
+        udp_ask(d.udp, "allowed.test", TYPE_A).await,
+        tcp_ask(d.tcp, "ALLOWED.test", TYPE_A).await,
+    ] {
+        assert_eq!(
+            ask,
+            (RCODE_NOERROR, vec!["127.0.0.2".parse::<IpAddr>().unwrap()])
+        );
+    }
+    assert_eq!(
+        udp_ask(d.udp, "allowed.test", TYPE_AAAA).await,
+        (RCODE_NOERROR, vec![])
+    );
+    assert!(
+        d.upstream.questions().is_empty(),
+        "static answers never go upstream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_name_with_a_loopback_answer_gets_no_address() {
+    let d = start(POLICY).await;
+    // The upstream answers 127.0.0.1 for sneaky.test, which the policy does not name.
+    assert_eq!(
+        udp_ask(d.udp, "sneaky.test", TYPE_A).await,
+        (RCODE_NOERROR, vec![])
+    );
+    assert!(d.upstream.questions().iter().any(|q| q == "sneaky.test"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_allowlist_and_offline_refuse_everything() {
+    for policy in [
+        "",
+        "[network]\nmode = \"offline\"\nallow = [\"public.test\"]\n",
+    ] {
+        let d = start(policy).await;
+        for name in ["public.test", "allowed.test", "blocked.test"] {
+            assert_eq!(
+                udp_ask(d.udp, name, TYPE_A).await.0,
+                RCODE_REFUSED,
+                "{policy:?} {name}"
+            );
+        }
+        assert!(d.upstream.questions().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_gets_formerr_or_nothing() {
+    let d = start(POLICY).await;
+    let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    s.send_to(&[0x12, 0x34, 0x80, 0, 0, 1], d.udp)
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.recv(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf[..2], &[0x12, 0x34]);
+    assert_eq!(buf[3] & 0x0f, message::RCODE_FORMERR);
+    assert!(n >= 12);
+    // Positive control: the server still answers afterwards.
+    assert_eq!(
+        udp_ask(d.udp, "allowed.test", TYPE_A).await.0,
+        RCODE_NOERROR
+    );
+    assert!(d.upstream.questions().is_empty());
+}

@@ -1,0 +1,332 @@
+//! Loopback fixtures for the proxy tests: recording sinks standing in for
+//! `allowed.test` (127.0.0.2) and `blocked.test` (127.0.0.1), a fake upstream DNS
+//! server that records every question, a proxy under a test policy, and raw clients
+//! for each way in.
+#![allow(dead_code)]
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use sandpit::dns::{message, Resolver, Upstream};
+use sandpit::proxy::decide::policy_from_toml;
+use sandpit::proxy::{MemorySink, Proxy, ProxyConfig, Running};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+pub const TOKEN: &str = "t0k3n-for-this-run";
+
+/// A listener that records every connection and byte, and answers an HTTP request
+/// with `sink:<label>`.
+pub struct Sink {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+    pub bytes: Arc<Mutex<Vec<u8>>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Sink {
+    pub async fn start(ip: &str, label: &'static str) -> Sink {
+        let listener = TcpListener::bind((ip.parse::<IpAddr>().unwrap(), 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (c, b) = (connections.clone(), bytes.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                c.fetch_add(1, Ordering::SeqCst);
+                let b = b.clone();
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        let n = match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        b.lock().unwrap().extend_from_slice(&buf[..n]);
+                        seen.extend_from_slice(&buf[..n]);
+                        while let Some(end) = find(&seen, b"\r\n\r\n") {
+                            let head: Vec<u8> = seen.drain(..end + 4).collect();
+                            let close = String::from_utf8_lossy(&head)
+                                .to_ascii_lowercase()
+                                .contains("connection: close");
+                            let body = format!("sink:{label}");
+                            let resp = format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            );
+                            if s.write_all(resp.as_bytes()).await.is_err() || close {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Sink {
+            addr,
+            connections,
+            bytes,
+            _task: task,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+    pub fn received(&self) -> Vec<u8> {
+        self.bytes.lock().unwrap().clone()
+    }
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+    /// The sink got nothing at all: no connection, no byte.
+    pub fn assert_untouched(&self, what: &str) {
+        assert_eq!(self.connection_count(), 0, "{what}: sink was connected to");
+        assert!(
+            self.received().is_empty(),
+            "{what}: sink received {:?}",
+            String::from_utf8_lossy(&self.received())
+        );
+    }
+}
+
+pub fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// A DNS server on loopback that records every question and answers A queries:
+/// `public.test` → 93.184.216.34, anything else → 127.0.0.1.
+pub struct FakeUpstream {
+    pub addr: SocketAddr,
+    pub questions: Arc<Mutex<Vec<String>>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeUpstream {
+    pub async fn start() -> FakeUpstream {
+        let sock = UdpSocket::bind("127.0.0.3:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        let questions = Arc::new(Mutex::new(Vec::new()));
+        let q2 = questions.clone();
+        let task = tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            loop {
+                let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
+                    return;
+                };
+                let Ok(q) = message::parse_query(&buf[..n]) else {
+                    q2.lock().unwrap().push(format!("<unparsed {n} bytes>"));
+                    continue;
+                };
+                q2.lock().unwrap().push(q.name.clone());
+                let a: IpAddr = if q.name == "public.test" {
+                    "93.184.216.34"
+                } else {
+                    "127.0.0.1"
+                }
+                .parse()
+                .unwrap();
+                let out = message::answer(&q, message::RCODE_NOERROR, &[a], 60);
+                let _ = sock.send_to(&out, peer).await;
+            }
+        });
+        FakeUpstream {
+            addr,
+            questions,
+            _task: task,
+        }
+    }
+    pub fn questions(&self) -> Vec<String> {
+        self.questions.lock().unwrap().clone()
+    }
+}
+
+pub const POLICY: &str = r#"
+[network]
+allow = ["allowed.test", "sneaky.test", "public.test"]
+[network.resolve]
+"allowed.test" = "127.0.0.2"
+"blocked.test" = "127.0.0.1"
+"#;
+
+pub struct World {
+    pub allowed: Sink,
+    pub blocked: Sink,
+    pub upstream: FakeUpstream,
+    pub audit: Arc<MemorySink>,
+    pub proxy: Arc<Proxy>,
+    pub running: Running,
+    pub addr: SocketAddr,
+}
+
+impl World {
+    pub async fn new() -> World {
+        World::with_policy(POLICY).await
+    }
+
+    pub async fn with_policy(policy: &str) -> World {
+        World::with_policy_for(|_| policy.to_string()).await
+    }
+
+    /// A world whose policy text may name the allowed sink's port.
+    pub async fn with_policy_for(policy: impl FnOnce(u16) -> String) -> World {
+        let allowed = Sink::start("127.0.0.2", "allowed").await;
+        let blocked = Sink::start("127.0.0.1", "blocked").await;
+        let upstream = FakeUpstream::start().await;
+        let audit = Arc::new(MemorySink::default());
+        let policy = policy_from_toml(&policy(allowed.port())).unwrap();
+        let resolver = Arc::new(Resolver::new(Upstream::Udp(upstream.addr)));
+        let cfg = ProxyConfig {
+            token: Some(TOKEN.into()),
+            first_data_wait: Duration::from_millis(300),
+            ..ProxyConfig::default()
+        };
+        let proxy = Proxy::new(Arc::new(policy), resolver, audit.clone(), cfg);
+        let running = proxy
+            .serve_tcp("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = running.local_addr().unwrap();
+        World {
+            allowed,
+            blocked,
+            upstream,
+            audit,
+            proxy,
+            running,
+            addr,
+        }
+    }
+
+    /// Let in-flight relays land before asserting on sinks.
+    pub async fn settle(&self) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn basic_auth(token: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("sandpit:{token}"))
+    )
+}
+
+/// Read until EOF (or a 5 s safety limit) and return everything.
+pub async fn read_all<S: AsyncReadExt + Unpin>(s: &mut S) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    out
+}
+
+/// Send raw bytes to the proxy and return the whole answer.
+pub async fn raw_exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    String::from_utf8_lossy(&read_all(&mut s).await).into_owned()
+}
+
+/// An absolute-form GET through the HTTP proxy.
+pub async fn http_get(proxy: SocketAddr, url: &str, host: &str) -> String {
+    let req = format!(
+        "GET {url} HTTP/1.1\r\nHost: {host}\r\nProxy-Authorization: {}\r\nConnection: close\r\n\r\n",
+        basic_auth(TOKEN)
+    );
+    raw_exchange(proxy, req.as_bytes()).await
+}
+
+/// CONNECT; returns the response head and the stream.
+pub async fn connect(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let req = format!(
+        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: {}\r\n\r\n",
+        basic_auth(TOKEN)
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while find(&head, b"\r\n\r\n").is_none() {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await {
+            Ok(Ok(1)) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    (String::from_utf8_lossy(&head).into_owned(), s)
+}
+
+pub enum SocksDest<'a> {
+    Domain(&'a str),
+    Ip(IpAddr),
+}
+
+/// SOCKS5 with username/password; returns the reply code (None: closed) and stream.
+pub async fn socks(
+    proxy: SocketAddr,
+    password: &str,
+    dest: SocksDest<'_>,
+    port: u16,
+) -> (Option<u8>, TcpStream) {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(&[5, 1, 2]).await.unwrap();
+    let mut m = [0u8; 2];
+    if s.read_exact(&mut m).await.is_err() || m[1] != 2 {
+        return (None, s);
+    }
+    let mut auth = vec![1, 7];
+    auth.extend_from_slice(b"sandpit");
+    auth.push(password.len() as u8);
+    auth.extend_from_slice(password.as_bytes());
+    s.write_all(&auth).await.unwrap();
+    let mut a = [0u8; 2];
+    if s.read_exact(&mut a).await.is_err() || a[1] != 0 {
+        return (None, s);
+    }
+    let mut req = vec![5, 1, 0];
+    match dest {
+        SocksDest::Domain(d) => {
+            req.push(3);
+            req.push(d.len() as u8);
+            req.extend_from_slice(d.as_bytes());
+        }
+        SocksDest::Ip(IpAddr::V4(v4)) => {
+            req.push(1);
+            req.extend_from_slice(&v4.octets());
+        }
+        SocksDest::Ip(IpAddr::V6(v6)) => {
+            req.push(4);
+            req.extend_from_slice(&v6.octets());
+        }
+    }
+    req.extend_from_slice(&port.to_be_bytes());
+    s.write_all(&req).await.unwrap();
+    let mut rep = [0u8; 10];
+    match tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut rep)).await {
+        Ok(Ok(_)) => (Some(rep[1]), s),
+        _ => (None, s),
+    }
+}
+
+/// A transparent connection: the interposer's line, then the stream.
+pub async fn transparent(
+    proxy: SocketAddr,
+    token: &str,
+    original: SocketAddr,
+    name: Option<&str>,
+) -> TcpStream {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    let line = sandpit::proxy::transparent::render(Some(token), original, name);
+    s.write_all(line.as_bytes()).await.unwrap();
+    s
+}
+
+/// A plain origin-form GET for `host`, closing the connection after the response.
+pub fn origin_get(host: &str) -> Vec<u8> {
+    format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()
+}
