@@ -2,6 +2,8 @@
 //! 125 internal failure; `run`/`exec` pass the child's status through.
 use clap::{Parser, Subcommand};
 
+pub mod run;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sandpit",
@@ -14,7 +16,10 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Run a command inside the sandbox.
+    Run(run::RunArgs),
+}
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 125;
@@ -28,5 +33,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    match cli.command {}
+    match cli.command {
+        Command::Run(args) => match run::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("sandpit: {e:#}");
+                EXIT_INTERNAL
+            }
+        },
+    }
 }

@@ -1,6 +1,9 @@
 //! The kernel layer (L2) behind one small facade. Platform code lives in
 //! `linux/` and `macos/`; `cfg(target_os)` appears here and nowhere in the logic.
 
+#[cfg(target_os = "linux")]
+pub mod linux;
+
 /// What the running kernel offers sandpit, as `sandpit check` reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct KernelSupport {
@@ -12,4 +15,16 @@ pub struct KernelSupport {
     pub seccomp: bool,
     /// Seatbelt (`sandbox_init`) is available (macOS).
     pub seatbelt: bool,
+}
+
+/// Probe what this machine's kernel offers.
+#[cfg(target_os = "linux")]
+pub fn probe() -> KernelSupport {
+    linux::probe::probe()
+}
+
+/// Probe what this machine's kernel offers.
+#[cfg(not(target_os = "linux"))]
+pub fn probe() -> KernelSupport {
+    KernelSupport::default()
 }
