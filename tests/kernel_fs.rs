@@ -1,6 +1,7 @@
 //! Kernel layer, files: masked credential paths cannot be read by any route, and
 //! nothing outside the writable roots (or protected inside them) can be written by
 //! any syscall family. Every probe first runs without sandpit to show it works.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod kernel_support;
 
@@ -54,20 +55,34 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
     let t = text(&out);
     // Each route works without the sandbox.
     for route in ["raw-abs", "raw-dirfd", "raw-opath"] {
-        assert!(t.contains(&format!("{route} {}/.ssh/id_rsa: {CANARY}", control.home().display())), "{route} bare: {t}");
+        assert!(
+            t.contains(&format!(
+                "{route} {}/.ssh/id_rsa: {CANARY}",
+                control.home().display()
+            )),
+            "{route} bare: {t}"
+        );
     }
-    assert!(t.matches(CANARY).count() >= 12, "bare run should read the canary: {t}");
+    assert!(
+        t.matches(CANARY).count() >= 12,
+        "bare run should read the canary: {t}"
+    );
 
     let h = home_with_secrets();
     let out = sandboxed(&h, READ_SCRIPT);
     let t = text(&out);
-    assert!(!t.contains(CANARY), "canary leaked through the sandbox: {t}");
+    assert!(
+        !t.contains(CANARY),
+        "canary leaked through the sandbox: {t}"
+    );
     assert!(t.contains("CONTROL-NORMAL"), "positive control failed: {t}");
     assert!(t.contains("Permission denied"), "{t}");
     // The file masks and links left nothing behind on the host either.
     assert!(!h.workspace().join("hard-link").exists());
     let copied = h.workspace().join("copied");
-    assert!(std::fs::read_to_string(&copied).map(|s| !s.contains(CANARY)).unwrap_or(true));
+    assert!(std::fs::read_to_string(&copied)
+        .map(|s| !s.contains(CANARY))
+        .unwrap_or(true));
 }
 
 #[test]
@@ -76,10 +91,21 @@ fn static_binary_and_io_uring_cannot_read_masked_files() {
     let st = build_probe(&control, "static_read", true);
     let ur = build_probe(&control, "uring_read", false);
     let key = control.home().join(".ssh/id_rsa");
-    let script = format!("{} {k}; {} {k}", st.display(), ur.display(), k = key.display());
+    let script = format!(
+        "{} {k}; {} {k}",
+        st.display(),
+        ur.display(),
+        k = key.display()
+    );
     let t = text(&bare(&control, &script));
-    assert!(t.contains(&format!("static-read {}:{CANARY}", key.display())), "bare static: {t}");
-    assert!(t.contains(&format!("uring-read:{CANARY}")), "bare io_uring: {t}");
+    assert!(
+        t.contains(&format!("static-read {}:{CANARY}", key.display())),
+        "bare static: {t}"
+    );
+    assert!(
+        t.contains(&format!("uring-read:{CANARY}")),
+        "bare io_uring: {t}"
+    );
 
     let h = home_with_secrets();
     build_probe(&h, "static_read", true);
@@ -97,9 +123,17 @@ fn static_binary_and_io_uring_cannot_read_masked_files() {
         t.contains(&format!("static-open {}: Permission denied", key.display())),
         "{t}"
     );
-    assert!(t.contains(&format!("static-read {}:NORMAL", notes.display())), "control: {t}");
+    assert!(
+        t.contains(&format!("static-read {}:NORMAL", notes.display())),
+        "control: {t}"
+    );
     // io_uring is refused outright (seccomp), whatever the file.
-    assert_eq!(t.matches("io_uring_setup: Function not implemented").count(), 2, "{t}");
+    assert_eq!(
+        t.matches("io_uring_setup: Function not implemented")
+            .count(),
+        2,
+        "{t}"
+    );
 }
 
 /// One line per operation: `name:ok` or `name:<errno text>`.
@@ -140,8 +174,18 @@ fn assert_target_untouched(dir: &std::path::Path, before_mtime: i64) {
     let m = std::fs::metadata(&f).unwrap();
     assert_eq!(m.mode() & 0o777, 0o644, "mode changed");
     assert_eq!(m.mtime(), before_mtime, "mtime changed");
-    for n in ["new.txt", "newdir", "renamed.txt", "hardlink.txt", "symlink.txt", "fifo"] {
-        assert!(std::fs::symlink_metadata(dir.join(n)).is_err(), "{n} was created");
+    for n in [
+        "new.txt",
+        "newdir",
+        "renamed.txt",
+        "hardlink.txt",
+        "symlink.txt",
+        "fifo",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(dir.join(n)).is_err(),
+            "{n} was created"
+        );
     }
 }
 
@@ -153,15 +197,23 @@ fn writes_outside_the_workspace_fail_by_every_syscall_family() {
     std::fs::create_dir_all(&target).unwrap();
     control.give_to_test_user(&target);
     setup_write_target(&control, &target);
-    let t = text(&bare(&control, &format!("python3 attack.py {}", target.display())));
-    assert!(!t.contains(":Read-only") && t.matches(":ok").count() == 13, "bare: {t}");
+    let t = text(&bare(
+        &control,
+        &format!("python3 attack.py {}", target.display()),
+    ));
+    assert!(
+        !t.contains(":Read-only") && t.matches(":ok").count() == 13,
+        "bare: {t}"
+    );
 
     let h = TestHome::new();
     let target = h.home().join("outside");
     std::fs::create_dir_all(&target).unwrap();
     h.give_to_test_user(&target);
     setup_write_target(&h, &target);
-    let mtime = std::fs::metadata(target.join("existing.txt")).unwrap().mtime();
+    let mtime = std::fs::metadata(target.join("existing.txt"))
+        .unwrap()
+        .mtime();
     // Positive control in the same run: the same attack inside the workspace works.
     let inner = h.workspace().join("inner");
     std::fs::create_dir_all(&inner).unwrap();
@@ -176,8 +228,15 @@ fn writes_outside_the_workspace_fail_by_every_syscall_family() {
     let t = text(&out);
     let (outside, inside) = t.split_once("===").unwrap();
     assert_eq!(outside.matches(":ok").count(), 0, "a write escaped: {t}");
-    assert!(outside.matches(":Read-only file system").count() >= 11, "{t}");
-    assert_eq!(inside.matches(":ok").count(), 13, "control inside workspace: {t}");
+    assert!(
+        outside.matches(":Read-only file system").count() >= 11,
+        "{t}"
+    );
+    assert_eq!(
+        inside.matches(":ok").count(),
+        13,
+        "control inside workspace: {t}"
+    );
     assert_target_untouched(&target, mtime);
     // Other places outside: /etc, the state dir, HOME itself.
     let t = text(&sandboxed(
@@ -220,12 +279,28 @@ echo fine > ok.txt && echo WS-OK
 
     let out = sandboxed(&h, script);
     let t = text(&out);
-    assert!(t.contains("DESC-OK") && t.contains("WS-OK"), "positive control: {t}");
-    assert_eq!(content(&ws.join(".git/config")).as_deref(), Some("[core]\n"), "{t}");
-    assert!(ws.join(".git").is_dir() && !ws.join(".git-moved").exists(), "{t}");
+    assert!(
+        t.contains("DESC-OK") && t.contains("WS-OK"),
+        "positive control: {t}"
+    );
+    assert_eq!(
+        content(&ws.join(".git/config")).as_deref(),
+        Some("[core]\n"),
+        "{t}"
+    );
+    assert!(
+        ws.join(".git").is_dir() && !ws.join(".git-moved").exists(),
+        "{t}"
+    );
     assert!(!ws.join(".git/hooks").exists(), "{t}");
-    assert!(!ws.join(".sandpit.toml").exists(), "placeholder left or file created: {t}");
-    assert!(!ws.join(".mcp.json").exists() && !ws.join(".claude").exists(), "{t}");
+    assert!(
+        !ws.join(".sandpit.toml").exists(),
+        "placeholder left or file created: {t}"
+    );
+    assert!(
+        !ws.join(".mcp.json").exists() && !ws.join(".claude").exists(),
+        "{t}"
+    );
     assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
     assert_eq!(content(&ws.join("ok.txt")).as_deref(), Some("fine\n"));
 }

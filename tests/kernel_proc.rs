@@ -2,6 +2,7 @@
 //! nested user namespaces, descendants outliving the run, exit status and signal
 //! propagation, the terminal, and failing closed. Each probe is first shown to work
 //! without sandpit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod kernel_support;
 
@@ -57,7 +58,10 @@ fn host_processes_cannot_be_signalled_traced_or_read() {
     let mut v = victim(&control);
     let t = text(&bare(&control, &format!("python3 p.py {}", v.id())));
     let _ = v.wait();
-    assert!(t.contains("host-kill:ok") && t.contains("child-ptrace:ok"), "bare: {t}");
+    assert!(
+        t.contains("host-kill:ok") && t.contains("child-ptrace:ok"),
+        "bare: {t}"
+    );
     assert!(t.contains("process_vm_readv:ok"), "bare: {t}");
 
     let h = TestHome::new();
@@ -68,9 +72,15 @@ fn host_processes_cannot_be_signalled_traced_or_read() {
     let _ = v.kill();
     let _ = v.wait();
     assert!(t.contains("host-kill:No such process"), "{t}");
-    assert!(!t.contains("host-ptrace:ok") && !t.contains("child-ptrace:ok"), "{t}");
+    assert!(
+        !t.contains("host-ptrace:ok") && !t.contains("child-ptrace:ok"),
+        "{t}"
+    );
     assert!(t.contains("child-ptrace:Operation not permitted"), "{t}");
-    assert!(t.contains("process_vm_readv:Operation not permitted"), "{t}");
+    assert!(
+        t.contains("process_vm_readv:Operation not permitted"),
+        "{t}"
+    );
     assert!(t.contains("own-child-kill:ok"), "positive control: {t}");
 }
 
@@ -102,7 +112,10 @@ fn tiocsti_is_refused_other_tty_ioctls_work() {
     h.write(&h.workspace().join("t.py"), TIOCSTI_PY);
     let t = text(&sandboxed(&h, "python3 t.py"));
     assert!(t.contains("tiocsti:Operation not permitted"), "{t}");
-    assert!(t.contains("winsize:8"), "positive control (TIOCGWINSZ): {t}");
+    assert!(
+        t.contains("winsize:8"),
+        "positive control (TIOCGWINSZ): {t}"
+    );
 }
 
 #[test]
@@ -110,7 +123,10 @@ fn nested_user_namespaces_and_mounts_are_refused() {
     let script = "unshare -Ur sh -c 'echo NESTED-OK'; unshare -Urm sh -c 'mount -t tmpfs x /tmp && echo MOUNT-OK'; echo DONE";
     let control = TestHome::new();
     let t = text(&bare(&control, script));
-    assert!(t.contains("NESTED-OK") && t.contains("MOUNT-OK"), "bare: {t}");
+    assert!(
+        t.contains("NESTED-OK") && t.contains("MOUNT-OK"),
+        "bare: {t}"
+    );
     let h = TestHome::new();
     let t = text(&sandboxed(&h, script));
     assert!(!t.contains("NESTED-OK") && !t.contains("MOUNT-OK"), "{t}");
@@ -120,7 +136,9 @@ fn nested_user_namespaces_and_mounts_are_refused() {
 fn daemons_with_tag(tag: &str) -> Vec<u32> {
     let mut found = vec![];
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
             if String::from_utf8_lossy(&c).contains(tag) {
                 found.push(pid);
@@ -157,7 +175,10 @@ fn setsid_and_double_forked_descendants_die_with_the_run() {
         // SAFETY: cleaning up after a failing assertion.
         unsafe { libc::kill(*p as i32, libc::SIGKILL) };
     }
-    assert!(survivors.is_empty(), "descendants outlived the run: {survivors:?}");
+    assert!(
+        survivors.is_empty(),
+        "descendants outlived the run: {survivors:?}"
+    );
 }
 
 #[test]
@@ -210,12 +231,23 @@ fn missing_layer_fails_closed_and_names_the_flag() {
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(125), "{t}");
-    assert!(t.contains("--allow-degraded") && t.contains("not started"), "{t}");
+    assert!(
+        t.contains("--allow-degraded") && t.contains("not started"),
+        "{t}"
+    );
     assert!(!h.workspace().join("ran").exists());
     // Positive control: the same command runs in the full mode.
     let out = sandpit_cmd(&h, &[], "touch ran").output().unwrap();
-    assert!(out.status.success() && h.workspace().join("ran").exists(), "{}", text(&out));
-    assert!(text(&out).contains("kernel layer: namespaces"), "{}", text(&out));
+    assert!(
+        out.status.success() && h.workspace().join("ran").exists(),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("kernel layer: namespaces"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -233,7 +265,10 @@ fn degraded_mode_still_confines_writes_and_says_so() {
     let t = text(&out);
     assert!(t.contains("DEGRADED") && t.contains("weaker"), "{t}");
     assert!(t.contains("WS-OK"), "positive control: {t}");
-    assert_eq!(content(&h.home().join("outside.txt")).as_deref(), Some("ORIGINAL"));
+    assert_eq!(
+        content(&h.home().join("outside.txt")).as_deref(),
+        Some("ORIGINAL")
+    );
     assert!(!std::path::Path::new("/tmp/sandpit-degraded-probe").exists());
     assert_eq!(t.matches("Permission denied").count(), 2, "{t}");
 }

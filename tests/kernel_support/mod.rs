@@ -28,7 +28,12 @@ pub fn sandboxed(h: &TestHome, script: &str) -> Output {
 
 pub fn sandpit_cmd(h: &TestHome, flags: &[&str], script: &str) -> Command {
     let mut c = h.sandpit();
-    c.arg("run").args(flags).arg("--").arg("sh").arg("-c").arg(script);
+    c.arg("run")
+        .args(flags)
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(script);
     c
 }
 

@@ -137,7 +137,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
             "user namespaces are unavailable{}, so reads of credential paths cannot be \
              masked and the network cannot be isolated; the command was not started. \
              Pass --allow-degraded to run with Landlock + seccomp only (weaker).",
-            if forced_fallback { " (SANDPIT_FORCE_FALLBACK)" } else { "" }
+            if forced_fallback {
+                " (SANDPIT_FORCE_FALLBACK)"
+            } else {
+                ""
+            }
         );
     };
     if support.landlock_abi.is_none() {
@@ -169,7 +173,10 @@ pub fn run(args: RunArgs) -> Result<i32> {
         scratch: d.scratch.clone(),
         state_dir: d.state_dir.clone(),
         writable: vec![],
-        read_denied: DEFAULT_BLOCK_READ.iter().map(|r| join(&d.home, r)).collect(),
+        read_denied: DEFAULT_BLOCK_READ
+            .iter()
+            .map(|r| join(&d.home, r))
+            .collect(),
         read_allowed: vec![],
         write_protected: DEFAULT_PROTECTED
             .iter()
@@ -231,7 +238,10 @@ fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSuppor
     ));
     let net = match &plan.net {
         NetPlan::Bridge { port, relay_to } => {
-            format!("network: proxy only (127.0.0.1:{port} -> {})", relay_to.display())
+            format!(
+                "network: proxy only (127.0.0.1:{port} -> {})",
+                relay_to.display()
+            )
         }
         NetPlan::Offline => "network: none".to_string(),
         NetPlan::Host => "network: host (unrestricted)".to_string(),

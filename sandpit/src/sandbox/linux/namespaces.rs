@@ -169,7 +169,8 @@ fn bind(path: &Path, no_symlinks: bool, read_only: bool) -> Result<(), StepError
         )
         .ctx(|| format!("making {path:?} read-only"))?;
     }
-    let dst_fd = sys::open_path(&cstr(&dst)?, no_symlinks).ctx(|| format!("opening target {path:?}"))?;
+    let dst_fd =
+        sys::open_path(&cstr(&dst)?, no_symlinks).ctx(|| format!("opening target {path:?}"))?;
     sys::move_mount(tree.as_fd(), dst_fd.as_fd()).ctx(|| format!("mounting {path:?}"))
 }
 
@@ -212,7 +213,8 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
                     ensure_mountpoint(&adst, *kind == Kind::Dir)?;
                     bind(a, false, true)?;
                 }
-                let top = sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
+                let top =
+                    sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
                 sys::set_mount_attr(top.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
                     .ctx(|| format!("sealing mask {path:?}"))?;
             }
@@ -249,7 +251,8 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
         MountOp::File { path, contents } => {
             let staged = PathBuf::from(format!("/file-{i}"));
             std::fs::write(&staged, contents).ctx(|| format!("staging {path:?}"))?;
-            let src = sys::open_path(&cstr(&staged)?, false).ctx(|| format!("opening {staged:?}"))?;
+            let src =
+                sys::open_path(&cstr(&staged)?, false).ctx(|| format!("opening {staged:?}"))?;
             let tree = sys::clone_mount(src.as_fd(), false).ctx(|| format!("cloning {path:?}"))?;
             sys::set_mount_attr(tree.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
                 .ctx(|| format!("sealing {path:?}"))?;

@@ -163,7 +163,10 @@ pub struct LandlockPlan {
 pub enum NetPlan {
     /// Listen on 127.0.0.1:port (inside the namespace, or on the host in fallback)
     /// and relay each connection to the unix socket.
-    Bridge { port: u16, relay_to: PathBuf },
+    Bridge {
+        port: u16,
+        relay_to: PathBuf,
+    },
     Offline,
     Host,
 }
@@ -198,8 +201,7 @@ pub enum PlanError {
 
 fn check(p: &Path) -> Result<(), PlanError> {
     let ok = p.is_absolute()
-        && p
-            .components()
+        && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     if ok {
         Ok(())
@@ -233,12 +235,17 @@ fn rank(op: &MountOp) -> u8 {
 
 /// Compute the plan. Pure: the same input and filesystem view give the same plan.
 pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
-    for p in [&input.home, &input.workspace, &input.scratch, &input.state_dir]
-        .into_iter()
-        .chain(&input.writable)
-        .chain(&input.read_denied)
-        .chain(&input.read_allowed)
-        .chain(&input.write_protected)
+    for p in [
+        &input.home,
+        &input.workspace,
+        &input.scratch,
+        &input.state_dir,
+    ]
+    .into_iter()
+    .chain(&input.writable)
+    .chain(&input.read_denied)
+    .chain(&input.read_allowed)
+    .chain(&input.write_protected)
     {
         check(p)?;
     }
@@ -431,7 +438,14 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     )];
     if let NetPlan::Bridge { port, .. } = &net {
         let url = format!("http://127.0.0.1:{port}");
-        for k in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+        for k in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
             env.push((k.to_string(), url.clone()));
         }
         env.push(("NO_PROXY".into(), String::new()));
@@ -464,6 +478,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
@@ -545,16 +560,28 @@ mod tests {
     fn render(p: &Plan) -> String {
         let mut s = String::new();
         for ph in &p.placeholders {
-            s += &format!("create {} {}\n", if ph.dir { "dir" } else { "file" }, ph.path.display());
+            s += &format!(
+                "create {} {}\n",
+                if ph.dir { "dir" } else { "file" },
+                ph.path.display()
+            );
         }
         for m in &p.mounts {
             s += &match m {
                 MountOp::Tmpfs { path } => format!("tmpfs {}\n", path.display()),
                 MountOp::Writable { path, no_symlinks } => {
-                    format!("rw {}{}\n", path.display(), if *no_symlinks { " nofollow" } else { "" })
+                    format!(
+                        "rw {}{}\n",
+                        path.display(),
+                        if *no_symlinks { " nofollow" } else { "" }
+                    )
                 }
                 MountOp::ReadOnly { path, no_symlinks } => {
-                    format!("ro {}{}\n", path.display(), if *no_symlinks { " nofollow" } else { "" })
+                    format!(
+                        "ro {}{}\n",
+                        path.display(),
+                        if *no_symlinks { " nofollow" } else { "" }
+                    )
                 }
                 MountOp::MaskDir { path, allow } => format!(
                     "mask-dir {}{}\n",

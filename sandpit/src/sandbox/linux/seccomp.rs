@@ -131,7 +131,11 @@ pub fn table(profile: Profile) -> Vec<Rule> {
         // clone3 passes its flags through memory seccomp cannot read: refuse it so
         // libc falls back to clone(2), whose flags are checked below.
         always("clone3", libc::SYS_clone3, enosys),
-        when("unshare", libc::SYS_unshare, vec![any_bit(0, CLONE_NEWUSER)]),
+        when(
+            "unshare",
+            libc::SYS_unshare,
+            vec![any_bit(0, CLONE_NEWUSER)],
+        ),
         when("clone", libc::SYS_clone, vec![any_bit(0, CLONE_NEWUSER)]),
         when("ioctl", libc::SYS_ioctl, vec![low(1, Op::Eq(TIOCSTI))]),
         when("ioctl", libc::SYS_ioctl, vec![low(1, Op::Eq(TIOCLINUX))]),
@@ -161,9 +165,21 @@ pub fn table(profile: Profile) -> Vec<Rule> {
                 },
             ],
         ));
-        t.push(when("sendto", libc::SYS_sendto, vec![any_bit(3, MSG_FASTOPEN)]));
-        t.push(when("sendmsg", libc::SYS_sendmsg, vec![any_bit(2, MSG_FASTOPEN)]));
-        t.push(when("sendmmsg", libc::SYS_sendmmsg, vec![any_bit(3, MSG_FASTOPEN)]));
+        t.push(when(
+            "sendto",
+            libc::SYS_sendto,
+            vec![any_bit(3, MSG_FASTOPEN)],
+        ));
+        t.push(when(
+            "sendmsg",
+            libc::SYS_sendmsg,
+            vec![any_bit(2, MSG_FASTOPEN)],
+        ));
+        t.push(when(
+            "sendmmsg",
+            libc::SYS_sendmmsg,
+            vec![any_bit(3, MSG_FASTOPEN)],
+        ));
     }
     t
 }
@@ -284,12 +300,13 @@ pub fn compile(rules: &[Rule]) -> Result<Vec<SockFilter>, TooLong> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     /// A classic-BPF interpreter for the instructions `compile` emits.
     fn run(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         for (i, a) in args.iter().enumerate() {
@@ -387,15 +404,25 @@ mod tests {
     fn user_namespace_flags_refused_other_clones_pass() {
         let p = prog(Profile::Namespaced);
         let fork_flags = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID) as u64 | 17;
-        assert_eq!(call(&p, libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(
+            call(&p, libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
         let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
-        assert_eq!(call(&p, libc::SYS_clone, [thread, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(
+            call(&p, libc::SYS_clone, [thread, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
         let user = libc::CLONE_NEWUSER as u64 | libc::CLONE_NEWNS as u64;
         assert_eq!(call(&p, libc::SYS_clone, [user, 0, 0, 0, 0, 0]), EPERM);
         assert_eq!(call(&p, libc::SYS_unshare, [user, 0, 0, 0, 0, 0]), EPERM);
         // Without CAP_SYS_ADMIN a plain unshare(CLONE_NEWNS) fails on its own.
         assert_eq!(
-            call(&p, libc::SYS_unshare, [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]),
+            call(
+                &p,
+                libc::SYS_unshare,
+                [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]
+            ),
             RET_ALLOW
         );
     }
@@ -403,11 +430,28 @@ mod tests {
     #[test]
     fn tiocsti_masked_compare_ignores_high_bits() {
         let p = prog(Profile::Namespaced);
-        for cmd in [0x5412u64, 0xdead_beef_0000_5412, 0x541C, 0xffff_ffff_0000_541C] {
-            assert_eq!(call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]), EPERM, "{cmd:#x}");
+        for cmd in [
+            0x5412u64,
+            0xdead_beef_0000_5412,
+            0x541c,
+            0xffff_ffff_0000_541c,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]),
+                EPERM,
+                "{cmd:#x}"
+            );
         }
-        for cmd in [0x5401u64 /* TCGETS */, 0x5413 /* TIOCGWINSZ */, 0x1_0000_5400] {
-            assert_eq!(call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]), RET_ALLOW, "{cmd:#x}");
+        for cmd in [
+            0x5401u64, /* TCGETS */
+            0x5413,    /* TIOCGWINSZ */
+            0x1_0000_5400,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]),
+                RET_ALLOW,
+                "{cmd:#x}"
+            );
         }
     }
 
@@ -415,10 +459,23 @@ mod tests {
     fn socket_families() {
         let p = prog(Profile::Namespaced);
         for d in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
-            assert_eq!(call(&p, libc::SYS_socket, [d as u64, 2, 0, 0, 0, 0]), RET_ALLOW);
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d as u64, 2, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
         }
-        for d in [libc::AF_PACKET, libc::AF_NETLINK, libc::AF_VSOCK, libc::AF_ALG, 4242] {
-            assert_eq!(call(&p, libc::SYS_socket, [d as u64, 1, 0, 0, 0, 0]), EPERM, "{d}");
+        for d in [
+            libc::AF_PACKET,
+            libc::AF_NETLINK,
+            libc::AF_VSOCK,
+            libc::AF_ALG,
+            4242,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d as u64, 1, 0, 0, 0, 0]),
+                EPERM,
+                "{d}"
+            );
         }
         // AF_INET with garbage in the high half is still AF_INET to the kernel.
         assert_eq!(
@@ -435,7 +492,10 @@ mod tests {
         let nb = libc::SOCK_NONBLOCK as u64 | libc::SOCK_CLOEXEC as u64;
         for d in [libc::AF_INET, libc::AF_INET6] {
             let d = d as u64;
-            assert_eq!(call(&p, libc::SYS_socket, [d, 1 | nb, 0, 0, 0, 0]), RET_ALLOW);
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d, 1 | nb, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
             assert_eq!(call(&p, libc::SYS_socket, [d, 2 | nb, 0, 0, 0, 0]), EPERM);
             assert_eq!(call(&p, libc::SYS_socket, [d, 3, 0, 0, 0, 0]), EPERM);
         }

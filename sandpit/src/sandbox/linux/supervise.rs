@@ -312,7 +312,10 @@ fn kill_descendants() {
         let me = sys::getpid();
         let path = format!("/proc/{me}/task/{me}/children");
         if let Ok(s) = std::fs::read_to_string(&path) {
-            for pid in s.split_whitespace().filter_map(|p| p.parse::<libc::pid_t>().ok()) {
+            for pid in s
+                .split_whitespace()
+                .filter_map(|p| p.parse::<libc::pid_t>().ok())
+            {
                 any = true;
                 let _ = sys::kill(pid, libc::SIGKILL);
                 let _ = sys::wait(pid, false);

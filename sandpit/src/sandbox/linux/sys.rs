@@ -510,8 +510,10 @@ pub fn landlock_abi() -> Option<u32> {
 /// Bring the loopback interface of the current network namespace up.
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: plain socket creation.
-    let s = fd_from(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
-        as libc::c_long)?;
+    let s = fd_from(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
+            as libc::c_long,
+    )?;
     // SAFETY: ifreq is plain data; zeroed is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (i, b) in b"lo\0".iter().enumerate() {
@@ -644,7 +646,15 @@ pub fn drop_all_capabilities() -> io::Result<()> {
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
     }
     // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) })?;
+    cvt(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
     let bits = SECBIT_NOROOT
         | SECBIT_NOROOT_LOCKED
         | SECBIT_NO_SETUID_FIXUP
