@@ -239,6 +239,7 @@ fn writes_outside_the_workspace_fail_by_every_syscall_family() {
     );
     assert_target_untouched(&target, mtime);
     // Other places outside: /etc, the state dir, HOME itself.
+    h.write(&h.home().join(".sandpit/state"), "STATE");
     let t = text(&sandboxed(
         &h,
         "touch /etc/sandpit-x; touch $HOME/.bashrc; touch $HOME/.sandpit/x; echo ok > $HOME/f; mkdir /usr/x",

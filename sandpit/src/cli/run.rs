@@ -8,17 +8,18 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::config::{load, scratch_root, PolicyArgs};
+
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Agent profile (profiles/<name>.toml) once the policy loader lands.
-    #[arg(long)]
-    pub profile: Option<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Accept a weaker kernel layer (Landlock + seccomp without namespaces, or no
     /// Landlock) when the full one cannot be set up; the weaker mode is reported.
     #[arg(long)]
     pub allow_degraded: bool,
     /// Unix socket of sandpit's proxy: the sandbox reaches it as 127.0.0.1:PORT.
-    /// Without it the sandbox has no network at all.
+    /// Without it a `filtered` network means no network at all.
     #[arg(long, value_name = "PATH")]
     pub proxy_socket: Option<PathBuf>,
     /// Port the proxy appears on inside the sandbox.
@@ -29,100 +30,90 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// Credential paths under HOME masked by default (until the policy crate provides
-/// `files.block_read`).
-const DEFAULT_BLOCK_READ: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".netrc",
-    ".git-credentials",
-    ".config/gh",
-    ".config/gcloud",
-    ".azure",
-    ".docker",
-    ".kube",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".npmrc",
-    ".pypirc",
-    ".password-store",
-    ".local/share/keyrings",
-];
-
-/// Paths inside the workspace that code outside the sandbox would later run or trust.
-const DEFAULT_PROTECTED: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".sandpit.toml",
-    ".mcp.json",
-    ".claude",
-    ".codex",
-    ".vscode",
-];
-
-/// The inputs the kernel plan needs, before `sandpit_policy` provides them.
-#[derive(Debug, Clone)]
-pub struct Defaults {
-    pub home: PathBuf,
-    pub workspace: PathBuf,
-    pub state_dir: PathBuf,
-    pub scratch: PathBuf,
-}
-
-fn canonical(p: &Path) -> Result<PathBuf> {
-    std::fs::canonicalize(p).with_context(|| format!("resolving {}", p.display()))
-}
-
-/// Lexically normalise an absolute path (no filesystem access): for paths that may
-/// not exist, under a canonical parent.
-fn join(base: &Path, rel: &str) -> PathBuf {
-    let mut p = base.to_path_buf();
-    for c in Path::new(rel).components() {
-        if let std::path::Component::Normal(c) = c {
-            p.push(c)
+/// A fresh per-run scratch directory (mode 0700) under `root`, which must be ours.
+fn make_scratch(root: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .with_context(|| format!("creating {}", root.display()))?;
+    let m = std::fs::symlink_metadata(root).with_context(|| format!("{}", root.display()))?;
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        bail!(
+            "scratch root {} is not a private directory owned by this user; refusing to use it",
+            root.display()
+        );
+    }
+    for n in 0..1000u32 {
+        let p = root.join(format!("run-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
         }
     }
-    p
+    bail!(
+        "could not create a scratch directory under {}",
+        root.display()
+    )
 }
 
-impl Defaults {
-    pub fn from_env() -> Result<Defaults> {
-        let home = std::env::var_os("HOME").context("HOME is not set")?;
-        let home = canonical(Path::new(&home))?;
-        let workspace = canonical(&std::env::current_dir().context("current directory")?)?;
-        let state_dir = home.join(".sandpit");
-        std::fs::create_dir_all(&state_dir)
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        let state_dir = canonical(&state_dir)?;
-        let runs = state_dir.join("run");
-        std::fs::create_dir_all(&runs).with_context(|| format!("creating {}", runs.display()))?;
-        let scratch = runs.join(format!("{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&scratch);
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&scratch)
-                .with_context(|| format!("creating scratch dir {}", scratch.display()))?;
-        }
-        Ok(Defaults {
-            home,
-            workspace,
-            state_dir,
-            scratch,
-        })
+/// The kernel plan's input from the effective policy. `block_read` → masked,
+/// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
+/// read-only (inside writable roots, including paths that do not exist yet),
+/// `context.scratch` → TMPDIR, `context.state_dir` → read-only.
+#[cfg(target_os = "linux")]
+pub fn plan_input(
+    policy: &sandpit_policy::Policy,
+    mode: crate::sandbox::linux::Mode,
+    proxy: Option<(PathBuf, u16)>,
+    cwd: PathBuf,
+) -> crate::sandbox::linux::Input {
+    use crate::sandbox::linux::Network;
+    use sandpit_policy::NetMode;
+    let values = |v: &[sandpit_policy::Rule<PathBuf>]| v.iter().map(|r| r.value.clone()).collect();
+    let ctx = &policy.context;
+    let network = match policy.network.mode.value {
+        NetMode::Unrestricted => Network::Host,
+        NetMode::Offline => Network::Offline,
+        NetMode::Filtered => match proxy {
+            Some((socket, port)) => Network::Proxy {
+                socket,
+                port,
+                resolver: None,
+            },
+            // No proxy to reach: nothing is allowed out.
+            None => Network::Offline,
+        },
+    };
+    let cwd = if cwd.starts_with(&ctx.workspace) {
+        cwd
+    } else {
+        ctx.workspace.clone()
+    };
+    crate::sandbox::linux::Input {
+        mode,
+        home: ctx.home.clone(),
+        workspace: ctx.workspace.clone(),
+        scratch: ctx.scratch.clone(),
+        state_dir: ctx.state_dir.clone(),
+        writable: values(&policy.files.allow_write),
+        read_denied: values(&policy.files.block_read),
+        read_allowed: values(&policy.files.allow_read),
+        write_protected: values(&policy.files.block_write),
+        network,
+        cwd,
     }
 }
 
 #[cfg(target_os = "linux")]
 pub fn run(args: RunArgs) -> Result<i32> {
-    use crate::sandbox::linux::{self, Layer, Mode, Network, SpawnError};
+    use crate::sandbox::linux::{Layer, Mode, SpawnError};
 
-    if let Some(p) = &args.profile {
-        eprintln!("sandpit: --profile {p}: profiles are not loaded yet; using built-in defaults");
-    }
-    let d = Defaults::from_env()?;
     let support = crate::sandbox::probe();
     if !support.seccomp {
         bail!("seccomp is not available in this kernel; sandpit cannot run without it");
@@ -158,53 +149,59 @@ pub fn run(args: RunArgs) -> Result<i32> {
             );
         }
     }
-    let network = match &args.proxy_socket {
-        Some(s) => Network::Proxy {
-            socket: std::path::absolute(s).context("proxy socket path")?,
-            port: args.proxy_port,
-            resolver: None,
+    let scratch = make_scratch(&scratch_root())?;
+    let result = run_with_scratch(&args, mode, &support, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    match result {
+        Ok(code) => Ok(code),
+        Err(e) => match e.downcast::<SpawnError>() {
+            Ok(SpawnError::Layer { layer, message }) => {
+                let hint = match layer {
+                    Layer::UserNamespace | Layer::Landlock => {
+                        " Pass --allow-degraded to accept a weaker mode."
+                    }
+                    _ => "",
+                };
+                bail!("{layer} could not be set up: {message}; the command was not started.{hint}")
+            }
+            Ok(other) => Err(other.into()),
+            Err(e) => Err(e),
         },
-        None => Network::Offline,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn run_with_scratch(
+    args: &RunArgs,
+    mode: crate::sandbox::linux::Mode,
+    support: &crate::sandbox::KernelSupport,
+    scratch: &Path,
+) -> Result<i32> {
+    use crate::sandbox::linux;
+    let cmd0 = args.command.first().and_then(|c| c.to_str());
+    let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+    let proxy = match &args.proxy_socket {
+        Some(s) => Some((
+            std::path::absolute(s).context("proxy socket path")?,
+            args.proxy_port,
+        )),
+        None => None,
     };
-    let input = linux::Input {
-        mode,
-        home: d.home.clone(),
-        workspace: d.workspace.clone(),
-        scratch: d.scratch.clone(),
-        state_dir: d.state_dir.clone(),
-        writable: vec![],
-        read_denied: DEFAULT_BLOCK_READ
-            .iter()
-            .map(|r| join(&d.home, r))
-            .collect(),
-        read_allowed: vec![],
-        write_protected: DEFAULT_PROTECTED
-            .iter()
-            .map(|r| join(&d.workspace, r))
-            .collect(),
-        network,
-        cwd: d.workspace.clone(),
-    };
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .context("current directory")?;
+    let input = plan_input(&loaded.policy, mode, proxy, cwd);
     let plan = linux::plan(&input, &linux::HostFs)?;
-    eprintln!("sandpit: {}", describe(&plan, &support));
+    let profile = loaded
+        .profile
+        .as_deref()
+        .map(|p| format!(" [profile {p}]"))
+        .unwrap_or_default();
+    eprintln!("sandpit: {}{profile}", describe(&plan, support));
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
     };
-    let result = linux::run(&plan, &args.command, &layers);
-    let _ = std::fs::remove_dir_all(&d.scratch);
-    match result {
-        Ok(code) => Ok(code),
-        Err(SpawnError::Layer { layer, message }) => {
-            let hint = match layer {
-                Layer::UserNamespace | Layer::Landlock => {
-                    " Pass --allow-degraded to accept a weaker mode."
-                }
-                _ => "",
-            };
-            bail!("{layer} could not be set up: {message}; the command was not started.{hint}")
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(linux::run(&plan, &args.command, &layers)?)
 }
 
 #[cfg(not(target_os = "linux"))]

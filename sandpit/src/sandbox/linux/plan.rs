@@ -313,11 +313,18 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 p.clone()
             } else {
                 let mut first_missing = p.clone();
+                let mut parent_kind = None;
                 while let Some(parent) = first_missing.parent() {
-                    if fs.kind(parent).is_some() || parent == root {
+                    parent_kind = fs.kind(parent);
+                    if parent_kind.is_some() || parent == root {
                         break;
                     }
                     first_missing = parent.to_path_buf();
+                }
+                if parent_kind == Some(Kind::File) {
+                    // e.g. `.git/hooks` where `.git` is a worktree's gitfile: nothing
+                    // can ever be created there.
+                    continue;
                 }
                 placeholders.push(Placeholder {
                     dir: &first_missing != p,
@@ -687,6 +694,15 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             ),
             "{r}"
         );
+    }
+
+    #[test]
+    fn protected_path_under_a_file_needs_nothing() {
+        let mut f = fs();
+        f.0.insert("/home/u/proj/.git".into(), Kind::File);
+        f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
+        let r = render(&plan(&input(), &f).unwrap());
+        assert!(!r.contains(".git"), "{r}");
     }
 
     #[test]
