@@ -36,26 +36,6 @@ pub struct CheckArgs {
     pub command: Vec<String>,
 }
 
-/// The kernel layer this machine offers.
-// The lead replaces this with `crate::sandbox::probe()` once the kernel branch lands.
-fn kernel_support() -> KernelSupport {
-    #[cfg(target_os = "linux")]
-    {
-        crate::sandbox::linux::probe::probe()
-    }
-    #[cfg(target_os = "macos")]
-    {
-        KernelSupport {
-            seatbelt: crate::sandbox::macos::apply::available(),
-            ..KernelSupport::default()
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    {
-        KernelSupport::default()
-    }
-}
-
 #[derive(Debug, serde::Serialize)]
 struct Report<'a> {
     inspection: &'a Inspection,
@@ -102,7 +82,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
         }
         Err(e) => return Err(e).context("sandpit check"),
     };
-    let kernel = kernel_support();
+    let kernel = crate::sandbox::probe();
     let choice = choose_mode(&inspection, &kernel);
     let seatbelt = if args.seatbelt {
         Some(seatbelt_report(&args, program)?)

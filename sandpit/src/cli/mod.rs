@@ -8,6 +8,7 @@ pub mod completions;
 pub mod config;
 pub mod explain;
 pub mod init;
+pub mod run;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,6 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Show which layers a run of BIN gets and why.
     Check(check::CheckArgs),
+    /// Run a command inside the sandbox.
+    Run(run::RunArgs),
     /// Show the effective policy, each entry with the file it came from.
     Config(config::Args),
     /// Say whether an action would be allowed, by which rule, and which layers enforce it.
@@ -52,6 +55,7 @@ pub fn main() -> i32 {
         Command::Explain(a) => explain::execute(a),
         Command::Init(a) => init::execute(a),
         Command::Completions(a) => completions::execute(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(code) => code,

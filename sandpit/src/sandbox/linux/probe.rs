@@ -1,32 +1,24 @@
-//! What the running Linux kernel offers sandpit, as `sandpit check` reports it.
-//! Reads sysctls and asks Landlock for its ABI; creates nothing.
+//! What this kernel offers: the Landlock ABI, unprivileged user namespaces (tried for
+//! real in a throw-away child), seccomp.
+use super::sys::{self, Fork};
 use crate::sandbox::KernelSupport;
-
-fn sysctl(path: &str) -> Option<i64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// Unprivileged user namespaces are allowed (the knobs Debian and Ubuntu add
-/// included). A probe by reading settings, not by creating one.
-fn user_namespaces() -> bool {
-    let max = sysctl("/proc/sys/user/max_user_namespaces").unwrap_or(0);
-    let debian = sysctl("/proc/sys/kernel/unprivileged_userns_clone").unwrap_or(1);
-    let ubuntu = sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").unwrap_or(0);
-    max > 0 && debian != 0 && ubuntu == 0
-}
-
-/// The kernel was built with seccomp (the `Seccomp:` line exists).
-fn seccomp() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Seccomp:")))
-        .unwrap_or(false)
-}
 
 pub fn probe() -> KernelSupport {
     KernelSupport {
-        landlock_abi: super::sys::landlock_abi(),
-        user_namespaces: user_namespaces(),
-        seccomp: seccomp(),
+        landlock_abi: sys::landlock_abi(),
+        user_namespaces: user_namespaces_work(),
+        seccomp: sys::seccomp_available(),
         seatbelt: false,
+    }
+}
+
+/// Create user+mount+pid+net namespaces in a child that exits at once. The child
+/// only makes async-signal-safe calls, so this is safe from a threaded process.
+fn user_namespaces_work() -> bool {
+    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET;
+    match sys::fork() {
+        Ok(Fork::Child) => sys::exit_now(if sys::unshare(flags).is_ok() { 0 } else { 1 }),
+        Ok(Fork::Parent(pid)) => matches!(sys::wait(pid, false), Ok(Some((_, sys::Exit::Code(0))))),
+        Err(_) => false,
     }
 }

@@ -1,14 +1,500 @@
-//! The system calls of the Linux probe that libc does not wrap safely.
+//! The only place in the kernel layer that calls into libc directly. Every function
+//! here is a thin, safe wrapper over one system call; raw fds become `OwnedFd` at once.
+//! Constants are the kernel's uapi values (stable ABI), spelled out so the build does
+//! not depend on which libc release happens to export them.
+#![allow(unsafe_code)]
 
-const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-/// The Landlock ABI version the running kernel supports, `None` when Landlock is
-/// not built in or not enabled at boot.
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_long(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn fd_from(r: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = cvt_long(r)? as RawFd;
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+// --- new mount API (Linux >= 5.2 / 5.12 for mount_setattr) -----------------------
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+const AT_EMPTY_PATH: libc::c_uint = 0x1000;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// An `O_PATH` descriptor for `path`. With `no_symlinks`, no component of the path may
+/// be a symlink (openat2 `RESOLVE_NO_SYMLINKS`): the object mounted on is exactly the
+/// one named, not one a planted link points to.
+pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: if no_symlinks {
+            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+        } else {
+            0
+        },
+    };
+    // SAFETY: path is NUL-terminated, `how` is a valid open_how of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    fd_from(r)
+}
+
+/// A detached copy of the mount (tree) at `fd` (open_tree OPEN_TREE_CLONE).
+pub fn clone_mount(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: fd is a live descriptor; the empty path is a valid C string.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags as libc::c_uint,
+        )
+    };
+    fd_from(r)
+}
+
+/// Change per-mount flags (mount_setattr) of the mount at `fd`.
+pub fn set_mount_attr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = AT_EMPTY_PATH;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: fd is live, attr is a valid mount_attr of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    cvt_long(r).map(drop)
+}
+
+/// Attach the detached mount `tree` on top of the object `target` refers to.
+pub fn move_mount(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both fds are live; empty paths are valid C strings.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    cvt_long(r).map(drop)
+}
+
+/// A new detached filesystem mount (fsopen → fsconfig → fsmount) with `attrs`.
+pub fn new_mount(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
+    // SAFETY: fstype is NUL-terminated.
+    let fs = fd_from(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    for (k, v) in options {
+        // SAFETY: fs is live; key and value are NUL-terminated.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            )
+        };
+        cvt_long(r)?;
+    }
+    // SAFETY: fs is live; null key/value are what FSCONFIG_CMD_CREATE takes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    cvt_long(r)?;
+    // SAFETY: fs is a configured filesystem context.
+    fd_from(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+}
+
+/// Classic mount(2): used only for propagation changes.
+pub fn make_private_recursive(path: &CStr) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated; null source/fstype/data are allowed for MS_PRIVATE.
+    cvt(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// mount(2) of a fresh filesystem at a path (used for the staging tmpfs only, before
+/// any untrusted file could be in the way).
+pub fn mount_fs(fstype: &CStr, target: &CStr, flags: libc::c_ulong, data: &CStr) -> io::Result<()> {
+    // SAFETY: all strings are NUL-terminated.
+    cvt(unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// Recursive bind mount by path (staging only: source and target are sandpit's own).
+pub fn rbind(source: &CStr, target: &CStr) -> io::Result<()> {
+    // SAFETY: all strings are NUL-terminated; null fstype/data are allowed for MS_BIND.
+    cvt(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    // SAFETY: both strings are NUL-terminated.
+    cvt_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+pub fn umount_detach(path: &CStr) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    cvt(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+// --- processes -----------------------------------------------------------------------
+
+pub enum Fork {
+    Child,
+    Parent(libc::pid_t),
+}
+
+/// fork(2). The caller must be single-threaded or only use async-signal-safe calls in
+/// the child until exec; sandpit forks before it starts any thread.
+pub fn fork() -> io::Result<Fork> {
+    // SAFETY: fork has no memory-safety preconditions; see the doc comment on threads.
+    let r = unsafe { libc::fork() };
+    match r {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Fork::Child),
+        pid => Ok(Fork::Parent(pid)),
+    }
+}
+
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes only flags.
+    cvt(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    cvt(unsafe { libc::setsid() }).map(drop)
+}
+
+pub fn set_no_new_privs() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+}
+
+pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+pub fn set_dumpable(on: bool) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid has no preconditions.
+    unsafe { libc::getppid() }
+}
+
+pub fn getpid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::getuid() }
+}
+
+pub fn getgid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::getgid() }
+}
+
+pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill takes only integers.
+    cvt(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// How a waited-for child ended, or `None` if it has not (WNOHANG).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    /// The shell's convention: the code, or 128 + the signal number.
+    pub fn as_code(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// waitpid; returns `Ok(None)` when nothing changed (with `nohang`).
+pub fn wait(pid: libc::pid_t, nohang: bool) -> io::Result<Option<(libc::pid_t, Exit)>> {
+    let mut status: libc::c_int = 0;
+    let flags = if nohang { libc::WNOHANG } else { 0 };
+    loop {
+        // SAFETY: status is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        if libc::WIFEXITED(status) {
+            return Ok(Some((r, Exit::Code(libc::WEXITSTATUS(status)))));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(Some((r, Exit::Signal(libc::WTERMSIG(status)))));
+        }
+        if nohang {
+            return Ok(None);
+        }
+    }
+}
+
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and skips atexit handlers, as a forked child must.
+    unsafe { libc::_exit(code) }
+}
+
+/// A set of signals for blocking and waiting.
+pub struct SigSet(libc::sigset_t);
+
+impl SigSet {
+    pub fn of(signals: &[libc::c_int]) -> SigSet {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it fully.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: set is a valid sigset_t.
+        unsafe { libc::sigemptyset(&mut set) };
+        for s in signals {
+            // SAFETY: set is valid; an invalid signal number only makes this fail.
+            unsafe { libc::sigaddset(&mut set, *s) };
+        }
+        SigSet(set)
+    }
+
+    /// Block these signals in the calling thread (inherited by threads and children).
+    pub fn block(&self) -> io::Result<()> {
+        // SAFETY: valid set pointer, null old-set.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &self.0, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(())
+    }
+
+    /// Unblock every signal and restore default dispositions (in a child before exec).
+    pub fn reset_all() -> io::Result<()> {
+        for s in 1..32 {
+            if s == libc::SIGKILL || s == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: restoring the default disposition is always valid.
+            unsafe { libc::signal(s, libc::SIG_DFL) };
+        }
+        let empty = SigSet::of(&[]);
+        // SAFETY: valid set pointer.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &empty.0, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(())
+    }
+
+    /// Wait for one of these (blocked) signals.
+    pub fn wait(&self) -> io::Result<libc::c_int> {
+        loop {
+            // SAFETY: valid set pointer; info may be null.
+            let r = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
+            if r >= 0 {
+                return Ok(r);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Mark every descriptor from `first` up as close-on-exec.
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only.
+    cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) })
+        .map(drop)
+}
+
+/// execvpe: returns only on failure.
+pub fn execvpe(file: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
+    let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const libc::c_char> = envp.iter().map(|s| s.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: all arrays are NULL-terminated arrays of NUL-terminated strings that
+    // outlive the call.
+    unsafe { libc::execvpe(file.as_ptr(), a.as_ptr(), e.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+// --- seccomp -------------------------------------------------------------------------
+
+/// One classic-BPF instruction, as `struct sock_filter`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockFilter {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: libc::c_ushort,
+    filter: *const SockFilter,
+}
+
+/// Install a seccomp filter on the calling thread (no_new_privs must be set).
+pub fn seccomp_install(prog: &[SockFilter]) -> io::Result<()> {
+    let len = libc::c_ushort::try_from(prog.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    let fprog = SockFprog {
+        len,
+        filter: prog.as_ptr(),
+    };
+    // SAFETY: fprog points to `len` valid instructions that outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &fprog as *const SockFprog,
+        )
+    };
+    cvt_long(r).map(drop)
+}
+
+/// Is seccomp filtering available (`prctl(PR_GET_SECCOMP)` answers)?
+pub fn seccomp_available() -> bool {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+}
+
+/// The Landlock ABI version the kernel offers, `None` when unsupported.
 pub fn landlock_abi() -> Option<u32> {
-    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag,
-    // landlock_create_ruleset creates nothing and only returns the ABI version
-    // (or -1 with errno ENOSYS/EOPNOTSUPP); no memory is read or written.
-    let v = unsafe {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: a version query takes a null attr and size 0.
+    let r = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
             std::ptr::null::<libc::c_void>(),
@@ -16,5 +502,200 @@ pub fn landlock_abi() -> Option<u32> {
             LANDLOCK_CREATE_RULESET_VERSION,
         )
     };
-    u32::try_from(v).ok().filter(|v| *v > 0)
+    u32::try_from(r).ok().filter(|v| *v > 0)
+}
+
+// --- network -------------------------------------------------------------------------
+
+/// Bring the loopback interface of the current network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain socket creation.
+    let s = fd_from(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
+            as libc::c_long,
+    )?;
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo\0".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: s is a socket; ifr is a valid ifreq that the kernel fills in.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) })?;
+    // SAFETY: reading the union member that SIOCGIFFLAGS just filled.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    // SAFETY: as above.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) }).map(drop)
+}
+
+/// Send one descriptor with a short message over a unix socket (SCM_RIGHTS).
+pub fn send_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: msg.as_ptr() as *mut libc::c_void,
+        iov_len: msg.len(),
+    };
+    // SAFETY: msghdr is plain data.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = cbuf.as_mut_ptr().cast();
+    hdr.msg_controllen = space as _;
+    // SAFETY: hdr describes cbuf, which has room for one cmsg carrying one fd.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&hdr);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), raw);
+    }
+    // SAFETY: hdr, iov and cbuf are valid for the duration of the call.
+    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receive one message (up to `buf.len()` bytes) and at most one descriptor.
+pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cbuf = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = cbuf.as_mut_ptr().cast();
+    hdr.msg_controllen = space as _;
+    let n = loop {
+        // SAFETY: hdr describes valid buffers.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
+        if r >= 0 {
+            break r as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fd = None;
+    // SAFETY: walking the control buffer the kernel filled, within controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            c = libc::CMSG_NXTHDR(&hdr, c);
+        }
+    }
+    Ok((n, fd))
+}
+
+/// A connected pair of `SOCK_SEQPACKET` unix sockets (message boundaries, EOF on close).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid two-element out-array.
+    cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: the kernel just returned both descriptors to us.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+extern "C" fn noop_handler(_: libc::c_int) {}
+
+/// Give each signal a no-op handler (pid 1 of a pid namespace only receives signals
+/// it handles; they stay blocked and are collected with `SigSet::wait`).
+pub fn install_noop_handlers(signals: &[libc::c_int]) -> io::Result<()> {
+    for s in signals {
+        // SAFETY: sigaction is plain data; the handler is a valid extern "C" fn.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = noop_handler as *const () as libc::sighandler_t;
+        // SAFETY: valid sigaction pointers.
+        cvt(unsafe { libc::sigaction(*s, &sa, std::ptr::null_mut()) })?;
+    }
+    Ok(())
+}
+
+/// Drop every capability for good: bounding set, ambient set, securebits so that a
+/// uid 0 inside the namespace regains nothing on exec, then the effective sets.
+pub fn drop_all_capabilities() -> io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments; EINVAL past the last cap is expected.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl with integer arguments only.
+    cvt(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let hdr = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and a two-element data array as capset v3 requires.
+    cvt_long(unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) })
+        .map(drop)
+}
+
+pub fn chdir(path: &CStr) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated.
+    cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+pub fn sethostname(name: &[u8]) -> io::Result<()> {
+    // SAFETY: name points to name.len() readable bytes.
+    cvt(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
 }

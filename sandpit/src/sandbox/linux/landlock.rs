@@ -1,0 +1,93 @@
+//! Landlock from a `LandlockPlan`: writes confined to the writable roots, signal and
+//! abstract-unix-socket scopes where the ABI has them, and (fallback mode) TCP connect
+//! limited to the proxy port. Whatever the plan relies on is required: a ruleset the
+//! kernel does not fully enforce is an error, never a silent downgrade.
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+
+use super::plan::LandlockPlan;
+
+/// What Landlock ended up enforcing, for the start-up line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub abi: u32,
+    pub scopes: bool,
+    pub net: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("Landlock is not available in this kernel")]
+    Unavailable,
+    #[error("Landlock ABI {have} is too old: {need}")]
+    TooOld { have: u32, need: &'static str },
+    #[error("Landlock rule for {path}: {source}")]
+    Path {
+        path: String,
+        source: landlock::PathFdError,
+    },
+    #[error("Landlock: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    #[error("Landlock ruleset was not fully enforced ({0:?})")]
+    NotEnforced(RulesetStatus),
+}
+
+/// Apply `plan` to the calling thread (and so to everything it execs). `abi` is the
+/// version the kernel reported; every right asked for is a hard requirement.
+pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
+    let have = abi.ok_or(LandlockError::Unavailable)?;
+    let abi = ABI::from(have as i32);
+    if plan.tcp_connect.is_some() && have < 4 {
+        return Err(LandlockError::TooOld {
+            have,
+            need: "TCP connect rules need ABI 4 (Linux 6.7)",
+        });
+    }
+    let write = AccessFs::from_write(abi);
+    let mut device = AccessFs::WriteFile | AccessFs::Truncate;
+    if have >= 5 {
+        device |= AccessFs::IoctlDev;
+    }
+    let device = device & write;
+    let scopes = have >= 6;
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)?;
+    if scopes {
+        rs = rs.scope(Scope::from_all(abi))?;
+    }
+    if plan.tcp_connect.is_some() {
+        rs = rs.handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp)?;
+    }
+    let mut created = rs.create()?;
+    for p in &plan.writable {
+        let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
+            path: p.display().to_string(),
+            source,
+        })?;
+        created = created.add_rule(PathBeneath::new(fd, write))?;
+    }
+    for p in &plan.devices {
+        let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
+            path: p.display().to_string(),
+            source,
+        })?;
+        created = created.add_rule(PathBeneath::new(fd, device))?;
+    }
+    if let Some(ports) = &plan.tcp_connect {
+        for port in ports {
+            created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+        }
+    }
+    let status = created.restrict_self()?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(LandlockError::NotEnforced(status.ruleset));
+    }
+    Ok(Applied {
+        abi: have,
+        scopes,
+        net: plan.tcp_connect.is_some(),
+    })
+}

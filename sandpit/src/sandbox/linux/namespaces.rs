@@ -1,0 +1,269 @@
+//! Applying the namespace half of a `Plan` in the forked child: enter new user, mount,
+//! pid, net, ipc and uts namespaces, then build the new root from the plan's mount
+//! operations and pivot into it.
+//!
+//! The new root is a recursive bind of the host root made read-only and nosuid; the
+//! plan's operations are laid over it in order. Binds use the new mount API on
+//! descriptors (openat2 + open_tree + move_mount), so a path inside a writable root
+//! is resolved without following symlinks when the plan says so.
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::plan::{Kind, MountOp, Plan};
+use super::sys;
+
+/// A failed step, named for the error the user sees.
+#[derive(Debug)]
+pub struct StepError {
+    pub what: String,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+trait Ctx<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T, StepError>;
+}
+
+impl<T, E: Into<io::Error>> Ctx<T> for Result<T, E> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T, StepError> {
+        self.map_err(|e| StepError {
+            what: what(),
+            source: e.into(),
+        })
+    }
+}
+
+fn cstr(p: &Path) -> Result<CString, StepError> {
+    CString::new(p.as_os_str().as_bytes()).ctx(|| format!("path {p:?}"))
+}
+
+/// Staging directory (a tmpfs sandpit mounts over the host's /tmp in its own mount
+/// namespace, then pivots into) and the names used inside it.
+const BASE: &str = "/tmp";
+const NEWROOT: &str = "/newroot";
+const OLDROOT: &str = "/oldroot";
+const MASK_FILE: &str = "/mask-file";
+
+fn under(prefix: &str, p: &Path) -> PathBuf {
+    let rel = p.strip_prefix("/").unwrap_or(p);
+    Path::new(prefix).join(rel)
+}
+
+/// Enter fresh namespaces, mapping our own uid/gid to themselves (no privilege is
+/// gained outside; inside, the creator holds capabilities until it execs).
+pub fn enter(net: bool, uid: u32, gid: u32) -> Result<(), StepError> {
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    sys::unshare(flags).ctx(|| "creating user namespace (unshare)".into())?;
+    std::fs::write("/proc/self/setgroups", "deny").ctx(|| "writing setgroups".into())?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
+        .ctx(|| "writing uid_map".into())?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+        .ctx(|| "writing gid_map".into())?;
+    Ok(())
+}
+
+/// Build the sandbox root from `plan.mounts` and pivot into it. Runs as pid 1 of the
+/// new pid namespace (procfs is mounted for it).
+pub fn apply_mounts(plan: &Plan) -> Result<(), StepError> {
+    sys::make_private_recursive(c"/").ctx(|| "making mounts private".into())?;
+    sys::mount_fs(
+        c"tmpfs",
+        c"/tmp",
+        libc::MS_NOSUID | libc::MS_NODEV,
+        c"mode=0700",
+    )
+    .ctx(|| "mounting staging tmpfs".into())?;
+    sys::chdir(c"/tmp").ctx(|| "entering staging tmpfs".into())?;
+    for d in ["newroot", "oldroot"] {
+        std::fs::create_dir(d).ctx(|| format!("creating staging {d}"))?;
+    }
+    sys::pivot_root(c".", c"oldroot").ctx(|| "pivot_root into staging".into())?;
+    sys::chdir(c"/").ctx(|| "chdir /".into())?;
+    let _ = BASE;
+
+    // The host, read-only and nosuid, as the base of the new root.
+    sys::rbind(c"/oldroot", c"/newroot").ctx(|| "binding the host root".into())?;
+    let root = sys::open_path(c"/newroot", false).ctx(|| "opening new root".into())?;
+    sys::set_mount_attr(
+        root.as_fd(),
+        true,
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID,
+        0,
+    )
+    .ctx(|| "making the host view read-only".into())?;
+    drop(root);
+
+    {
+        let f = std::fs::File::create(MASK_FILE).ctx(|| "creating mask file".into())?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o000))
+            .ctx(|| "chmod mask file".into())?;
+    }
+
+    for (i, op) in plan.mounts.iter().enumerate() {
+        apply_op(i, op)?;
+    }
+
+    sys::chdir(c"/newroot").ctx(|| "entering new root".into())?;
+    sys::pivot_root(c".", c".").ctx(|| "pivot_root into new root".into())?;
+    sys::umount_detach(c".").ctx(|| "detaching the old root".into())?;
+    let cwd = cstr(&plan.cwd)?;
+    sys::chdir(&cwd).ctx(|| format!("chdir {:?}", plan.cwd))?;
+    Ok(())
+}
+
+fn exists_nofollow(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// Make sure a mountpoint exists in the new root; only ever needed inside sandpit's
+/// own tmpfs (private /tmp, masks), since elsewhere the new root mirrors the host.
+fn ensure_mountpoint(target: &Path, dir: bool) -> Result<(), StepError> {
+    if exists_nofollow(target) {
+        return Ok(());
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)
+            .ctx(|| format!("creating mountpoint parent {parent:?}"))?;
+    }
+    if dir {
+        std::fs::create_dir(target).ctx(|| format!("creating mountpoint {target:?}"))
+    } else {
+        std::fs::File::create(target)
+            .map(drop)
+            .ctx(|| format!("creating mountpoint {target:?}"))
+    }
+}
+
+fn bind(path: &Path, no_symlinks: bool, read_only: bool) -> Result<(), StepError> {
+    let src = under(OLDROOT, path);
+    let dst = under(NEWROOT, path);
+    let src_fd = sys::open_path(&cstr(&src)?, no_symlinks).ctx(|| format!("opening {path:?}"))?;
+    let is_dir = std::fs::metadata(&src).map(|m| m.is_dir()).unwrap_or(true);
+    ensure_mountpoint(&dst, is_dir)?;
+    let tree = sys::clone_mount(src_fd.as_fd(), true).ctx(|| format!("cloning mount {path:?}"))?;
+    if read_only {
+        sys::set_mount_attr(
+            tree.as_fd(),
+            true,
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID,
+            0,
+        )
+        .ctx(|| format!("making {path:?} read-only"))?;
+    }
+    let dst_fd =
+        sys::open_path(&cstr(&dst)?, no_symlinks).ctx(|| format!("opening target {path:?}"))?;
+    sys::move_mount(tree.as_fd(), dst_fd.as_fd()).ctx(|| format!("mounting {path:?}"))
+}
+
+fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
+    match op {
+        MountOp::Tmpfs { path } => {
+            let dst = under(NEWROOT, path);
+            if !exists_nofollow(&dst) {
+                return Ok(()); // e.g. no /dev/shm on this host
+            }
+            let m = sys::new_mount(
+                c"tmpfs",
+                &[(c"mode", c"1777")],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+            .ctx(|| format!("creating tmpfs for {path:?}"))?;
+            let t = sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("mounting tmpfs on {path:?}"))
+        }
+        MountOp::Writable { path, no_symlinks } => bind(path, *no_symlinks, false),
+        MountOp::ReadOnly { path, no_symlinks } => bind(path, *no_symlinks, true),
+        MountOp::MaskDir { path, allow } => {
+            let dst = under(NEWROOT, path);
+            let mode: &std::ffi::CStr = if allow.is_empty() { c"000" } else { c"111" };
+            let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC;
+            if allow.is_empty() {
+                attrs |= sys::MOUNT_ATTR_RDONLY;
+            }
+            let m = sys::new_mount(
+                c"tmpfs",
+                &[(c"mode", mode), (c"size", c"16k"), (c"nr_inodes", c"256")],
+                attrs,
+            )
+            .ctx(|| format!("creating mask for {path:?}"))?;
+            let t = sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))?;
+            if !allow.is_empty() {
+                for (a, kind) in allow {
+                    let adst = under(NEWROOT, a);
+                    ensure_mountpoint(&adst, *kind == Kind::Dir)?;
+                    bind(a, false, true)?;
+                }
+                let top =
+                    sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
+                sys::set_mount_attr(top.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
+                    .ctx(|| format!("sealing mask {path:?}"))?;
+            }
+            Ok(())
+        }
+        MountOp::MaskFile { path } => {
+            let src = sys::open_path(c"/mask-file", false).ctx(|| "opening mask file".into())?;
+            let tree = sys::clone_mount(src.as_fd(), false).ctx(|| "cloning mask file".into())?;
+            sys::set_mount_attr(
+                tree.as_fd(),
+                false,
+                sys::MOUNT_ATTR_RDONLY
+                    | sys::MOUNT_ATTR_NOSUID
+                    | sys::MOUNT_ATTR_NODEV
+                    | sys::MOUNT_ATTR_NOEXEC,
+                0,
+            )
+            .ctx(|| "sealing mask file".into())?;
+            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
+                .ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))
+        }
+        MountOp::Proc { path } => {
+            let m = sys::new_mount(
+                c"proc",
+                &[],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+            )
+            .ctx(|| "creating procfs".into())?;
+            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
+                .ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| "mounting procfs".into())
+        }
+        MountOp::File { path, contents } => {
+            let staged = PathBuf::from(format!("/file-{i}"));
+            std::fs::write(&staged, contents).ctx(|| format!("staging {path:?}"))?;
+            let src =
+                sys::open_path(&cstr(&staged)?, false).ctx(|| format!("opening {staged:?}"))?;
+            let tree = sys::clone_mount(src.as_fd(), false).ctx(|| format!("cloning {path:?}"))?;
+            sys::set_mount_attr(tree.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
+                .ctx(|| format!("sealing {path:?}"))?;
+            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
+                .ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("mounting {path:?}"))
+        }
+    }
+}
+
+/// `OsStr` helper used by callers that build argv/env.
+pub fn c(s: &OsStr) -> Result<CString, StepError> {
+    CString::new(s.as_bytes()).ctx(|| format!("argument {s:?} contains NUL"))
+}

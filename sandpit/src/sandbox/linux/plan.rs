@@ -1,0 +1,741 @@
+//! `plan(&Input, &dyn FsView) -> Plan`: the whole Linux kernel layer as data, computed
+//! without touching the system (the filesystem is seen only through `FsView`, so the
+//! golden tests below use a fake one). `namespaces::apply_mounts`, `landlock::apply`
+//! and `seccomp` turn the plan into kernel state in the forked child.
+//!
+//! Precedence, deepest rule last: the host is read-only; writable roots are bound
+//! writable; protected paths inside them (and sandpit's state dir) are bound read-only
+//! over that; read-denied paths are masked last, so a mask wins over everything except
+//! an explicit `allow_read` carve-out inside it.
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+
+use super::seccomp;
+
+/// What exists at a path (following symlinks), as far as planning needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Kind {
+    Dir,
+    File,
+}
+
+/// The only window `plan` has on the filesystem: one `stat` per named path, never a
+/// directory walk.
+pub trait FsView {
+    /// Kind of the object at `path`, following symlinks; `None` if nothing is there.
+    fn kind(&self, path: &Path) -> Option<Kind>;
+    /// Whether some component of `path` is a symlink (checked for paths that sandpit
+    /// mounts writable or read-only inside a writable root).
+    fn has_symlink(&self, path: &Path) -> bool;
+}
+
+/// The real filesystem.
+pub struct HostFs;
+
+impl FsView for HostFs {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(if m.is_dir() { Kind::Dir } else { Kind::File })
+    }
+    fn has_symlink(&self, path: &Path) -> bool {
+        let mut p = PathBuf::new();
+        for c in path.components() {
+            p.push(c);
+            if std::fs::symlink_metadata(&p)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false)
+            {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Which kernel mechanisms carry the file and network policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Mode {
+    /// User, mount, pid, net, ipc, uts namespaces + Landlock + seccomp.
+    Namespaces,
+    /// No user namespaces: Landlock (writes, TCP connect to the proxy port only) +
+    /// seccomp refusing datagram/raw sockets. Reads are not masked: weaker.
+    LandlockOnly,
+}
+
+/// Where the sandbox's traffic may go.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum Network {
+    /// Only to sandpit's proxy: inside, `127.0.0.1:port` is relayed to `socket`.
+    Proxy {
+        socket: PathBuf,
+        port: u16,
+        /// Nameserver written into the sandbox's `/etc/resolv.conf`, if any.
+        resolver: Option<IpAddr>,
+    },
+    /// Nothing at all (an empty network namespace; in fallback, no TCP connect).
+    Offline,
+    /// The host network (policy `unrestricted`).
+    Host,
+}
+
+/// Everything `plan` needs; all paths absolute and canonical.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub mode: Mode,
+    pub home: PathBuf,
+    pub workspace: PathBuf,
+    /// Per-run scratch directory: writable, becomes `TMPDIR`.
+    pub scratch: PathBuf,
+    /// sandpit's own state (policy snapshot, extracted library, logs): read-only.
+    pub state_dir: PathBuf,
+    /// Writable roots besides the workspace and scratch.
+    pub writable: Vec<PathBuf>,
+    pub read_denied: Vec<PathBuf>,
+    /// Carve-outs inside read-denied directories.
+    pub read_allowed: Vec<PathBuf>,
+    /// Paths that must stay unwritable (inside writable roots they are bound
+    /// read-only, including ones that do not exist yet).
+    pub write_protected: Vec<PathBuf>,
+    pub network: Network,
+    /// The working directory of the command (inside the sandbox view).
+    pub cwd: PathBuf,
+}
+
+/// One mount in the child's new root; paths are host paths, mounted at the same place.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum MountOp {
+    /// An empty writable tmpfs (private `/tmp`, `/dev/shm`).
+    Tmpfs { path: PathBuf },
+    /// The host object bound writable (a writable root, or a pin: an ancestor of a
+    /// protected path bound onto itself so it cannot be renamed away).
+    Writable { path: PathBuf, no_symlinks: bool },
+    /// The host object bound read-only.
+    ReadOnly { path: PathBuf, no_symlinks: bool },
+    /// An empty, read-only, mode-000 tmpfs over a directory; `allow` are host paths
+    /// re-exposed read-only inside it (the tmpfs is then traversable, not listable).
+    MaskDir {
+        path: PathBuf,
+        allow: Vec<(PathBuf, Kind)>,
+    },
+    /// An empty mode-000 file bound read-only over a file.
+    MaskFile { path: PathBuf },
+    /// A fresh procfs for the new pid namespace.
+    Proc { path: PathBuf },
+    /// A sandpit-written file bound read-only (resolv.conf).
+    File { path: PathBuf, contents: String },
+}
+
+impl MountOp {
+    pub fn path(&self) -> &Path {
+        match self {
+            MountOp::Tmpfs { path }
+            | MountOp::Writable { path, .. }
+            | MountOp::ReadOnly { path, .. }
+            | MountOp::MaskDir { path, .. }
+            | MountOp::MaskFile { path }
+            | MountOp::Proc { path }
+            | MountOp::File { path, .. } => path,
+        }
+    }
+}
+
+/// A host path sandpit must create before the run (and removes after it if still
+/// empty) so that a protected path that does not exist yet can be a read-only
+/// mountpoint: the agent then cannot create it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Placeholder {
+    pub path: PathBuf,
+    pub dir: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LandlockPlan {
+    /// Hierarchies where every write right is granted.
+    pub writable: Vec<PathBuf>,
+    /// Hierarchies where only writing to existing files and device ioctls are
+    /// granted (`/dev`: null, tty, pts).
+    pub devices: Vec<PathBuf>,
+    /// TCP ports `connect` may reach (fallback mode); `None` = not restricted.
+    pub tcp_connect: Option<Vec<u16>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum NetPlan {
+    /// Listen on 127.0.0.1:port (inside the namespace, or on the host in fallback)
+    /// and relay each connection to the unix socket.
+    Bridge {
+        port: u16,
+        relay_to: PathBuf,
+    },
+    Offline,
+    Host,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Plan {
+    pub mode: Mode,
+    pub placeholders: Vec<Placeholder>,
+    pub mounts: Vec<MountOp>,
+    pub landlock: LandlockPlan,
+    pub seccomp: seccomp::Profile,
+    pub net: NetPlan,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    /// Read-denied paths that do not exist now: nothing to mask (if the host creates
+    /// one during the run, the kernel layer does not hide it; L1 still refuses it).
+    pub unmasked_missing: Vec<PathBuf>,
+    /// What this plan cannot enforce, for the start-up line and `sandpit check`.
+    pub weaker: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("path {0:?} must be absolute and normalized (no `.`/`..`)")]
+    NotCanonical(PathBuf),
+    #[error(
+        "protected path {0:?} (or one of its parents inside a writable root) is a \
+         symlink; sandpit will not mount over a path the sandbox could re-point"
+    )]
+    SymlinkInProtected(PathBuf),
+}
+
+fn check(p: &Path) -> Result<(), PlanError> {
+    let ok = p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(PlanError::NotCanonical(p.to_path_buf()))
+    }
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+fn inside(p: &Path, root: &Path) -> bool {
+    p.starts_with(root)
+}
+
+fn strictly_inside(p: &Path, root: &Path) -> bool {
+    p != root && p.starts_with(root)
+}
+
+/// Rank for ordering operations on the same depth: tmpfs first, then writable, then
+/// read-only, so the more restrictive mount lands on top.
+fn rank(op: &MountOp) -> u8 {
+    match op {
+        MountOp::Tmpfs { .. } => 0,
+        MountOp::Writable { .. } => 1,
+        MountOp::ReadOnly { .. } => 2,
+        _ => 3,
+    }
+}
+
+/// Compute the plan. Pure: the same input and filesystem view give the same plan.
+pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
+    for p in [
+        &input.home,
+        &input.workspace,
+        &input.scratch,
+        &input.state_dir,
+    ]
+    .into_iter()
+    .chain(&input.writable)
+    .chain(&input.read_denied)
+    .chain(&input.read_allowed)
+    .chain(&input.write_protected)
+    {
+        check(p)?;
+    }
+    let mut roots: Vec<PathBuf> = vec![input.workspace.clone(), input.scratch.clone()];
+    roots.extend(input.writable.iter().cloned());
+    roots.sort();
+    roots.dedup();
+    // Nested roots keep their own mount: something read-only (the state dir) may lie
+    // between them. The innermost root containing a path is the one that counts.
+    let root_of = |p: &Path| {
+        roots
+            .iter()
+            .filter(|r| inside(p, r))
+            .max_by_key(|r| depth(r))
+            .cloned()
+    };
+
+    let ns = input.mode == Mode::Namespaces;
+    let mut binds: Vec<MountOp> = vec![];
+    let mut placeholders = vec![];
+    let mut weaker = vec![];
+
+    if ns {
+        binds.push(MountOp::Tmpfs {
+            path: PathBuf::from("/tmp"),
+        });
+        binds.push(MountOp::Tmpfs {
+            path: PathBuf::from("/dev/shm"),
+        });
+        // The private /tmp hides the host's: bring back what the run must still see.
+        for p in [&input.home, &input.state_dir] {
+            if strictly_inside(p, Path::new("/tmp")) && root_of(p).is_none() && fs.kind(p).is_some()
+            {
+                binds.push(MountOp::ReadOnly {
+                    path: p.clone(),
+                    no_symlinks: false,
+                });
+            }
+        }
+        for r in &roots {
+            binds.push(MountOp::Writable {
+                path: r.clone(),
+                no_symlinks: false,
+            });
+        }
+        // sandpit's state stays read-only even where it lies in a writable root.
+        if root_of(&input.state_dir).is_some() && fs.kind(&input.state_dir).is_some() {
+            binds.push(MountOp::ReadOnly {
+                path: input.state_dir.clone(),
+                no_symlinks: false,
+            });
+        }
+        let mut pins: Vec<PathBuf> = vec![];
+        for p in &input.write_protected {
+            let Some(root) = root_of(p) else { continue };
+            if p == &root {
+                continue; // a whole writable root cannot also be protected
+            }
+            if fs.has_symlink(p) {
+                return Err(PlanError::SymlinkInProtected(p.clone()));
+            }
+            // The deepest path that exists or, if the protected path is missing, the
+            // first missing component: that is what gets the read-only mount.
+            let target = if fs.kind(p).is_some() {
+                p.clone()
+            } else {
+                let mut first_missing = p.clone();
+                let mut parent_kind = None;
+                while let Some(parent) = first_missing.parent() {
+                    parent_kind = fs.kind(parent);
+                    if parent_kind.is_some() || parent == root {
+                        break;
+                    }
+                    first_missing = parent.to_path_buf();
+                }
+                if parent_kind == Some(Kind::File) {
+                    // e.g. `.git/hooks` where `.git` is a worktree's gitfile: nothing
+                    // can ever be created there.
+                    continue;
+                }
+                placeholders.push(Placeholder {
+                    dir: &first_missing != p,
+                    path: first_missing.clone(),
+                });
+                first_missing
+            };
+            let mut a = target.parent();
+            while let Some(anc) = a {
+                if !strictly_inside(anc, &root) {
+                    break;
+                }
+                pins.push(anc.to_path_buf());
+                a = anc.parent();
+            }
+            binds.push(MountOp::ReadOnly {
+                path: target,
+                no_symlinks: true,
+            });
+        }
+        pins.sort();
+        pins.dedup();
+        for p in pins {
+            if !binds.iter().any(|b| b.path() == p) {
+                binds.push(MountOp::Writable {
+                    path: p,
+                    no_symlinks: true,
+                });
+            }
+        }
+    } else {
+        weaker.push("read-denied paths are not masked (no mount namespace)".into());
+        weaker.push("protected paths inside the workspace stay writable".into());
+        weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
+    }
+    binds.sort_by(|a, b| {
+        (depth(a.path()), rank(a))
+            .cmp(&(depth(b.path()), rank(b)))
+            .then_with(|| a.path().cmp(b.path()))
+    });
+    binds.dedup();
+    placeholders.sort_by(|a, b| a.path.cmp(&b.path));
+    placeholders.dedup();
+
+    let mut masks = vec![];
+    let mut unmasked_missing = vec![];
+    if ns {
+        let mut denied = input.read_denied.clone();
+        denied.sort();
+        denied.dedup();
+        for p in &denied {
+            if denied.iter().any(|o| strictly_inside(p, o)) {
+                continue; // already under a mask
+            }
+            match fs.kind(p) {
+                Some(Kind::Dir) => {
+                    let allow = input
+                        .read_allowed
+                        .iter()
+                        .filter(|a| strictly_inside(a, p))
+                        .filter_map(|a| fs.kind(a).map(|k| (a.clone(), k)))
+                        .collect();
+                    masks.push(MountOp::MaskDir {
+                        path: p.clone(),
+                        allow,
+                    });
+                }
+                Some(Kind::File) => masks.push(MountOp::MaskFile { path: p.clone() }),
+                None => unmasked_missing.push(p.clone()),
+            }
+        }
+        masks.sort_by(|a, b| (depth(a.path()), a.path()).cmp(&(depth(b.path()), b.path())));
+    }
+
+    let mut tail = vec![];
+    if ns {
+        tail.push(MountOp::Proc {
+            path: PathBuf::from("/proc"),
+        });
+        if let Network::Proxy {
+            resolver: Some(ip), ..
+        } = &input.network
+        {
+            tail.push(MountOp::File {
+                path: PathBuf::from("/etc/resolv.conf"),
+                contents: format!("# written by sandpit\nnameserver {ip}\noptions edns0\n"),
+            });
+        }
+    }
+
+    let mut ll_writable = roots.clone();
+    if ns {
+        ll_writable.push(PathBuf::from("/tmp"));
+        ll_writable.push(PathBuf::from("/dev/shm"));
+    }
+    ll_writable.sort();
+    ll_writable.dedup();
+    let net = match &input.network {
+        Network::Proxy { socket, port, .. } => NetPlan::Bridge {
+            port: *port,
+            relay_to: socket.clone(),
+        },
+        Network::Offline => NetPlan::Offline,
+        Network::Host => NetPlan::Host,
+    };
+    let tcp_connect = match (&input.mode, &net) {
+        (Mode::Namespaces, _) | (_, NetPlan::Host) => None,
+        (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => Some(vec![*port]),
+        (Mode::LandlockOnly, NetPlan::Offline) => Some(vec![]),
+    };
+    if !ns && net != NetPlan::Host {
+        weaker.push("network confined by Landlock TCP rules and seccomp, not a namespace".into());
+    }
+
+    let mut env = vec![(
+        "TMPDIR".to_string(),
+        input.scratch.to_string_lossy().into_owned(),
+    )];
+    if let NetPlan::Bridge { port, .. } = &net {
+        let url = format!("http://127.0.0.1:{port}");
+        for k in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            env.push((k.to_string(), url.clone()));
+        }
+        env.push(("NO_PROXY".into(), String::new()));
+        env.push(("no_proxy".into(), String::new()));
+    }
+
+    let mut mounts = binds;
+    mounts.extend(masks);
+    mounts.extend(tail);
+    Ok(Plan {
+        mode: input.mode,
+        placeholders,
+        mounts,
+        landlock: LandlockPlan {
+            writable: ll_writable,
+            devices: vec![PathBuf::from("/dev")],
+            tcp_connect,
+        },
+        seccomp: if ns {
+            seccomp::Profile::Namespaced
+        } else {
+            seccomp::Profile::Fallback
+        },
+        net,
+        env,
+        cwd: input.cwd.clone(),
+        unmasked_missing,
+        weaker,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    struct FakeFs(BTreeMap<PathBuf, Kind>, Vec<PathBuf>);
+
+    impl FakeFs {
+        fn new(entries: &[(&str, Kind)]) -> FakeFs {
+            FakeFs(
+                entries
+                    .iter()
+                    .map(|(p, k)| (PathBuf::from(p), *k))
+                    .collect(),
+                vec![],
+            )
+        }
+    }
+
+    impl FsView for FakeFs {
+        fn kind(&self, path: &Path) -> Option<Kind> {
+            self.0.get(path).copied()
+        }
+        fn has_symlink(&self, path: &Path) -> bool {
+            self.1.iter().any(|s| path.starts_with(s))
+        }
+    }
+
+    fn input() -> Input {
+        Input {
+            mode: Mode::Namespaces,
+            home: "/home/u".into(),
+            workspace: "/home/u/proj".into(),
+            scratch: "/home/u/.sandpit/run/1".into(),
+            state_dir: "/home/u/.sandpit".into(),
+            writable: vec![],
+            read_denied: vec![
+                "/home/u/.ssh".into(),
+                "/home/u/.aws".into(),
+                "/home/u/.netrc".into(),
+                "/home/u/.ssh/id_rsa".into(),
+                "/home/u/.config/gh".into(),
+            ],
+            read_allowed: vec!["/home/u/.config/gh/config.yml".into()],
+            write_protected: vec![
+                "/home/u/proj/.git/hooks".into(),
+                "/home/u/proj/.git/config".into(),
+                "/home/u/proj/.sandpit.toml".into(),
+                "/home/u/proj/.claude/settings.json".into(),
+                "/etc".into(),
+            ],
+            network: Network::Proxy {
+                socket: "/home/u/.sandpit/run/1/proxy.sock".into(),
+                port: 3128,
+                resolver: Some("127.0.0.53".parse().unwrap()),
+            },
+            cwd: "/home/u/proj".into(),
+        }
+    }
+
+    fn fs() -> FakeFs {
+        use Kind::*;
+        FakeFs::new(&[
+            ("/home/u", Dir),
+            ("/home/u/proj", Dir),
+            ("/home/u/proj/.git", Dir),
+            ("/home/u/proj/.git/config", File),
+            ("/home/u/.sandpit", Dir),
+            ("/home/u/.sandpit/run/1", Dir),
+            ("/home/u/.ssh", Dir),
+            ("/home/u/.ssh/id_rsa", File),
+            ("/home/u/.netrc", File),
+            ("/home/u/.config", Dir),
+            ("/home/u/.config/gh", Dir),
+            ("/home/u/.config/gh/config.yml", File),
+            ("/etc", Dir),
+        ])
+    }
+
+    fn render(p: &Plan) -> String {
+        let mut s = String::new();
+        for ph in &p.placeholders {
+            s += &format!(
+                "create {} {}\n",
+                if ph.dir { "dir" } else { "file" },
+                ph.path.display()
+            );
+        }
+        for m in &p.mounts {
+            s += &match m {
+                MountOp::Tmpfs { path } => format!("tmpfs {}\n", path.display()),
+                MountOp::Writable { path, no_symlinks } => {
+                    format!(
+                        "rw {}{}\n",
+                        path.display(),
+                        if *no_symlinks { " nofollow" } else { "" }
+                    )
+                }
+                MountOp::ReadOnly { path, no_symlinks } => {
+                    format!(
+                        "ro {}{}\n",
+                        path.display(),
+                        if *no_symlinks { " nofollow" } else { "" }
+                    )
+                }
+                MountOp::MaskDir { path, allow } => format!(
+                    "mask-dir {}{}\n",
+                    path.display(),
+                    allow
+                        .iter()
+                        .map(|(a, _)| format!(" +{}", a.display()))
+                        .collect::<String>()
+                ),
+                MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
+                MountOp::Proc { path } => format!("proc {}\n", path.display()),
+                MountOp::File { path, contents } => {
+                    format!("file {} {:?}\n", path.display(), contents)
+                }
+            };
+        }
+        s
+    }
+
+    #[test]
+    fn golden_namespaced_plan() {
+        let p = plan(&input(), &fs()).unwrap();
+        let expected = "\
+create dir /home/u/proj/.claude
+create file /home/u/proj/.git/hooks
+create file /home/u/proj/.sandpit.toml
+tmpfs /tmp
+tmpfs /dev/shm
+rw /home/u/proj
+rw /home/u/proj/.git nofollow
+ro /home/u/proj/.claude nofollow
+ro /home/u/proj/.sandpit.toml nofollow
+rw /home/u/.sandpit/run/1
+ro /home/u/proj/.git/config nofollow
+ro /home/u/proj/.git/hooks nofollow
+mask-file /home/u/.netrc
+mask-dir /home/u/.ssh
+mask-dir /home/u/.config/gh +/home/u/.config/gh/config.yml
+proc /proc
+file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions edns0\\n\"
+";
+        assert_eq!(render(&p), expected);
+        assert_eq!(p.unmasked_missing, vec![PathBuf::from("/home/u/.aws")]);
+        assert_eq!(
+            p.landlock.writable,
+            vec![
+                PathBuf::from("/dev/shm"),
+                "/home/u/.sandpit/run/1".into(),
+                "/home/u/proj".into(),
+                "/tmp".into()
+            ]
+        );
+        assert_eq!(p.landlock.tcp_connect, None);
+        assert_eq!(p.seccomp, seccomp::Profile::Namespaced);
+        assert_eq!(
+            p.net,
+            NetPlan::Bridge {
+                port: 3128,
+                relay_to: "/home/u/.sandpit/run/1/proxy.sock".into()
+            }
+        );
+        assert_eq!(p.env[0], ("TMPDIR".into(), "/home/u/.sandpit/run/1".into()));
+        assert!(p.weaker.is_empty());
+    }
+
+    #[test]
+    fn scratch_inside_state_dir_stays_writable_above_read_only_state() {
+        // The whole home as workspace: the state dir inside it must be re-protected.
+        let mut i = input();
+        i.workspace = "/home/u".into();
+        let p = plan(&i, &fs()).unwrap();
+        let pos = |want: &MountOp| p.mounts.iter().position(|m| m == want).unwrap();
+        let state = pos(&MountOp::ReadOnly {
+            path: "/home/u/.sandpit".into(),
+            no_symlinks: false,
+        });
+        let scratch = pos(&MountOp::Writable {
+            path: "/home/u/.sandpit/run/1".into(),
+            no_symlinks: false,
+        });
+        assert!(state < scratch);
+    }
+
+    #[test]
+    fn home_under_tmp_is_re_exposed_read_only_before_the_workspace() {
+        let mut i = input();
+        i.home = "/tmp/t/home".into();
+        i.workspace = "/tmp/t/home/proj".into();
+        i.cwd = i.workspace.clone();
+        i.write_protected.clear();
+        i.read_denied = vec!["/tmp/t/home/.ssh".into()];
+        let f = FakeFs::new(&[
+            ("/tmp/t/home", Kind::Dir),
+            ("/tmp/t/home/proj", Kind::Dir),
+            ("/tmp/t/home/.ssh", Kind::Dir),
+            ("/home/u/.sandpit", Kind::Dir),
+        ]);
+        let r = render(&plan(&i, &f).unwrap());
+        assert!(
+            r.starts_with(
+                "tmpfs /tmp\ntmpfs /dev/shm\nro /tmp/t/home\nrw /tmp/t/home/proj\n\
+                 rw /home/u/.sandpit/run/1\nmask-dir /tmp/t/home/.ssh\n"
+            ),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn protected_path_under_a_file_needs_nothing() {
+        let mut f = fs();
+        f.0.insert("/home/u/proj/.git".into(), Kind::File);
+        f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
+        let r = render(&plan(&input(), &f).unwrap());
+        assert!(!r.contains(".git"), "{r}");
+    }
+
+    #[test]
+    fn symlinked_protected_path_is_refused() {
+        let mut f = fs();
+        f.1.push("/home/u/proj/.git".into());
+        assert!(matches!(
+            plan(&input(), &f),
+            Err(PlanError::SymlinkInProtected(_))
+        ));
+    }
+
+    #[test]
+    fn relative_or_dotted_paths_are_refused() {
+        let mut i = input();
+        i.read_denied.push("/home/u/../u/.ssh".into());
+        assert!(matches!(plan(&i, &fs()), Err(PlanError::NotCanonical(_))));
+        let mut i = input();
+        i.workspace = "proj".into();
+        assert!(plan(&i, &fs()).is_err());
+    }
+
+    #[test]
+    fn fallback_plan_has_no_mounts_and_says_so() {
+        let mut i = input();
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.mounts.is_empty());
+        assert!(p.placeholders.is_empty());
+        assert_eq!(p.landlock.tcp_connect, Some(vec![3128]));
+        assert_eq!(p.seccomp, seccomp::Profile::Fallback);
+        assert!(p.weaker.iter().any(|w| w.contains("not masked")));
+        i.network = Network::Offline;
+        assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
+    }
+}

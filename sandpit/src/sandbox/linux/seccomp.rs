@@ -1,0 +1,525 @@
+//! The seccomp layer as data: `table(profile)` lists what is refused and why;
+//! `compile` turns the table into a classic-BPF program; `sys::seccomp_install`
+//! applies it. Both halves are pure and tested here with a small BPF interpreter.
+//!
+//! The filter is a deny list on top of Landlock and the namespaces: it removes kernel
+//! surface that those layers do not mediate (io_uring bypasses the syscall-level hooks
+//! the interposer sees, ptrace/process_vm reach other processes, keyrings and bpf are
+//! global, new user namespaces would give back the capabilities the sandbox dropped,
+//! TIOCSTI injects keystrokes into the user's terminal). Syscalls from a foreign
+//! architecture (i386 `int 0x80`, x32) never reach the table: they are refused first.
+use super::sys::SockFilter;
+
+/// Which table: the full sandbox (namespaces on), or the fallback without network
+/// namespace, which must also refuse datagram/raw sockets and TCP Fast Open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Profile {
+    Namespaced,
+    Fallback,
+}
+
+/// A comparison on the low 32 bits of one syscall argument, after `& mask`.
+/// Every argument the table inspects is an `int`/`unsigned int` to the kernel
+/// (socket domain and type, ioctl request, clone/unshare flags, send flags), so the
+/// high half is ignored by the kernel too and must be ignored here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cond {
+    pub arg: u8,
+    pub mask: u32,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Eq(u32),
+    Ne(u32),
+    In(Vec<u32>),
+    NotIn(Vec<u32>),
+}
+
+/// Refuse `syscall` with `errno` when every condition holds (no conditions: always).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub name: &'static str,
+    pub nr: u32,
+    pub when: Vec<Cond>,
+    pub errno: i32,
+}
+
+const CLONE_NEWUSER: u32 = 0x1000_0000;
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541C;
+const AF_UNIX: u32 = 1;
+const AF_INET: u32 = 2;
+const AF_INET6: u32 = 10;
+const SOCK_STREAM: u32 = 1;
+const SOCK_TYPE_MASK: u32 = 0xf;
+const MSG_FASTOPEN: u32 = 0x2000_0000;
+
+fn nr(n: libc::c_long) -> u32 {
+    n as u32
+}
+
+fn always(name: &'static str, n: libc::c_long, errno: i32) -> Rule {
+    Rule {
+        name,
+        nr: nr(n),
+        when: vec![],
+        errno,
+    }
+}
+
+fn when(name: &'static str, n: libc::c_long, conds: Vec<Cond>) -> Rule {
+    Rule {
+        name,
+        nr: nr(n),
+        when: conds,
+        errno: libc::EPERM,
+    }
+}
+
+fn low(arg: u8, op: Op) -> Cond {
+    Cond {
+        arg,
+        mask: u32::MAX,
+        op,
+    }
+}
+
+fn any_bit(arg: u8, bits: u32) -> Cond {
+    Cond {
+        arg,
+        mask: bits,
+        op: Op::Ne(0),
+    }
+}
+
+/// The deny table for `profile`.
+pub fn table(profile: Profile) -> Vec<Rule> {
+    let eperm = libc::EPERM;
+    // ENOSYS where callers probe and fall back (io_uring users, glibc's clone3 use).
+    let enosys = libc::ENOSYS;
+    let mut t = vec![
+        always("io_uring_setup", libc::SYS_io_uring_setup, enosys),
+        always("io_uring_enter", libc::SYS_io_uring_enter, enosys),
+        always("io_uring_register", libc::SYS_io_uring_register, enosys),
+        always("ptrace", libc::SYS_ptrace, eperm),
+        always("process_vm_readv", libc::SYS_process_vm_readv, eperm),
+        always("process_vm_writev", libc::SYS_process_vm_writev, eperm),
+        always("pidfd_getfd", libc::SYS_pidfd_getfd, eperm),
+        always("kcmp", libc::SYS_kcmp, eperm),
+        always("keyctl", libc::SYS_keyctl, eperm),
+        always("add_key", libc::SYS_add_key, eperm),
+        always("request_key", libc::SYS_request_key, eperm),
+        always("bpf", libc::SYS_bpf, eperm),
+        always("perf_event_open", libc::SYS_perf_event_open, eperm),
+        always("userfaultfd", libc::SYS_userfaultfd, eperm),
+        always("open_by_handle_at", libc::SYS_open_by_handle_at, eperm),
+        always("name_to_handle_at", libc::SYS_name_to_handle_at, eperm),
+        always("mount", libc::SYS_mount, eperm),
+        always("umount2", libc::SYS_umount2, eperm),
+        always("pivot_root", libc::SYS_pivot_root, eperm),
+        always("chroot", libc::SYS_chroot, eperm),
+        always("move_mount", libc::SYS_move_mount, eperm),
+        always("open_tree", libc::SYS_open_tree, eperm),
+        always("fsopen", libc::SYS_fsopen, eperm),
+        always("fsconfig", libc::SYS_fsconfig, eperm),
+        always("fsmount", libc::SYS_fsmount, eperm),
+        always("fspick", libc::SYS_fspick, eperm),
+        always("mount_setattr", libc::SYS_mount_setattr, eperm),
+        always("setns", libc::SYS_setns, eperm),
+        // clone3 passes its flags through memory seccomp cannot read: refuse it so
+        // libc falls back to clone(2), whose flags are checked below.
+        always("clone3", libc::SYS_clone3, enosys),
+        when(
+            "unshare",
+            libc::SYS_unshare,
+            vec![any_bit(0, CLONE_NEWUSER)],
+        ),
+        when("clone", libc::SYS_clone, vec![any_bit(0, CLONE_NEWUSER)]),
+        when("ioctl", libc::SYS_ioctl, vec![low(1, Op::Eq(TIOCSTI))]),
+        when("ioctl", libc::SYS_ioctl, vec![low(1, Op::Eq(TIOCLINUX))]),
+        when(
+            "socket",
+            libc::SYS_socket,
+            vec![low(0, Op::NotIn(vec![AF_UNIX, AF_INET, AF_INET6]))],
+        ),
+        when(
+            "socketpair",
+            libc::SYS_socketpair,
+            vec![low(0, Op::NotIn(vec![AF_UNIX, AF_INET, AF_INET6]))],
+        ),
+    ];
+    if profile == Profile::Fallback {
+        // Without a network namespace, Landlock only mediates TCP connect/bind: refuse
+        // every other inet socket type, and Fast Open (which connects inside sendto).
+        t.push(when(
+            "socket",
+            libc::SYS_socket,
+            vec![
+                low(0, Op::In(vec![AF_INET, AF_INET6])),
+                Cond {
+                    arg: 1,
+                    mask: SOCK_TYPE_MASK,
+                    op: Op::Ne(SOCK_STREAM),
+                },
+            ],
+        ));
+        t.push(when(
+            "sendto",
+            libc::SYS_sendto,
+            vec![any_bit(3, MSG_FASTOPEN)],
+        ));
+        t.push(when(
+            "sendmsg",
+            libc::SYS_sendmsg,
+            vec![any_bit(2, MSG_FASTOPEN)],
+        ));
+        t.push(when(
+            "sendmmsg",
+            libc::SYS_sendmmsg,
+            vec![any_bit(3, MSG_FASTOPEN)],
+        ));
+    }
+    t
+}
+
+// --- compiler ------------------------------------------------------------------------
+
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGE_K: u16 = 0x35;
+const BPF_AND_K: u16 = 0x54;
+const BPF_RET_K: u16 = 0x06;
+
+pub const RET_ALLOW: u32 = 0x7fff_0000;
+pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
+pub const RET_ERRNO: u32 = 0x0005_0000;
+
+#[cfg(target_arch = "x86_64")]
+pub const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+pub const AUDIT_ARCH: u32 = 0xC000_00B7;
+/// x32 system calls share x86_64's audit arch and set this bit in the number.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: Option<u32> = Some(0x4000_0000);
+#[cfg(not(target_arch = "x86_64"))]
+const X32_SYSCALL_BIT: Option<u32> = None;
+
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+const fn off_arg_low(arg: u8) -> u32 {
+    // seccomp_data.args[i] is a u64 at 16 + 8*i; the low word comes first on
+    // little-endian machines (every target sandpit builds for).
+    16 + 8 * arg as u32
+}
+
+fn stmt(code: u16, k: u32) -> SockFilter {
+    SockFilter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> SockFilter {
+    SockFilter { code, jt, jf, k }
+}
+
+/// Too many comparisons in one rule for 8-bit BPF jumps.
+#[derive(Debug, thiserror::Error)]
+#[error("seccomp rule for {0} is too long to compile")]
+pub struct TooLong(pub &'static str);
+
+/// Compile `rules` into a BPF program: arch check, foreign-ABI check, then one block
+/// per rule (`nr` match, conditions, `ret errno`), then allow.
+pub fn compile(rules: &[Rule]) -> Result<Vec<SockFilter>, TooLong> {
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, OFF_ARCH),
+        jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET_K, RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, OFF_NR),
+    ];
+    if let Some(bit) = X32_SYSCALL_BIT {
+        p.push(jump(BPF_JGE_K, bit, 0, 1));
+        p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
+    }
+    for rule in rules {
+        // Each block is built with `FAIL` placeholders meaning "skip to the next
+        // rule", resolved once the block length is known. The block starts and ends
+        // with the syscall number in the accumulator.
+        const FAIL: u8 = u8::MAX;
+        let mut b: Vec<SockFilter> = vec![jump(BPF_JEQ_K, rule.nr, 0, FAIL)];
+        for c in &rule.when {
+            b.push(stmt(BPF_LD_W_ABS, off_arg_low(c.arg)));
+            if c.mask != u32::MAX {
+                b.push(stmt(BPF_AND_K, c.mask));
+            }
+            match &c.op {
+                Op::Eq(v) => b.push(jump(BPF_JEQ_K, *v, 0, FAIL)),
+                Op::Ne(v) => b.push(jump(BPF_JEQ_K, *v, FAIL, 0)),
+                Op::In(vs) => {
+                    // Jump past the remaining comparisons on a hit; fail if none hit.
+                    let n = vs.len();
+                    for (i, v) in vs.iter().enumerate() {
+                        let rest = (n - 1 - i) as u8;
+                        if i + 1 == n {
+                            b.push(jump(BPF_JEQ_K, *v, 0, FAIL));
+                        } else {
+                            b.push(jump(BPF_JEQ_K, *v, rest, 0));
+                        }
+                    }
+                }
+                Op::NotIn(vs) => {
+                    for v in vs {
+                        b.push(jump(BPF_JEQ_K, *v, FAIL, 0));
+                    }
+                }
+            }
+        }
+        b.push(stmt(BPF_RET_K, RET_ERRNO | (rule.errno as u32 & 0xffff)));
+        // A failed condition must reload the syscall number for the next rule, so
+        // "next rule" is a reload instruction appended after the block.
+        b.push(stmt(BPF_LD_W_ABS, OFF_NR));
+        let len = b.len();
+        for (i, ins) in b.iter_mut().enumerate().take(len - 1) {
+            // Target of FAIL: the reload at len-1; offsets count from the next insn.
+            let off = u8::try_from(len - 2 - i).map_err(|_| TooLong(rule.name))?;
+            if ins.jt == FAIL {
+                ins.jt = off;
+            }
+            if ins.jf == FAIL {
+                ins.jf = off;
+            }
+        }
+        p.extend(b);
+    }
+    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    Ok(p)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A classic-BPF interpreter for the instructions `compile` emits.
+    fn run(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let mut data = [0u8; 64];
+        data[0..4].copy_from_slice(&nr.to_le_bytes());
+        data[4..8].copy_from_slice(&arch.to_le_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        let mut acc: u32 = 0;
+        let mut pc = 0usize;
+        loop {
+            let ins = prog[pc];
+            pc += 1;
+            match ins.code {
+                BPF_LD_W_ABS => {
+                    let o = ins.k as usize;
+                    acc = u32::from_le_bytes(data[o..o + 4].try_into().unwrap());
+                }
+                BPF_AND_K => acc &= ins.k,
+                BPF_JEQ_K => pc += if acc == ins.k { ins.jt } else { ins.jf } as usize,
+                BPF_JGE_K => pc += if acc >= ins.k { ins.jt } else { ins.jf } as usize,
+                BPF_RET_K => return ins.k,
+                c => panic!("unknown opcode {c:#x}"),
+            }
+        }
+    }
+
+    fn prog(p: Profile) -> Vec<SockFilter> {
+        compile(&table(p)).unwrap()
+    }
+
+    fn call(p: &[SockFilter], nr: libc::c_long, args: [u64; 6]) -> u32 {
+        run(p, AUDIT_ARCH, nr as u32, args)
+    }
+
+    const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
+    const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
+
+    #[test]
+    fn foreign_arch_is_killed_and_x32_refused() {
+        let p = prog(Profile::Namespaced);
+        assert_eq!(run(&p, 0x4000_0003, 0, [0; 6]), RET_KILL_PROCESS); // i386
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            run(&p, AUDIT_ARCH, 0x4000_0000 | libc::SYS_read as u32, [0; 6]),
+            ENOSYS
+        );
+    }
+
+    #[test]
+    fn ordinary_calls_pass() {
+        let p = prog(Profile::Namespaced);
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_openat,
+            libc::SYS_execve,
+            libc::SYS_connect,
+        ] {
+            assert_eq!(call(&p, nr, [0; 6]), RET_ALLOW, "{nr}");
+        }
+    }
+
+    #[test]
+    fn unconditional_denials() {
+        let p = prog(Profile::Namespaced);
+        for nr in [
+            libc::SYS_ptrace,
+            libc::SYS_process_vm_readv,
+            libc::SYS_process_vm_writev,
+            libc::SYS_keyctl,
+            libc::SYS_add_key,
+            libc::SYS_request_key,
+            libc::SYS_bpf,
+            libc::SYS_perf_event_open,
+            libc::SYS_userfaultfd,
+            libc::SYS_open_by_handle_at,
+            libc::SYS_mount,
+            libc::SYS_umount2,
+            libc::SYS_pivot_root,
+            libc::SYS_move_mount,
+            libc::SYS_fsopen,
+            libc::SYS_setns,
+        ] {
+            assert_eq!(call(&p, nr, [0; 6]), EPERM, "{nr}");
+        }
+        for nr in [
+            libc::SYS_io_uring_setup,
+            libc::SYS_io_uring_enter,
+            libc::SYS_io_uring_register,
+            libc::SYS_clone3,
+        ] {
+            assert_eq!(call(&p, nr, [0; 6]), ENOSYS, "{nr}");
+        }
+    }
+
+    #[test]
+    fn user_namespace_flags_refused_other_clones_pass() {
+        let p = prog(Profile::Namespaced);
+        let fork_flags = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID) as u64 | 17;
+        assert_eq!(
+            call(&p, libc::SYS_clone, [fork_flags, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
+        assert_eq!(
+            call(&p, libc::SYS_clone, [thread, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        let user = libc::CLONE_NEWUSER as u64 | libc::CLONE_NEWNS as u64;
+        assert_eq!(call(&p, libc::SYS_clone, [user, 0, 0, 0, 0, 0]), EPERM);
+        assert_eq!(call(&p, libc::SYS_unshare, [user, 0, 0, 0, 0, 0]), EPERM);
+        // Without CAP_SYS_ADMIN a plain unshare(CLONE_NEWNS) fails on its own.
+        assert_eq!(
+            call(
+                &p,
+                libc::SYS_unshare,
+                [libc::CLONE_FILES as u64, 0, 0, 0, 0, 0]
+            ),
+            RET_ALLOW
+        );
+    }
+
+    #[test]
+    fn tiocsti_masked_compare_ignores_high_bits() {
+        let p = prog(Profile::Namespaced);
+        for cmd in [
+            0x5412u64,
+            0xdead_beef_0000_5412,
+            0x541c,
+            0xffff_ffff_0000_541c,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]),
+                EPERM,
+                "{cmd:#x}"
+            );
+        }
+        for cmd in [
+            0x5401u64, /* TCGETS */
+            0x5413,    /* TIOCGWINSZ */
+            0x1_0000_5400,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_ioctl, [0, cmd, 0, 0, 0, 0]),
+                RET_ALLOW,
+                "{cmd:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn socket_families() {
+        let p = prog(Profile::Namespaced);
+        for d in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d as u64, 2, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+        }
+        for d in [
+            libc::AF_PACKET,
+            libc::AF_NETLINK,
+            libc::AF_VSOCK,
+            libc::AF_ALG,
+            4242,
+        ] {
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d as u64, 1, 0, 0, 0, 0]),
+                EPERM,
+                "{d}"
+            );
+        }
+        // AF_INET with garbage in the high half is still AF_INET to the kernel.
+        assert_eq!(
+            call(&p, libc::SYS_socket, [0x1_0000_0002, 1, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        // Datagram sockets are fine when the network namespace holds them.
+        assert_eq!(call(&p, libc::SYS_socket, [2, 2, 0, 0, 0, 0]), RET_ALLOW);
+    }
+
+    #[test]
+    fn fallback_refuses_udp_raw_and_fast_open() {
+        let p = prog(Profile::Fallback);
+        let nb = libc::SOCK_NONBLOCK as u64 | libc::SOCK_CLOEXEC as u64;
+        for d in [libc::AF_INET, libc::AF_INET6] {
+            let d = d as u64;
+            assert_eq!(
+                call(&p, libc::SYS_socket, [d, 1 | nb, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+            assert_eq!(call(&p, libc::SYS_socket, [d, 2 | nb, 0, 0, 0, 0]), EPERM);
+            assert_eq!(call(&p, libc::SYS_socket, [d, 3, 0, 0, 0, 0]), EPERM);
+        }
+        assert_eq!(call(&p, libc::SYS_socket, [1, 2, 0, 0, 0, 0]), RET_ALLOW);
+        let fo = MSG_FASTOPEN as u64;
+        assert_eq!(call(&p, libc::SYS_sendto, [3, 0, 0, fo, 0, 0]), EPERM);
+        assert_eq!(call(&p, libc::SYS_sendto, [3, 0, 0, 0x40, 0, 0]), RET_ALLOW);
+        assert_eq!(call(&p, libc::SYS_sendmsg, [3, 0, fo, 0, 0, 0]), EPERM);
+        assert_eq!(call(&p, libc::SYS_sendmmsg, [3, 0, 0, fo, 0, 0]), EPERM);
+        // The namespaced table leaves them to the namespace.
+        let n = prog(Profile::Namespaced);
+        assert_eq!(call(&n, libc::SYS_sendto, [3, 0, 0, fo, 0, 0]), RET_ALLOW);
+    }
+
+    #[test]
+    fn golden_table_names() {
+        let names: Vec<&str> = table(Profile::Namespaced).iter().map(|r| r.name).collect();
+        assert_eq!(
+            names.join(" "),
+            "io_uring_setup io_uring_enter io_uring_register ptrace process_vm_readv \
+             process_vm_writev pidfd_getfd kcmp keyctl add_key request_key bpf \
+             perf_event_open userfaultfd open_by_handle_at name_to_handle_at mount umount2 \
+             pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick \
+             mount_setattr setns clone3 unshare clone ioctl ioctl socket socketpair"
+        );
+    }
+}

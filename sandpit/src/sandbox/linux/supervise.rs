@@ -1,0 +1,467 @@
+//! Process model of `sandpit run` on Linux.
+//!
+//! ```text
+//! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps
+//!   (relay, signals)      └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
+//!                                  pivot_root; init: reaps, forwards signals
+//!                                    └─fork─▶ C3: setsid, caps dropped, no_new_privs,
+//!                                             Landlock, seccomp, exec the command
+//! ```
+//! Setup errors travel to the launcher over a close-on-exec SEQPACKET socket; EOF
+//! on it means the command was exec'd. When the command exits, pid 1 exits with its
+//! status and the kernel kills everything left in the pid namespace (setsid'd and
+//! double-forked daemons included). In fallback mode (no user namespaces) C1 execs
+//! the command itself and the launcher, a child subreaper, kills every descendant.
+//!
+//! The launcher must still be single-threaded when `run` forks (children run Rust
+//! code before exec); threads (the bridge relay, a proxy runtime) start after fork.
+use std::ffi::{CString, OsString};
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use super::plan::{Mode, NetPlan, Plan};
+use super::sys::{self, Exit, Fork, SigSet};
+use super::{bridge, landlock, namespaces, seccomp};
+
+/// Signals the launcher and the inits pass on to the command.
+const FORWARD: [libc::c_int; 7] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+];
+
+fn all_signals() -> Vec<libc::c_int> {
+    let mut v = FORWARD.to_vec();
+    v.push(libc::SIGCHLD);
+    v
+}
+
+/// Which layer a setup failure belongs to (decides which flag could accept it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    UserNamespace,
+    Mounts,
+    Network,
+    Landlock,
+    Seccomp,
+    Process,
+}
+
+impl Layer {
+    fn tag(self) -> u8 {
+        match self {
+            Layer::UserNamespace => b'U',
+            Layer::Mounts => b'M',
+            Layer::Network => b'N',
+            Layer::Landlock => b'L',
+            Layer::Seccomp => b'S',
+            Layer::Process => b'P',
+        }
+    }
+    fn from_tag(t: u8) -> Layer {
+        match t {
+            b'U' => Layer::UserNamespace,
+            b'M' => Layer::Mounts,
+            b'N' => Layer::Network,
+            b'L' => Layer::Landlock,
+            b'S' => Layer::Seccomp,
+            _ => Layer::Process,
+        }
+    }
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layer::UserNamespace => "user namespaces",
+            Layer::Mounts => "mount namespace",
+            Layer::Network => "network namespace",
+            Layer::Landlock => "Landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::Process => "process setup",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("{layer} could not be set up: {message}")]
+    Layer { layer: Layer, message: String },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
+    let what = what.into();
+    move |source| SpawnError::Io { what, source }
+}
+
+/// Options that are not part of the pure plan: what the kernel offered.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    /// Landlock ABI to use; `None` only when the user accepted running without it.
+    pub landlock_abi: Option<u32>,
+}
+
+/// Everything the children need, converted before fork.
+struct Prepared {
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
+    let cs = |s: &[u8]| {
+        CString::new(s).map_err(|_| SpawnError::Io {
+            what: format!("{:?} contains a NUL byte", String::from_utf8_lossy(s)),
+            source: io::Error::from(io::ErrorKind::InvalidInput),
+        })
+    };
+    let argv = argv
+        .iter()
+        .map(|a| cs(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if argv.is_empty() {
+        return Err(SpawnError::Io {
+            what: "no command given".into(),
+            source: io::Error::from(io::ErrorKind::InvalidInput),
+        });
+    }
+    let overridden: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
+    let mut envp = vec![];
+    for (k, v) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| overridden.contains(&k)) {
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        envp.push(cs(&kv)?);
+    }
+    for (k, v) in &plan.env {
+        envp.push(cs(format!("{k}={v}").as_bytes())?);
+    }
+    Ok(Prepared { argv, envp })
+}
+
+/// Send a setup failure to the launcher and exit.
+fn fail(ctl: &OwnedFd, layer: Layer, msg: &str) -> ! {
+    let mut m = vec![b'E', layer.tag()];
+    m.extend_from_slice(msg.as_bytes());
+    // SAFETY-free: plain send on our own socket; nothing to do if it fails.
+    let _ = send(ctl, &m);
+    sys::exit_now(125)
+}
+
+fn send(ctl: &OwnedFd, msg: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::from(ctl.try_clone()?);
+    let r = s.write_all(msg);
+    // Give the descriptor back without closing the original.
+    drop(s);
+    r
+}
+
+/// Run `argv` under `plan`; returns the command's exit status (shell convention).
+pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, SpawnError> {
+    let prep = prepare(plan, argv)?;
+    let mut created: Vec<PathBuf> = vec![];
+    for ph in &plan.placeholders {
+        let r = if ph.dir {
+            std::fs::create_dir(&ph.path)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&ph.path)
+                .map(drop)
+        };
+        match r {
+            Ok(()) => created.push(ph.path.clone()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                cleanup(&created);
+                return Err(io_err(format!(
+                    "creating placeholder for protected path {:?}",
+                    ph.path
+                ))(e));
+            }
+        }
+    }
+    let result = run_inner(plan, &prep, layers);
+    cleanup(&created);
+    result
+}
+
+/// Remove placeholders the run created, if they are still empty.
+fn cleanup(created: &[PathBuf]) {
+    for p in created.iter().rev() {
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir(p);
+            }
+            Ok(m) if m.is_file() && m.len() == 0 => {
+                let _ = std::fs::remove_file(p);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, SpawnError> {
+    let sigs = SigSet::of(&all_signals());
+    sigs.block().map_err(io_err("blocking signals"))?;
+    let (ctl_parent, ctl_child) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
+    let ns = plan.mode == Mode::Namespaces;
+    // Fallback: the bridge listens on the host, bound before the fork.
+    let mut listener: Option<TcpListener> = None;
+    if !ns {
+        sys::set_child_subreaper().map_err(io_err("PR_SET_CHILD_SUBREAPER"))?;
+        if let NetPlan::Bridge { port, .. } = &plan.net {
+            listener = Some(
+                TcpListener::bind(("127.0.0.1", *port))
+                    .map_err(io_err(format!("binding proxy bridge on 127.0.0.1:{port}")))?,
+            );
+        }
+    }
+    let launcher = sys::getpid();
+    let c1 = match sys::fork().map_err(io_err("fork"))? {
+        Fork::Child => {
+            drop(ctl_parent);
+            drop(listener);
+            // A panic must never unwind back into the launcher's code in this copy.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                child_c1(plan, prep, layers, ctl_child, launcher)
+            }));
+            let _ = r;
+            sys::exit_now(125)
+        }
+        Fork::Parent(pid) => pid,
+    };
+    drop(ctl_child);
+
+    // Setup phase: messages until EOF (exec done) or an error report.
+    let mut setup_error: Option<(Layer, String)> = None;
+    let mut exec_error: Option<String> = None;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, fd) = match sys::recv_msg(ctl_parent.as_fd(), &mut buf) {
+            Ok(x) => x,
+            Err(e) => return Err(io_err("reading sandbox setup status")(e)),
+        };
+        if n == 0 && fd.is_none() {
+            break;
+        }
+        match (buf.first(), fd) {
+            (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
+            (Some(b'E'), _) if n >= 2 => {
+                setup_error = Some((
+                    Layer::from_tag(buf[1]),
+                    String::from_utf8_lossy(&buf[2..n]).into_owned(),
+                ))
+            }
+            (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
+            _ => {}
+        }
+    }
+    drop(ctl_parent);
+    if let Some((layer, message)) = setup_error {
+        let _ = sys::wait(c1, false);
+        return Err(SpawnError::Layer { layer, message });
+    }
+    if let Some(msg) = &exec_error {
+        eprintln!("sandpit: {msg}");
+    }
+    if let (Some(l), NetPlan::Bridge { relay_to, .. }) = (listener, &plan.net) {
+        bridge::serve(l, relay_to.clone());
+    }
+    let status = forward_until_exit(&sigs, c1);
+    if !ns {
+        kill_descendants();
+    }
+    status.map_err(io_err("waiting for the sandboxed command"))
+}
+
+/// Forward signals to `child` until it exits; returns its status as an exit code.
+fn forward_until_exit(sigs: &SigSet, child: libc::pid_t) -> io::Result<i32> {
+    loop {
+        if let Some((_, exit)) = sys::wait(child, true)? {
+            return Ok(exit.as_code());
+        }
+        let sig = sigs.wait()?;
+        if sig != libc::SIGCHLD {
+            let _ = sys::kill(child, sig);
+        }
+    }
+}
+
+/// Fallback mode: kill every process reparented to us (we are a child subreaper).
+fn kill_descendants() {
+    for _ in 0..100 {
+        let mut any = false;
+        let me = sys::getpid();
+        let path = format!("/proc/{me}/task/{me}/children");
+        if let Ok(s) = std::fs::read_to_string(&path) {
+            for pid in s
+                .split_whitespace()
+                .filter_map(|p| p.parse::<libc::pid_t>().ok())
+            {
+                any = true;
+                let _ = sys::kill(pid, libc::SIGKILL);
+                let _ = sys::wait(pid, false);
+            }
+        }
+        if !any {
+            break;
+        }
+    }
+}
+
+fn child_c1(
+    plan: &Plan,
+    prep: &Prepared,
+    layers: &Layers,
+    ctl: OwnedFd,
+    launcher: libc::pid_t,
+) -> ! {
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
+        sys::exit_now(125);
+    }
+    if plan.mode == Mode::LandlockOnly {
+        exec_command(plan, prep, layers, &ctl)
+    }
+    let net = plan.net != NetPlan::Host;
+    if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
+        fail(&ctl, Layer::UserNamespace, &e.to_string())
+    }
+    match sys::fork() {
+        Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+        Ok(Fork::Child) => child_init(plan, prep, layers, ctl),
+        Ok(Fork::Parent(c2)) => {
+            drop(ctl);
+            let sigs = SigSet::of(&all_signals());
+            let code = forward_until_exit(&sigs, c2).unwrap_or(125);
+            sys::exit_now(code)
+        }
+    }
+}
+
+/// pid 1 of the new pid namespace.
+fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! {
+    let _ = sys::set_parent_death_signal(libc::SIGKILL);
+    if let Err(e) = sys::install_noop_handlers(&all_signals()) {
+        fail(&ctl, Layer::Process, &format!("signal handlers: {e}"))
+    }
+    if let Err(e) = namespaces::apply_mounts(plan) {
+        fail(&ctl, Layer::Mounts, &e.to_string())
+    }
+    if plan.net != NetPlan::Host {
+        if let Err(e) = sys::loopback_up() {
+            fail(&ctl, Layer::Network, &format!("bringing up loopback: {e}"))
+        }
+    }
+    if let NetPlan::Bridge { port, .. } = &plan.net {
+        match TcpListener::bind(("127.0.0.1", *port)) {
+            Ok(l) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"B", l.as_fd()) {
+                    fail(&ctl, Layer::Network, &format!("handing over bridge: {e}"))
+                }
+            }
+            Err(e) => fail(
+                &ctl,
+                Layer::Network,
+                &format!("bridge listener on 127.0.0.1:{port}: {e}"),
+            ),
+        }
+    }
+    let _ = sys::sethostname(b"sandpit");
+    match sys::fork() {
+        Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+        Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl),
+        Ok(Fork::Parent(agent)) => {
+            drop(ctl);
+            let _ = sys::set_dumpable(false);
+            let sigs = SigSet::of(&all_signals());
+            loop {
+                // Reap every orphan; leave when the command itself is gone.
+                loop {
+                    match sys::wait(-1, true) {
+                        Ok(Some((pid, exit))) if pid == agent => sys::exit_now(exit.as_code()),
+                        Ok(Some(_)) => continue,
+                        Ok(None) => break,
+                        Err(_) => sys::exit_now(Exit::Code(125).as_code()),
+                    }
+                }
+                match sigs.wait() {
+                    Ok(libc::SIGCHLD) => {}
+                    Ok(sig) => {
+                        let _ = sys::kill(agent, sig);
+                    }
+                    Err(_) => sys::exit_now(125),
+                }
+            }
+        }
+    }
+}
+
+/// The command's own process: last restrictions, then exec.
+fn exec_command(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: &OwnedFd) -> ! {
+    if let Err(e) = SigSet::reset_all() {
+        fail(ctl, Layer::Process, &format!("signal mask: {e}"))
+    }
+    if let Err(e) = sys::setsid() {
+        fail(ctl, Layer::Process, &format!("setsid: {e}"))
+    }
+    if plan.mode == Mode::LandlockOnly {
+        if let Ok(cwd) = CString::new(plan.cwd.as_os_str().as_bytes()) {
+            if let Err(e) = sys::chdir(&cwd) {
+                fail(ctl, Layer::Process, &format!("chdir {:?}: {e}", plan.cwd))
+            }
+        }
+    }
+    if plan.mode == Mode::Namespaces || sys::getuid() == 0 {
+        if let Err(e) = sys::drop_all_capabilities() {
+            fail(ctl, Layer::Process, &format!("dropping capabilities: {e}"))
+        }
+    }
+    if let Err(e) = sys::set_no_new_privs() {
+        fail(ctl, Layer::Process, &format!("no_new_privs: {e}"))
+    }
+    if layers.landlock_abi.is_some() {
+        if let Err(e) = landlock::apply(&plan.landlock, layers.landlock_abi) {
+            fail(ctl, Layer::Landlock, &e.to_string())
+        }
+    }
+    let prog = match seccomp::compile(&seccomp::table(plan.seccomp)) {
+        Ok(p) => p,
+        Err(e) => fail(ctl, Layer::Seccomp, &e.to_string()),
+    };
+    if let Err(e) = sys::seccomp_install(&prog) {
+        fail(ctl, Layer::Seccomp, &format!("installing filter: {e}"))
+    }
+    if let Err(e) = sys::cloexec_from(3) {
+        fail(ctl, Layer::Process, &format!("close_range: {e}"))
+    }
+    let e = sys::execvpe(&prep.argv[0], &prep.argv, &prep.envp);
+    let mut m = b"X".to_vec();
+    m.extend_from_slice(
+        format!("{}: {e}", String::from_utf8_lossy(prep.argv[0].as_bytes())).as_bytes(),
+    );
+    let _ = send(ctl, &m);
+    let code = if e.kind() == io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    sys::exit_now(code)
+}

@@ -1,0 +1,307 @@
+//! Kernel layer, files: masked credential paths cannot be read by any route, and
+//! nothing outside the writable roots (or protected inside them) can be written by
+//! any syscall family. Every probe first runs without sandpit to show it works.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+mod kernel_support;
+
+use common::TestHome;
+use kernel_support::*;
+use std::os::unix::fs::MetadataExt;
+
+/// A HOME with credentials holding the canary, a normal file, and a symlink to the
+/// key planted in the workspace beforehand.
+fn home_with_secrets() -> TestHome {
+    let h = TestHome::new();
+    let home = h.home();
+    h.write(&home.join(".ssh/id_rsa"), CANARY);
+    h.write(&home.join(".aws/credentials"), CANARY);
+    h.write(&home.join(".netrc"), CANARY);
+    h.write(&home.join(".config/gh/hosts.yml"), CANARY);
+    h.write(&home.join("notes.txt"), "NORMAL");
+    std::os::unix::fs::symlink(home.join(".ssh/id_rsa"), h.workspace().join("planted-link"))
+        .unwrap();
+    let py = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/kernel_support/rawread.py"),
+    )
+    .unwrap();
+    h.write(&h.workspace().join("rawread.py"), &py);
+    h
+}
+
+const READ_SCRIPT: &str = r#"
+H=$HOME
+cat $H/.ssh/id_rsa
+cat ../.ssh/id_rsa
+cat $H/./.ssh//id_rsa
+cat $H/project/../.ssh/id_rsa
+cat /proc/self/root$H/.ssh/id_rsa
+cat /proc/self/cwd/../.ssh/id_rsa
+cat planted-link
+ln -s $H/.ssh/id_rsa new-link; cat new-link
+ln $H/.ssh/id_rsa hard-link; cat hard-link
+cp $H/.ssh/id_rsa copied; cat copied
+cat $H/.netrc $H/.aws/credentials $H/.config/gh/hosts.yml
+ls -la $H/.ssh $H/.aws
+grep -r CANARY $H 2>/dev/null
+python3 rawread.py $H/.ssh/id_rsa $H/.netrc
+echo CONTROL-$(cat $H/notes.txt)
+"#;
+
+#[test]
+fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
+    let control = home_with_secrets();
+    let out = bare(&control, READ_SCRIPT);
+    let t = text(&out);
+    // Each route works without the sandbox.
+    for route in ["raw-abs", "raw-dirfd", "raw-opath"] {
+        assert!(
+            t.contains(&format!(
+                "{route} {}/.ssh/id_rsa: {CANARY}",
+                control.home().display()
+            )),
+            "{route} bare: {t}"
+        );
+    }
+    assert!(
+        t.matches(CANARY).count() >= 12,
+        "bare run should read the canary: {t}"
+    );
+
+    let h = home_with_secrets();
+    let out = sandboxed(&h, READ_SCRIPT);
+    let t = text(&out);
+    assert!(
+        !t.contains(CANARY),
+        "canary leaked through the sandbox: {t}"
+    );
+    assert!(t.contains("CONTROL-NORMAL"), "positive control failed: {t}");
+    assert!(t.contains("Permission denied"), "{t}");
+    // The file masks and links left nothing behind on the host either.
+    assert!(!h.workspace().join("hard-link").exists());
+    let copied = h.workspace().join("copied");
+    assert!(std::fs::read_to_string(&copied)
+        .map(|s| !s.contains(CANARY))
+        .unwrap_or(true));
+}
+
+#[test]
+fn static_binary_and_io_uring_cannot_read_masked_files() {
+    let control = home_with_secrets();
+    let st = build_probe(&control, "static_read", true);
+    let ur = build_probe(&control, "uring_read", false);
+    let key = control.home().join(".ssh/id_rsa");
+    let script = format!(
+        "{} {k}; {} {k}",
+        st.display(),
+        ur.display(),
+        k = key.display()
+    );
+    let t = text(&bare(&control, &script));
+    assert!(
+        t.contains(&format!("static-read {}:{CANARY}", key.display())),
+        "bare static: {t}"
+    );
+    assert!(
+        t.contains(&format!("uring-read:{CANARY}")),
+        "bare io_uring: {t}"
+    );
+
+    let h = home_with_secrets();
+    build_probe(&h, "static_read", true);
+    build_probe(&h, "uring_read", false);
+    let key = h.home().join(".ssh/id_rsa");
+    let notes = h.home().join("notes.txt");
+    let script = format!(
+        "./static_read {k} {n}; ./uring_read {k}; ./uring_read {n}",
+        k = key.display(),
+        n = notes.display()
+    );
+    let t = text(&sandboxed(&h, &script));
+    assert!(!t.contains(CANARY), "canary leaked: {t}");
+    assert!(
+        t.contains(&format!("static-open {}: Permission denied", key.display())),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("static-read {}:NORMAL", notes.display())),
+        "control: {t}"
+    );
+    // io_uring is refused outright (seccomp), whatever the file.
+    assert_eq!(
+        t.matches("io_uring_setup: Function not implemented")
+            .count(),
+        2,
+        "{t}"
+    );
+}
+
+/// One line per operation: `name:ok` or `name:<errno text>`.
+const WRITE_PY: &str = r#"
+import os, sys
+T = sys.argv[1]          # directory under attack
+def mk(n):                # a fresh file of ours in the current directory
+    open(n, "w").write("MINE"); return n
+def tryit(name, f):
+    try:
+        f(); print(f"{name}:ok")
+    except OSError as e:
+        print(f"{name}:{e.strerror}")
+tryit("open-trunc", lambda: open(f"{T}/existing.txt", "w").write("PWNED"))
+tryit("append", lambda: open(f"{T}/existing.txt", "a").write("PWNED"))
+tryit("creat", lambda: os.close(os.open(f"{T}/new.txt", os.O_CREAT | os.O_WRONLY, 0o644)))
+tryit("mkdir", lambda: os.mkdir(f"{T}/newdir"))
+tryit("rename-in", lambda: os.rename(mk("s1"), f"{T}/renamed.txt"))
+tryit("rename-over", lambda: os.rename(mk("s2"), f"{T}/existing.txt"))
+tryit("link", lambda: os.link(mk("s3"), f"{T}/hardlink.txt"))
+tryit("symlink", lambda: os.symlink("/etc/passwd", f"{T}/symlink.txt"))
+tryit("truncate", lambda: os.truncate(f"{T}/existing.txt", 0))
+tryit("chmod", lambda: os.chmod(f"{T}/existing.txt", 0o777))
+tryit("utime", lambda: os.utime(f"{T}/existing.txt", (0, 0)))
+tryit("unlink", lambda: os.unlink(f"{T}/existing.txt"))
+tryit("mknod-fifo", lambda: os.mkfifo(f"{T}/fifo"))
+"#;
+
+fn setup_write_target(h: &TestHome, dir: &std::path::Path) {
+    h.write(&dir.join("existing.txt"), "ORIGINAL");
+    h.write(&h.workspace().join("mine.txt"), "MINE");
+    h.write(&h.workspace().join("attack.py"), WRITE_PY);
+}
+
+fn assert_target_untouched(dir: &std::path::Path, before_mtime: i64) {
+    let f = dir.join("existing.txt");
+    assert_eq!(content(&f).as_deref(), Some("ORIGINAL"));
+    let m = std::fs::metadata(&f).unwrap();
+    assert_eq!(m.mode() & 0o777, 0o644, "mode changed");
+    assert_eq!(m.mtime(), before_mtime, "mtime changed");
+    for n in [
+        "new.txt",
+        "newdir",
+        "renamed.txt",
+        "hardlink.txt",
+        "symlink.txt",
+        "fifo",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(dir.join(n)).is_err(),
+            "{n} was created"
+        );
+    }
+}
+
+#[test]
+fn writes_outside_the_workspace_fail_by_every_syscall_family() {
+    // Control: the same attack on a directory of ours succeeds without sandpit.
+    let control = TestHome::new();
+    let target = control.home().join("outside");
+    std::fs::create_dir_all(&target).unwrap();
+    control.give_to_test_user(&target);
+    setup_write_target(&control, &target);
+    let t = text(&bare(
+        &control,
+        &format!("python3 attack.py {}", target.display()),
+    ));
+    assert!(
+        !t.contains(":Read-only") && t.matches(":ok").count() == 13,
+        "bare: {t}"
+    );
+
+    let h = TestHome::new();
+    let target = h.home().join("outside");
+    std::fs::create_dir_all(&target).unwrap();
+    h.give_to_test_user(&target);
+    setup_write_target(&h, &target);
+    let mtime = std::fs::metadata(target.join("existing.txt"))
+        .unwrap()
+        .mtime();
+    // Positive control in the same run: the same attack inside the workspace works.
+    let inner = h.workspace().join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    h.give_to_test_user(&inner);
+    h.write(&inner.join("existing.txt"), "ORIGINAL");
+    let script = format!(
+        "python3 attack.py {t}; echo ===; python3 attack.py {i}",
+        t = target.display(),
+        i = inner.display()
+    );
+    let out = sandboxed(&h, &script);
+    let t = text(&out);
+    let (outside, inside) = t.split_once("===").unwrap();
+    assert_eq!(outside.matches(":ok").count(), 0, "a write escaped: {t}");
+    assert!(
+        outside.matches(":Read-only file system").count() >= 11,
+        "{t}"
+    );
+    assert_eq!(
+        inside.matches(":ok").count(),
+        13,
+        "control inside workspace: {t}"
+    );
+    assert_target_untouched(&target, mtime);
+    // Other places outside: /etc, the state dir, HOME itself.
+    h.write(&h.home().join(".sandpit/state"), "STATE");
+    let t = text(&sandboxed(
+        &h,
+        "touch /etc/sandpit-x; touch $HOME/.bashrc; touch $HOME/.sandpit/x; echo ok > $HOME/f; mkdir /usr/x",
+    ));
+    assert_eq!(t.matches("Read-only file system").count(), 5, "{t}");
+    assert!(!h.home().join(".bashrc").exists() && !h.home().join("f").exists());
+}
+
+#[test]
+fn protected_paths_in_the_workspace_stay_unwritable_even_if_missing() {
+    let h = TestHome::new();
+    let ws = h.workspace();
+    h.write(&ws.join(".git/config"), "[core]\n");
+    h.write(&ws.join(".git/description"), "desc");
+    h.write(&ws.join("x"), "payload");
+    let script = r#"
+echo evil > .git/config
+echo '[alias]' >> .git/config
+mv .git .git-moved
+rm -f .git/config
+mkdir -p .git/hooks
+echo 'curl evil' > .git/hooks/pre-commit
+echo evil > .sandpit.toml
+mv x .sandpit.toml
+ln x .mcp.json
+mkdir -p .claude && echo '{}' > .claude/settings.json
+echo fine > .git/description && echo DESC-OK
+echo fine > ok.txt && echo WS-OK
+"#;
+    // Control: without sandpit every one of these works.
+    let control = TestHome::new();
+    let cws = control.workspace();
+    control.write(&cws.join(".git/config"), "[core]\n");
+    control.write(&cws.join("x"), "payload");
+    bare(&control, script);
+    assert!(cws.join(".git-moved").exists() || cws.join(".git/hooks/pre-commit").exists());
+    assert!(cws.join(".sandpit.toml").exists());
+
+    let out = sandboxed(&h, script);
+    let t = text(&out);
+    assert!(
+        t.contains("DESC-OK") && t.contains("WS-OK"),
+        "positive control: {t}"
+    );
+    assert_eq!(
+        content(&ws.join(".git/config")).as_deref(),
+        Some("[core]\n"),
+        "{t}"
+    );
+    assert!(
+        ws.join(".git").is_dir() && !ws.join(".git-moved").exists(),
+        "{t}"
+    );
+    assert!(!ws.join(".git/hooks").exists(), "{t}");
+    assert!(
+        !ws.join(".sandpit.toml").exists(),
+        "placeholder left or file created: {t}"
+    );
+    assert!(
+        !ws.join(".mcp.json").exists() && !ws.join(".claude").exists(),
+        "{t}"
+    );
+    assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
+    assert_eq!(content(&ws.join("ok.txt")).as_deref(), Some("fine\n"));
+}

@@ -1,0 +1,264 @@
+//! Kernel layer, network: inside the sandbox nothing outside is reachable directly
+//! (TCP, UDP, IPv6, TCP Fast Open to loopback listeners on the host receive nothing);
+//! the only way out is the bridge to sandpit's proxy socket. Fallback mode (no
+//! namespaces) gets the same effect from Landlock TCP rules and seccomp.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+mod kernel_support;
+
+use common::TestHome;
+use kernel_support::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::time::Duration;
+
+const NET_PY: &str = r#"
+import socket, sys
+p, u, p6, u6 = map(int, sys.argv[1:5])
+def t(name, f):
+    try:
+        f(); print(name + ":ok")
+    except OSError as e:
+        print(name + ":" + (e.strerror or type(e).__name__))
+def tcp():
+    s = socket.create_connection(("127.0.0.1", p), timeout=3); s.sendall(b"LEAK-TCP"); s.close()
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"LEAK-UDP", ("127.0.0.1", u))
+def tcp6():
+    s = socket.create_connection(("::1", p6), timeout=3); s.sendall(b"LEAK-TCP6"); s.close()
+def udp6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.sendto(b"LEAK-UDP6", ("::1", u6))
+def tfo():
+    s = socket.socket(); s.settimeout(3); s.sendto(b"LEAK-TFO", socket.MSG_FASTOPEN, ("127.0.0.1", p)); s.close()
+def raw():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+for n, f in [("tcp", tcp), ("udp", udp), ("tcp6", tcp6), ("udp6", udp6), ("tfo", tfo), ("packet", raw)]:
+    t(n, f)
+"#;
+
+struct Listeners {
+    tcp: TcpListener,
+    udp: UdpSocket,
+    tcp6: TcpListener,
+    udp6: UdpSocket,
+}
+
+impl Listeners {
+    fn new() -> Listeners {
+        let l = Listeners {
+            tcp: TcpListener::bind("127.0.0.1:0").unwrap(),
+            udp: UdpSocket::bind("127.0.0.1:0").unwrap(),
+            tcp6: TcpListener::bind("[::1]:0").unwrap(),
+            udp6: UdpSocket::bind("[::1]:0").unwrap(),
+        };
+        for s in [&l.tcp, &l.tcp6] {
+            s.set_nonblocking(true).unwrap();
+        }
+        for s in [&l.udp, &l.udp6] {
+            s.set_nonblocking(true).unwrap();
+        }
+        l
+    }
+    fn args(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.tcp.local_addr().unwrap().port(),
+            self.udp.local_addr().unwrap().port(),
+            self.tcp6.local_addr().unwrap().port(),
+            self.udp6.local_addr().unwrap().port()
+        )
+    }
+    /// Everything the listeners received (connections drained, datagrams read).
+    fn received(&self) -> Vec<String> {
+        let mut got = vec![];
+        for l in [&self.tcp, &self.tcp6] {
+            while let Ok((mut c, _)) = l.accept() {
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut s = String::new();
+                let _ = c.read_to_string(&mut s);
+                got.push(format!("conn:{s}"));
+            }
+        }
+        for u in [&self.udp, &self.udp6] {
+            let mut b = [0u8; 100];
+            while let Ok(n) = u.recv(&mut b) {
+                got.push(format!("dgram:{}", String::from_utf8_lossy(&b[..n])));
+            }
+        }
+        got
+    }
+}
+
+fn probe_home() -> TestHome {
+    let h = TestHome::new();
+    h.write(&h.workspace().join("net.py"), NET_PY);
+    h
+}
+
+#[test]
+fn direct_tcp_udp_ipv6_and_fast_open_reach_nothing_outside() {
+    // Control: without sandpit the probe reaches every listener.
+    let l = Listeners::new();
+    let c = probe_home();
+    let t = text(&bare(&c, &format!("python3 net.py {}", l.args())));
+    assert!(
+        t.contains("tcp:ok") && t.contains("udp:ok") && t.contains("tcp6:ok"),
+        "bare: {t}"
+    );
+    std::thread::sleep(Duration::from_millis(100)); // let the datagrams land
+    let got = l.received();
+    for leak in ["LEAK-TCP", "LEAK-UDP", "LEAK-TCP6", "LEAK-UDP6"] {
+        assert!(
+            got.iter().any(|g| g.ends_with(&format!(":{leak}"))),
+            "bare {leak}: {got:?}"
+        );
+    }
+    // Fast Open reaches the listener too (a third connection; the payload may only
+    // follow the handshake after the client has gone).
+    assert_eq!(
+        got.iter().filter(|g| g.starts_with("conn:")).count(),
+        3,
+        "bare TFO: {got:?}"
+    );
+
+    let l = Listeners::new();
+    let h = probe_home();
+    let out = sandboxed(&h, &format!("python3 net.py {}", l.args()));
+    let t = text(&out);
+    assert!(t.contains("tcp:Connection refused"), "{t}");
+    assert!(
+        !t.contains("tcp6:ok") && !t.contains("tfo:ok") && !t.contains("packet:ok"),
+        "{t}"
+    );
+    assert!(t.contains("packet:Operation not permitted"), "{t}");
+    std::thread::sleep(Duration::from_millis(100));
+    let got = l.received();
+    assert!(got.is_empty(), "listeners outside received: {got:?} ({t})");
+}
+
+/// A recording echo server on a unix socket: the stand-in for sandpit's proxy.
+fn echo_server(path: &Path) -> std::thread::JoinHandle<Vec<String>> {
+    let l = UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::thread::spawn(move || {
+        let mut seen = vec![];
+        if let Ok((mut c, _)) = l.accept() {
+            let mut buf = [0u8; 64];
+            let n = c.read(&mut buf).unwrap_or(0);
+            let line = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+            let _ = c.write_all(format!("ECHO:{line}\n").as_bytes());
+            seen.push(line);
+        }
+        seen
+    })
+}
+
+const BRIDGE_PY: &str = r#"
+import os, socket, sys
+port, outside = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+s.sendall(b"PING-THROUGH-BRIDGE\n")
+print("reply:" + s.recv(100).decode().strip())
+print("proxy-env:" + os.environ.get("HTTPS_PROXY", ""))
+try:
+    socket.create_connection(("127.0.0.1", outside), timeout=3); print("outside:ok")
+except OSError as e:
+    print("outside:" + e.strerror)
+"#;
+
+#[test]
+fn the_bridge_relays_to_the_proxy_socket_and_nothing_else() {
+    let h = TestHome::new();
+    h.write(&h.workspace().join("b.py"), BRIDGE_PY);
+    let sock = h.dir.path().join("proxy.sock");
+    let server = echo_server(&sock);
+    let outside = TcpListener::bind("127.0.0.1:0").unwrap();
+    outside.set_nonblocking(true).unwrap();
+    let port = outside.local_addr().unwrap().port();
+    let out = sandpit_cmd(
+        &h,
+        &[
+            "--proxy-socket",
+            sock.to_str().unwrap(),
+            "--proxy-port",
+            "3128",
+        ],
+        &format!("python3 b.py 3128 {port}"),
+    )
+    .output()
+    .unwrap();
+    let t = text(&out);
+    assert!(t.contains("reply:ECHO:PING-THROUGH-BRIDGE"), "{t}");
+    assert_eq!(
+        server.join().unwrap(),
+        vec!["PING-THROUGH-BRIDGE".to_string()]
+    );
+    assert!(t.contains("proxy-env:http://127.0.0.1:3128"), "{t}");
+    assert!(t.contains("outside:Connection refused"), "{t}");
+    assert!(outside.accept().is_err(), "direct connection got through");
+    assert!(t.contains("network: proxy only"), "{t}");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn fallback_mode_limits_tcp_to_the_proxy_port_and_refuses_udp_and_fast_open() {
+    let l = Listeners::new();
+    let h = probe_home();
+    h.write(&h.workspace().join("b.py"), BRIDGE_PY);
+    let sock = h.dir.path().join("proxy.sock");
+    let server = echo_server(&sock);
+    let bridge_port = free_port().to_string();
+    let out = sandpit_cmd(
+        &h,
+        &[
+            "--allow-degraded",
+            "--proxy-socket",
+            sock.to_str().unwrap(),
+            "--proxy-port",
+            &bridge_port,
+        ],
+        &format!(
+            "python3 net.py {}; python3 b.py {bridge_port} {}",
+            l.args(),
+            l.tcp.local_addr().unwrap().port()
+        ),
+    )
+    .env("SANDPIT_FORCE_FALLBACK", "1")
+    .output()
+    .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED"), "{t}");
+    for p in ["tcp", "tcp6", "tfo"] {
+        assert!(
+            t.contains(&format!("{p}:Permission denied"))
+                || t.contains(&format!("{p}:Operation not permitted")),
+            "{p}: {t}"
+        );
+    }
+    assert!(
+        t.contains("udp:Operation not permitted") && t.contains("udp6:Operation not permitted"),
+        "{t}"
+    );
+    assert!(
+        t.contains("reply:ECHO:PING-THROUGH-BRIDGE"),
+        "positive control: {t}"
+    );
+    assert_eq!(
+        server.join().unwrap(),
+        vec!["PING-THROUGH-BRIDGE".to_string()]
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let got = l.received();
+    assert!(got.is_empty(), "listeners received: {got:?} ({t})");
+}

@@ -1,0 +1,274 @@
+//! Kernel layer, processes: ptrace/signals/process_vm on host processes, TIOCSTI,
+//! nested user namespaces, descendants outliving the run, exit status and signal
+//! propagation, the terminal, and failing closed. Each probe is first shown to work
+//! without sandpit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+mod kernel_support;
+
+use common::TestHome;
+use kernel_support::*;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+const PROC_PY: &str = r#"
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+host = int(sys.argv[1])
+def err(): return os.strerror(ctypes.get_errno())
+# A host process (not ours to touch).
+try:
+    os.kill(host, signal.SIGTERM); print("host-kill:ok")
+except OSError as e:
+    print("host-kill:" + e.strerror)
+r = libc.ptrace(16, host, 0, 0)
+print("host-ptrace:" + ("ok" if r == 0 else err()))
+if r == 0: libc.ptrace(17, host, 0, 0)
+# Our own child: signals work inside, ptrace and process_vm_readv do not.
+c = os.fork()
+if c == 0:
+    time.sleep(60); os._exit(0)
+r = libc.ptrace(16, c, 0, 0)
+print("child-ptrace:" + ("ok" if r == 0 else err()))
+if r == 0:
+    os.waitpid(c, 0); libc.ptrace(17, c, 0, 0)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = iovec(ctypes.cast(ctypes.pointer(ctypes.c_int(0)), ctypes.c_void_p), 8)
+n = libc.process_vm_readv(c, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+print("process_vm_readv:" + ("ok" if n >= 0 else err()))
+os.kill(c, signal.SIGKILL); os.waitpid(c, 0); print("own-child-kill:ok")
+"#;
+
+fn victim(h: &TestHome) -> std::process::Child {
+    h.command("sleep").arg("300").spawn().unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+#[test]
+fn host_processes_cannot_be_signalled_traced_or_read() {
+    let control = TestHome::new();
+    control.write(&control.workspace().join("p.py"), PROC_PY);
+    let mut v = victim(&control);
+    let t = text(&bare(&control, &format!("python3 p.py {}", v.id())));
+    let _ = v.wait();
+    assert!(
+        t.contains("host-kill:ok") && t.contains("child-ptrace:ok"),
+        "bare: {t}"
+    );
+    assert!(t.contains("process_vm_readv:ok"), "bare: {t}");
+
+    let h = TestHome::new();
+    h.write(&h.workspace().join("p.py"), PROC_PY);
+    let mut v = victim(&h);
+    let t = text(&sandboxed(&h, &format!("python3 p.py {}", v.id())));
+    assert!(alive(v.id()), "host process was killed: {t}");
+    let _ = v.kill();
+    let _ = v.wait();
+    assert!(t.contains("host-kill:No such process"), "{t}");
+    assert!(
+        !t.contains("host-ptrace:ok") && !t.contains("child-ptrace:ok"),
+        "{t}"
+    );
+    assert!(t.contains("child-ptrace:Operation not permitted"), "{t}");
+    assert!(
+        t.contains("process_vm_readv:Operation not permitted"),
+        "{t}"
+    );
+    assert!(t.contains("own-child-kill:ok"), "positive control: {t}");
+}
+
+const TIOCSTI_PY: &str = r#"
+import fcntl, os, termios
+os.setsid()
+m, s = os.openpty()
+name = os.ttyname(s)
+ctty = os.open(name, os.O_RDWR)          # becomes our controlling terminal
+for req, label in [(termios.TIOCSTI, "tiocsti")]:
+    try:
+        fcntl.ioctl(ctty, req, b"Z"); print(label + ":ok")
+    except OSError as e:
+        print(label + ":" + e.strerror)
+os.set_blocking(m, False)
+try: print("injected:" + os.read(m, 100).decode(errors="replace").strip())
+except BlockingIOError: print("injected:")
+print("winsize:" + str(len(fcntl.ioctl(ctty, termios.TIOCGWINSZ, b"\0" * 8))))
+"#;
+
+#[test]
+fn tiocsti_is_refused_other_tty_ioctls_work() {
+    let control = TestHome::new();
+    control.write(&control.workspace().join("t.py"), TIOCSTI_PY);
+    let t = text(&bare(&control, "python3 t.py"));
+    assert!(t.contains("tiocsti:ok"), "bare: {t}");
+
+    let h = TestHome::new();
+    h.write(&h.workspace().join("t.py"), TIOCSTI_PY);
+    let t = text(&sandboxed(&h, "python3 t.py"));
+    assert!(t.contains("tiocsti:Operation not permitted"), "{t}");
+    assert!(
+        t.contains("winsize:8"),
+        "positive control (TIOCGWINSZ): {t}"
+    );
+}
+
+#[test]
+fn nested_user_namespaces_and_mounts_are_refused() {
+    let script = "unshare -Ur sh -c 'echo NESTED-OK'; unshare -Urm sh -c 'mount -t tmpfs x /tmp && echo MOUNT-OK'; echo DONE";
+    let control = TestHome::new();
+    let t = text(&bare(&control, script));
+    assert!(
+        t.contains("NESTED-OK") && t.contains("MOUNT-OK"),
+        "bare: {t}"
+    );
+    let h = TestHome::new();
+    let t = text(&sandboxed(&h, script));
+    assert!(!t.contains("NESTED-OK") && !t.contains("MOUNT-OK"), "{t}");
+    assert!(t.contains("DONE"), "{t}");
+}
+
+fn daemons_with_tag(tag: &str) -> Vec<u32> {
+    let mut found = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&c).contains(tag) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn setsid_and_double_forked_descendants_die_with_the_run() {
+    let tag = format!("4242.{}", std::process::id());
+    let script = format!(
+        "setsid sleep {tag}1 >/dev/null 2>&1 & (sh -c 'nohup sleep {tag}2 >/dev/null 2>&1 &') ; \
+         python3 -c 'import os,time\nif os.fork()==0:\n os.setsid()\n if os.fork()==0: os.execvp(\"sleep\",[\"sleep\",\"{tag}3\"])\n os._exit(0)' >/dev/null 2>&1; \
+         sleep 0.2; echo started"
+    );
+    // Control: without sandpit they outlive the shell.
+    let control = TestHome::new();
+    let out = bare(&control, &script);
+    assert!(text(&out).contains("started"));
+    let survivors = daemons_with_tag(&tag);
+    for p in &survivors {
+        // SAFETY: killing the control run's own leftovers.
+        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+    }
+    assert_eq!(survivors.len(), 3, "bare run should leave 3 daemons");
+
+    let h = TestHome::new();
+    let out = sandboxed(&h, &script);
+    assert!(text(&out).contains("started"), "{}", text(&out));
+    let survivors = daemons_with_tag(&tag);
+    for p in &survivors {
+        // SAFETY: cleaning up after a failing assertion.
+        unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+    }
+    assert!(
+        survivors.is_empty(),
+        "descendants outlived the run: {survivors:?}"
+    );
+}
+
+#[test]
+fn exit_status_and_signals_propagate() {
+    let h = TestHome::new();
+    assert_eq!(sandboxed(&h, "exit 7").status.code(), Some(7));
+    assert_eq!(sandboxed(&h, "kill -9 $$").status.code(), Some(137));
+    let mut child = sandpit_cmd(
+        &h,
+        &[],
+        "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    // SAFETY: signalling the sandpit process we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "got-term");
+    assert_eq!(status.code(), Some(42));
+}
+
+#[test]
+fn terminal_is_usable_inside() {
+    let h = TestHome::new();
+    let inner = format!(
+        "{} run -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; stty size; printf \"%s\\n\" typed-line | cat'",
+        common::sandpit_bin().display()
+    );
+    let out = h
+        .command("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("TTY-OK"), "{t}");
+    assert!(t.contains("typed-line"), "{t}");
+}
+
+#[test]
+fn missing_layer_fails_closed_and_names_the_flag() {
+    let h = TestHome::new();
+    let out = sandpit_cmd(&h, &[], "touch ran")
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(125), "{t}");
+    assert!(
+        t.contains("--allow-degraded") && t.contains("not started"),
+        "{t}"
+    );
+    assert!(!h.workspace().join("ran").exists());
+    // Positive control: the same command runs in the full mode.
+    let out = sandpit_cmd(&h, &[], "touch ran").output().unwrap();
+    assert!(
+        out.status.success() && h.workspace().join("ran").exists(),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("kernel layer: namespaces"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn degraded_mode_still_confines_writes_and_says_so() {
+    let h = TestHome::new();
+    h.write(&h.home().join("outside.txt"), "ORIGINAL");
+    let out = sandpit_cmd(
+        &h,
+        &["--allow-degraded"],
+        "echo x > $HOME/outside.txt; echo y > /tmp/sandpit-degraded-probe; echo ok > in.txt && echo WS-OK",
+    )
+    .env("SANDPIT_FORCE_FALLBACK", "1")
+    .output()
+    .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED") && t.contains("weaker"), "{t}");
+    assert!(t.contains("WS-OK"), "positive control: {t}");
+    assert_eq!(
+        content(&h.home().join("outside.txt")).as_deref(),
+        Some("ORIGINAL")
+    );
+    assert!(!std::path::Path::new("/tmp/sandpit-degraded-probe").exists());
+    assert_eq!(t.matches("Permission denied").count(), 2, "{t}");
+}
