@@ -74,17 +74,21 @@ macro_rules! hook {
                     Err(_) => panic!("symbol name"),
                 },
             );
+            // Unit tests link this crate into the test binary: no exports, no
+            // constructors there.
+            #[cfg(not(test))]
             #[used]
             #[cfg_attr(target_os = "linux", link_section = ".init_array")]
             #[cfg_attr(target_os = "macos", link_section = "__DATA,__mod_init_func")]
             static INIT: extern "C" fn() = init;
+            #[allow(dead_code)]
             extern "C" fn init() {
                 REAL.resolve(super::$name as *const () as usize);
             }
         }
 
         $(#[$meta])*
-        #[no_mangle]
+        #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             type Sig = unsafe extern "C" fn($($ty),*) -> $ret;
             let addr = $name::REAL.get($name as *const () as usize);

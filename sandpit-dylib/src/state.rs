@@ -123,6 +123,7 @@ extern "C" fn init_ctor() {
     init();
 }
 
+#[cfg(not(test))]
 #[used]
 #[cfg_attr(target_os = "linux", link_section = ".init_array")]
 #[cfg_attr(target_os = "macos", link_section = "__DATA,__mod_init_func")]

@@ -89,7 +89,7 @@ hook! {
 }
 
 /// Called by the C shim for `execl`/`execle`.
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sandpit_execve_impl(
     path: *const c_char,
     argv: *const *const c_char,
@@ -110,7 +110,7 @@ macro_rules! trampoline {
         /// Variadic entry point: jumps to the C shim with registers and stack as the
         /// caller left them.
         #[unsafe(naked)]
-        #[no_mangle]
+        #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name() {
             #[cfg(target_arch = "x86_64")]
             core::arch::naked_asm!("jmp {t}", t = sym $target);

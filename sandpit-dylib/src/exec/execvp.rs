@@ -111,7 +111,7 @@ hook! {
 }
 
 /// Called by the C shim for `execlp`.
-#[no_mangle]
+#[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn sandpit_execvpe_impl(
     file: *const c_char,
     argv: *const *const c_char,
