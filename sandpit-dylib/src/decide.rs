@@ -1,23 +1,21 @@
-//! The decision boundary of the library: a small trait the hooks consult, and the
-//! snapshot format it is loaded from.
+//! The decision boundary of the library: [`Engine`] wraps the launcher's
+//! `sandpit_policy::Policy` (loaded from its snapshot) and answers the hooks.
 //!
-//! Until the policy crate's snapshot lands this reads a line-based format of its own
-//! (documented on [`parse`]); the hooks only see [`Decider`].
-use std::fmt;
+//! Verdicts come from `sandpit_policy::decide`, so the interposer, the kernel plan
+//! and `sandpit explain` agree and the agent sees the same reason text everywhere.
+//! Because `decide` builds its reason strings for every answer, the hot paths (open,
+//! exec) first run an allocation-free check compiled from the same rules with the
+//! same semantics (deepest rule wins, by whole path components); only when that check
+//! does not clearly allow is `decide` asked, and its verdict is final.
+use sandpit_policy::{Decision, Policy, Request};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Read,
     Write,
-}
-
-impl Access {
-    pub fn verb(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,158 +25,219 @@ pub enum NetMode {
     Unrestricted,
 }
 
-/// The rule that decided a denial, as the user wrote it.
-#[derive(Debug, Clone, Copy)]
-pub struct Rule<'a> {
-    /// `files.block_read`, `exec.block`, …
-    pub key: &'a str,
-    /// The entry text as written (`~/.ssh`).
-    pub entry: &'a str,
-    /// Where it was written (`/home/u/.sandpit/config.toml:3`), or a built-in name.
-    pub origin: &'a str,
+/// A denial: the line the sandboxed program sees on stderr (without newline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied(pub String);
+
+/// One path rule as bytes with its depth (number of components).
+struct PathRule {
+    path: Vec<u8>,
+    depth: usize,
 }
 
-impl fmt::Display for Rule<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} \"{}\" in {}", self.key, self.entry, self.origin)
-    }
+fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> Vec<PathRule> {
+    v.iter()
+        .map(|r| {
+            let path = r.value.as_os_str().as_bytes().to_vec();
+            PathRule {
+                depth: depth(&path),
+                path,
+            }
+        })
+        .collect()
 }
 
-pub trait Decider: Send + Sync {
-    /// `path` is absolute and canonical (no `.`, `..`, `//`, symlinks).
-    fn path(&self, access: Access, path: &[u8]) -> Result<(), Rule<'_>>;
-    /// The whole command line, argv joined by spaces.
-    fn exec(&self, argv: &[&[u8]]) -> Result<(), Rule<'_>>;
-    /// True when the variable named `name` must not reach spawned commands.
-    fn withhold(&self, name: &[u8]) -> bool;
-    fn net_mode(&self) -> NetMode;
-    /// The home directory the policy was written against (to print `~/…`).
-    fn home(&self) -> &[u8];
-    /// The state directory the snapshot must live in.
-    fn state_dir(&self) -> &[u8];
+fn depth(p: &[u8]) -> usize {
+    p.split(|&b| b == b'/').filter(|c| !c.is_empty()).count()
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum SnapshotError {
-    #[error("not a sandpit snapshot (bad header)")]
-    Header,
-    #[error("line {line}: {msg}")]
-    Line { line: usize, msg: &'static str },
+/// Depth of the deepest rule containing `p`.
+fn deepest(rules: &[PathRule], p: &[u8]) -> Option<usize> {
+    rules
+        .iter()
+        .filter(|r| under(p, &r.path))
+        .map(|r| r.depth)
+        .max()
 }
 
-struct Entry {
-    value: Vec<u8>,
-    entry: String,
-    origin: String,
-}
-
-/// A policy decoded from the snapshot.
-pub struct Snapshot {
+pub struct Engine {
+    policy: Policy,
+    block_read: Vec<PathRule>,
+    allow_read: Vec<PathRule>,
+    block_write: Vec<PathRule>,
+    allow_write: Vec<PathRule>,
+    /// Lowercased ASCII substrings of `exec.block`, when every entry is one and no
+    /// adversary reviews commands (otherwise every exec asks `decide`).
+    exec_plain: Option<Vec<Vec<u8>>>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
-    net: NetMode,
-    block_read: Vec<Entry>,
-    allow_write: Vec<Entry>,
-    block_write: Vec<Entry>,
-    exec_block: Vec<Entry>,
-    withhold: Vec<Vec<u8>>,
 }
 
-pub const HEADER: &str = "sandpit-snapshot v1";
-
-/// Parse the snapshot:
-/// ```text
-/// sandpit-snapshot v1
-/// home /home/u
-/// state_dir /home/u/.sandpit
-/// net filtered|offline|unrestricted
-/// block_read  /abs/path \t entry-as-written \t origin
-/// allow_write /abs/path \t entry \t origin
-/// block_write /abs/path \t entry \t origin
-/// exec_block  lowercase-substring \t entry \t origin
-/// withhold    NAME_GLOB
-/// ```
-/// Reads are allowed unless under a `block_read` path. Writes are allowed only under
-/// an `allow_write` path and not under a `block_write` or `block_read` path.
-pub fn parse(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| SnapshotError::Header)?;
-    let mut lines = text.lines();
-    if lines.next() != Some(HEADER) {
-        return Err(SnapshotError::Header);
+impl Engine {
+    pub fn new(policy: Policy) -> Engine {
+        let reviews_exec = policy
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Exec));
+        let exec_plain = if reviews_exec {
+            None
+        } else {
+            policy
+                .exec
+                .block
+                .iter()
+                .map(|r| {
+                    let s = &r.value.source;
+                    (!r.value.is_regex() && s.is_ascii()).then(|| s.to_ascii_lowercase().into_bytes())
+                })
+                .collect()
+        };
+        // Compile regexes now, not lazily in a forked child.
+        for r in &policy.exec.block {
+            let _ = r.value.matches("");
+        }
+        Engine {
+            block_read: rules(&policy.files.block_read),
+            allow_read: rules(&policy.files.allow_read),
+            block_write: rules(&policy.files.block_write),
+            allow_write: rules(&policy.files.allow_write),
+            exec_plain,
+            home: policy.context.home.as_os_str().as_bytes().to_vec(),
+            state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
+            policy,
+        }
     }
-    let mut s = Snapshot {
-        home: Vec::new(),
-        state_dir: Vec::new(),
-        net: NetMode::Offline,
-        block_read: vec![],
-        allow_write: vec![],
-        block_write: vec![],
-        exec_block: vec![],
-        withhold: vec![],
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn read_ok(&self, p: &[u8]) -> bool {
+        match (deepest(&self.block_read, p), deepest(&self.allow_read, p)) {
+            (Some(b), Some(a)) => a > b,
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// Allocation-free: true only when `decide` would certainly allow.
+    pub fn path_allowed_fast(&self, access: Access, p: &[u8]) -> bool {
+        match access {
+            Access::Read => self.read_ok(p),
+            Access::Write => {
+                self.read_ok(p)
+                    && deepest(&self.block_write, p).is_none()
+                    && deepest(&self.allow_write, p).is_some()
+            }
+        }
+    }
+
+    /// `path` is absolute and canonical (no `.`, `..`, `//`, symlinks).
+    pub fn path(&self, access: Access, p: &[u8]) -> Result<(), Denied> {
+        if self.path_allowed_fast(access, p) {
+            return Ok(());
+        }
+        let path = Path::new(OsStr::from_bytes(p));
+        let req = match access {
+            Access::Read => Request::Read(path),
+            Access::Write => Request::Write(path),
+        };
+        verdict(sandpit_policy::decide(&self.policy, &req))
+    }
+
+    /// The whole command line (argv joined by spaces) against `exec.block`.
+    pub fn exec(&self, argv: &[&[u8]]) -> Result<(), Denied> {
+        if let Some(pats) = &self.exec_plain {
+            if argv.iter().all(|a| a.is_ascii()) && !pats.iter().any(|p| contains_joined(argv, p)) {
+                return Ok(());
+            }
+        }
+        let owned: Vec<String> = argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let v = sandpit_policy::decide(&self.policy, &Request::Exec(&owned));
+        if v.decision == Decision::Review {
+            return Err(Denied(format!(
+                "sandpit: {}; the interposer cannot ask the adversary yet, so it is denied (fail closed)",
+                v.reason
+            )));
+        }
+        verdict(v)
+    }
+
+    /// True when the variable `name` must not reach spawned commands.
+    pub fn withhold(&self, name: &[u8]) -> bool {
+        match std::str::from_utf8(name) {
+            Ok(n) => self.policy.env.is_withheld(n),
+            // A name that is not UTF-8 is matched on its lossy form.
+            Err(_) => self
+                .policy
+                .env
+                .is_withheld(&String::from_utf8_lossy(name)),
+        }
+    }
+
+    pub fn net_mode(&self) -> NetMode {
+        match self.policy.network.mode.value {
+            sandpit_policy::NetMode::Offline => NetMode::Offline,
+            sandpit_policy::NetMode::Filtered => NetMode::Filtered,
+            sandpit_policy::NetMode::Unrestricted => NetMode::Unrestricted,
+        }
+    }
+
+    /// The policy's verdict on a direct connection (used for its reason text).
+    pub fn connect(&self, host: &str, port: u16) -> Result<(), Denied> {
+        verdict(sandpit_policy::decide(&self.policy, &Request::Connect { host, port }))
+    }
+
+    /// The home directory the policy was written against (to print `~/…`).
+    pub fn home(&self) -> &[u8] {
+        &self.home
+    }
+
+    /// The state directory the snapshot must live in.
+    pub fn state_dir(&self) -> &[u8] {
+        &self.state_dir
+    }
+}
+
+fn verdict(v: sandpit_policy::Verdict) -> Result<(), Denied> {
+    match v.decision {
+        Decision::Deny => Err(Denied(v.line())),
+        Decision::Allow | Decision::Review => Ok(()),
+    }
+}
+
+/// Case-insensitive (ASCII) substring `needle` (already lowercase) of `argv`
+/// joined by single spaces, without building the joined string.
+pub fn contains_joined(argv: &[&[u8]], needle: &[u8]) -> bool {
+    let total: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>();
+    let len = total.saturating_sub(1);
+    if needle.is_empty() {
+        return true;
+    }
+    if needle.len() > len {
+        return false;
+    }
+    // Byte at position k of the joined line.
+    let at = |k: usize| -> u8 {
+        let mut k = k;
+        for a in argv {
+            if k < a.len() {
+                return a[k].to_ascii_lowercase();
+            }
+            if k == a.len() {
+                return b' ';
+            }
+            k -= a.len() + 1;
+        }
+        0
     };
-    let mut saw_net = false;
-    for (i, line) in lines.enumerate() {
-        let line_no = i + 2;
-        let bad = |msg| SnapshotError::Line { line: line_no, msg };
-        if line.is_empty() {
-            continue;
-        }
-        let (key, rest) = line.split_once(' ').ok_or(bad("missing value"))?;
-        let rest = rest.trim_start();
-        let entry = |rest: &str| -> Result<Entry, SnapshotError> {
-            let mut f = rest.split('\t');
-            let value = f.next().unwrap_or("").trim_end();
-            let entry = f.next().ok_or(bad("missing entry text"))?;
-            let origin = f.next().ok_or(bad("missing origin"))?;
-            if value.is_empty() {
-                return Err(bad("empty value"));
-            }
-            Ok(Entry {
-                value: value.as_bytes().to_vec(),
-                entry: entry.to_string(),
-                origin: origin.to_string(),
-            })
-        };
-        let abs = |e: Entry| -> Result<Entry, SnapshotError> {
-            if e.value.first() != Some(&b'/') {
-                return Err(bad("path is not absolute"));
-            }
-            Ok(e)
-        };
-        match key {
-            "home" => s.home = rest.as_bytes().to_vec(),
-            "state_dir" => s.state_dir = rest.as_bytes().to_vec(),
-            "net" => {
-                saw_net = true;
-                s.net = match rest {
-                    "filtered" => NetMode::Filtered,
-                    "offline" => NetMode::Offline,
-                    "unrestricted" => NetMode::Unrestricted,
-                    _ => return Err(bad("unknown network mode")),
-                }
-            }
-            "block_read" => s.block_read.push(abs(entry(rest)?)?),
-            "allow_write" => s.allow_write.push(abs(entry(rest)?)?),
-            "block_write" => s.block_write.push(abs(entry(rest)?)?),
-            "exec_block" => {
-                let mut e = entry(rest)?;
-                e.value.make_ascii_lowercase();
-                s.exec_block.push(e)
-            }
-            "withhold" => s.withhold.push(rest.as_bytes().to_vec()),
-            _ => return Err(bad("unknown key")),
-        }
-    }
-    if s.home.first() != Some(&b'/') || s.state_dir.first() != Some(&b'/') || !saw_net {
-        return Err(SnapshotError::Line {
-            line: 0,
-            msg: "home, state_dir and net are required",
-        });
-    }
-    Ok(s)
+    (0..=len - needle.len()).any(|s| needle.iter().enumerate().all(|(j, &c)| at(s + j) == c))
 }
 
-/// `path` equals `prefix` or lies below it.
+/// `path` equals `prefix` or lies below it (whole components).
 pub fn under(path: &[u8], prefix: &[u8]) -> bool {
     let prefix = if prefix.len() > 1 && prefix.ends_with(b"/") {
         &prefix[..prefix.len() - 1]
@@ -191,151 +250,72 @@ pub fn under(path: &[u8], prefix: &[u8]) -> bool {
     path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
 }
 
-/// Shell-style glob with `*` only, case-sensitive (environment variable names).
-pub fn glob(pat: &[u8], s: &[u8]) -> bool {
-    let (mut p, mut i) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while i < s.len() {
-        if p < pat.len() && pat[p] == b'*' {
-            star = Some(p);
-            mark = i;
-            p += 1;
-        } else if p < pat.len() && pat[p] == s[i] {
-            p += 1;
-            i += 1;
-        } else if let Some(sp) = star {
-            p = sp + 1;
-            mark += 1;
-            i = mark;
-        } else {
-            return false;
-        }
-    }
-    while p < pat.len() && pat[p] == b'*' {
-        p += 1;
-    }
-    p == pat.len()
-}
-
-fn rule<'a>(key: &'a str, e: &'a Entry) -> Rule<'a> {
-    Rule {
-        key,
-        entry: &e.entry,
-        origin: &e.origin,
-    }
-}
-
-impl Decider for Snapshot {
-    fn path(&self, access: Access, path: &[u8]) -> Result<(), Rule<'_>> {
-        if let Some(e) = self.block_read.iter().find(|e| under(path, &e.value)) {
-            return Err(rule("files.block_read", e));
-        }
-        if access == Access::Write {
-            if let Some(e) = self.block_write.iter().find(|e| under(path, &e.value)) {
-                return Err(rule("files.block_write", e));
-            }
-            if !self.allow_write.iter().any(|e| under(path, &e.value)) {
-                return Err(Rule {
-                    key: "files.allow_write",
-                    entry: "(no entry covers this path)",
-                    origin: "the policy",
-                });
-            }
-        }
-        Ok(())
-    }
-
-    fn exec(&self, argv: &[&[u8]]) -> Result<(), Rule<'_>> {
-        for e in &self.exec_block {
-            let n = &e.value;
-            // Case-insensitive substring over argv joined by single spaces, without
-            // building the joined string.
-            let total: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>();
-            let at = |k: usize| -> u8 {
-                let mut k = k;
-                for a in argv {
-                    if k < a.len() {
-                        return a[k].to_ascii_lowercase();
-                    }
-                    if k == a.len() {
-                        return b' ';
-                    }
-                    k -= a.len() + 1;
-                }
-                0
-            };
-            let len = total.saturating_sub(1);
-            if n.len() <= len && (0..=len - n.len()).any(|s| (0..n.len()).all(|j| at(s + j) == n[j]))
-            {
-                return Err(rule("exec.block", e));
-            }
-        }
-        Ok(())
-    }
-
-    fn withhold(&self, name: &[u8]) -> bool {
-        self.withhold.iter().any(|p| glob(p, name))
-    }
-
-    fn net_mode(&self) -> NetMode {
-        self.net
-    }
-
-    fn home(&self) -> &[u8] {
-        &self.home
-    }
-
-    fn state_dir(&self) -> &[u8] {
-        &self.state_dir
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sandpit_policy::{Context, Layer, LoadOptions, Source};
 
-    fn snap() -> Snapshot {
-        parse(
-            b"sandpit-snapshot v1\nhome /h\nstate_dir /h/.sandpit\nnet filtered\n\
-block_read /h/.ssh\t~/.ssh\t/h/.sandpit/config.toml:3\n\
-allow_write /h/p\t.\tbuiltin\nblock_write /h/p/.git/hooks\t.git/hooks\tbuiltin\n\
-exec_block curl --data\tcurl --data\tbuiltin\nwithhold *_TOKEN\n",
-        )
-        .unwrap()
+    fn engine(user: &str) -> Engine {
+        let ctx = Context {
+            home: "/h".into(),
+            workspace: "/h/p".into(),
+            scratch: "/tmp/run".into(),
+            state_dir: "/h/.sandpit".into(),
+        };
+        let mut o = LoadOptions::new(ctx);
+        o.user = Some(Source::new(Layer::User, "/h/.sandpit/config.toml", user));
+        let p = sandpit_policy::load(&o).unwrap();
+        Engine::new(Policy::from_snapshot(&p.snapshot()).unwrap())
     }
 
     #[test]
-    fn paths() {
-        let s = snap();
-        assert!(s.path(Access::Read, b"/h/.ssh/id_rsa").is_err());
-        assert!(s.path(Access::Read, b"/h/.ssh").is_err());
-        assert!(s.path(Access::Read, b"/h/.sshx").is_ok());
-        assert!(s.path(Access::Write, b"/h/p/x").is_ok());
-        assert!(s.path(Access::Write, b"/h/q").is_err());
-        assert!(s.path(Access::Write, b"/h/p/.git/hooks/pre-commit").is_err());
-        let r = s.path(Access::Read, b"/h/.ssh/k").unwrap_err();
-        assert_eq!(
-            r.to_string(),
-            "files.block_read \"~/.ssh\" in /h/.sandpit/config.toml:3"
+    fn fast_check_agrees_with_decide() {
+        let e = engine(
+            "[files]\nallow_read = [\"~/.ssh/known_hosts\"]\n[exec]\nblock = [\"curl --data\", \"re:nc\\\\s+-e\"]\n",
         );
+        let paths: &[&str] = &[
+            "/h/.ssh", "/h/.ssh/id_rsa", "/h/.sshx", "/h/.ssh/known_hosts", "/h/p", "/h/p/x/y",
+            "/h/p/.git/hooks/pre-commit", "/h/p/.git/config", "/h/p/.gitx", "/h/.bashrc",
+            "/h/.sandpit/x", "/tmp/run/a", "/tmp/other", "/etc/passwd", "/", "/h", "/h/.aws/credentials",
+        ];
+        for p in paths {
+            for acc in [Access::Read, Access::Write] {
+                let fast = e.path_allowed_fast(acc, p.as_bytes());
+                let req = match acc {
+                    Access::Read => Request::Read(Path::new(p)),
+                    Access::Write => Request::Write(Path::new(p)),
+                };
+                let slow = sandpit_policy::decide(e.policy(), &req).is_allowed();
+                assert_eq!(fast, slow, "{acc:?} {p}");
+                assert_eq!(e.path(acc, p.as_bytes()).is_ok(), slow, "{acc:?} {p}");
+            }
+        }
+        let d = e.path(Access::Read, b"/h/.ssh/id_rsa").unwrap_err();
+        assert!(d.0.starts_with("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "), "{}", d.0);
     }
 
     #[test]
-    fn exec_and_env() {
-        let s = snap();
-        assert!(s.exec(&[b"/usr/bin/CURL", b"--data", b"x"]).is_err());
-        assert!(s.exec(&[b"curl", b"-d"]).is_ok());
-        assert!(s.exec(&[b"curl"]).is_ok());
-        assert!(s.withhold(b"GH_TOKEN"));
-        assert!(!s.withhold(b"TOKEN_GH"));
-        assert!(glob(b"AWS_*", b"AWS_SECRET"));
-        assert!(glob(b"*", b""));
+    fn exec_matching() {
+        let e = engine("[exec]\nblock = [\"curl --data\"]\n");
+        assert!(e.exec_plain.is_some());
+        assert!(e.exec(&[b"/usr/bin/CURL", b"--data", b"x"]).is_err());
+        assert!(e.exec(&[b"curl", b"-d"]).is_ok());
+        assert!(e.exec(&[b"curl"]).is_ok());
+        let e = engine("[exec]\nblock = [\"re:nc\\\\s+-e\"]\n");
+        assert!(e.exec_plain.is_none());
+        assert!(e.exec(&[b"nc", b"-e", b"/bin/sh"]).is_err());
+        assert!(e.exec(&[b"nc", b"-l"]).is_ok());
     }
 
     #[test]
-    fn rejects_garbage() {
-        assert!(parse(b"garbage").is_err());
-        assert!(parse(b"sandpit-snapshot v1\nhome /h\n").is_err());
-        assert!(parse(b"sandpit-snapshot v1\nhome /h\nstate_dir /s\nnet x\n").is_err());
+    fn env_and_joined() {
+        let e = engine("[env]\nwithhold = [\"*_TOKEN\", \"AWS_*\"]\n");
+        assert!(e.withhold(b"GH_TOKEN"));
+        assert!(e.withhold(b"AWS_SECRET_ACCESS_KEY"));
+        assert!(!e.withhold(b"PATH"));
+        assert!(contains_joined(&[b"a", b"BC"], b"a bc"));
+        assert!(!contains_joined(&[b"ab", b"c"], b"abc"));
+        assert!(under(b"/a/b", b"/a"));
+        assert!(!under(b"/ab", b"/a"));
     }
 }

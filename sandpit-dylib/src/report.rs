@@ -1,6 +1,5 @@
 //! Denial lines on stderr (one per distinct denial, rate-limited) and the audit
 //! channel. Formatting happens in a stack buffer: no allocation, no locks.
-use crate::decide::Rule;
 use std::fmt::{self, Write};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -114,26 +113,10 @@ pub fn emit(line: &mut Line) {
     }
 }
 
-/// `sandpit: blocked read of ~/.ssh/id_rsa (files.block_read "~/.ssh" in <file>)`
-pub fn path_denied(verb: &str, path: &[u8], home: &[u8], rule: &Rule<'_>) {
+/// A policy denial: the verdict's line, as `decide` worded it.
+pub fn denied(d: &crate::decide::Denied) {
     let mut l = Line::new();
-    let _ = write!(l, "sandpit: blocked {verb} of ");
-    l.path(path, home);
-    let _ = write!(l, " ({rule}; to allow it, change that entry)");
-    emit(&mut l);
-}
-
-/// `sandpit: blocked command `curl --data x` (exec.block "curl --data" in <file>)`
-pub fn exec_denied(argv: &[&[u8]], rule: &Rule<'_>) {
-    let mut l = Line::new();
-    l.bytes(b"sandpit: blocked command `");
-    for (i, a) in argv.iter().enumerate() {
-        if i > 0 {
-            l.bytes(b" ");
-        }
-        l.shown(a);
-    }
-    let _ = write!(l, "` ({rule}; to allow it, change that entry)");
+    l.shown(d.0.as_bytes());
     emit(&mut l);
 }
 

@@ -6,7 +6,7 @@
 //! are owned by this user (or root) and not writable by group or others. Anything
 //! else — missing, unreadable, foreign, corrupt — leaves the library *broken*:
 //! every hooked call then fails with `EPERM`, and one line says why.
-use crate::decide::{self, Decider};
+use crate::decide::Engine;
 use std::ffi::{CString, OsStr};
 use std::net::SocketAddr;
 use std::os::unix::ffi::OsStrExt;
@@ -23,7 +23,7 @@ pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
 pub struct State {
-    pub decider: Box<dyn Decider>,
+    pub decider: Engine,
     /// `SANDPIT_*=…` entries as this process received them: put back into every
     /// child's environment, replacing whatever the caller passed.
     pub reinject: Vec<CString>,
@@ -68,7 +68,7 @@ pub enum LoadError {
     #[error("snapshot {path}: {source}")]
     Corrupt {
         path: PathBuf,
-        source: decide::SnapshotError,
+        source: sandpit_policy::Error,
     },
     #[error("{var}: bad address {value:?}")]
     Addr { var: &'static str, value: String },
@@ -212,11 +212,14 @@ fn load() -> Result<State, LoadError> {
     }
     trusted(&snap, &md)?;
     let bytes = std::fs::read(&snap).map_err(io(&snap))?;
-    let policy = decide::parse(&bytes).map_err(|source| LoadError::Corrupt {
-        path: snap.clone(),
-        source,
+    let policy = sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| {
+        LoadError::Corrupt {
+            path: snap.clone(),
+            source,
+        }
     })?;
-    let declared = Path::new(OsStr::from_bytes(policy.state_dir()));
+    let engine = Engine::new(policy);
+    let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
         return Err(LoadError::Outside {
             snapshot: snap,
@@ -233,7 +236,7 @@ fn load() -> Result<State, LoadError> {
         })
         .collect();
     Ok(State {
-        decider: Box::new(policy),
+        decider: engine,
         reinject,
         lib: own_path(),
         proxy: addr(PROXY_VAR)?,

@@ -46,8 +46,8 @@ pub fn judge<'a>(st: &State, program: Option<&'a [u8]>, argv: &mut Argv<'a>) -> 
     let args = argv.as_slice();
     let deny = |args: &[&[u8]]| match st.decider.exec(args) {
         Ok(()) => Ok(()),
-        Err(rule) => {
-            crate::report::exec_denied(args, &rule);
+        Err(d) => {
+            crate::report::denied(&d);
             Err(libc::EACCES)
         }
     };

@@ -32,8 +32,8 @@ pub fn judge(st: &State, kind: Kind, resolved: &[u8], read: bool, write: bool) -
     }
     let ask = |access: Access| match st.decider.path(access, resolved) {
         Ok(()) => Ok(()),
-        Err(rule) => {
-            crate::report::path_denied(access.verb(), resolved, st.decider.home(), &rule);
+        Err(d) => {
+            crate::report::denied(&d);
             Err(libc::EACCES)
         }
     };

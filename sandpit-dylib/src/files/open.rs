@@ -12,6 +12,7 @@
 //! changed what was judged. A symlink on the way (`ELOOP`), a lexical denial or an
 //! old kernel take the slow path: full resolution, judge, then the real call.
 use super::{absolute, judge};
+use crate::decide::Access;
 use crate::path::{self, PBuf};
 use libc::{c_char, c_int, mode_t};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,8 +64,9 @@ pub unsafe fn open_impl(
     absolute(dirfd, p, &mut abs)?;
 
     if OPENAT2.load(Ordering::Relaxed) && !path::has_dotdot(p) {
-        let lexical_ok = (!read || st.decider.path(crate::decide::Access::Read, abs.as_bytes()).is_ok())
-            && (!write || st.decider.path(crate::decide::Access::Write, abs.as_bytes()).is_ok());
+        let d = &st.decider;
+        let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs.as_bytes()))
+            && (!write || d.path_allowed_fast(Access::Write, abs.as_bytes()));
         if lexical_ok {
             let how = OpenHow {
                 flags: flags as u32 as u64,

@@ -48,8 +48,15 @@ hook! {
                     // SAFETY: the caller's arguments, forwarded.
                     NetMode::Unrestricted => Ok(unsafe { real(fd, addr, len) }),
                     NetMode::Offline => {
-                        refuse("connection", dest, "network.mode = \"offline\"", libc::ECONNREFUSED)?;
-                        Ok(-1)
+                        // The policy words the reason (it names the mode's origin).
+                        let ip = super::canonical_ip(dest.ip()).to_string();
+                        match st.decider.connect(&ip, dest.port()) {
+                            Err(d) => crate::report::denied(&d),
+                            Ok(()) => crate::report::other(format_args!(
+                                "sandpit: blocked connection to {dest} (network.mode = \"offline\")"
+                            )),
+                        }
+                        Err(libc::ECONNREFUSED)
                     }
                     NetMode::Filtered => {
                         let mut host = [0u8; names::HOST_MAX];
