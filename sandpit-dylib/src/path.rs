@@ -143,6 +143,22 @@ pub fn lexical(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
     fold(path, out)
 }
 
+/// Join `path` onto `base` (absolute) into `out`, dropping empty and `.`
+/// components but keeping `..`: what `..` means depends on symlinks before it, so
+/// only [`resolve`] may apply it.
+pub fn join(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
+    out.set(b"/")?;
+    if path.first() != Some(&b'/') {
+        for comp in base.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+            out.push(comp)?;
+        }
+    }
+    for comp in path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+        out.push(comp)?;
+    }
+    Ok(())
+}
+
 fn fold(path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
     for comp in path.split(|&b| b == b'/') {
         match comp {
@@ -289,6 +305,9 @@ mod tests {
         assert_eq!(lex("/a/b", "../c"), "/a/c");
         assert_eq!(lex("/a/b", "//x/./y//z/"), "/x/y/z");
         assert_eq!(lex("/", "../../.."), "/");
+        let mut o = PBuf::new();
+        join(b"/a/b", b"./../c//./d/", &mut o).unwrap();
+        assert_eq!(o.as_bytes(), b"/a/b/../c/d");
         assert!(has_dotdot(b"a/../b"));
         assert!(!has_dotdot(b"a/..b"));
     }

@@ -15,14 +15,16 @@ pub mod rename;
 pub mod truncate;
 pub mod unlink;
 
-/// Absolute, lexically folded form of `path` relative to `dirfd`.
+/// Absolute form of `path` relative to `dirfd`: `.` and `//` dropped, `..` kept
+/// (see [`path::join`]); with no `..` this is exactly the path the kernel walks
+/// when no symlink is involved.
 pub fn absolute(dirfd: c_int, path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
     if path.first() == Some(&b'/') {
-        return path::lexical(b"/", path, out);
+        return path::join(b"/", path, out);
     }
     let mut base = PBuf::new();
     path::base_dir(dirfd, &mut base)?;
-    path::lexical(base.as_bytes(), path, out)
+    path::join(base.as_bytes(), path, out)
 }
 
 /// Ask the policy about a resolved path; report and return `EACCES` on denial.
