@@ -93,10 +93,10 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "rmdir")) return res(rmdir(a));
     if (!strcmp(op, "chmod")) return res(chmod(a, 0777));
     if (!strcmp(op, "fchmodat")) return res(fchmodat(AT_FDCWD, a, 0777, 0));
-    /* exec family: argv[2..] is the command line. */
-    if (!strcmp(op, "execv")) { execv(a, argv + 2); return res(-1); }
-    if (!strcmp(op, "execvp")) { execvp(a, argv + 2); return res(-1); }
-    if (!strcmp(op, "execve-empty-env")) { char *e[] = {NULL}; execve(a, argv + 2, e); return res(-1); }
+    /* exec family: argv[2] is the program, argv[3..] its argv. */
+    if (!strcmp(op, "execv")) { execv(a, argv + 3); return res(-1); }
+    if (!strcmp(op, "execvp")) { execvp(a, argv + 3); return res(-1); }
+    if (!strcmp(op, "execve-empty-env")) { char *e[] = {NULL}; execve(a, argv + 3, e); return res(-1); }
     if (!strcmp(op, "execl")) { execl(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL); return res(-1); }
     if (!strcmp(op, "execlp")) { execlp(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL); return res(-1); }
     if (!strcmp(op, "execle")) { char *e[] = {NULL}; execle(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL, e); return res(-1); }
@@ -104,12 +104,12 @@ int main(int argc, char **argv) {
         int fd = open(a, O_RDONLY | O_CLOEXEC);
         if (fd < 0) return res(-1);
         char *e[] = {NULL};
-        fexecve(fd, argv + 2, e); return res(-1);
+        fexecve(fd, argv + 3, e); return res(-1);
     }
     if (!strcmp(op, "posix_spawn") || !strcmp(op, "posix_spawnp")) {
         pid_t pid; char *e[] = {NULL};
-        int r = !strcmp(op, "posix_spawn") ? posix_spawn(&pid, a, NULL, NULL, argv + 2, e)
-                                           : posix_spawnp(&pid, a, NULL, NULL, argv + 2, e);
+        int r = !strcmp(op, "posix_spawn") ? posix_spawn(&pid, a, NULL, NULL, argv + 3, e)
+                                           : posix_spawnp(&pid, a, NULL, NULL, argv + 3, e);
         if (r != 0) { printf("err %d\n", r); return 1; }
         int st; waitpid(pid, &st, 0);
         printf("ok\n"); return 0;
