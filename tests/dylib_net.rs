@@ -8,58 +8,45 @@ mod dylib_common;
 use dylib_common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, UdpSocket};
-use std::os::unix::net::UnixListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A stand-in for the proxy: records handover lines, answers every redirected
-/// connection with an HTTP response saying where it landed.
+/// A stand-in for the proxy: reads the transparent handshake line each redirected
+/// connection starts with (the proxy's `SANDPIT/1 <token> <orig> <name>` format),
+/// then answers with an HTTP response saying where the connection landed.
 struct FakeProxy {
     addr: std::net::SocketAddr,
-    control: std::path::PathBuf,
     handovers: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakeProxy {
-    fn start(p: &Pit) -> FakeProxy {
+    fn start() -> FakeProxy {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = tcp.local_addr().unwrap();
-        let control = p.h.dir.path().join("control.sock");
-        let ul = UnixListener::bind(&control).unwrap();
-        p.h.give_to_test_user(&control);
         let handovers = Arc::new(Mutex::new(Vec::new()));
         let hs = handovers.clone();
-        std::thread::spawn(move || {
-            for s in ul.incoming() {
-                let Ok(mut s) = s else { continue };
-                let mut line = String::new();
-                if BufReader::new(&s).read_line(&mut line).is_ok() {
-                    hs.lock().unwrap().push(line.trim_end().to_string());
-                    let _ = s.write_all(b"ok\n");
-                }
-            }
-        });
         std::thread::spawn(move || {
             for s in tcp.incoming() {
                 let Ok(mut s) = s else { continue };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = r.read_line(&mut line);
+                hs.lock().unwrap().push(line.trim_end().to_string());
+                // The client's own first bytes follow the line.
                 let mut buf = [0u8; 1024];
-                let _ = s.read(&mut buf);
+                let _ = r.read(&mut buf);
                 let _ = s.write_all(
                     b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nvia-proxy\n",
                 );
             }
         });
-        FakeProxy {
-            addr,
-            control,
-            handovers,
-        }
+        FakeProxy { addr, handovers }
     }
 
     fn wire(&self, p: &mut Pit) {
         p.ends.proxy = Some(self.addr);
-        p.ends.control = Some(self.control.clone());
+        p.ends.proxy_token = Some("run-token-42".into());
     }
 
     fn lines(&self) -> Vec<String> {
@@ -84,7 +71,7 @@ fn assert_nothing_reached(l: &TcpListener) {
 #[test]
 fn tcp_connects_are_redirected_to_the_proxy_with_the_original_destination() {
     let mut p = Pit::new("");
-    let proxy = FakeProxy::start(&p);
+    let proxy = FakeProxy::start();
     proxy.wire(&mut p);
     let orig = untouched();
     let port = orig.local_addr().unwrap().port().to_string();
@@ -121,7 +108,7 @@ fn tcp_connects_are_redirected_to_the_proxy_with_the_original_destination() {
     let lines = proxy.lines();
     assert!(lines.len() >= 5, "{lines:?}");
     for l in &lines {
-        assert!(l.starts_with("sandpit-redirect v1 "), "{l}");
+        assert!(l.starts_with("SANDPIT/1 run-token-42 "), "{l}");
         assert!(
             l.contains(&format!(" 127.0.0.1:{port} ")) || l.contains(&format!(" [::1]:{port} ")),
             "{l}"
@@ -139,6 +126,14 @@ fn without_a_reachable_proxy_connects_fail_closed() {
     let o = probe_in(&p, &["connect", "127.0.0.1", &port]);
     assert_eq!(errno_of(&o), Some(libc::ECONNREFUSED), "{}", o.all());
     assert!(o.stderr.contains("proxy"), "{}", o.stderr);
+    assert_nothing_reached(&orig);
+    // A configured proxy that is not listening: refused, not connected directly.
+    let mut p = p;
+    let gone = TcpListener::bind("127.0.0.1:0").unwrap();
+    p.ends.proxy = Some(gone.local_addr().unwrap());
+    drop(gone);
+    let o = probe_in(&p, &["connect-nb", "127.0.0.1", &port]);
+    assert_eq!(errno_of(&o), Some(libc::ECONNREFUSED), "{}", o.all());
     assert_nothing_reached(&orig);
 }
 

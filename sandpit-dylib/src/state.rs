@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
 pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
 pub const PROXY_VAR: &str = "SANDPIT_PROXY";
-pub const CONTROL_VAR: &str = "SANDPIT_PROXY_CONTROL";
+pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
@@ -31,8 +31,8 @@ pub struct State {
     pub lib: Vec<u8>,
     /// The proxy's transparent-redirect listener.
     pub proxy: Option<SocketAddr>,
-    /// The proxy's handover socket (original destination of a redirected connect).
-    pub control: Option<CString>,
+    /// The per-run token sent in the transparent handshake line.
+    pub proxy_token: Option<Vec<u8>>,
     /// sandpit's DNS responder: the only UDP destination allowed.
     pub dns: Option<SocketAddr>,
     /// Where denials are sent (unix datagram socket).
@@ -240,7 +240,7 @@ fn load() -> Result<State, LoadError> {
         reinject,
         lib: own_path(),
         proxy: addr(PROXY_VAR)?,
-        control: cpath(CONTROL_VAR)?,
+        proxy_token: var(TOKEN_VAR).map(|v| v.as_bytes().to_vec()),
         dns: addr(DNS_VAR)?,
         audit: cpath(AUDIT_VAR)?,
     })

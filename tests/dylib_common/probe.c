@@ -145,6 +145,7 @@ int main(int argc, char **argv) {
             r = 0;
         }
         if (r < 0) return res(-1);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         const char *msg = argc > 4 ? argv[4] : "hello\n";
         write(fd, msg, strlen(msg));
         char buf[256] = {0}; ssize_t n = read(fd, buf, sizeof buf - 1);

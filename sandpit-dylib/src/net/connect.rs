@@ -1,5 +1,5 @@
 //! `connect`, `sendto`, `sendmsg`, `sendmmsg`.
-use super::{decode, encode, names, redirect, same, sockopt_int};
+use super::{decode, names, redirect, same, sockopt_int};
 use crate::decide::NetMode;
 use crate::state::State;
 use libc::{c_int, c_uint, msghdr, mmsghdr, sockaddr, socklen_t, ssize_t};
@@ -62,17 +62,13 @@ hook! {
                         let mut host = [0u8; names::HOST_MAX];
                         let n = names::lookup(dest.ip(), &mut host);
                         let name = n.map(|n| &host[..n]);
-                        let to = match redirect::handover(st, fd, dest, name) {
-                            Ok(to) => to,
-                            Err(e) => {
-                                refuse("connection", dest, "sandpit's proxy is not reachable", e)?;
-                                return Ok(-1);
+                        match redirect::redirect(st, fd, dest, name, real) {
+                            Ok(r) => Ok(r),
+                            Err(_) => {
+                                refuse("connection", dest, "sandpit's proxy is not reachable", libc::ECONNREFUSED)?;
+                                Ok(-1)
                             }
-                        };
-                        let family = sockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
-                        let (sa, salen) = encode(to, family);
-                        // SAFETY: `sa` holds a valid address of `salen` bytes.
-                        Ok(unsafe { real(fd, (&raw const sa).cast(), salen) })
+                        }
                     }
                 }
             }

@@ -25,7 +25,7 @@ pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
 pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
 pub const PROXY_VAR: &str = "SANDPIT_PROXY";
-pub const CONTROL_VAR: &str = "SANDPIT_PROXY_CONTROL";
+pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
 
@@ -157,8 +157,8 @@ pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Insta
 pub struct Endpoints {
     /// The proxy's transparent-redirect listener.
     pub proxy: Option<SocketAddr>,
-    /// The proxy's handover socket.
-    pub control: Option<PathBuf>,
+    /// The proxy's per-run token (sent in the transparent handshake line).
+    pub proxy_token: Option<String>,
     /// sandpit's DNS responder.
     pub dns: Option<SocketAddr>,
     /// The audit log's datagram socket.
@@ -207,8 +207,8 @@ pub fn child_env(
     if let Some(p) = ends.proxy {
         v.push((PROXY_VAR.into(), p.to_string().into()));
     }
-    if let Some(p) = &ends.control {
-        v.push((CONTROL_VAR.into(), p.as_os_str().to_os_string()));
+    if let Some(t) = &ends.proxy_token {
+        v.push((TOKEN_VAR.into(), t.into()));
     }
     if let Some(p) = ends.dns {
         v.push((DNS_VAR.into(), p.to_string().into()));
