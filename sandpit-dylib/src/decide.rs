@@ -35,8 +35,16 @@ struct PathRule {
     depth: usize,
 }
 
-fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> Vec<PathRule> {
-    v.iter()
+/// A list of path rules with the deepest directory containing all of them, so a
+/// path outside that directory is dismissed with one comparison.
+struct PathRules {
+    common: Vec<u8>,
+    rules: Vec<PathRule>,
+}
+
+fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> PathRules {
+    let rules: Vec<PathRule> = v
+        .iter()
         .map(|r| {
             let path = r.value.as_os_str().as_bytes().to_vec();
             PathRule {
@@ -44,7 +52,26 @@ fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> Vec<PathRule> {
                 path,
             }
         })
-        .collect()
+        .collect();
+    // Component-wise common prefix of every rule.
+    let mut common: Vec<&[u8]> = match rules.first() {
+        Some(r) => r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect(),
+        None => Vec::new(),
+    };
+    for r in &rules {
+        let comps: Vec<&[u8]> = r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
+        let n = common.iter().zip(&comps).take_while(|(a, b)| a == b).count();
+        common.truncate(n);
+    }
+    let mut c = Vec::new();
+    for comp in common {
+        c.push(b'/');
+        c.extend_from_slice(comp);
+    }
+    if c.is_empty() {
+        c.push(b'/');
+    }
+    PathRules { common: c, rules }
 }
 
 fn depth(p: &[u8]) -> usize {
@@ -52,8 +79,12 @@ fn depth(p: &[u8]) -> usize {
 }
 
 /// Depth of the deepest rule containing `p`.
-fn deepest(rules: &[PathRule], p: &[u8]) -> Option<usize> {
+fn deepest(rules: &PathRules, p: &[u8]) -> Option<usize> {
+    if rules.rules.is_empty() || !under(p, &rules.common) {
+        return None;
+    }
     rules
+        .rules
         .iter()
         .filter(|r| under(p, &r.path))
         .map(|r| r.depth)
@@ -62,10 +93,10 @@ fn deepest(rules: &[PathRule], p: &[u8]) -> Option<usize> {
 
 pub struct Engine {
     policy: Policy,
-    block_read: Vec<PathRule>,
-    allow_read: Vec<PathRule>,
-    block_write: Vec<PathRule>,
-    allow_write: Vec<PathRule>,
+    block_read: PathRules,
+    allow_read: PathRules,
+    block_write: PathRules,
+    allow_write: PathRules,
     /// Lowercased ASCII substrings of `exec.block`, when every entry is one and no
     /// adversary reviews commands (otherwise every exec asks `decide`).
     exec_plain: Option<Vec<Vec<u8>>>,

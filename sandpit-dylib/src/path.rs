@@ -1,14 +1,16 @@
 //! Paths as the kernel will see them, built in fixed stack buffers (no allocation):
 //! relative to the cwd or a directory fd, `.`/`..`/`//` folded, symlinks resolved.
 use libc::c_int;
+use std::mem::MaybeUninit;
 
 pub const MAX: usize = libc::PATH_MAX as usize;
 /// Symlinks followed before giving up, as the kernel does.
 const MAX_HOPS: u32 = 40;
 
-/// A NUL-terminated absolute path in a stack buffer.
+/// A NUL-terminated path in a stack buffer. The buffer is left uninitialised past
+/// the NUL (a 4 KiB memset per call would dominate the cost of a hooked `open`).
 pub struct PBuf {
-    buf: [u8; MAX + 1],
+    buf: [MaybeUninit<u8>; MAX + 1],
     len: usize,
 }
 
@@ -19,52 +21,70 @@ impl Default for PBuf {
 }
 
 impl PBuf {
+    #[inline]
     pub const fn new() -> PBuf {
-        PBuf {
-            buf: [0; MAX + 1],
+        let mut b = PBuf {
+            buf: [MaybeUninit::uninit(); MAX + 1],
             len: 0,
-        }
+        };
+        b.buf[0] = MaybeUninit::new(0);
+        b
     }
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        // SAFETY: the first `len` bytes are always initialised.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast(), self.len) }
     }
     /// NUL-terminated.
+    #[inline]
     pub fn as_ptr(&self) -> *const libc::c_char {
         self.buf.as_ptr().cast()
     }
+    fn raw(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr().cast()
+    }
+    /// Take `n` bytes written into the buffer by C code as the content.
+    fn assume(&mut self, n: usize) {
+        self.len = n.min(MAX);
+        self.buf[self.len] = MaybeUninit::new(0);
+    }
+    #[inline]
     pub fn set(&mut self, s: &[u8]) -> Result<(), c_int> {
-        if s.len() > MAX {
+        self.len = 0;
+        self.append(s)
+    }
+    /// Append raw bytes.
+    #[inline]
+    pub fn append(&mut self, s: &[u8]) -> Result<(), c_int> {
+        if self.len + s.len() > MAX {
             return Err(libc::ENAMETOOLONG);
         }
-        self.buf[..s.len()].copy_from_slice(s);
-        self.len = s.len();
-        self.buf[self.len] = 0;
+        // SAFETY: bounds checked above; `s` cannot overlap our own buffer mutably.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.raw().add(self.len), s.len()) };
+        self.len += s.len();
+        self.buf[self.len] = MaybeUninit::new(0);
         Ok(())
     }
     /// Append `/comp`.
+    #[inline]
     pub fn push(&mut self, comp: &[u8]) -> Result<(), c_int> {
-        let slash = usize::from(!(self.len == 1 && self.buf[0] == b'/'));
-        if self.len + slash + comp.len() > MAX {
-            return Err(libc::ENAMETOOLONG);
+        if !(self.len == 1 && self.as_bytes()[0] == b'/') {
+            self.append(b"/")?;
         }
-        if slash == 1 {
-            self.buf[self.len] = b'/';
-            self.len += 1;
-        }
-        self.buf[self.len..self.len + comp.len()].copy_from_slice(comp);
-        self.len += comp.len();
-        self.buf[self.len] = 0;
-        Ok(())
+        self.append(comp)
     }
     /// Drop the last component (`/` stays `/`).
     pub fn pop(&mut self) {
-        while self.len > 1 && self.buf[self.len - 1] != b'/' {
-            self.len -= 1;
+        let b = self.as_bytes();
+        let mut n = b.len();
+        while n > 1 && b[n - 1] != b'/' {
+            n -= 1;
         }
-        if self.len > 1 {
-            self.len -= 1;
+        if n > 1 {
+            n -= 1;
         }
-        self.buf[self.len] = 0;
+        self.len = n;
+        self.buf[n] = MaybeUninit::new(0);
     }
 }
 
@@ -76,13 +96,16 @@ pub fn has_dotdot(path: &[u8]) -> bool {
 /// The absolute directory `dirfd` names (`AT_FDCWD`: the cwd).
 pub fn base_dir(dirfd: c_int, out: &mut PBuf) -> Result<(), c_int> {
     if dirfd == libc::AT_FDCWD {
-        // SAFETY: the buffer is MAX+1 bytes and getcwd writes at most `size` bytes.
-        let p = unsafe { libc::getcwd(out.buf.as_mut_ptr().cast(), MAX + 1) };
+        // SAFETY: the buffer is MAX+1 bytes and getcwd writes at most `size` bytes,
+        // NUL included.
+        let p = unsafe { libc::getcwd(out.raw().cast(), MAX + 1) };
         if p.is_null() {
             return Err(crate::sys::errno());
         }
-        out.len = out.buf.iter().position(|&b| b == 0).unwrap_or(0);
-        if out.buf.first() != Some(&b'/') {
+        // SAFETY: getcwd wrote a NUL-terminated string.
+        let n = unsafe { libc::strlen(p) };
+        out.assume(n);
+        if out.as_bytes().first() != Some(&b'/') {
             return Err(libc::ENOENT);
         }
         return Ok(());
@@ -118,8 +141,8 @@ pub fn fd_link(fd: c_int, out: &mut PBuf) -> Result<(), c_int> {
 
 /// readlink `link` into `out`, returning the target bytes.
 fn readlink<'a>(link: &PBuf, out: &'a mut PBuf) -> Result<&'a [u8], c_int> {
-    // SAFETY: `link` is NUL-terminated; `out.buf` has MAX bytes of room.
-    let n = unsafe { libc::readlink(link.as_ptr(), out.buf.as_mut_ptr().cast(), MAX) };
+    // SAFETY: `link` is NUL-terminated; `out` has MAX bytes of room.
+    let n = unsafe { libc::readlink(link.as_ptr(), out.raw().cast(), MAX) };
     if n < 0 {
         return Err(crate::sys::errno());
     }
@@ -127,8 +150,7 @@ fn readlink<'a>(link: &PBuf, out: &'a mut PBuf) -> Result<&'a [u8], c_int> {
     if n >= MAX {
         return Err(libc::ENAMETOOLONG);
     }
-    out.len = n;
-    out.buf[n] = 0;
+    out.assume(n);
     Ok(out.as_bytes())
 }
 
@@ -216,7 +238,7 @@ pub fn resolve(abs: &[u8], follow_final: bool, out: &mut PBuf) -> Result<Kind, c
         let is_last = p[end..].iter().all(|&b| b == b'/');
         let comp_start = pos;
         pos = end;
-        let comp = &pend.buf[comp_start..end];
+        let comp = &pend.as_bytes()[comp_start..end];
         if comp == b"." {
             continue;
         }
@@ -261,15 +283,10 @@ pub fn resolve(abs: &[u8], follow_final: bool, out: &mut PBuf) -> Result<Kind, c
                 if t.first() == Some(&b'/') {
                     out.set(b"/")?;
                 }
-                let rest = &pend.buf[pos..pend.len];
-                if t.len() + 1 + rest.len() > MAX {
-                    return Err(libc::ENAMETOOLONG);
-                }
+                let rest = &pend.as_bytes()[pos..];
                 next.set(t)?;
-                next.buf[next.len] = b'/';
-                next.buf[next.len + 1..next.len + 1 + rest.len()].copy_from_slice(rest);
-                next.len += 1 + rest.len();
-                next.buf[next.len] = 0;
+                next.append(b"/")?;
+                next.append(rest)?;
                 std::mem::swap(&mut pend, &mut next);
                 pos = 0;
             }
