@@ -5,4 +5,5 @@ pub mod config;
 pub mod inspect;
 pub mod dns;
 pub mod proxy;
+pub mod inject;
 pub mod sandbox;

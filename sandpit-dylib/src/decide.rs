@@ -1,0 +1,352 @@
+//! The decision boundary of the library: [`Engine`] wraps the launcher's
+//! `sandpit_policy::Policy` (loaded from its snapshot) and answers the hooks.
+//!
+//! Verdicts come from `sandpit_policy::decide`, so the interposer, the kernel plan
+//! and `sandpit explain` agree and the agent sees the same reason text everywhere.
+//! Because `decide` builds its reason strings for every answer, the hot paths (open,
+//! exec) first run an allocation-free check compiled from the same rules with the
+//! same semantics (deepest rule wins, by whole path components); only when that check
+//! does not clearly allow is `decide` asked, and its verdict is final.
+use sandpit_policy::{Decision, Policy, Request};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetMode {
+    Filtered,
+    Offline,
+    Unrestricted,
+}
+
+/// A denial: the line the sandboxed program sees on stderr (without newline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied(pub String);
+
+/// One path rule as bytes with its depth (number of components).
+struct PathRule {
+    path: Vec<u8>,
+    depth: usize,
+}
+
+/// A list of path rules with the deepest directory containing all of them, so a
+/// path outside that directory is dismissed with one comparison.
+struct PathRules {
+    common: Vec<u8>,
+    rules: Vec<PathRule>,
+}
+
+fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> PathRules {
+    let rules: Vec<PathRule> = v
+        .iter()
+        .map(|r| {
+            let path = r.value.as_os_str().as_bytes().to_vec();
+            PathRule {
+                depth: depth(&path),
+                path,
+            }
+        })
+        .collect();
+    // Component-wise common prefix of every rule.
+    let mut common: Vec<&[u8]> = match rules.first() {
+        Some(r) => r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect(),
+        None => Vec::new(),
+    };
+    for r in &rules {
+        let comps: Vec<&[u8]> = r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
+        let n = common.iter().zip(&comps).take_while(|(a, b)| a == b).count();
+        common.truncate(n);
+    }
+    let mut c = Vec::new();
+    for comp in common {
+        c.push(b'/');
+        c.extend_from_slice(comp);
+    }
+    if c.is_empty() {
+        c.push(b'/');
+    }
+    PathRules { common: c, rules }
+}
+
+fn depth(p: &[u8]) -> usize {
+    p.split(|&b| b == b'/').filter(|c| !c.is_empty()).count()
+}
+
+/// Depth of the deepest rule containing `p`.
+fn deepest(rules: &PathRules, p: &[u8]) -> Option<usize> {
+    if rules.rules.is_empty() || !under(p, &rules.common) {
+        return None;
+    }
+    rules
+        .rules
+        .iter()
+        .filter(|r| under(p, &r.path))
+        .map(|r| r.depth)
+        .max()
+}
+
+pub struct Engine {
+    policy: Policy,
+    block_read: PathRules,
+    allow_read: PathRules,
+    block_write: PathRules,
+    allow_write: PathRules,
+    /// Lowercased ASCII substrings of `exec.block`, when every entry is one and no
+    /// adversary reviews commands (otherwise every exec asks `decide`).
+    exec_plain: Option<Vec<Vec<u8>>>,
+    home: Vec<u8>,
+    state_dir: Vec<u8>,
+}
+
+impl Engine {
+    pub fn new(policy: Policy) -> Engine {
+        let reviews_exec = policy
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Exec));
+        let exec_plain = if reviews_exec {
+            None
+        } else {
+            policy
+                .exec
+                .block
+                .iter()
+                .map(|r| {
+                    let s = &r.value.source;
+                    (!r.value.is_regex() && s.is_ascii()).then(|| s.to_ascii_lowercase().into_bytes())
+                })
+                .collect()
+        };
+        // Compile regexes now, not lazily in a forked child.
+        for r in &policy.exec.block {
+            let _ = r.value.matches("");
+        }
+        Engine {
+            block_read: rules(&policy.files.block_read),
+            allow_read: rules(&policy.files.allow_read),
+            block_write: rules(&policy.files.block_write),
+            allow_write: rules(&policy.files.allow_write),
+            exec_plain,
+            home: policy.context.home.as_os_str().as_bytes().to_vec(),
+            state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
+            policy,
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn read_ok(&self, p: &[u8]) -> bool {
+        match (deepest(&self.block_read, p), deepest(&self.allow_read, p)) {
+            (Some(b), Some(a)) => a > b,
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// Allocation-free: true only when `decide` would certainly allow.
+    pub fn path_allowed_fast(&self, access: Access, p: &[u8]) -> bool {
+        match access {
+            Access::Read => self.read_ok(p),
+            Access::Write => {
+                self.read_ok(p)
+                    && deepest(&self.block_write, p).is_none()
+                    && deepest(&self.allow_write, p).is_some()
+            }
+        }
+    }
+
+    /// `path` is absolute and canonical (no `.`, `..`, `//`, symlinks).
+    pub fn path(&self, access: Access, p: &[u8]) -> Result<(), Denied> {
+        if self.path_allowed_fast(access, p) {
+            return Ok(());
+        }
+        let path = Path::new(OsStr::from_bytes(p));
+        let req = match access {
+            Access::Read => Request::Read(path),
+            Access::Write => Request::Write(path),
+        };
+        verdict(sandpit_policy::decide(&self.policy, &req))
+    }
+
+    /// The whole command line (argv joined by spaces) against `exec.block`.
+    pub fn exec(&self, argv: &[&[u8]]) -> Result<(), Denied> {
+        if let Some(pats) = &self.exec_plain {
+            if argv.iter().all(|a| a.is_ascii()) && !pats.iter().any(|p| contains_joined(argv, p)) {
+                return Ok(());
+            }
+        }
+        let owned: Vec<String> = argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let v = sandpit_policy::decide(&self.policy, &Request::Exec(&owned));
+        if v.decision == Decision::Review {
+            return Err(Denied(format!(
+                "sandpit: {}; the interposer cannot ask the adversary yet, so it is denied (fail closed)",
+                v.reason
+            )));
+        }
+        verdict(v)
+    }
+
+    /// True when the variable `name` must not reach spawned commands.
+    pub fn withhold(&self, name: &[u8]) -> bool {
+        match std::str::from_utf8(name) {
+            Ok(n) => self.policy.env.is_withheld(n),
+            // A name that is not UTF-8 is matched on its lossy form.
+            Err(_) => self
+                .policy
+                .env
+                .is_withheld(&String::from_utf8_lossy(name)),
+        }
+    }
+
+    pub fn net_mode(&self) -> NetMode {
+        match self.policy.network.mode.value {
+            sandpit_policy::NetMode::Offline => NetMode::Offline,
+            sandpit_policy::NetMode::Filtered => NetMode::Filtered,
+            sandpit_policy::NetMode::Unrestricted => NetMode::Unrestricted,
+        }
+    }
+
+    /// The policy's verdict on a direct connection (used for its reason text).
+    pub fn connect(&self, host: &str, port: u16) -> Result<(), Denied> {
+        verdict(sandpit_policy::decide(&self.policy, &Request::Connect { host, port }))
+    }
+
+    /// The home directory the policy was written against (to print `~/…`).
+    pub fn home(&self) -> &[u8] {
+        &self.home
+    }
+
+    /// The state directory the snapshot must live in.
+    pub fn state_dir(&self) -> &[u8] {
+        &self.state_dir
+    }
+}
+
+fn verdict(v: sandpit_policy::Verdict) -> Result<(), Denied> {
+    match v.decision {
+        Decision::Deny => Err(Denied(v.line())),
+        Decision::Allow | Decision::Review => Ok(()),
+    }
+}
+
+/// Case-insensitive (ASCII) substring `needle` (already lowercase) of `argv`
+/// joined by single spaces, without building the joined string.
+pub fn contains_joined(argv: &[&[u8]], needle: &[u8]) -> bool {
+    let total: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>();
+    let len = total.saturating_sub(1);
+    if needle.is_empty() {
+        return true;
+    }
+    if needle.len() > len {
+        return false;
+    }
+    // Byte at position k of the joined line.
+    let at = |k: usize| -> u8 {
+        let mut k = k;
+        for a in argv {
+            if k < a.len() {
+                return a[k].to_ascii_lowercase();
+            }
+            if k == a.len() {
+                return b' ';
+            }
+            k -= a.len() + 1;
+        }
+        0
+    };
+    (0..=len - needle.len()).any(|s| needle.iter().enumerate().all(|(j, &c)| at(s + j) == c))
+}
+
+/// `path` equals `prefix` or lies below it (whole components).
+pub fn under(path: &[u8], prefix: &[u8]) -> bool {
+    let prefix = if prefix.len() > 1 && prefix.ends_with(b"/") {
+        &prefix[..prefix.len() - 1]
+    } else {
+        prefix
+    };
+    if prefix == b"/" {
+        return path.first() == Some(&b'/');
+    }
+    path.starts_with(prefix) && (path.len() == prefix.len() || path[prefix.len()] == b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandpit_policy::{Context, Layer, LoadOptions, Source};
+
+    fn engine(user: &str) -> Engine {
+        let ctx = Context {
+            home: "/h".into(),
+            workspace: "/h/p".into(),
+            scratch: "/tmp/run".into(),
+            state_dir: "/h/.sandpit".into(),
+        };
+        let mut o = LoadOptions::new(ctx);
+        o.user = Some(Source::new(Layer::User, "/h/.sandpit/config.toml", user));
+        let p = sandpit_policy::load(&o).unwrap();
+        Engine::new(Policy::from_snapshot(&p.snapshot()).unwrap())
+    }
+
+    #[test]
+    fn fast_check_agrees_with_decide() {
+        let e = engine(
+            "[files]\nallow_read = [\"~/.ssh/known_hosts\"]\n[exec]\nblock = [\"curl --data\", \"re:nc\\\\s+-e\"]\n",
+        );
+        let paths: &[&str] = &[
+            "/h/.ssh", "/h/.ssh/id_rsa", "/h/.sshx", "/h/.ssh/known_hosts", "/h/p", "/h/p/x/y",
+            "/h/p/.git/hooks/pre-commit", "/h/p/.git/config", "/h/p/.gitx", "/h/.bashrc",
+            "/h/.sandpit/x", "/tmp/run/a", "/tmp/other", "/etc/passwd", "/", "/h", "/h/.aws/credentials",
+        ];
+        for p in paths {
+            for acc in [Access::Read, Access::Write] {
+                let fast = e.path_allowed_fast(acc, p.as_bytes());
+                let req = match acc {
+                    Access::Read => Request::Read(Path::new(p)),
+                    Access::Write => Request::Write(Path::new(p)),
+                };
+                let slow = sandpit_policy::decide(e.policy(), &req).is_allowed();
+                assert_eq!(fast, slow, "{acc:?} {p}");
+                assert_eq!(e.path(acc, p.as_bytes()).is_ok(), slow, "{acc:?} {p}");
+            }
+        }
+        let d = e.path(Access::Read, b"/h/.ssh/id_rsa").unwrap_err();
+        assert!(d.0.starts_with("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "), "{}", d.0);
+    }
+
+    #[test]
+    fn exec_matching() {
+        let e = engine("[exec]\nblock = [\"curl --data\"]\n");
+        assert!(e.exec_plain.is_some());
+        assert!(e.exec(&[b"/usr/bin/CURL", b"--data", b"x"]).is_err());
+        assert!(e.exec(&[b"curl", b"-d"]).is_ok());
+        assert!(e.exec(&[b"curl"]).is_ok());
+        let e = engine("[exec]\nblock = [\"re:nc\\\\s+-e\"]\n");
+        assert!(e.exec_plain.is_none());
+        assert!(e.exec(&[b"nc", b"-e", b"/bin/sh"]).is_err());
+        assert!(e.exec(&[b"nc", b"-l"]).is_ok());
+    }
+
+    #[test]
+    fn env_and_joined() {
+        let e = engine("[env]\nwithhold = [\"*_TOKEN\", \"AWS_*\"]\n");
+        assert!(e.withhold(b"GH_TOKEN"));
+        assert!(e.withhold(b"AWS_SECRET_ACCESS_KEY"));
+        assert!(!e.withhold(b"PATH"));
+        assert!(contains_joined(&[b"a", b"BC"], b"a bc"));
+        assert!(!contains_joined(&[b"ab", b"c"], b"abc"));
+        assert!(under(b"/a/b", b"/a"));
+        assert!(!under(b"/ab", b"/a"));
+    }
+}

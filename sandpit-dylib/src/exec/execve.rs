@@ -1,0 +1,124 @@
+//! `execve`, `execv`, `execveat`, `fexecve`, and the variadic `execl`, `execle`
+//! (C shim + naked trampolines, see `csrc/variadic.c`).
+use super::{environ, prepare};
+use crate::envp::Envp;
+use crate::path::{fd_link, PBuf};
+use libc::{c_char, c_int};
+
+type ExecveFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+
+/// The real `execve`.
+pub fn real_execve() -> Result<ExecveFn, c_int> {
+    let a = execve::REAL.get(execve as *const () as usize);
+    if a == 0 {
+        return Err(libc::ENOSYS);
+    }
+    // SAFETY: dlsym result for `execve`, whose type is `ExecveFn`.
+    Ok(unsafe { std::mem::transmute::<usize, ExecveFn>(a) })
+}
+
+/// Judge and exec `path argv` with `envp` made safe. Returns only on failure.
+///
+/// # Safety
+/// As for `execve`.
+pub unsafe fn execve_impl(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
+    // SAFETY: the caller's string.
+    let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+    let mut env = Envp::new();
+    // SAFETY: per the contract.
+    let envp = unsafe { prepare(Some(p), argv, envp, &mut env) }?;
+    let real = real_execve()?;
+    // SAFETY: arguments valid per the contract; `envp` lives in `env`.
+    Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
+}
+
+hook! {
+    fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fail = -1;
+    |_real| {
+        // SAFETY: the caller's arguments.
+        unsafe { execve_impl(path, argv, envp) }
+    }
+}
+
+hook! {
+    fn execv(path: *const c_char, argv: *const *const c_char) -> c_int;
+    fail = -1;
+    |_real| {
+        // SAFETY: the caller's arguments and the process environment.
+        unsafe { execve_impl(path, argv, environ()) }
+    }
+}
+
+hook! {
+    fn execveat(dir: c_int, path: *const c_char, argv: *const *const c_char, envp: *const *const c_char, flags: c_int) -> c_int;
+    fail = -1;
+    |real| {
+        // SAFETY: the caller's string.
+        let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+        let mut prog = PBuf::new();
+        if p.is_empty() {
+            fd_link(dir, &mut prog)?;
+        } else {
+            prog.set(p)?;
+        }
+        let mut env = Envp::new();
+        // SAFETY: the caller's arrays.
+        let envp = unsafe { prepare(Some(prog.as_bytes()), argv, envp, &mut env) }?;
+        // SAFETY: the caller's arguments; `envp` lives in `env`.
+        Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }))
+    }
+}
+
+hook! {
+    fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fail = -1;
+    |real| {
+        let mut link = PBuf::new();
+        fd_link(fd, &mut link)?;
+        let mut env = Envp::new();
+        // SAFETY: the caller's arrays.
+        let envp = unsafe { prepare(Some(link.as_bytes()), argv, envp, &mut env) }?;
+        // SAFETY: the caller's arguments; `envp` lives in `env`.
+        Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }))
+    }
+}
+
+/// Called by the C shim for `execl`/`execle`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sandpit_execve_impl(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the shim passes the caller's arguments.
+    crate::guard::run(-1, move || unsafe { execve_impl(path, argv, envp) })
+}
+
+extern "C" {
+    fn sandpit_c_execl();
+    fn sandpit_c_execle();
+    fn sandpit_c_execlp();
+}
+
+macro_rules! trampoline {
+    ($name:ident => $target:ident) => {
+        /// Variadic entry point: jumps to the C shim with registers and stack as the
+        /// caller left them.
+        #[unsafe(naked)]
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name() {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!("jmp {t}", t = sym $target);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!("b {t}", t = sym $target);
+        }
+    };
+}
+trampoline!(execl => sandpit_c_execl);
+trampoline!(execle => sandpit_c_execle);
+trampoline!(execlp => sandpit_c_execlp);

@@ -1,0 +1,122 @@
+//! `execvp`, `execvpe` and (through the C shim) `execlp`: the PATH search is done
+//! here, calling the real `execve` for each candidate, because glibc's own search
+//! calls its internal execve (not through the PLT).
+use super::execve::real_execve;
+use super::{environ, prepare, Argv};
+use crate::envp::Envp;
+use crate::path::PBuf;
+use libc::{c_char, c_int};
+
+/// # Safety
+/// As for `execvpe`.
+pub unsafe fn execvpe_impl(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
+    // SAFETY: the caller's string.
+    let f = unsafe { crate::sys::cstr(file) }.ok_or(libc::EFAULT)?;
+    if f.is_empty() {
+        return Err(libc::ENOENT);
+    }
+    let mut env = Envp::new();
+    // SAFETY: the caller's arrays.
+    let envp = unsafe { prepare(Some(f), argv, envp, &mut env) }?;
+    let real = real_execve()?;
+    if f.contains(&b'/') {
+        // SAFETY: the caller's arguments; `envp` lives in `env`.
+        crate::guard::released(|| unsafe { real(file, argv, envp) });
+        let e = crate::sys::errno();
+        if e == libc::ENOEXEC {
+            // SAFETY: as above.
+            unsafe { run_as_script(file, argv, envp) };
+        }
+        return Err(crate::sys::errno());
+    }
+    // The PATH of the caller's process, as glibc uses it.
+    // SAFETY: getenv reads the process environment; the result is copied at once.
+    let path_var = unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }
+        .unwrap_or(b"/bin:/usr/bin");
+    let mut pbuf = PBuf::new();
+    pbuf.set(path_var)?;
+    let mut seen_eacces = false;
+    let mut cand = PBuf::new();
+    for dir in pbuf.as_bytes().split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        if cand.set(dir).is_err() || cand.push(f).is_err() {
+            continue;
+        }
+        // SAFETY: `cand` is NUL-terminated; arrays as above.
+        crate::guard::released(|| unsafe { real(cand.as_ptr(), argv, envp) });
+        match crate::sys::errno() {
+            libc::ENOEXEC => {
+                // SAFETY: as above.
+                unsafe { run_as_script(cand.as_ptr(), argv, envp) };
+                return Err(crate::sys::errno());
+            }
+            libc::EACCES => seen_eacces = true,
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            e => return Err(e),
+        }
+    }
+    Err(if seen_eacces { libc::EACCES } else { libc::ENOENT })
+}
+
+/// glibc's fallback for a file without a recognised format: run it with /bin/sh.
+///
+/// # Safety
+/// As for `execve`.
+unsafe fn run_as_script(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) {
+    let Ok(real) = real_execve() else { return };
+    let mut args: crate::envp::Scratch<*const c_char, 256> = crate::envp::Scratch::new();
+    let mut old = Argv::new();
+    // SAFETY: the caller's argv.
+    if unsafe { super::decode(argv, &mut old) }.is_err() {
+        return;
+    }
+    let sh = c"/bin/sh".as_ptr();
+    if args.push(sh).is_err() || args.push(path).is_err() {
+        return;
+    }
+    let n = old.as_slice().len();
+    for i in 1..n {
+        // SAFETY: i < n, within the caller's NULL-terminated argv.
+        if args.push(unsafe { *argv.add(i) }).is_err() {
+            return;
+        }
+    }
+    if args.push(std::ptr::null()).is_err() {
+        return;
+    }
+    // SAFETY: a NULL-terminated argv of valid strings; `envp` already composed.
+    crate::guard::released(|| unsafe { real(sh, args.as_ptr(), envp) });
+}
+
+hook! {
+    fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int;
+    fail = -1;
+    |_real| {
+        // SAFETY: the caller's arguments and the process environment.
+        unsafe { execvpe_impl(file, argv, environ()) }
+    }
+}
+
+hook! {
+    fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
+    fail = -1;
+    |_real| {
+        // SAFETY: the caller's arguments.
+        unsafe { execvpe_impl(file, argv, envp) }
+    }
+}
+
+/// Called by the C shim for `execlp`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sandpit_execvpe_impl(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // SAFETY: the shim passes the caller's arguments.
+    crate::guard::run(-1, move || unsafe { execvpe_impl(file, argv, envp) })
+}

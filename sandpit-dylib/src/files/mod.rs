@@ -1,0 +1,72 @@
+//! File hooks. Every path is judged as the kernel will see it: made absolute against
+//! the cwd or the directory fd, `.`/`..`/`//` folded and symlinks (including `/proc`
+//! magic links such as `/proc/self/root` and `/proc/self/fd/N`) resolved.
+use crate::decide::Access;
+use crate::path::{self, Kind, PBuf};
+use crate::state::State;
+use libc::{c_char, c_int};
+
+pub mod chmod;
+pub mod fopen;
+pub mod link;
+pub mod mkdir;
+pub mod open;
+pub mod rename;
+pub mod truncate;
+pub mod unlink;
+
+/// Absolute form of `path` relative to `dirfd`: `.` and `//` dropped, `..` kept
+/// (see [`path::join`]); with no `..` this is exactly the path the kernel walks
+/// when no symlink is involved.
+pub fn absolute(dirfd: c_int, path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
+    if path.first() == Some(&b'/') {
+        return path::join(b"/", path, out);
+    }
+    let mut base = PBuf::new();
+    path::base_dir(dirfd, &mut base)?;
+    path::join(base.as_bytes(), path, out)
+}
+
+/// Ask the policy about a resolved path; report and return `EACCES` on denial.
+pub fn judge(st: &State, kind: Kind, resolved: &[u8], read: bool, write: bool) -> Result<(), c_int> {
+    if kind == Kind::NotAPath {
+        return Ok(());
+    }
+    let ask = |access: Access| match st.decider.path(access, resolved) {
+        Ok(()) => Ok(()),
+        Err(d) => {
+            crate::report::denied(&d);
+            Err(libc::EACCES)
+        }
+    };
+    if read {
+        ask(Access::Read)?;
+    }
+    // Writing into an existing device, FIFO or socket changes no file.
+    if write && kind != Kind::Special {
+        ask(Access::Write)?;
+    }
+    Ok(())
+}
+
+/// Resolve `path` (relative to `dirfd`) and judge it. `follow`: whether the last
+/// component is followed if it is a symlink.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+pub unsafe fn check(
+    st: &State,
+    dirfd: c_int,
+    path: *const c_char,
+    follow: bool,
+    read: bool,
+    write: bool,
+) -> Result<(), c_int> {
+    // SAFETY: per the contract.
+    let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+    let mut abs = PBuf::new();
+    absolute(dirfd, p, &mut abs)?;
+    let mut res = PBuf::new();
+    let kind = path::resolve(abs.as_bytes(), follow, &mut res)?;
+    judge(st, kind, res.as_bytes(), read, write)
+}

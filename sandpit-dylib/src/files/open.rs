@@ -1,0 +1,196 @@
+//! `open`, `open64`, `openat`, `openat64`, `creat`, `creat64` and the fortified
+//! `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2`.
+//!
+//! `open`/`openat` are variadic in C. On x86_64 and aarch64 Linux a variadic
+//! argument travels exactly like a fixed one, so the hooks declare `mode` as a
+//! fixed third/fourth argument (read only with `O_CREAT`/`O_TMPFILE`). Apple arm64
+//! passes variadic arguments on the stack: there these need a trampoline.
+//!
+//! Fast path: when the policy allows the lexically folded absolute path and the
+//! path has no `..`, the file is opened by that path with `openat2(…,
+//! RESOLVE_NO_SYMLINKS)` — one syscall, and the kernel guarantees that no symlink
+//! changed what was judged. A symlink on the way (`ELOOP`), a lexical denial or an
+//! old kernel take the slow path: full resolution, judge, then the real call.
+use super::{absolute, judge};
+use crate::decide::Access;
+use crate::path::{self, PBuf};
+use libc::{c_char, c_int, mode_t};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static OPENAT2: AtomicBool = AtomicBool::new(true);
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+pub enum Opened {
+    Fd(c_int),
+    /// Judged allowed: make the real call with the caller's arguments.
+    CallReal,
+}
+
+fn wants(flags: c_int) -> (bool, bool) {
+    let acc = flags & libc::O_ACCMODE;
+    let write = acc != libc::O_RDONLY
+        || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
+        || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+    let read = acc != libc::O_WRONLY;
+    (read, write)
+}
+
+fn creates(flags: c_int) -> bool {
+    flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+}
+
+/// The decision (and, on the fast path, the open itself) for every open-like hook.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+pub unsafe fn open_impl(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> Result<Opened, c_int> {
+    let st = crate::state::get()?;
+    // SAFETY: per the contract.
+    let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+    let (read, write) = wants(flags);
+    let mut abs = PBuf::new();
+    absolute(dirfd, p, &mut abs)?;
+
+    if OPENAT2.load(Ordering::Relaxed) && !path::has_dotdot(p) {
+        let d = &st.decider;
+        let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs.as_bytes()))
+            && (!write || d.path_allowed_fast(Access::Write, abs.as_bytes()));
+        if lexical_ok {
+            let how = OpenHow {
+                flags: flags as u32 as u64,
+                mode: if creates(flags) { u64::from(mode & 0o7777) } else { 0 },
+                resolve: RESOLVE_NO_SYMLINKS,
+            };
+            // SAFETY: `abs` is NUL-terminated and `how` is a valid open_how of the
+            // size passed.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    libc::AT_FDCWD,
+                    abs.as_ptr(),
+                    &how as *const OpenHow,
+                    std::mem::size_of::<OpenHow>(),
+                )
+            };
+            if r >= 0 {
+                return Ok(Opened::Fd(r as c_int));
+            }
+            match crate::sys::errno() {
+                // Answers the kernel gives before any symlink could matter.
+                e @ (libc::ENOENT | libc::EACCES | libc::EEXIST | libc::EISDIR | libc::ENOTDIR) => {
+                    return Err(e)
+                }
+                libc::ENOSYS => OPENAT2.store(false, Ordering::Relaxed),
+                // ELOOP (a symlink or magic link on the way), EINVAL (flags openat2
+                // refuses but open ignores), EXDEV, …: decide the slow way.
+                _ => {}
+            }
+        }
+    }
+
+    let follow = flags & libc::O_NOFOLLOW == 0
+        && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
+    let mut res = PBuf::new();
+    let kind = path::resolve(abs.as_bytes(), follow, &mut res)?;
+    judge(st, kind, res.as_bytes(), read, write)?;
+    Ok(Opened::CallReal)
+}
+
+macro_rules! open_hooks {
+    ($($name:ident),*) => {$(
+        hook! {
+            fn $name(path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
+            fail = -1;
+            |real| {
+                // SAFETY: the caller's arguments, forwarded.
+                match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
+                    Opened::Fd(fd) => Ok(fd),
+                    Opened::CallReal => Ok(unsafe { real(path, flags, mode) }),
+                }
+            }
+        }
+    )*};
+}
+open_hooks!(open, open64);
+
+macro_rules! openat_hooks {
+    ($($name:ident),*) => {$(
+        hook! {
+            fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
+            fail = -1;
+            |real| {
+                // SAFETY: the caller's arguments, forwarded.
+                match unsafe { open_impl(dirfd, path, flags, mode) }? {
+                    Opened::Fd(fd) => Ok(fd),
+                    Opened::CallReal => Ok(unsafe { real(dirfd, path, flags, mode) }),
+                }
+            }
+        }
+    )*};
+}
+openat_hooks!(openat, openat64);
+
+macro_rules! creat_hooks {
+    ($($name:ident),*) => {$(
+        hook! {
+            fn $name(path: *const c_char, mode: mode_t) -> c_int;
+            fail = -1;
+            |real| {
+                let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+                // SAFETY: the caller's arguments, forwarded.
+                match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
+                    Opened::Fd(fd) => Ok(fd),
+                    Opened::CallReal => Ok(unsafe { real(path, mode) }),
+                }
+            }
+        }
+    )*};
+}
+creat_hooks!(creat, creat64);
+
+// Fortified variants (`_FORTIFY_SOURCE`): no mode, they refuse O_CREAT themselves.
+macro_rules! open2_hooks {
+    ($($name:ident),*) => {$(
+        hook! {
+            fn $name(path: *const c_char, flags: c_int) -> c_int;
+            fail = -1;
+            |real| {
+                // SAFETY: the caller's arguments, forwarded.
+                match unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }? {
+                    Opened::Fd(fd) => Ok(fd),
+                    Opened::CallReal => Ok(unsafe { real(path, flags) }),
+                }
+            }
+        }
+    )*};
+}
+open2_hooks!(__open_2, __open64_2);
+
+macro_rules! openat2_hooks {
+    ($($name:ident),*) => {$(
+        hook! {
+            fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
+            fail = -1;
+            |real| {
+                // SAFETY: the caller's arguments, forwarded.
+                match unsafe { open_impl(dirfd, path, flags, 0) }? {
+                    Opened::Fd(fd) => Ok(fd),
+                    Opened::CallReal => Ok(unsafe { real(dirfd, path, flags) }),
+                }
+            }
+        }
+    )*};
+}
+openat2_hooks!(__openat_2, __openat64_2);

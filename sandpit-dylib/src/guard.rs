@@ -1,0 +1,69 @@
+//! Re-entry guard and the panic barrier every hook body runs behind.
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+thread_local! {
+    // const-initialised and Drop-free: access never allocates or registers a
+    // destructor, so it is safe in a forked child and in early constructors.
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while this thread is inside a hook body.
+#[inline]
+pub fn entered() -> bool {
+    INSIDE.with(|c| c.get())
+}
+
+struct Entered;
+impl Entered {
+    fn new() -> Entered {
+        INSIDE.with(|c| c.set(true));
+        Entered
+    }
+}
+impl Drop for Entered {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(false));
+    }
+}
+
+/// Run `body` with the guard set. A panic or an `Err(errno)` sets errno and returns
+/// `fail`; the real function is never called as a fallback. Errno from a successful
+/// body (e.g. the real call's own failure) is preserved.
+#[inline]
+pub fn run<R>(fail: R, body: impl FnOnce() -> Result<R, libc::c_int>) -> R {
+    let _g = Entered::new();
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(errno)) => {
+            crate::sys::set_errno(errno);
+            fail
+        }
+        Err(_) => {
+            crate::sys::set_errno(libc::EPERM);
+            fail
+        }
+    }
+}
+
+/// Run `f` with the guard set (used by load-time code that calls hooked functions).
+pub fn with_guard<R>(f: impl FnOnce() -> R) -> R {
+    let was = entered();
+    INSIDE.with(|c| c.set(true));
+    let r = f();
+    INSIDE.with(|c| c.set(was));
+    r
+}
+
+/// Run `f` (a real call that may not return, or may take long) with the guard
+/// cleared. Needed around exec: in a `vfork` child the thread-local lives in the
+/// parent's memory, and a successful exec never runs our cleanup — a guard left set
+/// would silently disable every hook in the parent.
+#[inline]
+pub fn released<R>(f: impl FnOnce() -> R) -> R {
+    let was = entered();
+    INSIDE.with(|c| c.set(false));
+    let r = f();
+    INSIDE.with(|c| c.set(was));
+    r
+}

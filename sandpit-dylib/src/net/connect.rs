@@ -1,0 +1,156 @@
+//! `connect`, `sendto`, `sendmsg`, `sendmmsg`.
+use super::{decode, names, redirect, same, sockopt_int};
+use crate::decide::NetMode;
+use crate::state::State;
+use libc::{c_int, c_uint, msghdr, mmsghdr, sockaddr, socklen_t, ssize_t};
+use std::net::SocketAddr;
+
+fn refuse(what: &str, dest: SocketAddr, why: &str, errno: c_int) -> Result<(), c_int> {
+    crate::report::other(format_args!("sandpit: blocked {what} to {dest} ({why})"));
+    Err(errno)
+}
+
+/// UDP may only go to sandpit's DNS responder (any destination when unrestricted).
+fn udp_allowed(st: &State, dest: SocketAddr) -> Result<(), c_int> {
+    if st.decider.net_mode() == NetMode::Unrestricted || st.dns.is_some_and(|d| same(d, dest)) {
+        return Ok(());
+    }
+    refuse(
+        "UDP",
+        dest,
+        "only sandpit's DNS responder is reachable over UDP; network.mode = \"unrestricted\" allows it",
+        libc::EPERM,
+    )
+}
+
+fn sock_type(fd: c_int) -> Result<c_int, c_int> {
+    sockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
+}
+
+hook! {
+    fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        // SAFETY: the caller's buffer of `len` bytes.
+        let Some(dest) = (unsafe { decode(addr, len) }) else {
+            // Unix, netlink, AF_UNSPEC (disconnect): not network egress.
+            // SAFETY: the caller's arguments, forwarded.
+            return Ok(unsafe { real(fd, addr, len) });
+        };
+        match sock_type(fd)? {
+            libc::SOCK_STREAM => {
+                if st.proxy.is_some_and(|p| same(p, dest)) {
+                    // SAFETY: the caller's arguments, forwarded.
+                    return Ok(unsafe { real(fd, addr, len) });
+                }
+                match st.decider.net_mode() {
+                    // SAFETY: the caller's arguments, forwarded.
+                    NetMode::Unrestricted => Ok(unsafe { real(fd, addr, len) }),
+                    NetMode::Offline => {
+                        // The policy words the reason (it names the mode's origin).
+                        let ip = super::canonical_ip(dest.ip()).to_string();
+                        match st.decider.connect(&ip, dest.port()) {
+                            Err(d) => crate::report::denied(&d),
+                            Ok(()) => crate::report::other(format_args!(
+                                "sandpit: blocked connection to {dest} (network.mode = \"offline\")"
+                            )),
+                        }
+                        Err(libc::ECONNREFUSED)
+                    }
+                    NetMode::Filtered => {
+                        let mut host = [0u8; names::HOST_MAX];
+                        let n = names::lookup(dest.ip(), &mut host);
+                        let name = n.map(|n| &host[..n]);
+                        match redirect::redirect(st, fd, dest, name, real) {
+                            Ok(r) => Ok(r),
+                            Err(_) => {
+                                refuse("connection", dest, "sandpit's proxy is not reachable", libc::ECONNREFUSED)?;
+                                Ok(-1)
+                            }
+                        }
+                    }
+                }
+            }
+            libc::SOCK_DGRAM => {
+                udp_allowed(st, dest)?;
+                // SAFETY: the caller's arguments, forwarded.
+                Ok(unsafe { real(fd, addr, len) })
+            }
+            _ => {
+                refuse("raw socket connection", dest, "raw sockets are not allowed", libc::EPERM)?;
+                Ok(-1)
+            }
+        }
+    }
+}
+
+/// Judge one outgoing datagram/segment.
+///
+/// # Safety
+/// `addr` is NULL or `len` readable bytes.
+unsafe fn judge_send(st: &State, fd: c_int, flags: c_int, addr: *const sockaddr, len: socklen_t) -> Result<(), c_int> {
+    if flags & libc::MSG_FASTOPEN != 0 && st.decider.net_mode() != NetMode::Unrestricted {
+        // SAFETY: per the contract.
+        let dest = unsafe { decode(addr, len) }.unwrap_or(SocketAddr::from(([0u8; 4], 0)));
+        return refuse(
+            "TCP Fast Open",
+            dest,
+            "TCP Fast Open would bypass the proxy; use connect()",
+            libc::EPERM,
+        );
+    }
+    // SAFETY: per the contract.
+    if let Some(dest) = unsafe { decode(addr, len) } {
+        if sock_type(fd)? == libc::SOCK_DGRAM {
+            udp_allowed(st, dest)?;
+        }
+    }
+    Ok(())
+}
+
+hook! {
+    fn sendto(fd: c_int, buf: *const libc::c_void, n: libc::size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        // SAFETY: the caller's address buffer.
+        unsafe { judge_send(st, fd, flags, addr, len) }?;
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(fd, buf, n, flags, addr, len) })
+    }
+}
+
+hook! {
+    fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        if !msg.is_null() {
+            // SAFETY: the caller's msghdr.
+            let m = unsafe { &*msg };
+            // SAFETY: msg_name/msg_namelen describe the caller's buffer.
+            unsafe { judge_send(st, fd, flags, m.msg_name.cast(), m.msg_namelen) }?;
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(fd, msg, flags) })
+    }
+}
+
+hook! {
+    fn sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        if !vec.is_null() {
+            for i in 0..vlen as usize {
+                // SAFETY: the caller's array of `vlen` entries.
+                let m = unsafe { &(*vec.add(i)).msg_hdr };
+                // SAFETY: msg_name/msg_namelen describe the caller's buffer.
+                unsafe { judge_send(st, fd, flags, m.msg_name.cast(), m.msg_namelen) }?;
+            }
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(fd, vec, vlen, flags) })
+    }
+}

@@ -1,0 +1,285 @@
+//! Injection of the interposition library (L1).
+//!
+//! The launcher embeds the cdylib built by the workspace `build.rs`. At run time it
+//! is extracted to `~/.sandpit/lib/<sha256>/libsandpit.so`: directories created
+//! 0700, the file written to a temporary name and renamed into place (atomic), and
+//! before *each* use the directories and file are checked — owned by this user, not
+//! writable by group or others — and the file's content hashed again. Anything off
+//! is an error: the command does not run.
+//!
+//! [`child_env`] composes the variables the sandboxed child starts with; the
+//! library itself puts them back into every grandchild.
+use sha2::{Digest, Sha256};
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+mod sys;
+
+include!(concat!(env!("OUT_DIR"), "/dylib.rs"));
+
+pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
+pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
+pub const PROXY_VAR: &str = "SANDPIT_PROXY";
+pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
+pub const DNS_VAR: &str = "SANDPIT_DNS";
+pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
+
+#[derive(Debug, thiserror::Error)]
+pub enum InjectError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is not owned by this user; refusing to load the interposer from it")]
+    Foreign(PathBuf),
+    #[error("{0} is writable by group or others; refusing to load the interposer from it")]
+    Writable(PathBuf),
+    #[error("{0} is not a {1}")]
+    WrongKind(PathBuf, &'static str),
+    #[error("{0} does not match the embedded interposer (hash differs)")]
+    Tampered(PathBuf),
+}
+
+pub type Result<T> = std::result::Result<T, InjectError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> InjectError + '_ {
+    move |source| InjectError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn content_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Owned by this user and not writable by group/others; of the expected kind.
+fn check_owned(path: &Path, dir: bool) -> Result<()> {
+    let md = std::fs::symlink_metadata(path).map_err(io(path))?;
+    if dir && !md.is_dir() {
+        return Err(InjectError::WrongKind(path.to_path_buf(), "directory"));
+    }
+    if !dir && !md.is_file() {
+        return Err(InjectError::WrongKind(path.to_path_buf(), "regular file"));
+    }
+    if md.uid() != sys::euid() {
+        return Err(InjectError::Foreign(path.to_path_buf()));
+    }
+    if md.mode() & 0o022 != 0 {
+        return Err(InjectError::Writable(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Create `dir` with mode 0700 if missing, then check it.
+fn ensure_dir(dir: &Path) -> Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(dir)(e)),
+    }
+    check_owned(dir, true)
+}
+
+/// The extracted library.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub path: PathBuf,
+    hash: String,
+}
+
+impl Installed {
+    /// Re-check before use: directories and file ours and not group/other
+    /// writable, content hash unchanged.
+    pub fn verify(&self) -> Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        check_owned(dir, true)?;
+        if let Some(lib) = dir.parent() {
+            check_owned(lib, true)?;
+        }
+        check_owned(&self.path, false)?;
+        let bytes = std::fs::read(&self.path).map_err(io(&self.path))?;
+        if content_hash(&bytes) != self.hash {
+            return Err(InjectError::Tampered(self.path.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// Extract the embedded library under `state_dir` (normally `~/.sandpit`).
+pub fn install(state_dir: &Path) -> Result<Installed> {
+    install_bytes(state_dir, DYLIB, DYLIB_FILE_NAME)
+}
+
+/// [`install`] for given bytes (tests use it with fixtures).
+pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Installed> {
+    let hash = content_hash(bytes);
+    ensure_dir(state_dir)?;
+    let lib = state_dir.join("lib");
+    ensure_dir(&lib)?;
+    let dir = lib.join(&hash);
+    ensure_dir(&dir)?;
+    let path = dir.join(name);
+    let inst = Installed { path, hash };
+    if inst.path.exists() && inst.verify().is_ok() {
+        return Ok(inst);
+    }
+    // Write a private temporary file and rename it over the final name.
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o500)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o500)).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &inst.path).map_err(io(&inst.path))?;
+    inst.verify()?;
+    Ok(inst)
+}
+
+/// Endpoints the library talks to; `None` leaves the variable unset.
+#[derive(Debug, Clone, Default)]
+pub struct Endpoints {
+    /// The proxy's transparent-redirect listener.
+    pub proxy: Option<SocketAddr>,
+    /// The proxy's per-run token (sent in the transparent handshake line).
+    pub proxy_token: Option<String>,
+    /// sandpit's DNS responder.
+    pub dns: Option<SocketAddr>,
+    /// The audit log's datagram socket.
+    pub audit: Option<PathBuf>,
+}
+
+/// `existing` with `lib` appended (`:`-separated), unless it already names it.
+pub fn preload_value(existing: Option<&OsStr>, lib: &Path) -> OsString {
+    let lib = lib.as_os_str();
+    match existing {
+        Some(v) if !v.is_empty() => {
+            let named = v
+                .as_bytes()
+                .split(|&b| b == b':' || b == b' ')
+                .any(|e| e == lib.as_bytes());
+            if named {
+                v.to_os_string()
+            } else {
+                let mut b = v.as_bytes().to_vec();
+                b.push(b':');
+                b.extend_from_slice(lib.as_bytes());
+                OsString::from_vec(b)
+            }
+        }
+        _ => lib.to_os_string(),
+    }
+}
+
+/// The variables to set in the sandboxed child: the preload (appended to an
+/// existing `LD_PRELOAD`), the snapshot path and state dir, and the endpoints.
+pub fn child_env(
+    existing_preload: Option<&OsStr>,
+    lib: &Installed,
+    snapshot: &Path,
+    state_dir: &Path,
+    ends: &Endpoints,
+) -> Vec<(OsString, OsString)> {
+    let mut v = vec![
+        (
+            PRELOAD_VAR.into(),
+            preload_value(existing_preload, &lib.path),
+        ),
+        (SNAPSHOT_VAR.into(), snapshot.as_os_str().to_os_string()),
+        (STATE_DIR_VAR.into(), state_dir.as_os_str().to_os_string()),
+    ];
+    if let Some(p) = ends.proxy {
+        v.push((PROXY_VAR.into(), p.to_string().into()));
+    }
+    if let Some(t) = &ends.proxy_token {
+        v.push((TOKEN_VAR.into(), t.into()));
+    }
+    if let Some(p) = ends.dns {
+        v.push((DNS_VAR.into(), p.to_string().into()));
+    }
+    if let Some(p) = &ends.audit {
+        v.push((AUDIT_VAR.into(), p.as_os_str().to_os_string()));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_library_is_an_object_file() {
+        assert!(DYLIB.len() > 1000);
+        #[cfg(target_os = "linux")]
+        assert_eq!(&DYLIB[..4], b"\x7fELF");
+    }
+
+    #[test]
+    fn installs_atomically_and_verifies() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join(".sandpit");
+        let inst = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        assert!(inst.path.ends_with(format!("lib/{}/libsandpit.so", content_hash(b"library-bytes"))));
+        for dir in [&state, &state.join("lib"), &inst.path.parent().unwrap().to_path_buf()] {
+            assert_eq!(std::fs::metadata(dir).unwrap().mode() & 0o777, 0o700, "{dir:?}");
+        }
+        assert_eq!(std::fs::read(&inst.path).unwrap(), b"library-bytes");
+        // Idempotent.
+        install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        // Tampered content is caught before use, and repaired by a new install.
+        std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(&inst.path, b"evil").unwrap();
+        std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o500)).unwrap();
+        assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
+        let again = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        again.verify().unwrap();
+        assert_eq!(std::fs::read(&again.path).unwrap(), b"library-bytes");
+    }
+
+    #[test]
+    fn refuses_group_writable_or_foreign() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join(".sandpit");
+        let inst = install_bytes(&state, b"x", "libsandpit.so").unwrap();
+        let dir = inst.path.parent().unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(matches!(inst.verify(), Err(InjectError::Writable(_))));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o522)).unwrap();
+        assert!(matches!(inst.verify(), Err(InjectError::Writable(_))));
+        std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o500)).unwrap();
+        inst.verify().unwrap();
+        if sys::euid() == 0 {
+            std::os::unix::fs::chown(dir, Some(65534), None).unwrap();
+            assert!(matches!(inst.verify(), Err(InjectError::Foreign(_))));
+        }
+    }
+
+    #[test]
+    fn preload_is_appended_once() {
+        let lib = Path::new("/h/.sandpit/lib/x/libsandpit.so");
+        assert_eq!(preload_value(None, lib), "/h/.sandpit/lib/x/libsandpit.so");
+        assert_eq!(
+            preload_value(Some(OsStr::new("/usr/lib/libjemalloc.so")), lib),
+            "/usr/lib/libjemalloc.so:/h/.sandpit/lib/x/libsandpit.so"
+        );
+        let both = "/a.so:/h/.sandpit/lib/x/libsandpit.so";
+        assert_eq!(preload_value(Some(OsStr::new(both)), lib), both);
+    }
+}

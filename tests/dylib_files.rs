@@ -1,0 +1,239 @@
+//! The interposer's file hooks, judged by their effect: the canary never reaches any
+//! output, files outside the writable roots stay unchanged, and the positive
+//! controls next to each denial succeed.
+mod common;
+mod dylib_common;
+
+use dylib_common::*;
+use std::os::unix::fs::PermissionsExt;
+
+const EACCES: i32 = libc::EACCES;
+
+#[test]
+fn probe_reads_the_canary_without_the_interposer() {
+    let p = Pit::new("");
+    let o = probe_bare(&p, &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()]);
+    assert!(o.stdout.contains(CANARY), "the probe must work bare: {}", o.all());
+}
+
+#[test]
+fn blocked_reads_fail_with_eacces_in_every_spelling() {
+    let p = Pit::new("");
+    let home = p.home();
+    let ws = p.ws();
+    std::os::unix::fs::symlink(home.join(".ssh"), ws.join("innocent")).unwrap();
+    p.h.give_to_test_user(&ws.join("innocent"));
+    let secret = home.join(".ssh/id_rsa");
+    let s = secret.to_str().unwrap().to_string();
+    let spellings = [
+        s.clone(),
+        "../.ssh/id_rsa".to_string(),
+        format!("{}//.ssh/./id_rsa", home.display()),
+        format!("{}/../project/../.ssh/id_rsa", ws.display()),
+        format!("/proc/self/root{s}"),
+        format!("/proc/self/cwd/../.ssh/id_rsa"),
+        "innocent/id_rsa".to_string(),
+    ];
+    for sp in &spellings {
+        for op in ["read", "read64", "opath"] {
+            let o = probe_in(&p, &[op, sp]);
+            assert!(!o.all().contains(CANARY), "{op} {sp}: canary leaked: {}", o.all());
+            assert_eq!(errno_of(&o), Some(EACCES), "{op} {sp}: {}", o.all());
+        }
+        let o = probe_in(&p, &["fopen", sp, "r"]);
+        assert!(!o.all().contains(CANARY), "fopen {sp}: {}", o.all());
+        assert_eq!(errno_of(&o), Some(EACCES), "fopen {sp}: {}", o.all());
+    }
+    let o = probe_in(&p, &["openat", home.to_str().unwrap(), ".ssh/id_rsa"]);
+    assert_eq!(errno_of(&o), Some(EACCES), "openat: {}", o.all());
+    let o = probe_in(&p, &["opendir", home.join(".ssh").to_str().unwrap()]);
+    assert_eq!(errno_of(&o), Some(EACCES), "opendir: {}", o.all());
+    // The denial names the rule and how to allow it.
+    let o = probe_in(&p, &["read", &s]);
+    assert!(
+        o.stderr.contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
+            && o.stderr.contains("allow_read"),
+        "{}",
+        o.stderr
+    );
+    // Real programs: cat, sh, python3.
+    for (prog, args) in [
+        ("cat", vec![s.clone()]),
+        ("sh", vec!["-c".into(), "cat ~/.ssh/id_rsa; cat innocent/id_rsa".into()]),
+        ("python3", vec!["-c".into(), format!("print(open({s:?}).read())")]),
+    ] {
+        let o = run(p.cmd(prog).args(&args));
+        assert!(!o.all().contains(CANARY), "{prog}: {}", o.all());
+        assert_ne!(o.code, Some(0), "{prog}: {}", o.all());
+    }
+    // Positive controls: the workspace reads fine through every path.
+    for op in ["read", "read64", "opath"] {
+        let o = probe_in(&p, &[op, "ok.txt"]);
+        assert!(o.stdout.contains("workspace-data"), "{op}: {}", o.all());
+    }
+    let o = probe_in(&p, &["fopen", "ok.txt", "r"]);
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+    let o = run(p.cmd("cat").arg("ok.txt"));
+    assert_eq!(o.stdout, "workspace-data");
+    let o = run(p.cmd("python3").args(["-c", "print(open('ok.txt').read())"]));
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+}
+
+#[test]
+fn writes_outside_the_workspace_leave_no_effect() {
+    let p = Pit::new("");
+    let outside = p.h.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let victim = outside.join("victim");
+    std::fs::write(&victim, "original").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let subdir = outside.join("sub");
+    std::fs::create_dir(&subdir).unwrap();
+    std::fs::set_permissions(&subdir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let v = victim.to_str().unwrap();
+    let new = outside.join("new");
+    let n = new.to_str().unwrap();
+    let sd = subdir.to_str().unwrap();
+    // Without the interposer these would succeed (the directory is 0777): show it
+    // for one of them, on a copy.
+    let o = probe_bare(&p, &["write", outside.join("bare").to_str().unwrap()]);
+    assert!(o.stdout.starts_with("ok"), "bare write must work: {}", o.all());
+
+    let ws_file = p.ws().join("ok.txt");
+    let w = ws_file.to_str().unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["write", v],
+        vec!["creat", v],
+        vec!["append", v],
+        vec!["truncate", v],
+        vec!["chmod", v],
+        vec!["fchmodat", v],
+        vec!["fopen", v, "w"],
+        vec!["fopen", v, "a"],
+        vec!["write", n],
+        vec!["mkdir", n],
+        vec!["symlink", "/etc/passwd", n],
+        vec!["link", w, n],
+        vec!["rename", w, n],
+        vec!["renameat2", w, n],
+        vec!["rename", v, "moved"],
+        vec!["unlink", v],
+        vec!["rmdir", sd],
+    ];
+    for c in &cases {
+        let o = probe_in(&p, c);
+        assert_eq!(errno_of(&o), Some(EACCES), "{c:?}: {}", o.all());
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+    assert_eq!(std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777, 0o666);
+    assert!(!new.exists() && new.symlink_metadata().is_err(), "new name created");
+    assert!(subdir.is_dir());
+    assert!(!p.ws().join("moved").exists());
+    assert_eq!(std::fs::read_to_string(&ws_file).unwrap(), "workspace-data");
+    // Shell redirection and python too.
+    let o = run(p.cmd("sh").args(["-c", &format!("echo pwned > {v}")]));
+    assert_ne!(o.code, Some(0), "{}", o.all());
+    let o = run(p.cmd("python3").args(["-c", &format!("open({v:?}, 'w').write('pwned')")]));
+    assert_ne!(o.code, Some(0), "{}", o.all());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+
+    // Positive controls inside the workspace, through the same calls.
+    for c in [
+        vec!["write", "a"],
+        vec!["creat", "b"],
+        vec!["fopen", "c", "w"],
+        vec!["mkdir", "d"],
+        vec!["rmdir", "d"],
+        vec!["symlink", "a", "e"],
+        vec!["link", "a", "f"],
+        vec!["rename", "f", "g"],
+        vec!["chmod", "a"],
+        vec!["truncate", "a"],
+        vec!["unlink", "g"],
+    ] {
+        let o = probe_in(&p, &c);
+        assert!(o.stdout.starts_with("ok"), "{c:?}: {}", o.all());
+    }
+    assert!(p.ws().join("a").exists() && p.ws().join("c").exists() && !p.ws().join("g").exists());
+    // Writes to /dev/null (a device, not a file) stay possible.
+    let o = run(p.cmd("sh").args(["-c", "echo x > /dev/null && echo fine"]));
+    assert_eq!(o.stdout.trim(), "fine", "{}", o.all());
+}
+
+#[test]
+fn protected_paths_inside_the_workspace_and_symlink_escapes() {
+    let p = Pit::new("");
+    let ws = p.ws();
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    p.h.give_to_test_user(&ws.join(".git"));
+    p.h.give_to_test_user(&ws.join(".git/hooks"));
+    // A hook that does not exist yet, and a symlink planted to write outside.
+    let outside = p.h.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("escape")).unwrap();
+    for c in [
+        vec!["write", ".git/hooks/pre-commit"],
+        vec!["fopen", ".git/config", "w"],
+        vec!["write", ".sandpit.toml"],
+        vec!["mkdir", ".vscode"],
+        vec!["write", "escape/dropped"],
+        vec!["write", "./escape/../escape/dropped"],
+    ] {
+        let o = probe_in(&p, &c);
+        assert_eq!(errno_of(&o), Some(EACCES), "{c:?}: {}", o.all());
+    }
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert!(!ws.join(".sandpit.toml").exists());
+    assert!(!outside.join("dropped").exists());
+    // Positive control: ordinary files next to them.
+    let o = probe_in(&p, &["write", ".git/HEAD"]);
+    assert!(o.stdout.starts_with("ok"), "{}", o.all());
+}
+
+#[test]
+fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
+    let p = Pit::new("");
+    // Positive control: with the good snapshot the workspace file reads.
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+
+    p.write_snapshot(b"sandpit-policy-v1\n{ this is not json");
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    assert!(!o.stdout.contains("workspace-data"));
+    assert_eq!(
+        o.stderr.matches("sandpit: interposer disabled").count(),
+        1,
+        "exactly one line: {}",
+        o.stderr
+    );
+    let o = run(p.cmd("cat").arg("ok.txt"));
+    assert!(!o.stdout.contains("workspace-data"), "{}", o.all());
+    assert_ne!(o.code, Some(0));
+
+    // A valid snapshot that others may write is foreign.
+    let good = {
+        let q = Pit::new("");
+        std::fs::read(&q.snapshot).unwrap()
+    };
+    let p = Pit::new("");
+    let _ = good;
+    std::fs::set_permissions(&p.snapshot, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    assert!(o.stderr.contains("writable by group or others"), "{}", o.stderr);
+
+    // A snapshot outside the state directory is refused even if well-formed.
+    let p = Pit::new("");
+    let elsewhere = p.ws().join("policy.snapshot");
+    std::fs::copy(&p.snapshot, &elsewhere).unwrap();
+    p.h.give_to_test_user(&elsewhere);
+    let o = run(p.cmd(probe()).env("SANDPIT_SNAPSHOT", &elsewhere).args(["read", "ok.txt"]));
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+
+    // Missing snapshot variable: fails closed too.
+    let o = run(p.cmd(probe()).env_remove("SANDPIT_SNAPSHOT").args(["read", "ok.txt"]));
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+}
