@@ -94,3 +94,6 @@ pub fn analyze(tool: &str, args: &[String], ctx: &dyn Ctx) -> Analysis {
     }
     a
 }
+
+#[cfg(test)]
+mod tests;
