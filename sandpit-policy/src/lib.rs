@@ -1,1 +1,156 @@
-//! policy
+//! sandpit's policy: one source for every layer.
+//!
+//! A policy is data. It is loaded from layered TOML sources ([`load`]), validated with
+//! file:line:column diagnostics, canonicalized once, and consulted through one decision
+//! function, [`decide`]. Each enforcement layer (kernel plan, Seatbelt profile,
+//! interposer, proxy, shims) compiles or queries this same value. The crate has no
+//! async runtime and no network code, so the injected library can link it.
+#![forbid(unsafe_code)]
+
+pub mod decide;
+pub mod error;
+pub mod host;
+pub mod load;
+pub mod matchers;
+pub mod origin;
+pub mod path;
+pub mod snapshot;
+
+pub use decide::{check_resolved, decide, Decision, Request, Verdict};
+pub use error::{Diagnostic, Error, Result};
+pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
+pub use load::{load, LoadOptions, Source, BUILTIN_PROFILES, DEFAULT_POLICY};
+pub use matchers::ExecPattern;
+pub use origin::{Layer, Origin, Rule};
+pub use path::Context;
+
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The effective policy after all layers, with every entry's origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub context: Context,
+    pub files: Files,
+    pub network: Network,
+    pub exec: Exec,
+    pub env: Env,
+    pub adversary: Option<Adversary>,
+    pub shims: Shims,
+}
+
+/// File rules. Every path is absolute, normalized and symlink-resolved where it exists.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Files {
+    /// Unreadable (and so unwritable).
+    pub block_read: Vec<Rule<PathBuf>>,
+    /// Readable carve-outs inside a `block_read` (the more specific rule wins).
+    pub allow_read: Vec<Rule<PathBuf>>,
+    /// Read-only, even inside a writable root (deny wins for writes).
+    pub block_write: Vec<Rule<PathBuf>>,
+    /// The only writable roots.
+    pub allow_write: Vec<Rule<PathBuf>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetMode {
+    /// No network at all.
+    Offline,
+    /// Only hosts in `network.allow` (and not in `network.block`).
+    Filtered,
+    /// No host filtering; metadata and every other protection stay.
+    Unrestricted,
+}
+
+impl NetMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetMode::Offline => "offline",
+            NetMode::Filtered => "filtered",
+            NetMode::Unrestricted => "unrestricted",
+        }
+    }
+}
+
+/// A static answer of sandpit's resolver: `name → addresses`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolveEntry {
+    pub name: String,
+    pub addrs: Vec<IpAddr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Network {
+    pub mode: Rule<NetMode>,
+    pub allow: Vec<Rule<HostPattern>>,
+    pub block: Vec<Rule<HostPattern>>,
+    pub allow_local_binding: Rule<bool>,
+    pub resolve: Vec<Rule<ResolveEntry>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exec {
+    pub block: Vec<Rule<ExecPattern>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Env {
+    /// Globs of variable names removed from every spawned command.
+    pub withhold: Vec<Rule<String>>,
+}
+
+impl Env {
+    /// Whether the variable `name` is withheld from spawned commands.
+    pub fn is_withheld(&self, name: &str) -> bool {
+        self.withhold
+            .iter()
+            .any(|r| matchers::glob_match(&r.value, name))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    Anthropic,
+    Openai,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewEvent {
+    Exec,
+    Network,
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    Deny,
+    Allow,
+}
+
+/// The LLM reviewer's settings (`[adversary]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adversary {
+    pub provider: Provider,
+    pub model: String,
+    pub endpoint: Option<String>,
+    pub api_key_env: Option<String>,
+    pub rules: String,
+    pub review: Vec<ReviewEvent>,
+    pub timeout_ms: u64,
+    pub on_error: OnError,
+    pub cache: bool,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shims {
+    /// Install PATH shims even without `--shims`.
+    pub enabled: bool,
+    /// Extra commands to shim beyond the built-in network tools.
+    pub extra: Vec<Rule<String>>,
+}

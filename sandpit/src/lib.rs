@@ -1,4 +1,5 @@
 //! The sandpit launcher: loads the policy, starts the proxy and audit log, and runs
 //! the agent under the kernel layer with the interposition library injected.
 pub mod cli;
+pub mod config;
 pub mod sandbox;

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Shared helpers for the end-to-end tests: the built binary, an unprivileged user to
 //! run sandboxed workloads as (root bypasses file permissions), and a fresh HOME.
 #![allow(dead_code)]

@@ -1,0 +1,267 @@
+//! The one decision function every layer consults.
+use crate::host::{canonical_host, canonical_ip, is_metadata, is_non_public, Host, HostMatch};
+use crate::matchers::command_line;
+use crate::origin::Origin;
+use crate::path::{depth, display, is_within, normalize};
+use crate::{NetMode, Policy, ReviewEvent};
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+    /// Allowed by the rules, but the adversary must review it first.
+    Review,
+}
+
+/// What is being asked. Paths are absolute; they are normalized before matching.
+#[derive(Debug, Clone, Copy)]
+pub enum Request<'a> {
+    Read(&'a Path),
+    Write(&'a Path),
+    Connect { host: &'a str, port: u16 },
+    Exec(&'a [String]),
+}
+
+/// A decision, the rule that made it, and a reason a model can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub rule: Option<Origin>,
+    pub reason: String,
+}
+
+impl Verdict {
+    fn new(decision: Decision, rule: Option<&Origin>, reason: String) -> Verdict {
+        Verdict {
+            decision,
+            rule: rule.cloned(),
+            reason,
+        }
+    }
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+    pub fn is_denied(&self) -> bool {
+        self.decision == Decision::Deny
+    }
+    /// The one line the sandboxed program sees on stderr.
+    pub fn line(&self) -> String {
+        format!("sandpit: {}", self.reason)
+    }
+}
+
+const NOT_RETRY: &str = "this is sandpit's sandbox policy; retrying will not help";
+
+/// Decide a request against the policy.
+pub fn decide(policy: &Policy, req: &Request) -> Verdict {
+    match *req {
+        Request::Read(p) => decide_read(policy, &normalize(p)),
+        Request::Write(p) => decide_write(policy, &normalize(p)),
+        Request::Connect { host, port } => match canonical_host(host) {
+            Ok(h) => decide_connect(policy, &h, port),
+            Err(e) => Verdict::new(
+                Decision::Deny,
+                None,
+                format!("blocked connection to {host:?}: {e}; {NOT_RETRY}"),
+            ),
+        },
+        Request::Exec(argv) => decide_exec(policy, argv),
+    }
+}
+
+fn deepest<'a, T: AsRef<Path>>(
+    rules: &'a [crate::Rule<T>],
+    p: &Path,
+) -> Option<&'a crate::Rule<T>> {
+    rules
+        .iter()
+        .filter(|r| is_within(p, r.value.as_ref()))
+        .max_by_key(|r| depth(r.value.as_ref()))
+}
+
+fn decide_read(policy: &Policy, p: &Path) -> Verdict {
+    let shown = display(p, &policy.context);
+    let block = deepest(&policy.files.block_read, p);
+    let allow = deepest(&policy.files.allow_read, p);
+    match (block, allow) {
+        (Some(b), Some(a)) if depth(&a.value) > depth(&b.value) => {
+            Verdict::new(Decision::Allow, Some(&a.origin), format!("read of {shown} allowed by {}", a.origin))
+        }
+        (Some(b), _) => Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked read of {shown} ({}); {NOT_RETRY}. To allow it, add it to [files] allow_read in ~/.sandpit/config.toml", b.origin),
+        ),
+        (None, _) => Verdict::new(Decision::Allow, None, format!("read of {shown} is not restricted")),
+    }
+}
+
+fn decide_write(policy: &Policy, p: &Path) -> Verdict {
+    let shown = display(p, &policy.context);
+    let read = decide_read(policy, p);
+    if read.is_denied() {
+        return Verdict {
+            reason: read
+                .reason
+                .replacen("blocked read of", "blocked write to", 1),
+            ..read
+        };
+    }
+    if let Some(b) = deepest(&policy.files.block_write, p) {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked write to {shown} ({}): it is protected because code outside the sandbox may run it later; {NOT_RETRY}", b.origin),
+        );
+    }
+    match deepest(&policy.files.allow_write, p) {
+        Some(a) => Verdict::new(Decision::Allow, Some(&a.origin), format!("write to {shown} allowed by {}", a.origin)),
+        None => Verdict::new(
+            Decision::Deny,
+            None,
+            format!(
+                "blocked write to {shown}: outside the writable roots (the workspace {} and $TMPDIR); {NOT_RETRY}. To allow it, add it to [files] allow_write in ~/.sandpit/config.toml",
+                display(&policy.context.workspace, &policy.context)
+            ),
+        ),
+    }
+}
+
+/// Whether an allow entry names this address itself (not through a wildcard name).
+fn names_address(policy: &Policy, ip: IpAddr, port: u16) -> Option<&Origin> {
+    policy
+        .network
+        .allow
+        .iter()
+        .find(|r| {
+            matches!(r.value.host, HostMatch::Ip(_) | HostMatch::Cidr(..))
+                && r.value.matches(&Host::Ip(ip), port)
+        })
+        .map(|r| &r.origin)
+}
+
+/// Decide a connection to an already canonical host.
+pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
+    let net = &policy.network;
+    let dest = format!("{host}:{port}");
+    if net.mode.value == NetMode::Offline {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&net.mode.origin),
+            format!(
+                "blocked connection to {dest} (network.mode = \"offline\" in {}); {NOT_RETRY}",
+                net.mode.origin.location()
+            ),
+        );
+    }
+    if let Host::Ip(ip) = host {
+        if is_metadata(*ip) {
+            return match names_address(policy, *ip, port) {
+                Some(o) => Verdict::new(Decision::Allow, Some(o), format!("connection to {dest} allowed by {o}")),
+                None => Verdict::new(Decision::Deny, None, format!("blocked connection to {dest}: cloud metadata and link-local addresses are always denied unless named in network.allow; {NOT_RETRY}")),
+            };
+        }
+    }
+    if let Some(b) = net.block.iter().find(|r| r.value.matches(host, port)) {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked connection to {dest} ({}); {NOT_RETRY}", b.origin),
+        );
+    }
+    if net.mode.value == NetMode::Unrestricted {
+        return Verdict::new(
+            Decision::Allow,
+            Some(&net.mode.origin),
+            format!(
+                "connection to {dest} allowed: network.mode = \"unrestricted\" in {}",
+                net.mode.origin.location()
+            ),
+        );
+    }
+    match net.allow.iter().find(|r| r.value.matches(host, port)) {
+        Some(a) => Verdict::new(Decision::Allow, Some(&a.origin), format!("connection to {dest} allowed by {}", a.origin)),
+        None => Verdict::new(
+            Decision::Deny,
+            None,
+            format!("blocked connection to {dest}: the host is not in network.allow; {NOT_RETRY}. To allow it, add \"{host}\" to [network] allow in ~/.sandpit/config.toml"),
+        ),
+    }
+}
+
+/// Decide whether `name` (already allowed) may be dialled at the address it resolved
+/// to. Answers in loopback, private, link-local or metadata ranges are denied unless
+/// the policy names them: a `network.resolve` entry, an address or range in
+/// `network.allow`, or a loopback name with its port listed (`localhost:11434`).
+pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> Verdict {
+    let addr = canonical_ip(addr);
+    let dest = format!("{name}:{port} ({addr})");
+    if let Host::Name(n) = name {
+        if let Some(r) = policy
+            .network
+            .resolve
+            .iter()
+            .find(|r| &r.value.name == n && r.value.addrs.contains(&addr))
+        {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&r.origin),
+                format!("{dest} named by {}", r.origin),
+            );
+        }
+    }
+    if !is_non_public(addr) {
+        return Verdict::new(Decision::Allow, None, format!("{dest} is a public address"));
+    }
+    if let Some(o) = names_address(policy, addr, port) {
+        return Verdict::new(Decision::Allow, Some(o), format!("{dest} named by {o}"));
+    }
+    if addr.is_loopback() {
+        if let Some(r) = policy.network.allow.iter().find(|r| {
+            r.value.port == Some(port) && r.value.is_loopback() && r.value.matches(name, port)
+        }) {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&r.origin),
+                format!("{dest} named by {}", r.origin),
+            );
+        }
+    }
+    Verdict::new(
+        Decision::Deny,
+        None,
+        format!("blocked connection to {dest}: the name resolved to a non-public address that the policy does not name; {NOT_RETRY}"),
+    )
+}
+
+fn decide_exec(policy: &Policy, argv: &[String]) -> Verdict {
+    let line = command_line(argv);
+    let shown = argv.join(" ");
+    if let Some(b) = policy.exec.block.iter().find(|r| r.value.matches(&line)) {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked command `{shown}` ({}); {NOT_RETRY}", b.origin),
+        );
+    }
+    if let Some(adv) = policy
+        .adversary
+        .as_ref()
+        .filter(|a| a.review.contains(&ReviewEvent::Exec))
+    {
+        return Verdict::new(
+            Decision::Review,
+            Some(&adv.origin),
+            format!("command `{shown}` goes to the adversary for review"),
+        );
+    }
+    Verdict::new(
+        Decision::Allow,
+        None,
+        format!("command `{shown}` matches no exec.block pattern"),
+    )
+}

@@ -1,0 +1,833 @@
+//! Loading the layered policy: built-in default < agent profile < user file < project
+//! file (tighten only) < command-line flags.
+use crate::error::{Diagnostic, Error, Result};
+use crate::host::{canonical_host, HostError, HostPattern};
+use crate::matchers::{validate_env_glob, ExecPattern};
+use crate::origin::{Layer, Origin, Rule};
+use crate::path::{self, Context};
+use crate::{
+    Adversary, Env, Exec, Files, NetMode, Network, OnError, Policy, Provider, ResolveEntry,
+    ReviewEvent, Shims,
+};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// The built-in default policy, shipped as `profiles/default.toml`.
+pub const DEFAULT_POLICY: &str = include_str!("../../profiles/default.toml");
+
+/// Agent profiles compiled into sandpit, by name (`profiles/<name>.toml`).
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    ("aider", include_str!("../../profiles/aider.toml")),
+    ("claude", include_str!("../../profiles/claude.toml")),
+    ("codex", include_str!("../../profiles/codex.toml")),
+    ("gemini", include_str!("../../profiles/gemini.toml")),
+    ("goose", include_str!("../../profiles/goose.toml")),
+    ("opencode", include_str!("../../profiles/opencode.toml")),
+    ("pi", include_str!("../../profiles/pi.toml")),
+];
+
+/// One policy text and where it came from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub layer: Layer,
+    /// A path or a name shown in diagnostics and verdicts.
+    pub name: String,
+    pub text: String,
+}
+
+impl Source {
+    pub fn new(layer: Layer, name: impl Into<String>, text: impl Into<String>) -> Source {
+        Source {
+            layer,
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+
+    /// Read a file; `Ok(None)` when it does not exist.
+    pub fn read(layer: Layer, path: &Path) -> Result<Option<Source>> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some(Source::new(layer, path.display().to_string(), text))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::Read {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Everything [`load`] needs: the directories paths expand against and the sources of
+/// each layer that exists.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub context: Context,
+    /// Replaces the built-in default when set (tests, `sandpit init` previews).
+    pub default: Option<Source>,
+    pub profile: Option<Source>,
+    pub user: Option<Source>,
+    pub project: Option<Source>,
+    pub flags: Option<Source>,
+}
+
+impl LoadOptions {
+    pub fn new(context: Context) -> LoadOptions {
+        LoadOptions {
+            context,
+            default: None,
+            profile: None,
+            user: None,
+            project: None,
+            flags: None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The TOML shape. Unknown keys and wrong types are rejected by serde with a span.
+
+type Entries = Option<Spanned<Vec<Spanned<String>>>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    files: Option<Spanned<RawFiles>>,
+    network: Option<Spanned<RawNetwork>>,
+    exec: Option<Spanned<RawExec>>,
+    env: Option<Spanned<RawEnv>>,
+    adversary: Option<Spanned<RawAdversary>>,
+    shims: Option<Spanned<RawShims>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFiles {
+    block_read: Entries,
+    allow_read: Entries,
+    block_write: Entries,
+    allow_write: Entries,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    mode: Option<Spanned<String>>,
+    allow: Entries,
+    block: Entries,
+    allow_local_binding: Option<Spanned<bool>>,
+    resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExec {
+    block: Entries,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnv {
+    withhold: Entries,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdversary {
+    provider: Option<Spanned<String>>,
+    model: Option<Spanned<String>>,
+    endpoint: Option<Spanned<String>>,
+    api_key_env: Option<Spanned<String>>,
+    rules: Option<Spanned<String>>,
+    review: Option<Spanned<Vec<Spanned<String>>>>,
+    timeout_ms: Option<Spanned<i64>>,
+    on_error: Option<Spanned<String>>,
+    cache: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShims {
+    enabled: Option<Spanned<bool>>,
+    extra: Entries,
+}
+
+// ---------------------------------------------------------------------------------
+
+/// Load the effective policy from its layers.
+pub fn load(opts: &LoadOptions) -> Result<Policy> {
+    let ctx = &opts.context;
+    let default = opts.default.clone().unwrap_or_else(|| {
+        Source::new(
+            Layer::Default,
+            "profiles/default.toml (built-in)",
+            DEFAULT_POLICY,
+        )
+    });
+    let mut b = Builder::new(ctx.clone());
+    for src in [
+        Some(&default),
+        opts.profile.as_ref(),
+        opts.user.as_ref(),
+        opts.project.as_ref(),
+        opts.flags.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        b.apply(src)?;
+    }
+    Ok(b.finish())
+}
+
+/// Parse a single source on its own (for `sandpit init` checks and fuzzing): every
+/// validation of a layer runs, as if it were the user file over the default.
+pub fn check_source(src: &Source, ctx: &Context) -> Result<()> {
+    let mut b = Builder::new(ctx.clone());
+    b.apply(&Source::new(
+        Layer::Default,
+        "built-in default",
+        DEFAULT_POLICY,
+    ))?;
+    b.apply(src)
+}
+
+struct Builder {
+    ctx: Context,
+    policy: Policy,
+    /// Where `mode = "unrestricted"` was set, while it is in force.
+    unrestricted_at: Option<Origin>,
+}
+
+struct Cx<'a> {
+    src: &'a Source,
+}
+
+impl Cx<'_> {
+    fn diag(
+        &self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Error {
+        let (line, column) = line_col(&self.src.text, span.start);
+        Error::Config(Box::new(Diagnostic {
+            file: self.src.name.clone(),
+            line,
+            column,
+            message: message.into(),
+            hint: hint.into(),
+        }))
+    }
+
+    fn origin(&self, key: &str, entry: &str, span: std::ops::Range<usize>) -> Origin {
+        let (line, column) = line_col(&self.src.text, span.start);
+        Origin {
+            layer: self.src.layer,
+            file: self.src.name.clone(),
+            key: key.into(),
+            entry: entry.into(),
+            line,
+            column,
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line as u32, col as u32)
+}
+
+fn host_hint(e: &HostError) -> &'static str {
+    match e {
+        HostError::Scheme(_) => "write only the host name, e.g. \"api.example.com\" (add \":443\" to limit the port)",
+        HostError::Path(_) => "paths cannot be filtered; allow the host, e.g. \"github.com\"",
+        HostError::Wildcard => "use \"*.example.com\" for subdomains; \"*\" alone is `mode = \"unrestricted\"`",
+        HostError::Port(_) => "ports are 1-65535, written \"host:443\" or \"[::1]:443\"",
+        HostError::UserInfo => "remove the \"user@\" part",
+        HostError::Cidr(_) => "write a range as \"10.0.0.0/8\" or \"fd00::/8\"",
+        _ => "write a host name (\"api.example.com\"), an address (\"127.0.0.1:8080\", \"[::1]:8080\") or a range (\"10.0.0.0/8\")",
+    }
+}
+
+impl Builder {
+    fn new(ctx: Context) -> Builder {
+        let builtin = |k: &str, e: &str| Origin::builtin(k, e);
+        Builder {
+            ctx,
+            policy: Policy {
+                context: Context {
+                    home: PathBuf::new(),
+                    workspace: PathBuf::new(),
+                    scratch: PathBuf::new(),
+                    state_dir: PathBuf::new(),
+                },
+                files: Files::default(),
+                network: Network {
+                    mode: Rule {
+                        value: NetMode::Filtered,
+                        origin: builtin("network.mode", "filtered"),
+                    },
+                    allow: vec![],
+                    block: vec![],
+                    allow_local_binding: Rule {
+                        value: false,
+                        origin: builtin("network.allow_local_binding", "false"),
+                    },
+                    resolve: vec![],
+                },
+                exec: Exec::default(),
+                env: Env::default(),
+                adversary: None,
+                shims: Shims::default(),
+            },
+            unrestricted_at: None,
+        }
+    }
+
+    fn finish(mut self) -> Policy {
+        self.policy.context = self.ctx;
+        self.policy
+    }
+
+    fn apply(&mut self, src: &Source) -> Result<()> {
+        let cx = Cx { src };
+        let raw: RawConfig = toml::from_str(&src.text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().to_string();
+            let hint = if msg.contains("unknown field") {
+                "remove or correct the key; `sandpit init` writes a commented example of every key"
+            } else if msg.contains("invalid type") {
+                "check the value's type: lists are [\"a\", \"b\"], booleans are true/false"
+            } else {
+                "fix the TOML syntax at this position"
+            };
+            cx.diag(span, msg, hint)
+        })?;
+        let project = src.layer == Layer::Project;
+        if let Some(files) = &raw.files {
+            self.apply_files(&cx, files.get_ref(), project)?;
+        }
+        if let Some(net) = &raw.network {
+            self.apply_network(&cx, net, project)?;
+        }
+        if let Some(exec) = &raw.exec {
+            for (text, span) in entries(&exec.get_ref().block) {
+                let pat = ExecPattern::parse(text).map_err(|m| {
+                    cx.diag(span.clone(), format!("exec.block entry {text:?}: {m}"), "a plain entry is a case-insensitive substring of the command line; \"re:\" starts a regex")
+                })?;
+                push_unique(
+                    &mut self.policy.exec.block,
+                    pat,
+                    cx.origin("exec.block", text, span),
+                );
+            }
+        }
+        if let Some(env) = &raw.env {
+            for (text, span) in entries(&env.get_ref().withhold) {
+                validate_env_glob(text).map_err(|m| {
+                    cx.diag(
+                        span.clone(),
+                        format!("env.withhold entry {text:?}: {m}"),
+                        "write a variable name or a glob such as \"*_TOKEN\" or \"AWS_*\"",
+                    )
+                })?;
+                push_unique(
+                    &mut self.policy.env.withhold,
+                    text.to_string(),
+                    cx.origin("env.withhold", text, span),
+                );
+            }
+        }
+        if let Some(adv) = &raw.adversary {
+            self.apply_adversary(&cx, adv, project)?;
+        }
+        if let Some(shims) = &raw.shims {
+            let s = shims.get_ref();
+            if let Some(en) = &s.enabled {
+                if project && !*en.get_ref() && self.policy.shims.enabled {
+                    return Err(cx.diag(
+                        en.span(),
+                        "a project file cannot turn shims off",
+                        "remove shims.enabled from .sandpit.toml",
+                    ));
+                }
+                self.policy.shims.enabled = *en.get_ref();
+            }
+            for (text, span) in entries(&s.extra) {
+                if text.is_empty()
+                    || text.contains('/')
+                    || text.chars().any(|c| c.is_whitespace() || c.is_control())
+                {
+                    return Err(cx.diag(
+                        span,
+                        format!("shims.extra entry {text:?} is not a command name"),
+                        "write a bare command name such as \"psql\"",
+                    ));
+                }
+                push_unique(
+                    &mut self.policy.shims.extra,
+                    text.to_string(),
+                    cx.origin("shims.extra", text, span),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn paths(&self, cx: &Cx, key: &str, list: &Entries) -> Result<Vec<Rule<PathBuf>>> {
+        let mut out = vec![];
+        for (text, span) in entries(list) {
+            let p = path::expand(text, &self.ctx).map_err(|e| {
+                cx.diag(span.clone(), format!("{key} entry {text:?}: {e}"), "write an absolute path, \"~/…\", \"$HOME/…\", \"$TMPDIR/…\" or a path relative to the workspace")
+            })?;
+            out.push(Rule {
+                value: path::resolve_existing(&p),
+                origin: cx.origin(key, text, span),
+            });
+        }
+        Ok(out)
+    }
+
+    fn apply_files(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
+        let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
+        let block_write = self.paths(cx, "files.block_write", &f.block_write)?;
+        let allow_read = self.paths(cx, "files.allow_read", &f.allow_read)?;
+        let allow_write = self.paths(cx, "files.allow_write", &f.allow_write)?;
+        let files = &mut self.policy.files;
+        for r in block_read {
+            push_rule(&mut files.block_read, r);
+        }
+        for r in block_write {
+            push_rule(&mut files.block_write, r);
+        }
+        if project {
+            // Tighten only: each allow must lie within one the lower layers granted; the
+            // project's list then replaces theirs.
+            for (new, old, key) in [
+                (&allow_read, &files.allow_read, "files.allow_read"),
+                (&allow_write, &files.allow_write, "files.allow_write"),
+            ] {
+                for r in new.iter() {
+                    if !old.iter().any(|o| path::is_within(&r.value, &o.value)) {
+                        let span = span_of(cx, &r.origin);
+                        return Err(cx.diag(span, format!("{key} entry {:?} widens the policy: a project file may only narrow what your own config allows", r.origin.entry), format!("move this entry to ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name)));
+                    }
+                }
+            }
+            if f.allow_read.is_some() {
+                files.allow_read = allow_read;
+            }
+            if f.allow_write.is_some() {
+                files.allow_write = allow_write;
+            }
+        } else {
+            for r in allow_read {
+                push_rule(&mut files.allow_read, r);
+            }
+            for r in allow_write {
+                push_rule(&mut files.allow_write, r);
+            }
+        }
+        Ok(())
+    }
+
+    fn hosts(&self, cx: &Cx, key: &str, list: &Entries) -> Result<Vec<Rule<HostPattern>>> {
+        let mut out = vec![];
+        for (text, span) in entries(list) {
+            let pat = HostPattern::parse(text).map_err(|e| {
+                cx.diag(
+                    span.clone(),
+                    format!("{key} entry {text:?}: {e}"),
+                    host_hint(&e),
+                )
+            })?;
+            if key == "network.allow" && pat.is_loopback() && pat.port.is_none() {
+                return Err(cx.diag(
+                    span,
+                    format!("{key} entry {text:?} opens every loopback port"),
+                    format!("name the port of the one service you mean, e.g. \"{text}:11434\""),
+                ));
+            }
+            out.push(Rule {
+                value: pat,
+                origin: cx.origin(key, text, span),
+            });
+        }
+        Ok(out)
+    }
+
+    fn apply_network(&mut self, cx: &Cx, net: &Spanned<RawNetwork>, project: bool) -> Result<()> {
+        let n = net.get_ref();
+        if project {
+            if let Some(at) = &self.unrestricted_at {
+                return Err(cx.diag(net.span(), format!("a project [network] table is not allowed while network.mode = \"unrestricted\" (set in {})", at.location()), "remove [network] from .sandpit.toml, or set mode = \"filtered\" in your own config"));
+            }
+            if let Some(r) = &n.resolve {
+                return Err(cx.diag(
+                    r.span(),
+                    "network.resolve in a project file would let it point names at local addresses",
+                    "move the entries to ~/.sandpit/config.toml",
+                ));
+            }
+            if let Some(b) = &n.allow_local_binding {
+                if *b.get_ref() && !self.policy.network.allow_local_binding.value {
+                    return Err(cx.diag(
+                        b.span(),
+                        "a project file may turn network.allow_local_binding off, never on",
+                        "set it in ~/.sandpit/config.toml or pass the flag for this run",
+                    ));
+                }
+            }
+        }
+        let mode = match &n.mode {
+            None => None,
+            Some(m) => Some(match m.get_ref().as_str() {
+                "filtered" => NetMode::Filtered,
+                "offline" => NetMode::Offline,
+                "unrestricted" => NetMode::Unrestricted,
+                other => {
+                    return Err(cx.diag(
+                        m.span(),
+                        format!("network.mode {other:?} is not a mode"),
+                        "use \"filtered\", \"offline\" or \"unrestricted\"",
+                    ))
+                }
+            }),
+        };
+        if mode == Some(NetMode::Unrestricted) {
+            // Sandlot's meaning: unrestricted removes host filtering and nothing else, and
+            // the table that says so says nothing more.
+            let others = [
+                ("allow", n.allow.as_ref().map(|s| s.span())),
+                ("block", n.block.as_ref().map(|s| s.span())),
+                (
+                    "allow_local_binding",
+                    n.allow_local_binding.as_ref().map(|s| s.span()),
+                ),
+                ("resolve", n.resolve.as_ref().map(|s| s.span())),
+            ];
+            if let Some((key, Some(span))) = others.into_iter().find(|(_, s)| s.is_some()) {
+                return Err(cx.diag(span, format!("network.{key} cannot be combined with mode = \"unrestricted\""), "unrestricted removes host filtering only; use mode = \"filtered\" with allow/block lists instead"));
+            }
+        } else if let Some(at) = &self.unrestricted_at {
+            if mode.is_none() {
+                let key = if n.allow.is_some() {
+                    "allow"
+                } else if n.block.is_some() {
+                    "block"
+                } else if n.resolve.is_some() {
+                    "resolve"
+                } else {
+                    "allow_local_binding"
+                };
+                return Err(cx.diag(net.span(), format!("network.{key} has no effect while network.mode = \"unrestricted\" (set in {})", at.location()), "set mode = \"filtered\" in this table to filter hosts again"));
+            }
+        }
+        if let Some(m) = mode {
+            let span = n.mode.as_ref().map(|s| s.span()).unwrap_or(0..0);
+            if project && m > self.policy.network.mode.value {
+                return Err(cx.diag(
+                    span,
+                    format!(
+                        "network.mode {:?} is looser than {:?} from {}",
+                        m.as_str(),
+                        self.policy.network.mode.value.as_str(),
+                        self.policy.network.mode.origin.location()
+                    ),
+                    "a project file may only tighten: unrestricted > filtered > offline",
+                ));
+            }
+            self.policy.network.mode = Rule {
+                value: m,
+                origin: cx.origin("network.mode", m.as_str(), span),
+            };
+            if m == NetMode::Unrestricted {
+                self.unrestricted_at = Some(self.policy.network.mode.origin.clone());
+                self.policy.network.allow.clear();
+                self.policy.network.block.clear();
+            } else {
+                self.unrestricted_at = None;
+            }
+        }
+        let allow = self.hosts(cx, "network.allow", &n.allow)?;
+        let block = self.hosts(cx, "network.block", &n.block)?;
+        if project && n.allow.is_some() {
+            for r in &allow {
+                if !self
+                    .policy
+                    .network
+                    .allow
+                    .iter()
+                    .any(|o| r.value.is_covered_by(&o.value))
+                {
+                    let span = span_of(cx, &r.origin);
+                    return Err(cx.diag(span, format!("network.allow entry {:?} widens the policy: a project file may only narrow the hosts your own config allows", r.origin.entry), format!("move it to ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name)));
+                }
+            }
+            self.policy.network.allow = allow;
+        } else {
+            for r in allow {
+                push_rule(&mut self.policy.network.allow, r);
+            }
+        }
+        for r in block {
+            push_rule(&mut self.policy.network.block, r);
+        }
+        if let Some(b) = &n.allow_local_binding {
+            self.policy.network.allow_local_binding = Rule {
+                value: *b.get_ref(),
+                origin: cx.origin(
+                    "network.allow_local_binding",
+                    &b.get_ref().to_string(),
+                    b.span(),
+                ),
+            };
+        }
+        if let Some(res) = &n.resolve {
+            for (name, addrs) in res.get_ref() {
+                let host = canonical_host(name.get_ref()).map_err(|e| {
+                    cx.diag(
+                        name.span(),
+                        format!("network.resolve key {:?}: {e}", name.get_ref()),
+                        "keys are host names such as \"allowed.test\"",
+                    )
+                })?;
+                let crate::Host::Name(hname) = host else {
+                    return Err(cx.diag(
+                        name.span(),
+                        format!(
+                            "network.resolve key {:?} is an address, not a name",
+                            name.get_ref()
+                        ),
+                        "keys are host names such as \"allowed.test\"",
+                    ));
+                };
+                let list: Vec<Option<&str>> = match addrs.get_ref() {
+                    toml::Value::String(a) => vec![Some(a.as_str())],
+                    toml::Value::Array(v) => v.iter().map(|x| x.as_str()).collect(),
+                    _ => vec![None],
+                };
+                if list.is_empty() {
+                    return Err(cx.diag(
+                        addrs.span(),
+                        format!("network.resolve.{hname:?} has no address"),
+                        "give one address or a list: \"127.0.0.2\" or [\"127.0.0.2\", \"::1\"]",
+                    ));
+                }
+                let mut ips = vec![];
+                for a in list {
+                    let bad = || {
+                        cx.diag(
+                            addrs.span(),
+                            format!(
+                                "network.resolve.{hname:?}: {} is not an IP address",
+                                a.map_or_else(|| "the value".to_string(), |a| format!("{a:?}"))
+                            ),
+                            "write an address such as \"127.0.0.2\" or \"::1\", or a list of them",
+                        )
+                    };
+                    let ip: IpAddr = a
+                        .ok_or_else(bad)?
+                        .trim_matches(['[', ']'])
+                        .parse()
+                        .map_err(|_| bad())?;
+                    ips.push(crate::host::canonical_ip(ip));
+                }
+                let entry = format!(
+                    "{hname} = {}",
+                    ips.iter()
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                self.policy
+                    .network
+                    .resolve
+                    .retain(|r| r.value.name != hname);
+                self.policy.network.resolve.push(Rule {
+                    value: ResolveEntry {
+                        name: hname,
+                        addrs: ips,
+                    },
+                    origin: cx.origin("network.resolve", &entry, name.span()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_adversary(
+        &mut self,
+        cx: &Cx,
+        adv: &Spanned<RawAdversary>,
+        project: bool,
+    ) -> Result<()> {
+        let a = adv.get_ref();
+        if project {
+            // A project may add rules for the reviewer to enforce; nothing else.
+            let loosening = [
+                ("provider", a.provider.as_ref().map(|s| s.span())),
+                ("model", a.model.as_ref().map(|s| s.span())),
+                ("endpoint", a.endpoint.as_ref().map(|s| s.span())),
+                ("api_key_env", a.api_key_env.as_ref().map(|s| s.span())),
+                ("review", a.review.as_ref().map(|s| s.span())),
+                ("timeout_ms", a.timeout_ms.as_ref().map(|s| s.span())),
+                ("on_error", a.on_error.as_ref().map(|s| s.span())),
+                ("cache", a.cache.as_ref().map(|s| s.span())),
+            ];
+            if let Some((key, Some(span))) = loosening.into_iter().find(|(_, s)| s.is_some()) {
+                return Err(cx.diag(span, format!("adversary.{key} cannot be set by a project file"), "a project file may only add adversary.rules; set the reviewer up in ~/.sandpit/config.toml"));
+            }
+            if let (Some(rules), Some(cur)) = (&a.rules, self.policy.adversary.as_mut()) {
+                cur.rules = format!("{}\n{}", cur.rules, rules.get_ref())
+                    .trim()
+                    .to_string();
+            }
+            return Ok(());
+        }
+        let mut cur = self.policy.adversary.clone().unwrap_or(Adversary {
+            provider: Provider::Anthropic,
+            model: String::new(),
+            endpoint: None,
+            api_key_env: None,
+            rules: String::new(),
+            review: vec![ReviewEvent::Exec],
+            timeout_ms: 10_000,
+            on_error: OnError::Deny,
+            cache: true,
+            origin: cx.origin("adversary", "[adversary]", adv.span()),
+        });
+        if let Some(p) = &a.provider {
+            cur.provider = match p.get_ref().as_str() {
+                "anthropic" => Provider::Anthropic,
+                "openai" | "ollama" => Provider::Openai,
+                other => return Err(cx.diag(p.span(), format!("adversary.provider {other:?} is not supported"), "use \"anthropic\" or \"openai\" (any OpenAI-compatible endpoint: Ollama, llama.cpp, vLLM)")),
+            };
+        }
+        if let Some(m) = &a.model {
+            cur.model = m.get_ref().clone();
+        }
+        if let Some(e) = &a.endpoint {
+            let v = e.get_ref();
+            if !(v.starts_with("https://") || v.starts_with("http://")) {
+                return Err(cx.diag(
+                    e.span(),
+                    format!("adversary.endpoint {v:?} is not an http(s) URL"),
+                    "write the base URL, e.g. \"http://127.0.0.1:11434/v1\"",
+                ));
+            }
+            cur.endpoint = Some(v.clone());
+        }
+        if let Some(k) = &a.api_key_env {
+            if validate_env_glob(k.get_ref()).is_err() || k.get_ref().contains(['*', '?']) {
+                return Err(cx.diag(
+                    k.span(),
+                    format!(
+                        "adversary.api_key_env {:?} is not a variable name",
+                        k.get_ref()
+                    ),
+                    "name the variable holding the key, e.g. \"ANTHROPIC_API_KEY\"",
+                ));
+            }
+            cur.api_key_env = Some(k.get_ref().clone());
+        }
+        if let Some(r) = &a.rules {
+            cur.rules = r.get_ref().clone();
+        }
+        if let Some(rv) = &a.review {
+            let mut ev = vec![];
+            for e in rv.get_ref() {
+                ev.push(match e.get_ref().as_str() {
+                    "exec" => ReviewEvent::Exec,
+                    "network" => ReviewEvent::Network,
+                    "write" => ReviewEvent::Write,
+                    other => {
+                        return Err(cx.diag(
+                            e.span(),
+                            format!("adversary.review {other:?} is not an event"),
+                            "use any of \"exec\", \"network\", \"write\"",
+                        ))
+                    }
+                });
+            }
+            cur.review = ev;
+        }
+        if let Some(t) = &a.timeout_ms {
+            let v = *t.get_ref();
+            if !(1..=600_000).contains(&v) {
+                return Err(cx.diag(
+                    t.span(),
+                    format!("adversary.timeout_ms {v} is out of range"),
+                    "use 1 to 600000 milliseconds",
+                ));
+            }
+            cur.timeout_ms = v as u64;
+        }
+        if let Some(o) = &a.on_error {
+            cur.on_error = match o.get_ref().as_str() {
+                "deny" => OnError::Deny,
+                "allow" => OnError::Allow,
+                other => {
+                    return Err(cx.diag(
+                        o.span(),
+                        format!("adversary.on_error {other:?} is not a choice"),
+                        "use \"deny\" (the default) or \"allow\"",
+                    ))
+                }
+            };
+        }
+        if let Some(c) = &a.cache {
+            cur.cache = *c.get_ref();
+        }
+        if cur.model.is_empty() {
+            return Err(cx.diag(
+                adv.span(),
+                "adversary.model is missing",
+                "name the reviewing model, e.g. model = \"claude-haiku-4-5\"",
+            ));
+        }
+        self.policy.adversary = Some(cur);
+        Ok(())
+    }
+}
+
+fn entries(list: &Entries) -> impl Iterator<Item = (&str, std::ops::Range<usize>)> {
+    list.iter()
+        .flat_map(|l| l.get_ref().iter())
+        .map(|s| (s.get_ref().as_str(), s.span()))
+}
+
+fn span_of(cx: &Cx, o: &Origin) -> std::ops::Range<usize> {
+    // Recover a byte offset from the stored line/column (for diagnostics raised after
+    // an entry was converted).
+    let mut offset = 0;
+    for (i, l) in cx.src.text.split_inclusive('\n').enumerate() {
+        if i + 1 == o.line as usize {
+            let col: usize = l
+                .chars()
+                .take(o.column.saturating_sub(1) as usize)
+                .map(char::len_utf8)
+                .sum();
+            return offset + col..offset + col;
+        }
+        offset += l.len();
+    }
+    0..0
+}
+
+fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
+    if !list.iter().any(|x| x.value == r.value) {
+        list.push(r);
+    }
+}
+
+fn push_unique<T: PartialEq>(list: &mut Vec<Rule<T>>, value: T, origin: Origin) {
+    push_rule(list, Rule { value, origin });
+}

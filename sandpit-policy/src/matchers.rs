@@ -1,0 +1,169 @@
+//! Exec patterns and environment-variable globs.
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+/// An `exec.block` entry: a case-insensitive substring of the whole command line, or a
+/// regex with the `re:` prefix (compiled once, on first use after load validation).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ExecPattern {
+    /// The entry as written (including any `re:` prefix).
+    pub source: String,
+    #[serde(skip)]
+    compiled: OnceLock<Option<regex::Regex>>,
+}
+
+impl Clone for ExecPattern {
+    fn clone(&self) -> Self {
+        ExecPattern {
+            source: self.source.clone(),
+            compiled: OnceLock::new(),
+        }
+    }
+}
+
+impl PartialEq for ExecPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+impl Eq for ExecPattern {}
+
+impl ExecPattern {
+    /// Validate an entry; a regex that does not compile is an error with the
+    /// compiler's message.
+    pub fn parse(source: &str) -> Result<ExecPattern, String> {
+        if source.trim().is_empty() {
+            return Err("an empty pattern would match every command".into());
+        }
+        if source.contains('\0') {
+            return Err("pattern contains NUL".into());
+        }
+        let p = ExecPattern {
+            source: source.to_string(),
+            compiled: OnceLock::new(),
+        };
+        if let Some(re) = source.strip_prefix("re:") {
+            let compiled = build_regex(re).map_err(|e| e.to_string())?;
+            let _ = p.compiled.set(Some(compiled));
+        }
+        Ok(p)
+    }
+
+    pub fn is_regex(&self) -> bool {
+        self.source.starts_with("re:")
+    }
+
+    /// Match against a command line already joined with single spaces and lowercased
+    /// (see [`command_line`]).
+    pub fn matches(&self, lowered_command: &str) -> bool {
+        match self.source.strip_prefix("re:") {
+            Some(re) => self
+                .compiled
+                .get_or_init(|| build_regex(re).ok())
+                .as_ref()
+                // A regex that no longer compiles matches everything: fail closed.
+                .is_none_or(|r| r.is_match(lowered_command)),
+            None => lowered_command.contains(&self.source.to_lowercase()),
+        }
+    }
+
+    /// The first word of a substring pattern (the command it names), if any.
+    pub fn command_word(&self) -> Option<&str> {
+        if self.is_regex() {
+            return None;
+        }
+        self.source.split_whitespace().next()
+    }
+}
+
+fn build_regex(re: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(re)
+        .case_insensitive(true)
+        .size_limit(1 << 20)
+        .build()
+}
+
+/// The form exec patterns are matched against: argv joined with single spaces,
+/// lowercased.
+pub fn command_line(argv: &[String]) -> String {
+    argv.join(" ").to_lowercase()
+}
+
+/// Match an environment-variable name against a glob with `*` and `?`.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            pi += 1;
+            mark = ni;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Validate an `env.withhold` glob.
+pub fn validate_env_glob(g: &str) -> Result<(), String> {
+    if g.is_empty() {
+        return Err("empty pattern".into());
+    }
+    if let Some(c) = g
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '*' | '?')))
+    {
+        return Err(format!(
+            "{c:?} cannot appear in an environment variable name"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_substring_is_case_insensitive() {
+        let p = ExecPattern::parse("curl --data").unwrap();
+        assert!(p.matches(&command_line(&[
+            "/usr/bin/CURL".into(),
+            "--DATA".into(),
+            "x".into()
+        ])));
+        assert!(!p.matches(&command_line(&["curl".into(), "-d".into()])));
+        assert_eq!(p.command_word(), Some("curl"));
+    }
+
+    #[test]
+    fn exec_regex() {
+        let p = ExecPattern::parse(r"re:nc\s+-e").unwrap();
+        assert!(p.matches("nc -e /bin/sh"));
+        assert!(p.matches(&command_line(&["NC".into(), "-E".into()])));
+        assert!(ExecPattern::parse("re:(").is_err());
+        assert!(ExecPattern::parse("  ").is_err());
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*_TOKEN", "GITHUB_TOKEN"));
+        assert!(!glob_match("*_TOKEN", "GITHUB_TOKENS"));
+        assert!(glob_match("AWS_*", "AWS_SECRET_ACCESS_KEY"));
+        assert!(glob_match("A?C", "ABC"));
+        assert!(glob_match("*", "X"));
+        assert!(validate_env_glob("A-B").is_err());
+    }
+}

@@ -1,0 +1,492 @@
+//! Validation, layering and tighten-only rules of the policy loader.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use sandpit_policy::{
+    decide, load, Context, Decision, Diagnostic, Layer, LoadOptions, NetMode, Policy, Request,
+    Source,
+};
+use std::path::{Path, PathBuf};
+
+fn ctx() -> Context {
+    Context {
+        home: "/nonexistent-home/u".into(),
+        workspace: "/nonexistent-home/u/proj".into(),
+        scratch: "/nonexistent-tmp/run".into(),
+        state_dir: "/nonexistent-home/u/.sandpit".into(),
+    }
+}
+
+fn with(layer: Layer, text: &str) -> LoadOptions {
+    let mut o = LoadOptions::new(ctx());
+    let src = Source::new(layer, format!("{layer:?}.toml"), text);
+    match layer {
+        Layer::Profile => o.profile = Some(src),
+        Layer::User => o.user = Some(src),
+        Layer::Project => o.project = Some(src),
+        Layer::Flags => o.flags = Some(src),
+        Layer::Default => o.default = Some(src),
+    }
+    o
+}
+
+fn user(text: &str) -> Result<Policy, sandpit_policy::Error> {
+    load(&with(Layer::User, text))
+}
+
+fn err(text: &str) -> Diagnostic {
+    err_in(with(Layer::User, text))
+}
+
+fn err_in(o: LoadOptions) -> Diagnostic {
+    match load(&o) {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e
+            .diagnostic()
+            .cloned()
+            .unwrap_or_else(|| panic!("not a diagnostic: {e}")),
+    }
+}
+
+/// Assert the error is at `line:col` and mentions `needle`, with a hint.
+fn at(d: &Diagnostic, line: u32, col: u32, needle: &str) {
+    assert_eq!((d.line, d.column), (line, col), "{d}");
+    assert!(d.message.contains(needle), "{d}");
+    assert!(!d.hint.is_empty(), "{d}");
+    assert_eq!(d.file, "User.toml");
+}
+
+#[test]
+fn unknown_keys_are_located() {
+    at(&err("[files]\nblock_reed = []\n"), 2, 1, "unknown field");
+    at(&err("[netwerk]\n"), 1, 2, "unknown field");
+    at(
+        &err("[network]\nmode = \"filtered\"\n  colour = 1\n"),
+        3,
+        3,
+        "unknown field",
+    );
+}
+
+#[test]
+fn bad_types_are_located() {
+    at(
+        &err("[files]\nblock_read = \"~/.ssh\"\n"),
+        2,
+        14,
+        "invalid type",
+    );
+    at(
+        &err("[network]\nallow_local_binding = \"yes\"\n"),
+        2,
+        23,
+        "invalid type",
+    );
+    at(&err("[network]\nallow = [1]\n"), 2, 10, "invalid type");
+}
+
+#[test]
+fn syntax_errors_are_located() {
+    let d = err("[files\n");
+    assert_eq!(d.line, 1, "{d}");
+}
+
+#[test]
+fn host_patterns_are_validated() {
+    let cases = [
+        ("*", "wildcard"),
+        ("*.com", "wildcard"),
+        ("https://example.com", "scheme"),
+        ("example.com/path", "path"),
+        ("exa mple.com", "space"),
+        ("bad..host", "not a valid host"),
+        ("example.com:99999", "port"),
+        ("user@example.com", "user info"),
+        ("localhost", "every loopback port"),
+        ("127.0.0.1", "every loopback port"),
+        ("10.0.0.0/33", "CIDR"),
+    ];
+    for (entry, needle) in cases {
+        let d = err(&format!("[network]\nallow = [\"ok.example\", {entry:?}]\n"));
+        assert_eq!((d.line, d.column), (2, 24), "{entry}: {d}");
+        assert!(
+            d.message.to_lowercase().contains(&needle.to_lowercase()),
+            "{entry}: {d}"
+        );
+        assert!(!d.hint.is_empty());
+    }
+    let d = err("[network]\nallow = [\"a\\u0000b.com\"]\n");
+    assert!(
+        d.message.contains("NUL") || d.message.contains("control"),
+        "{d}"
+    );
+}
+
+#[test]
+fn host_patterns_are_canonicalized() {
+    let p =
+        user("[network]\nallow = [\"API.Example.COM.\", \"bücher.example:443\", \"[::1]:8080\"]\n")
+            .unwrap();
+    let shown: Vec<String> = p
+        .network
+        .allow
+        .iter()
+        .map(|r| r.value.to_string())
+        .collect();
+    assert_eq!(
+        shown,
+        ["api.example.com", "xn--bcher-kva.example:443", "[::1]:8080"]
+    );
+}
+
+#[test]
+fn regexes_paths_and_globs_are_validated() {
+    at(&err("[exec]\nblock = [\"re:(unclosed\"]\n"), 2, 10, "regex");
+    at(&err("[exec]\nblock = [\"\"]\n"), 2, 10, "empty");
+    at(&err("[files]\nallow_write = [\"$FOO/x\"]\n"), 2, 16, "$FOO");
+    at(
+        &err("[files]\nblock_read = [\"~bob/.ssh\"]\n"),
+        2,
+        15,
+        "another user",
+    );
+    at(
+        &err("[env]\nwithhold = [\"A-B\"]\n"),
+        2,
+        13,
+        "cannot appear",
+    );
+    at(&err("[network]\nmode = \"open\"\n"), 2, 8, "not a mode");
+    at(
+        &err("[network.resolve]\n\"x.test\" = \"not-an-ip\"\n"),
+        2,
+        12,
+        "not an IP",
+    );
+    at(
+        &err("[network.resolve]\n\"127.0.0.1\" = \"127.0.0.2\"\n"),
+        2,
+        1,
+        "address, not a name",
+    );
+    at(
+        &err("[adversary]\nmodel = \"m\"\nprovider = \"gemini\"\n"),
+        3,
+        12,
+        "not supported",
+    );
+    at(
+        &err("[adversary]\nmodel = \"m\"\ntimeout_ms = 0\n"),
+        3,
+        14,
+        "out of range",
+    );
+    at(
+        &err("[adversary]\nprovider = \"openai\"\n"),
+        1,
+        1,
+        "model is missing",
+    );
+}
+
+#[test]
+fn paths_expand_and_normalize() {
+    let p = user("[files]\nblock_read = [\"~/secrets/../keys\", \"//etc/./shadow\"]\nallow_write = [\"$TMPDIR/x\", \"build\"]\n").unwrap();
+    let has = |list: &[sandpit_policy::Rule<PathBuf>], want: &str| {
+        list.iter().any(|r| r.value == Path::new(want))
+    };
+    assert!(has(&p.files.block_read, "/nonexistent-home/u/keys"));
+    assert!(has(&p.files.block_read, "/etc/shadow"));
+    assert!(has(&p.files.allow_write, "/nonexistent-tmp/run/x"));
+    assert!(has(&p.files.allow_write, "/nonexistent-home/u/proj/build"));
+}
+
+#[test]
+fn defaults_deny_credentials_and_outside_writes() {
+    let p = load(&LoadOptions::new(ctx())).unwrap();
+    for secret in [
+        "~/.ssh/id_rsa",
+        "~/.aws/credentials",
+        "~/.config/gh/hosts.yml",
+        "~/.docker/config.json",
+        "~/.kube/config",
+        "~/.cargo/credentials.toml",
+        "~/.gnupg/x",
+        "~/.m2/settings.xml",
+        "~/.gradle/gradle.properties",
+        "~/.npmrc",
+        "~/.pypirc",
+        "~/.netrc",
+        "~/.git-credentials",
+        "~/.password-store/x.gpg",
+        "~/.codex/auth.json",
+    ] {
+        let path = PathBuf::from(secret.replace('~', "/nonexistent-home/u"));
+        let v = decide(&p, &Request::Read(&path));
+        assert_eq!(v.decision, Decision::Deny, "{secret}: {v:?}");
+        assert!(v.reason.contains("files.block_read"), "{}", v.reason);
+    }
+    let w = |s: &str| decide(&p, &Request::Write(Path::new(s))).decision;
+    assert_eq!(w("/nonexistent-home/u/proj/src/main.rs"), Decision::Allow);
+    assert_eq!(w("/nonexistent-tmp/run/t"), Decision::Allow);
+    assert_eq!(w("/nonexistent-home/u/other"), Decision::Deny);
+    assert_eq!(w("/etc/passwd"), Decision::Deny);
+    for protected in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".sandpit.toml",
+        ".claude/settings.json",
+        ".codex/x",
+        ".vscode/tasks.json",
+        ".idea/x",
+        ".mcp.json",
+    ] {
+        assert_eq!(
+            w(&format!("/nonexistent-home/u/proj/{protected}")),
+            Decision::Deny,
+            "{protected}"
+        );
+    }
+    assert_eq!(w("/nonexistent-home/u/.sandpit/lib/x"), Decision::Deny);
+    assert_eq!(w("/nonexistent-home/u/.bashrc"), Decision::Deny);
+    assert_eq!(p.network.mode.value, NetMode::Filtered);
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "example.com",
+            port: 443
+        }
+    )
+    .is_denied());
+    assert!(
+        p.env.is_withheld("GITHUB_TOKEN")
+            && p.env.is_withheld("AWS_SECRET_ACCESS_KEY")
+            && !p.env.is_withheld("PATH")
+    );
+}
+
+#[test]
+fn layers_stack_and_every_entry_knows_its_file() {
+    let mut o = LoadOptions::new(ctx());
+    o.profile = Some(Source::new(
+        Layer::Profile,
+        "profiles/goose.toml",
+        "[network]\nallow = [\"api.goose.example\"]\n",
+    ));
+    o.user = Some(Source::new(
+        Layer::User,
+        "/u/config.toml",
+        "[network]\nallow = [\"github.com\"]\nblock = [\"gist.github.com\"]\n",
+    ));
+    o.flags = Some(Source::new(
+        Layer::Flags,
+        "command line",
+        "[network]\nallow = [\"crates.io\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let files: Vec<&str> = p
+        .network
+        .allow
+        .iter()
+        .map(|r| r.origin.file.as_str())
+        .collect();
+    assert_eq!(
+        files,
+        ["profiles/goose.toml", "/u/config.toml", "command line"]
+    );
+    let v = decide(
+        &p,
+        &Request::Connect {
+            host: "gist.github.com",
+            port: 443,
+        },
+    );
+    assert!(v.is_denied());
+    assert_eq!(v.rule.as_ref().unwrap().file, "/u/config.toml");
+    assert_eq!(
+        (
+            v.rule.as_ref().unwrap().line,
+            v.rule.as_ref().unwrap().column
+        ),
+        (3, 10)
+    );
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "api.goose.example",
+            port: 443
+        }
+    )
+    .is_allowed());
+}
+
+fn project_over_user(user_text: &str, project: &str) -> Result<Policy, sandpit_policy::Error> {
+    let mut o = LoadOptions::new(ctx());
+    o.user = Some(Source::new(Layer::User, "user.toml", user_text));
+    o.project = Some(Source::new(Layer::Project, "/p/.sandpit.toml", project));
+    load(&o)
+}
+
+fn project_err(user_text: &str, project: &str, needle: &str) {
+    let e = project_over_user(user_text, project).expect_err(project);
+    let d = e.diagnostic().unwrap();
+    assert_eq!(d.file, "/p/.sandpit.toml");
+    assert!(d.message.contains(needle), "{d}");
+    assert!(!d.hint.is_empty());
+}
+
+#[test]
+fn project_files_may_only_tighten() {
+    let u = "[network]\nallow = [\"*.example.com\", \"github.com\"]\n";
+    project_err(
+        u,
+        "[network]\nallow = [\"evil.test\"]\n",
+        "network.allow entry \"evil.test\" widens",
+    );
+    project_err(
+        u,
+        "[files]\nallow_write = [\"/\"]\n",
+        "files.allow_write entry \"/\" widens",
+    );
+    project_err(
+        u,
+        "[files]\nallow_read = [\"~/.ssh/id_rsa\"]\n",
+        "files.allow_read entry",
+    );
+    project_err(u, "[network]\nmode = \"unrestricted\"\n", "looser");
+    project_err(u, "[network]\nallow_local_binding = true\n", "never on");
+    project_err(
+        u,
+        "[network.resolve]\n\"a.test\" = \"127.0.0.1\"\n",
+        "network.resolve",
+    );
+    project_err(
+        u,
+        "[adversary]\non_error = \"allow\"\n",
+        "adversary.on_error",
+    );
+    // Narrowing works: allow replaced by a covered subset, blocks appended, mode tightened.
+    let p = project_over_user(u, "[network]\nallow = [\"api.example.com:443\"]\nblock = [\"x.example.com\"]\n[exec]\nblock = [\"rm -rf\"]\n[files]\nallow_write = [\"src\"]\n").unwrap();
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "api.example.com",
+            port: 443
+        }
+    )
+    .is_allowed());
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "github.com",
+            port: 443
+        }
+    )
+    .is_denied());
+    assert!(decide(&p, &Request::Exec(&["rm".into(), "-rf".into(), "/".into()])).is_denied());
+    assert!(decide(
+        &p,
+        &Request::Write(Path::new("/nonexistent-home/u/proj/README"))
+    )
+    .is_denied());
+    assert!(decide(
+        &p,
+        &Request::Write(Path::new("/nonexistent-home/u/proj/src/a.rs"))
+    )
+    .is_allowed());
+    let p = project_over_user(u, "[network]\nmode = \"offline\"\n").unwrap();
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "github.com",
+            port: 443
+        }
+    )
+    .is_denied());
+}
+
+#[test]
+fn unrestricted_has_sandlots_meaning() {
+    // The table that sets it accepts no other key.
+    for other in [
+        "allow = [\"a.com\"]",
+        "block = [\"a.com\"]",
+        "allow_local_binding = false",
+    ] {
+        let d = err(&format!("[network]\nmode = \"unrestricted\"\n{other}\n"));
+        assert_eq!(d.line, 3, "{d}");
+        assert!(d.message.contains("cannot be combined"), "{d}");
+    }
+    // It removes host filtering only: metadata, files, exec and env rules stay.
+    let p = user("[network]\nmode = \"unrestricted\"\n[exec]\nblock = [\"nc -e\"]\n").unwrap();
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "anything.example",
+            port: 443
+        }
+    )
+    .is_allowed());
+    assert!(decide(
+        &p,
+        &Request::Connect {
+            host: "169.254.169.254",
+            port: 80
+        }
+    )
+    .is_denied());
+    assert!(decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.ssh/id_rsa"))
+    )
+    .is_denied());
+    assert!(decide(&p, &Request::Exec(&["nc".into(), "-e".into(), "sh".into()])).is_denied());
+    assert!(!p.network.allow_local_binding.value);
+    // While it is in force a project [network] table is rejected, even a tightening one.
+    project_err(
+        "[network]\nmode = \"unrestricted\"\n",
+        "[network]\nblock = [\"x.com\"]\n",
+        "not allowed while network.mode = \"unrestricted\"",
+    );
+    // A later layer that only adds hosts without re-enabling filtering is an error.
+    let mut o = with(Layer::User, "[network]\nmode = \"unrestricted\"\n");
+    o.flags = Some(Source::new(
+        Layer::Flags,
+        "command line",
+        "[network]\nallow = [\"a.com\"]\n",
+    ));
+    let d = err_in(o);
+    assert!(d.message.contains("no effect while"), "{d}");
+}
+
+#[test]
+fn reads_prefer_the_more_specific_rule() {
+    let p =
+        user("[files]\nblock_read = [\"~/secret\"]\nallow_read = [\"~/secret/public\"]\n").unwrap();
+    assert!(decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/secret/public/a"))
+    )
+    .is_allowed());
+    assert!(decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/secret/private"))
+    )
+    .is_denied());
+    // Same depth: deny wins.
+    let p = user("[files]\nblock_read = [\"~/s\"]\nallow_read = [\"~/s\"]\n").unwrap();
+    assert!(decide(&p, &Request::Read(Path::new("/nonexistent-home/u/s/x"))).is_denied());
+    // Writes: deny wins even when the allow is deeper.
+    let p = user("[files]\nblock_write = [\"/opt\"]\nallow_write = [\"/opt/app\"]\n").unwrap();
+    assert!(decide(&p, &Request::Write(Path::new("/opt/app/x"))).is_denied());
+}
+
+#[test]
+fn snapshot_round_trips() {
+    let p = user("[exec]\nblock = [\"re:nc\\\\s+-e\", \"curl --data\"]\n[network]\nallow = [\"a.example\"]\n").unwrap();
+    let back = Policy::from_snapshot(&p.snapshot()).unwrap();
+    assert_eq!(back, p);
+    assert!(decide(&back, &Request::Exec(&["nc".into(), "-e".into()])).is_denied());
+    assert!(Policy::from_snapshot(b"garbage").is_err());
+    let mut bytes = p.snapshot();
+    bytes.truncate(bytes.len() / 2);
+    assert!(Policy::from_snapshot(&bytes).is_err());
+}
