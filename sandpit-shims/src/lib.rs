@@ -9,10 +9,12 @@
 
 pub mod addr;
 pub mod getopt;
+pub mod judge;
 pub mod shimdir;
 pub mod tools;
 
 pub use addr::{Dest, Refusal};
+pub use judge::{judge, Judge, Outcome};
 pub use shimdir::{build_shim_dir, ShimKind, SHIM_MARKER, TOOLS};
 pub use tools::{analyze, Analysis};
 

@@ -296,7 +296,7 @@ fn analyze_depth(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize)
             Tok::Long("bundle-uri", Some(v)) => a.url(&v, "https"),
             Tok::Short('c', Some(v)) | Tok::Long("config", Some(v)) if sub == "clone" => {
                 let (k, val) = kv(&v);
-                judge_setting(&k, &val, ctx, a);
+                judge_setting(&k, &val, false, a);
             }
             Tok::Long("remote", Some(v)) if sub == "archive" => repo(&v, &cfg, push, a),
             Tok::MissingValue(v) => a.refuse(&v, "option is missing its value"),
@@ -381,7 +381,7 @@ fn analyze_depth(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize)
 /// transport.
 fn transport_settings(cfg: &Config, ctx: &dyn Ctx, a: &mut Analysis) {
     for (k, v) in &cfg.pairs {
-        judge_setting(k, v, ctx, a);
+        judge_setting(k, v, cfg.complete, a);
     }
     if let Some(cmd) = ctx.env("GIT_SSH_COMMAND") {
         ssh_command(&cmd, "GIT_SSH_COMMAND", a);
@@ -396,7 +396,8 @@ fn transport_settings(cfg: &Config, ctx: &dyn Ctx, a: &mut Analysis) {
     }
 }
 
-fn judge_setting(k: &str, v: &str, _ctx: &dyn Ctx, a: &mut Analysis) {
+/// `resolved`: the value comes from git itself, which already followed includes.
+fn judge_setting(k: &str, v: &str, resolved: bool, a: &mut Analysis) {
     let lower = k.to_ascii_lowercase();
     let arg = format!("{k}={v}");
     if lower.ends_with(".proxy")
@@ -407,7 +408,9 @@ fn judge_setting(k: &str, v: &str, _ctx: &dyn Ctx, a: &mut Analysis) {
         ssh_command(v, &arg, a);
     } else if lower == "core.gitproxy" || lower == "http.curloptresolve" {
         a.refuse(&arg, "this setting routes git's connections where sandpit cannot judge");
-    } else if lower == "include.path" || (lower.starts_with("includeif.") && lower.ends_with(".path")) {
+    } else if !resolved
+        && (lower == "include.path" || (lower.starts_with("includeif.") && lower.ends_with(".path")))
+    {
         a.refuse(&arg, "included config files cannot be judged");
     }
 }

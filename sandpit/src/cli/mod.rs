@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod config;
+pub mod exec;
 pub mod explain;
 pub mod init;
 
@@ -26,12 +27,17 @@ pub enum Command {
     Explain(explain::Args),
     /// Write a commented starter config (never overwrites).
     Init(init::Args),
+    /// Judge TOOL ARGS… against the policy and run it (PATH shims re-enter here).
+    Exec(exec::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 125;
 
 pub fn main() -> i32 {
+    if let Some(code) = exec::fast_path() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -44,6 +50,7 @@ pub fn main() -> i32 {
         Command::Config(a) => config::execute(a),
         Command::Explain(a) => explain::execute(a),
         Command::Init(a) => init::execute(a),
+        Command::Exec(a) => exec::execute(a),
     };
     match result {
         Ok(code) => code,
