@@ -119,8 +119,8 @@ pub fn clean_host(host: &str, arg: &str) -> Res<String> {
     if host.is_empty() {
         return Err(Refusal::new(arg, "empty host name"));
     }
-    let decoded =
-        percent_decode(host).ok_or_else(|| Refusal::new(arg, "malformed percent-encoding in host"))?;
+    let decoded = percent_decode(host)
+        .ok_or_else(|| Refusal::new(arg, "malformed percent-encoding in host"))?;
     let h = decoded
         .strip_prefix('[')
         .and_then(|x| x.strip_suffix(']'))
@@ -136,7 +136,10 @@ pub fn clean_host(host: &str, arg: &str) -> Res<String> {
     if h.chars().any(|c| {
         c.is_control()
             || c.is_whitespace()
-            || matches!(c, '/' | '\\' | '@' | '?' | '#' | '{' | '}' | '"' | '\'' | '`' | '$')
+            || matches!(
+                c,
+                '/' | '\\' | '@' | '?' | '#' | '{' | '}' | '"' | '\'' | '`' | '$'
+            )
     }) {
         return Err(Refusal::new(
             arg,
@@ -311,8 +314,16 @@ pub fn port_list(s: &str, limit: usize, arg: &str) -> Res<Vec<u16>> {
             .map(|(pfx, p)| if pfx.len() == 1 { p } else { part })
             .unwrap_or(part);
         if let Some((a, b)) = part.split_once('-') {
-            let a = if a.is_empty() { 1 } else { parse_service(a, arg)? };
-            let b = if b.is_empty() { 65535 } else { parse_service(b, arg)? };
+            let a = if a.is_empty() {
+                1
+            } else {
+                parse_service(a, arg)?
+            };
+            let b = if b.is_empty() {
+                65535
+            } else {
+                parse_service(b, arg)?
+            };
             if b < a || usize::from(b - a) >= limit.saturating_sub(out.len()) {
                 return Err(Refusal::new(arg, "port range too wide to judge"));
             }
@@ -341,7 +352,10 @@ mod tests {
 
     #[test]
     fn urls_of_any_scheme() {
-        assert_eq!(hp("https://Example.COM/x"), ("example.com".into(), Some(443)));
+        assert_eq!(
+            hp("https://Example.COM/x"),
+            ("example.com".into(), Some(443))
+        );
         assert_eq!(hp("http://u:p@h.test:8080/"), ("h.test".into(), Some(8080)));
         assert_eq!(hp("ftp.h.test/a"), ("ftp.h.test".into(), Some(21)));
         assert_eq!(hp("h.test"), ("h.test".into(), Some(80)));
@@ -380,7 +394,10 @@ mod tests {
 
     #[test]
     fn ports() {
-        assert_eq!(port_list("22,80-82", 100, "x").unwrap(), vec![22, 80, 81, 82]);
+        assert_eq!(
+            port_list("22,80-82", 100, "x").unwrap(),
+            vec![22, 80, 81, 82]
+        );
         assert!(port_list("1-65535", 100, "x").is_err());
         assert!(port_list("-", 100, "x").is_err());
         assert_eq!(parse_service("https", "x").unwrap(), 443);

@@ -115,8 +115,7 @@ impl Spec {
                 continue;
             }
             // A cluster of short options: -abc, -oVALUE, -o VALUE.
-            let mut chars = a[1..].char_indices();
-            while let Some((pos, c)) = chars.next() {
+            for (pos, c) in a[1..].char_indices() {
                 if self.short_arg.contains(c) {
                     let rest = &a[1 + pos + c.len_utf8()..];
                     if !rest.is_empty() {

@@ -61,7 +61,10 @@ impl Judge for Policy {
             let v = decide(self, &Request::Connect { host, port: p });
             if v.decision != Decision::Allow {
                 let reason = if port.is_none() && p == 0 {
-                    format!("{} (the command does not fix the port, so any port must be allowed)", v.reason.replacen(":0", "", 1))
+                    format!(
+                        "{} (the command does not fix the port, so any port must be allowed)",
+                        v.reason.replacen(":0", "", 1)
+                    )
                 } else {
                     v.reason
                 };

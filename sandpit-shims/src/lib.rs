@@ -15,7 +15,7 @@ pub mod tools;
 
 pub use addr::{Dest, Refusal};
 pub use judge::{judge, Judge, Outcome};
-pub use shimdir::{build_shim_dir, ShimKind, SHIM_MARKER, TOOLS};
+pub use shimdir::{build_for_policy, build_shim_dir, child_env, ShimKind, SHIM_MARKER, TOOLS};
 pub use tools::{analyze, Analysis};
 
 /// What a parser may consult besides the argument vector. Tests and the fuzzer use

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 /// The network tools that get a shim when installed.
 pub const TOOLS: &[&str] = &[
-    "curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sftp", "rsync", "socat",
-    "telnet", "ftp", "dig", "nslookup", "host", "nmap", "git",
+    "curl", "wget", "nc", "ncat", "netcat", "ssh", "scp", "sftp", "rsync", "socat", "telnet",
+    "ftp", "dig", "nslookup", "host", "nmap", "git",
 ];
 
 /// First line marker of script shims; `sandpit exec` skips files that carry it when
@@ -56,7 +56,10 @@ pub fn pattern_command(pattern: &str) -> Option<String> {
     let rest = &p[word.len()..];
     // "nc\\s+-e": the word ends at a regex escape or whitespace; "curl.*" is not a
     // plain word.
-    if word.is_empty() || word.ends_with('.') || rest.starts_with(['*', '?', '+', '{', '|', '(', '[']) {
+    if word.is_empty()
+        || word.ends_with('.')
+        || rest.starts_with(['*', '?', '+', '{', '|', '(', '['])
+    {
         return None;
     }
     Some(word.to_ascii_lowercase())
@@ -83,7 +86,11 @@ pub fn build_shim_dir(
     std::fs::create_dir_all(dir).map_err(io)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
     let mut names: Vec<String> = TOOLS.iter().map(|t| t.to_string()).collect();
-    names.extend(exec_block_patterns.iter().filter_map(|p| pattern_command(p)));
+    names.extend(
+        exec_block_patterns
+            .iter()
+            .filter_map(|p| pattern_command(p)),
+    );
     names.sort();
     names.dedup();
     let mut made = Vec::new();
@@ -106,6 +113,40 @@ pub fn build_shim_dir(
         made.push(name);
     }
     Ok(made)
+}
+
+/// [`build_shim_dir`] for a policy: the built-in tools, the commands `exec.block`
+/// patterns start with, and `shims.extra`. Symlink shims (the faster kind).
+pub fn build_for_policy(
+    dir: &Path,
+    sandpit_exe: &Path,
+    policy: &sandpit_policy::Policy,
+    path: &str,
+) -> Result<Vec<String>> {
+    let mut patterns: Vec<String> = policy
+        .exec
+        .block
+        .iter()
+        .map(|r| r.value.source.clone())
+        .collect();
+    patterns.extend(policy.shims.extra.iter().map(|r| r.value.clone()));
+    build_shim_dir(dir, sandpit_exe, &patterns, path, ShimKind::Symlink)
+}
+
+/// The variables a child of `sandpit run --shims` needs besides the snapshot
+/// (`SANDPIT_SNAPSHOT`) and proxy (`SANDPIT_PROXY_URL`): PATH with the shim
+/// directory first, and the directory itself so `sandpit exec` can skip it.
+pub fn child_env(dir: &Path, path: &str) -> Vec<(String, String)> {
+    let d = dir.to_string_lossy().into_owned();
+    let path = if path.is_empty() {
+        d.clone()
+    } else {
+        format!("{d}:{path}")
+    };
+    vec![
+        ("PATH".to_string(), path),
+        ("SANDPIT_SHIM_DIR".to_string(), d),
+    ]
 }
 
 #[cfg(test)]

@@ -55,7 +55,10 @@ pub fn dig(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize) {
             },
             Tok::Short('f', Some(v)) => {
                 if depth > 0 || v == "-" {
-                    a.refuse(&format!("-f {v}"), "nested or standard-input batch files cannot be judged");
+                    a.refuse(
+                        &format!("-f {v}"),
+                        "nested or standard-input batch files cannot be judged",
+                    );
                     continue;
                 }
                 match ctx.read_file(&v) {
@@ -66,7 +69,10 @@ pub fn dig(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize) {
                             dig(&words, ctx, a, depth + 1);
                         }
                     }
-                    None => a.refuse(&format!("-f {v}"), "batch file cannot be read, so it cannot be judged"),
+                    None => a.refuse(
+                        &format!("-f {v}"),
+                        "batch file cannot be read, so it cannot be judged",
+                    ),
                 }
             }
             _ => {}
@@ -97,8 +103,14 @@ pub fn nslookup(args: &[String], a: &mut Analysis) {
         }
     }
     match ops.as_slice() {
-        [] => a.refuse("nslookup", "interactive nslookup can switch to any server; name the query on the command line"),
-        [name, ..] if name == "-" => a.refuse("nslookup -", "interactive nslookup can switch to any server"),
+        [] => a.refuse(
+            "nslookup",
+            "interactive nslookup can switch to any server; name the query on the command line",
+        ),
+        [name, ..] if name == "-" => a.refuse(
+            "nslookup -",
+            "interactive nslookup can switch to any server",
+        ),
         [_] => {}
         [_, srv, ..] => server(srv, &[port], srv, a),
     }

@@ -14,34 +14,123 @@ use crate::Ctx;
 
 /// Subcommands that talk to a remote.
 const NETWORK: &[&str] = &[
-    "clone", "fetch", "pull", "push", "ls-remote", "remote", "archive", "submodule",
-    "request-pull", "fetch-pack", "send-pack", "http-fetch", "http-push", "bundle",
+    "clone",
+    "fetch",
+    "pull",
+    "push",
+    "ls-remote",
+    "remote",
+    "archive",
+    "submodule",
+    "request-pull",
+    "fetch-pack",
+    "send-pack",
+    "http-fetch",
+    "http-push",
+    "bundle",
 ];
 
 /// Builtins that never touch the network (aliases cannot shadow them).
 const LOCAL: &[&str] = &[
-    "add", "am", "apply", "bisect", "blame", "branch", "cat-file", "check-ignore",
-    "checkout", "cherry", "cherry-pick", "clean", "commit", "commit-tree", "config",
-    "describe", "diff", "diff-files", "diff-index", "diff-tree", "for-each-ref",
-    "format-patch", "fsck", "gc", "grep", "hash-object", "help", "init", "log",
-    "ls-files", "ls-tree", "merge", "merge-base", "mv", "notes", "prune", "range-diff",
-    "read-tree", "rebase", "reflog", "reset", "restore", "rev-list", "rev-parse",
-    "revert", "rm", "shortlog", "show", "show-ref", "stash", "status", "switch", "tag",
-    "update-index", "update-ref", "var", "version", "whatchanged", "worktree",
-    "write-tree", "symbolic-ref", "sparse-checkout", "maintenance", "stripspace",
-    "mktree", "mktag", "count-objects", "verify-commit", "verify-tag", "name-rev",
+    "add",
+    "am",
+    "apply",
+    "bisect",
+    "blame",
+    "branch",
+    "cat-file",
+    "check-ignore",
+    "checkout",
+    "cherry",
+    "cherry-pick",
+    "clean",
+    "commit",
+    "commit-tree",
+    "config",
+    "describe",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "for-each-ref",
+    "format-patch",
+    "fsck",
+    "gc",
+    "grep",
+    "hash-object",
+    "help",
+    "init",
+    "log",
+    "ls-files",
+    "ls-tree",
+    "merge",
+    "merge-base",
+    "mv",
+    "notes",
+    "prune",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "reflog",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "shortlog",
+    "show",
+    "show-ref",
+    "stash",
+    "status",
+    "switch",
+    "tag",
+    "update-index",
+    "update-ref",
+    "var",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
+    "symbolic-ref",
+    "sparse-checkout",
+    "maintenance",
+    "stripspace",
+    "mktree",
+    "mktag",
+    "count-objects",
+    "verify-commit",
+    "verify-tag",
+    "name-rev",
 ];
 
 const GLOBAL: Spec = Spec {
     short_arg: "cC",
     long_arg: &[
-        "git-dir", "work-tree", "namespace", "config-env", "super-prefix", "attr-source",
+        "git-dir",
+        "work-tree",
+        "namespace",
+        "config-env",
+        "super-prefix",
+        "attr-source",
         "list-cmds",
     ],
     long_flag: &[
-        "paginate", "no-pager", "bare", "no-replace-objects", "literal-pathspecs",
-        "glob-pathspecs", "noglob-pathspecs", "icase-pathspecs", "no-optional-locks",
-        "exec-path", "html-path", "man-path", "info-path", "version", "help",
+        "paginate",
+        "no-pager",
+        "bare",
+        "no-replace-objects",
+        "literal-pathspecs",
+        "glob-pathspecs",
+        "noglob-pathspecs",
+        "icase-pathspecs",
+        "no-optional-locks",
+        "exec-path",
+        "html-path",
+        "man-path",
+        "info-path",
+        "version",
+        "help",
         "no-advice",
     ],
     stop_at_operand: true,
@@ -51,23 +140,91 @@ const GLOBAL: Spec = Spec {
 const SUB: Spec = Spec {
     short_arg: "objucsXtmo",
     long_arg: &[
-        "origin", "branch", "upload-pack", "reference", "reference-if-able",
-        "separate-git-dir", "depth", "deepen", "shallow-since", "shallow-exclude",
-        "jobs", "config", "template", "filter", "server-option", "bundle-uri",
-        "ref-format", "refmap", "negotiation-tip", "submodule-prefix",
-        "recurse-submodules-default", "repo", "receive-pack", "exec", "push-option",
-        "strategy", "strategy-option", "sort", "cleanup", "remote", "output", "prefix",
-        "format", "track", "master", "name",
+        "origin",
+        "branch",
+        "upload-pack",
+        "reference",
+        "reference-if-able",
+        "separate-git-dir",
+        "depth",
+        "deepen",
+        "shallow-since",
+        "shallow-exclude",
+        "jobs",
+        "config",
+        "template",
+        "filter",
+        "server-option",
+        "bundle-uri",
+        "ref-format",
+        "refmap",
+        "negotiation-tip",
+        "submodule-prefix",
+        "recurse-submodules-default",
+        "repo",
+        "receive-pack",
+        "exec",
+        "push-option",
+        "strategy",
+        "strategy-option",
+        "sort",
+        "cleanup",
+        "remote",
+        "output",
+        "prefix",
+        "format",
+        "track",
+        "master",
+        "name",
     ],
     long_flag: &[
-        "all", "multiple", "prune", "tags", "no-tags", "quiet", "verbose", "force",
-        "dry-run", "mirror", "bare", "no-checkout", "single-branch", "no-single-branch",
-        "recursive", "recurse-submodules", "no-recurse-submodules", "rebase",
-        "no-rebase", "ff-only", "set-upstream", "follow-tags", "atomic", "heads",
-        "refs", "get-url", "push", "add", "delete", "progress", "no-progress",
-        "shallow-submodules", "also-filter-submodules", "local", "no-local",
-        "no-hardlinks", "shared", "sparse", "porcelain", "force-with-lease", "signed",
-        "unshallow", "update-shallow", "append", "stdin", "init", "remote-submodules",
+        "all",
+        "multiple",
+        "prune",
+        "tags",
+        "no-tags",
+        "quiet",
+        "verbose",
+        "force",
+        "dry-run",
+        "mirror",
+        "bare",
+        "no-checkout",
+        "single-branch",
+        "no-single-branch",
+        "recursive",
+        "recurse-submodules",
+        "no-recurse-submodules",
+        "rebase",
+        "no-rebase",
+        "ff-only",
+        "set-upstream",
+        "follow-tags",
+        "atomic",
+        "heads",
+        "refs",
+        "get-url",
+        "push",
+        "add",
+        "delete",
+        "progress",
+        "no-progress",
+        "shallow-submodules",
+        "also-filter-submodules",
+        "local",
+        "no-local",
+        "no-hardlinks",
+        "shared",
+        "sparse",
+        "porcelain",
+        "force-with-lease",
+        "signed",
+        "unshallow",
+        "update-shallow",
+        "append",
+        "stdin",
+        "init",
+        "remote-submodules",
     ],
     stop_at_operand: false,
     abbreviations: true,
@@ -240,7 +397,10 @@ fn analyze_depth(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize)
         return;
     }
     // Environment-supplied configuration.
-    if let Some(n) = ctx.env("GIT_CONFIG_COUNT").and_then(|n| n.parse::<usize>().ok()) {
+    if let Some(n) = ctx
+        .env("GIT_CONFIG_COUNT")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
         for i in 0..n.min(1000) {
             if let (Some(k), Some(v)) = (
                 ctx.env(&format!("GIT_CONFIG_KEY_{i}")),
@@ -253,7 +413,10 @@ fn analyze_depth(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize)
     if let Some(p) = ctx.env("GIT_CONFIG_PARAMETERS") {
         match config_parameters(&p) {
             Some(list) => own_cfg.extend(list),
-            None => a.refuse("GIT_CONFIG_PARAMETERS", "cannot be parsed, so it cannot be judged"),
+            None => a.refuse(
+                "GIT_CONFIG_PARAMETERS",
+                "cannot be parsed, so it cannot be judged",
+            ),
         }
     }
     let cfg = match ctx.git_config(&global_args) {
@@ -357,16 +520,13 @@ fn analyze_depth(args: &[String], ctx: &dyn Ctx, a: &mut Analysis, depth: usize)
             }
             _ => {}
         },
-        "submodule" => match ops.first().map(String::as_str) {
-            Some("add") => {
-                if let Some(u) = ops.get(1) {
-                    url(&cfg.rewrite(u, false), a);
-                }
+        // update/sync/foreach read .gitmodules; the child git processes they start
+        // reach the proxy, which judges them.
+        "submodule" if ops.first().map(String::as_str) == Some("add") => {
+            if let Some(u) = ops.get(1) {
+                url(&cfg.rewrite(u, false), a);
             }
-            // update/sync/foreach read .gitmodules; the child git processes they
-            // start reach the proxy, which judges them.
-            _ => {}
-        },
+        }
         "request-pull" => {
             if let Some(u) = ops.get(1) {
                 repo(u, &cfg, false, a);
@@ -401,15 +561,21 @@ fn judge_setting(k: &str, v: &str, resolved: bool, a: &mut Analysis) {
     let lower = k.to_ascii_lowercase();
     let arg = format!("{k}={v}");
     if lower.ends_with(".proxy")
-        && (lower.starts_with("http.") || lower.starts_with("https.") || lower.starts_with("remote."))
+        && (lower.starts_with("http.")
+            || lower.starts_with("https.")
+            || lower.starts_with("remote."))
     {
         a.proxy(v);
     } else if lower == "core.sshcommand" {
         ssh_command(v, &arg, a);
     } else if lower == "core.gitproxy" || lower == "http.curloptresolve" {
-        a.refuse(&arg, "this setting routes git's connections where sandpit cannot judge");
+        a.refuse(
+            &arg,
+            "this setting routes git's connections where sandpit cannot judge",
+        );
     } else if !resolved
-        && (lower == "include.path" || (lower.starts_with("includeif.") && lower.ends_with(".path")))
+        && (lower == "include.path"
+            || (lower.starts_with("includeif.") && lower.ends_with(".path")))
     {
         a.refuse(&arg, "included config files cannot be judged");
     }
@@ -419,7 +585,10 @@ fn judge_setting(k: &str, v: &str, resolved: bool, a: &mut Analysis) {
 fn ssh_command(cmd: &str, arg: &str, a: &mut Analysis) {
     let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
     if words.first().map(String::as_str) != Some("ssh") {
-        a.refuse(arg, "only `ssh` from PATH can be judged as git's ssh command");
+        a.refuse(
+            arg,
+            "only `ssh` from PATH can be judged as git's ssh command",
+        );
         return;
     }
     let mut st = SshState::default();
@@ -441,7 +610,10 @@ fn repo(r: &str, cfg: &Config, push: bool, a: &mut Analysis) {
     }
     let looks_like_name = !r.contains([':', '/', '\\']) && r != "." && r != "..";
     if looks_like_name && !cfg.complete {
-        a.refuse(r, "remote name could not be resolved, so it cannot be judged");
+        a.refuse(
+            r,
+            "remote name could not be resolved, so it cannot be judged",
+        );
         return;
     }
     url(&cfg.rewrite(r, push), a);
@@ -452,7 +624,10 @@ fn repo(r: &str, cfg: &Config, push: bool, a: &mut Analysis) {
 pub fn url(u: &str, a: &mut Analysis) {
     if let Some((transport, _)) = u.split_once("::") {
         if !transport.contains(['/', '\\']) && !transport.is_empty() {
-            a.refuse(u, format!("git remote helper `{transport}::` cannot be judged"));
+            a.refuse(
+                u,
+                format!("git remote helper `{transport}::` cannot be judged"),
+            );
             return;
         }
     }
@@ -468,7 +643,11 @@ pub fn url(u: &str, a: &mut Analysis) {
     }
     if let Some(prefix) = addr::scp_like_host(u) {
         match addr::strip_user(prefix, u).and_then(|h| addr::clean_host(h, u)) {
-            Ok(host) => a.dest(Dest { host, port: Some(22), arg: u.to_string() }),
+            Ok(host) => a.dest(Dest {
+                host,
+                port: Some(22),
+                arg: u.to_string(),
+            }),
             Err(e) => a.refusals.push(e),
         }
     }

@@ -9,15 +9,55 @@ const NC: Spec = Spec {
     // OpenBSD, traditional and ncat letters that take a value.
     short_arg: "IiMmOPpsTVWwXxcegGoq",
     long_arg: &[
-        "sh-exec", "exec", "lua-exec", "max-conns", "wait", "idle-timeout", "output",
-        "hex-dump", "source", "source-port", "proxy", "proxy-type", "proxy-auth",
-        "proxy-dns", "allow", "allowfile", "deny", "denyfile", "ssl-cert", "ssl-key",
-        "ssl-trustfile", "ssl-ciphers", "ssl-servername", "ssl-alpn", "delay",
+        "sh-exec",
+        "exec",
+        "lua-exec",
+        "max-conns",
+        "wait",
+        "idle-timeout",
+        "output",
+        "hex-dump",
+        "source",
+        "source-port",
+        "proxy",
+        "proxy-type",
+        "proxy-auth",
+        "proxy-dns",
+        "allow",
+        "allowfile",
+        "deny",
+        "denyfile",
+        "ssl-cert",
+        "ssl-key",
+        "ssl-trustfile",
+        "ssl-ciphers",
+        "ssl-servername",
+        "ssl-alpn",
+        "delay",
     ],
     long_flag: &[
-        "append-output", "send-only", "recv-only", "chat", "talk", "broker", "keep-open",
-        "listen", "udp", "sctp", "telnet", "nodns", "crlf", "verbose", "version", "help",
-        "ssl", "ssl-verify", "vsock", "zero", "unixsock", "no-shutdown",
+        "append-output",
+        "send-only",
+        "recv-only",
+        "chat",
+        "talk",
+        "broker",
+        "keep-open",
+        "listen",
+        "udp",
+        "sctp",
+        "telnet",
+        "nodns",
+        "crlf",
+        "verbose",
+        "version",
+        "help",
+        "ssl",
+        "ssl-verify",
+        "vsock",
+        "zero",
+        "unixsock",
+        "no-shutdown",
     ],
     stop_at_operand: false,
     abbreviations: true,
@@ -35,7 +75,11 @@ fn ports_for(host: &str, ports: &[String], a: &mut Analysis) {
         }
     };
     if ports.is_empty() {
-        a.dest(Dest { host, port: None, arg });
+        a.dest(Dest {
+            host,
+            port: None,
+            arg,
+        });
         return;
     }
     for p in ports {
@@ -67,9 +111,7 @@ pub fn nc(args: &[String], is_ncat: bool, a: &mut Analysis) {
         match t {
             Tok::Operand(o) => operands.push(o),
             Tok::Short('l', None) | Tok::Long("listen", _) => listen = true,
-            Tok::Short('U', None) | Tok::Long("unixsock", _) | Tok::Long("vsock", _) => {
-                unix = true
-            }
+            Tok::Short('U', None) | Tok::Long("unixsock", _) | Tok::Long("vsock", _) => unix = true,
             Tok::Short('x', Some(v)) if !is_ncat => proxy_addr(&v, a),
             Tok::Short('g', Some(v)) => a.add(addr::host_port(&v, None, &v)),
             Tok::Long("proxy", Some(v)) => proxy_addr(&v, a),
@@ -106,7 +148,10 @@ pub fn telnet(args: &[String], a: &mut Analysis) {
             _ => None,
         })
         .collect();
-    if args.iter().any(|a| a == "-h" || a == "--help" || a == "--version" || a == "-V") {
+    if args
+        .iter()
+        .any(|a| a == "-h" || a == "--help" || a == "--version" || a == "-V")
+    {
         return;
     }
     match ops.split_first() {
@@ -149,7 +194,10 @@ pub fn ftp(args: &[String], a: &mut Analysis) {
             _ => {}
         }
     }
-    if args.iter().any(|a| a == "--help" || a == "--version" || a == "-h") {
+    if args
+        .iter()
+        .any(|a| a == "--help" || a == "--version" || a == "-h")
+    {
         return;
     }
     if hosts.is_empty() && a.dests.is_empty() && a.refusals.is_empty() {

@@ -7,16 +7,69 @@ use crate::addr::{self, Dest};
 
 /// Options (single- or double-dash) that take the next word as value.
 const ARG_OPTS: &[&str] = &[
-    "p", "e", "S", "D", "g", "b", "T", "oN", "oX", "oS", "oG", "oA", "oM", "oH", "iL",
-    "iR", "sI", "M", "exclude", "excludefile", "dns-servers", "top-ports", "port-ratio",
-    "script", "script-args", "script-args-file", "script-trace-file", "proxies", "proxy",
-    "data", "data-string", "data-length", "ttl", "spoof-mac", "max-retries",
-    "host-timeout", "scan-delay", "max-scan-delay", "min-rate", "max-rate",
-    "min-hostgroup", "max-hostgroup", "min-parallelism", "max-parallelism",
-    "min-rtt-timeout", "max-rtt-timeout", "initial-rtt-timeout", "source-port", "mtu",
-    "ip-options", "stylesheet", "datadir", "servicedb", "versiondb", "exclude-ports",
-    "version-intensity", "scanflags", "resume", "script-timeout", "max-os-tries",
-    "script-help", "script-updatedb", "ssl-cert",
+    "p",
+    "e",
+    "S",
+    "D",
+    "g",
+    "b",
+    "T",
+    "oN",
+    "oX",
+    "oS",
+    "oG",
+    "oA",
+    "oM",
+    "oH",
+    "iL",
+    "iR",
+    "sI",
+    "M",
+    "exclude",
+    "excludefile",
+    "dns-servers",
+    "top-ports",
+    "port-ratio",
+    "script",
+    "script-args",
+    "script-args-file",
+    "script-trace-file",
+    "proxies",
+    "proxy",
+    "data",
+    "data-string",
+    "data-length",
+    "ttl",
+    "spoof-mac",
+    "max-retries",
+    "host-timeout",
+    "scan-delay",
+    "max-scan-delay",
+    "min-rate",
+    "max-rate",
+    "min-hostgroup",
+    "max-hostgroup",
+    "min-parallelism",
+    "max-parallelism",
+    "min-rtt-timeout",
+    "max-rtt-timeout",
+    "initial-rtt-timeout",
+    "source-port",
+    "mtu",
+    "ip-options",
+    "stylesheet",
+    "datadir",
+    "servicedb",
+    "versiondb",
+    "exclude-ports",
+    "version-intensity",
+    "scanflags",
+    "resume",
+    "script-timeout",
+    "max-os-tries",
+    "script-help",
+    "script-updatedb",
+    "ssl-cert",
 ];
 
 const MAX_PORTS: usize = 1024;
@@ -58,7 +111,10 @@ pub fn analyze(args: &[String], a: &mut Analysis) {
             .find(|p| name.len() > 2 && name.starts_with(**p))
         {
             (p.to_string(), Some(name[2..].to_string()))
-        } else if name.len() > 1 && ["p", "e", "S", "D", "g", "b", "T"].contains(&&name[..1]) && !w.starts_with("--") {
+        } else if name.len() > 1
+            && ["p", "e", "S", "D", "g", "b", "T"].contains(&&name[..1])
+            && !w.starts_with("--")
+        {
             (name[..1].to_string(), Some(name[1..].to_string()))
         } else {
             (name, attached)
@@ -67,7 +123,8 @@ pub fn analyze(args: &[String], a: &mut Analysis) {
             continue;
         };
         match name.as_str() {
-            "p" => match addr::port_list(v.trim_matches(['[', ']']), MAX_PORTS, &format!("-p {v}")) {
+            "p" => match addr::port_list(v.trim_matches(['[', ']']), MAX_PORTS, &format!("-p {v}"))
+            {
                 Ok(list) => ports.get_or_insert_with(Vec::new).extend(list),
                 Err(e) => a.refusals.push(e),
             },
@@ -79,9 +136,12 @@ pub fn analyze(args: &[String], a: &mut Analysis) {
             "sI" => a.add(addr::host_port(&v, None, &v)),
             "proxies" | "proxy" => {
                 for p in v.split(',') {
-                    a.add_opt(addr::parse_url(p, addr::NoScheme::NotUrl, false).and_then(|d| {
-                        d.map(Some).ok_or_else(|| addr::Refusal::new(p, "proxy must be a URL"))
-                    }));
+                    a.add_opt(
+                        addr::parse_url(p, addr::NoScheme::NotUrl, false).and_then(|d| {
+                            d.map(Some)
+                                .ok_or_else(|| addr::Refusal::new(p, "proxy must be a URL"))
+                        }),
+                    );
                 }
             }
             "dns-servers" => {
@@ -89,27 +149,44 @@ pub fn analyze(args: &[String], a: &mut Analysis) {
                     a.add(addr::host_port(s, Some(53), &v));
                 }
             }
-            "script" => {
-                if !v.split(',').all(|s| matches!(s, "default" | "version")) {
-                    a.refuse(&format!("--script {v}"), "nmap scripts can reach hosts the command line does not name");
-                }
+            "script" if !v.split(',').all(|s| matches!(s, "default" | "version")) => {
+                a.refuse(
+                    &format!("--script {v}"),
+                    "nmap scripts can reach hosts the command line does not name",
+                );
             }
             _ => {}
         }
     }
     for t in targets {
-        if t.contains(['/', '*', ',']) || (t.contains('-') && t.split('.').count() == 4 && t.split('.').all(|o| o.chars().all(|c| c.is_ascii_digit() || c == '-'))) {
-            a.refuse(&t, "target ranges and networks cannot be judged host by host");
+        if t.contains(['/', '*', ','])
+            || (t.contains('-')
+                && t.split('.').count() == 4
+                && t.split('.')
+                    .all(|o| o.chars().all(|c| c.is_ascii_digit() || c == '-')))
+        {
+            a.refuse(
+                &t,
+                "target ranges and networks cannot be judged host by host",
+            );
             continue;
         }
         match addr::clean_host(&t, &t) {
             Ok(host) => match &ports {
                 Some(ps) => {
                     for p in ps {
-                        a.dest(Dest { host: host.clone(), port: Some(*p), arg: t.clone() });
+                        a.dest(Dest {
+                            host: host.clone(),
+                            port: Some(*p),
+                            arg: t.clone(),
+                        });
                     }
                 }
-                None => a.dest(Dest { host, port: None, arg: t.clone() }),
+                None => a.dest(Dest {
+                    host,
+                    port: None,
+                    arg: t.clone(),
+                }),
             },
             Err(e) => a.refusals.push(e),
         }

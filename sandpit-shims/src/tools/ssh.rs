@@ -107,7 +107,9 @@ impl SshState {
                 kv,
                 "ProxyCommand/ProxyJump are refused: sandpit supplies the tunnel itself",
             ),
-            "include" | "match" => a.refuse(kv, "config includes and Match blocks cannot be judged"),
+            "include" | "match" => {
+                a.refuse(kv, "config includes and Match blocks cannot be judged")
+            }
             "canonicalizehostname" if !off(value) => a.refuse(
                 kv,
                 "hostname canonicalization can change the host after sandpit judged it",
@@ -243,9 +245,10 @@ pub fn ssh_into(args: &[String], st: &mut SshState, a: &mut Analysis) {
         }
         match t {
             Tok::Short('p', Some(v)) => st.port(v, &format!("-p {v}"), a),
-            Tok::Short('D', Some(v)) => {
-                a.refuse(&format!("-D {v}"), "dynamic forwarding (SOCKS) reaches any host")
-            }
+            Tok::Short('D', Some(v)) => a.refuse(
+                &format!("-D {v}"),
+                "dynamic forwarding (SOCKS) reaches any host",
+            ),
             Tok::Short(c @ ('L' | 'R'), Some(v)) => forward_spec(v, *c, a),
             Tok::Short('W', Some(v)) => forward_target(v, &format!("-W {v}"), a),
             Tok::Short('w', Some(v)) => {

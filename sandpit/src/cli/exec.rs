@@ -39,7 +39,11 @@ pub struct Args {
     #[arg(long, num_args = 2, value_names = ["HOST", "PORT"], conflicts_with = "argv")]
     pub connect: Option<Vec<String>>,
     /// The tool and its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "TOOL")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "TOOL"
+    )]
     pub argv: Vec<OsString>,
 }
 
@@ -148,7 +152,10 @@ fn is_shim(p: &Path, me: Option<&Path>) -> bool {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     let head = &head[..n];
-    head.starts_with(b"#!") && head.windows(SHIM_MARKER.len()).any(|w| w == SHIM_MARKER.as_bytes())
+    head.starts_with(b"#!")
+        && head
+            .windows(SHIM_MARKER.len())
+            .any(|w| w == SHIM_MARKER.as_bytes())
 }
 
 /// The real `tool` on PATH, skipping the shim directory (however it is spelled) and
@@ -360,8 +367,8 @@ fn tunnel(host: &str, port: u16) -> Result<(), String> {
             _ => return Err("the proxy closed the connection".into()),
         }
     }
-    let status_line = String::from_utf8_lossy(head.split(|b| *b == b'\r').next().unwrap_or(&[]))
-        .into_owned();
+    let status_line =
+        String::from_utf8_lossy(head.split(|b| *b == b'\r').next().unwrap_or(&[])).into_owned();
     if status_line.split_whitespace().nth(1) != Some("200") {
         // The proxy's refusal body carries its own reason line.
         let mut body = String::new();
