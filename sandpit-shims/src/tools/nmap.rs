@@ -112,7 +112,9 @@ pub fn analyze(args: &[String], a: &mut Analysis) {
         {
             (p.to_string(), Some(name[2..].to_string()))
         } else if name.len() > 1
-            && ["p", "e", "S", "D", "g", "b", "T"].contains(&&name[..1])
+            && name
+                .get(..1)
+                .is_some_and(|f| ["p", "e", "S", "D", "g", "b", "T"].contains(&f))
             && !w.starts_with("--")
         {
             (name[..1].to_string(), Some(name[1..].to_string()))

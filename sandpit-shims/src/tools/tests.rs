@@ -496,6 +496,8 @@ fn nmap_forms() {
     refused("nmap", &["-iR", "10"]);
     refused("nmap", &["--script", "http-fetch", "a.test"]);
     refused("nmap", &["-p-", "a.test"]);
+    // Found by the fuzzer: a non-ASCII option name.
+    let _ = run_with("nmap", &["-\u{3a3}C\u{3b5}"], &NoCtx);
 }
 
 #[test]

@@ -38,6 +38,10 @@ pub struct Args {
     /// Tunnel stdin/stdout to HOST PORT through sandpit's proxy (ssh ProxyCommand).
     #[arg(long, num_args = 2, value_names = ["HOST", "PORT"], conflicts_with = "argv")]
     pub connect: Option<Vec<String>>,
+    /// Write the snapshot of the layered policy (as `sandpit run` would) to FILE and
+    /// exit: for benchmarks and debugging.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = ["argv", "connect"])]
+    pub write_snapshot: Option<PathBuf>,
     /// The tool and its arguments.
     #[arg(
         trailing_var_arg = true,
@@ -50,6 +54,15 @@ pub struct Args {
 pub fn execute(a: Args) -> anyhow::Result<i32> {
     if let Some(c) = a.connect {
         return Ok(connect(&c[0], &c[1]));
+    }
+    if let Some(out) = a.write_snapshot {
+        let loaded = crate::config::load(
+            &crate::config::PolicyArgs::default(),
+            None,
+            crate::config::scratch_root(),
+        )?;
+        std::fs::write(&out, loaded.policy.snapshot())?;
+        return Ok(0);
     }
     let mut it = a.argv.into_iter();
     let Some(tool) = it.next() else {
