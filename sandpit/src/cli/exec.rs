@@ -350,6 +350,22 @@ fn base64(input: &[u8]) -> String {
     out
 }
 
+/// Copy until end of file, flushing every chunk. Deliberately not `io::copy`: its
+/// splice(2) fast path between a pipe and a socket stalled ssh sessions here.
+fn relay(from: &mut dyn Read, to: &mut dyn Write) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        to.flush()?;
+    }
+}
+
 fn tunnel(host: &str, port: u16) -> Result<(), String> {
     let (proxy, cred) = proxy_endpoint()?;
     let mut sock = std::net::TcpStream::connect(&proxy)
@@ -391,12 +407,10 @@ fn tunnel(host: &str, port: u16) -> Result<(), String> {
     }
     let mut up = sock.try_clone().map_err(|e| e.to_string())?;
     let writer = std::thread::spawn(move || {
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut up);
+        let _ = relay(&mut std::io::stdin().lock(), &mut up);
         let _ = up.shutdown(std::net::Shutdown::Write);
     });
-    let mut stdout = std::io::stdout().lock();
-    let _ = std::io::copy(&mut sock, &mut stdout);
-    let _ = stdout.flush();
+    let _ = relay(&mut sock, &mut std::io::stdout().lock());
     // The server closed: ssh is done with us even if stdin is still open.
     drop(writer);
     Ok(())
