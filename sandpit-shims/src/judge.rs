@@ -2,7 +2,34 @@
 //! arguments name, against the network policy. Pure: `sandpit exec` supplies the
 //! policy and a [`Ctx`]; tests supply their own.
 use crate::{analyze, Ctx};
-use sandpit_policy::{decide, Decision, Policy, Request};
+use sandpit_policy::matchers::command_line;
+use sandpit_policy::{decide, Decision, Policy, Request, ReviewEvent};
+
+/// The literal a `re:` pattern must contain for it to match at all: its leading
+/// word, when the pattern has no alternation and the word is not quantified
+/// (`nc\s+-e` needs "nc"). `None`: no cheap check, compile and run the regex.
+pub fn required_literal(pattern: &str) -> Option<String> {
+    let re = pattern.strip_prefix("re:")?;
+    let re = re.strip_prefix('^').unwrap_or(re);
+    if re.contains('|') {
+        return None;
+    }
+    let word: String = re
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .collect();
+    let rest = &re[word.len()..];
+    // A quantifier applies to the last character, which is then optional.
+    let word = if rest.starts_with(['*', '?', '{']) {
+        let mut w = word;
+        w.pop();
+        w
+    } else {
+        word
+    };
+    let word = word.trim_end().to_ascii_lowercase();
+    (word.len() >= 2).then_some(word)
+}
 
 /// What `sandpit exec` should do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +52,28 @@ pub trait Judge {
 
 impl Judge for Policy {
     fn exec(&self, argv: &[String]) -> Result<(), String> {
+        // Cheap checks first: substring patterns, then only the regexes whose
+        // required literal is present (or that have none). Only a match, or a
+        // configured reviewer, goes to `decide` for the verdict and its wording.
+        let line = command_line(argv);
+        let ascii = line.is_ascii();
+        let hit = self.exec.block.iter().any(|r| {
+            let p = &r.value;
+            if !p.is_regex() {
+                return p.matches(&line);
+            }
+            match required_literal(&p.source) {
+                Some(lit) if ascii && !line.contains(&lit) => false,
+                _ => p.matches(&line),
+            }
+        });
+        let review = self
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&ReviewEvent::Exec));
+        if !hit && !review {
+            return Ok(());
+        }
         let v = decide(self, &Request::Exec(argv));
         match v.decision {
             Decision::Allow => Ok(()),
@@ -97,5 +146,24 @@ pub fn judge(j: &dyn Judge, tool: &str, args: &[String], ctx: &dyn Ctx) -> Outco
     }
     Outcome::Run {
         ssh_tunnel: a.ssh_tunnel && !a.dests.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_literals() {
+        assert_eq!(required_literal("re:nc\\s+-e").as_deref(), Some("nc"));
+        assert_eq!(
+            required_literal("re:^base64 -d").as_deref(),
+            Some("base64 -d")
+        );
+        assert_eq!(required_literal("re:curls?\\s").as_deref(), Some("curl"));
+        assert_eq!(required_literal("re:nc|ncat"), None);
+        assert_eq!(required_literal("re:(?i)x"), None);
+        assert_eq!(required_literal("re:a*b"), None);
+        assert_eq!(required_literal("curl --data"), None);
     }
 }

@@ -70,6 +70,43 @@ impl Analysis {
     }
 }
 
+/// The variable naming sandpit's own proxy (set by `sandpit run`).
+pub const SANDPIT_PROXY_URL: &str = "SANDPIT_PROXY_URL";
+
+/// The `host:port` part of a proxy URL, for comparing spellings.
+fn proxy_authority(u: &str) -> &str {
+    let rest = addr::split_scheme(u).map(|(_, r)| r).unwrap_or(u);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority.rsplit_once('@').map(|x| x.1).unwrap_or(authority)
+}
+
+/// Proxy variables in the environment (curl, wget, git honour them): each names a
+/// destination unless it is sandpit's own proxy.
+pub fn env_proxies(ctx: &dyn Ctx, a: &mut Analysis) {
+    let ours = ctx.env(SANDPIT_PROXY_URL);
+    let ours = ours.as_deref().map(proxy_authority);
+    for var in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "ftp_proxy",
+        "FTP_PROXY",
+    ] {
+        let Some(v) = ctx.env(var) else { continue };
+        if v.is_empty() || Some(proxy_authority(&v)) == ours {
+            continue;
+        }
+        let before = a.dests.len();
+        a.proxy(&v);
+        for d in &mut a.dests[before..] {
+            d.arg = format!("{var}={v}");
+        }
+    }
+}
+
 /// Analyze `args` (without the program name) as tool `tool` would read them.
 pub fn analyze(tool: &str, args: &[String], ctx: &dyn Ctx) -> Analysis {
     let mut a = Analysis::default();
@@ -91,6 +128,9 @@ pub fn analyze(tool: &str, args: &[String], ctx: &dyn Ctx) -> Analysis {
         "nmap" => nmap::analyze(args, &mut a),
         "git" => git::analyze(args, ctx, &mut a),
         _ => {}
+    }
+    if matches!(tool, "curl" | "wget" | "wget2" | "git") {
+        env_proxies(ctx, &mut a);
     }
     a
 }

@@ -617,3 +617,27 @@ fn git_config_resolves_remotes_insteadof_and_aliases() {
 fn unknown_tool_names_nothing() {
     assert!(dests("python3", &["-c", "print(1)", "http://a.test"]).is_empty());
 }
+
+#[test]
+fn environment_proxies_are_judged_unless_they_are_sandpits() {
+    let mut ctx = MapCtx::default();
+    ctx.env.insert(
+        "SANDPIT_PROXY_URL".into(),
+        "http://sandpit:t@127.0.0.1:9".into(),
+    );
+    ctx.env
+        .insert("HTTPS_PROXY".into(), "http://sandpit:t@127.0.0.1:9".into());
+    ctx.env
+        .insert("ALL_PROXY".into(), "socks5h://sandpit:t@127.0.0.1:9".into());
+    let a = run_with("curl", &["https://a.test"], &ctx);
+    assert_eq!(a.dests.len(), 1, "{:?}", a.dests);
+    ctx.env
+        .insert("https_proxy".into(), "evil.test:8080".into());
+    let a = run_with("curl", &["https://a.test"], &ctx);
+    assert!(a
+        .dests
+        .iter()
+        .any(|d| d.host == "evil.test" && d.port == Some(8080)));
+    let a = run_with("wget", &["https://a.test"], &ctx);
+    assert!(a.dests.iter().any(|d| d.host == "evil.test"));
+}
