@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod completions;
 pub mod config;
+pub mod exec;
 pub mod explain;
 pub mod init;
 pub mod run;
@@ -35,12 +36,17 @@ pub enum Command {
     Init(init::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::Args),
+    /// Judge TOOL ARGS… against the policy and run it (PATH shims re-enter here).
+    Exec(exec::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 125;
 
 pub fn main() -> i32 {
+    if let Some(code) = exec::fast_path() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -56,6 +62,7 @@ pub fn main() -> i32 {
         Command::Init(a) => init::execute(a),
         Command::Completions(a) => completions::execute(a),
         Command::Run(a) => run::run(a),
+        Command::Exec(a) => exec::execute(a),
     };
     match result {
         Ok(code) => code,

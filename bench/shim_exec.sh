@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Cost of the PATH shims: `curl --version` bare vs through `sandpit exec`, both shim
+# kinds (argv[0] symlink and sh script), measured interleaved in the same run.
+# Usage: bench/shim_exec.sh [ITERATIONS]   (builds the release binary first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-300}
+cargo build --release -q -p sandpit
+SANDPIT=$PWD/target/release/sandpit
+REAL=$(command -v curl) || { echo "curl is not installed" >&2; exit 1; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/link" "$WORK/script" "$WORK/home/.sandpit"
+# A policy with the usual shape: a few hosts and exec patterns, one of them a regex.
+cat > "$WORK/home/.sandpit/config.toml" <<'TOML'
+[network]
+allow = ["api.anthropic.com", "*.githubusercontent.com", "registry.npmjs.org:443", "crates.io", "static.crates.io"]
+block = ["pastebin.com"]
+[exec]
+block = ["curl --data", "base64 -d", 're:nc\s+-e', 're:bash\s+-i']
+TOML
+HOME=$WORK/home "$SANDPIT" exec --write-snapshot "$WORK/snapshot"
+ln -s "$SANDPIT" "$WORK/link/curl"
+printf '#!/bin/sh\n# sandpit-shim\nexec %q exec curl "$@"\n' "$SANDPIT" > "$WORK/script/curl"
+chmod 755 "$WORK/script/curl"
+export SANDPIT_SNAPSHOT=$WORK/snapshot
+BASE_PATH=$PATH
+
+now_us() { local t=${EPOCHREALTIME/./}; echo "$t"; }
+declare -A total=([bare]=0 [exec]=0 [link]=0 [script]=0)
+run() { # name, command…
+  local name=$1; shift
+  local t0=${EPOCHREALTIME/./}
+  "$@" > /dev/null
+  local t1=${EPOCHREALTIME/./}
+  total[$name]=$(( total[$name] + t1 - t0 ))
+}
+# Warm the page cache.
+for _ in 1 2 3; do "$REAL" --version >/dev/null; "$SANDPIT" exec curl --version >/dev/null; done
+for ((i = 0; i < N; i++)); do
+  run bare "$REAL" --version
+  run exec "$SANDPIT" exec curl --version
+  PATH=$WORK/link:$BASE_PATH SANDPIT_SHIM_DIR=$WORK/link run link curl --version
+  PATH=$WORK/script:$BASE_PATH SANDPIT_SHIM_DIR=$WORK/script run script curl --version
+done
+ms() { awk -v t="$1" -v n="$N" 'BEGIN { printf "%.3f", t / n / 1000 }'; }
+bare=$(ms "${total[bare]}")
+printf '%-36s %8s ms/run\n' "bare curl --version" "$bare"
+for k in exec link script; do
+  v=$(ms "${total[$k]}")
+  label=$k
+  case $k in
+    exec) label="sandpit exec curl --version" ;;
+    link) label="shim: symlink (argv[0])" ;;
+    script) label="shim: sh script" ;;
+  esac
+  printf '%-36s %8s ms/run   added %s ms\n' "$label" "$v" \
+    "$(awk -v a="$v" -v b="$bare" 'BEGIN { printf "%+.3f", a - b }')"
+done
+echo "($N interleaved runs each; goal: added <= 1 ms)"
