@@ -23,6 +23,9 @@ pub mod transparent;
 mod conn;
 mod forward;
 mod io;
+mod relay;
+#[cfg(target_os = "linux")]
+mod sys;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
