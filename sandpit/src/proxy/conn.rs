@@ -673,7 +673,7 @@ async fn inspect_then_relay<S: Io>(
         return;
     }
     drop(pending);
-    super::relay::relay(client, upstream).await;
+    super::relay::relay(client, upstream, proxy.cfg.splice).await;
 }
 
 /// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.

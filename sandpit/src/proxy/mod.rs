@@ -76,6 +76,8 @@ pub struct ProxyConfig {
     pub first_data_wait: Duration,
     /// How long a tunnel waits for either side to speak first.
     pub idle_timeout: Duration,
+    /// Move bulk tunnel traffic with splice(2) (Linux); off = user-space copies only.
+    pub splice: bool,
 }
 
 impl Default for ProxyConfig {
@@ -87,6 +89,7 @@ impl Default for ProxyConfig {
             dial_timeout: Duration::from_secs(10),
             first_data_wait: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(300),
+            splice: true,
         }
     }
 }

@@ -82,7 +82,9 @@ async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-async fn one_way(src: Side<'_>, dst: Side<'_>) -> io::Result<()> {
+async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::Result<()> {
+    #[cfg(not(target_os = "linux"))]
+    let _ = splice;
     let mut buf = vec![0u8; COPY_BUF];
     #[cfg(target_os = "linux")]
     let mut moved: u64 = 0;
@@ -101,7 +103,7 @@ async fn one_way(src: Side<'_>, dst: Side<'_>) -> io::Result<()> {
         #[cfg(target_os = "linux")]
         {
             moved += n as u64;
-            if moved >= SPLICE_AFTER {
+            if splice && moved >= SPLICE_AFTER {
                 if let Ok(pipe) = super::sys::Pipe::new() {
                     drop(buf);
                     return splice_way(src, dst, pipe).await;
@@ -143,7 +145,7 @@ async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: super::sys::Pipe) -> io:
 }
 
 /// Relay until both directions have ended (half-closes are passed on).
-pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream) {
+pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream, splice: bool) {
     let any: &dyn Any = &client;
     let side = if let Some(c) = any.downcast_ref::<TcpStream>() {
         Some(Side::Tcp(c))
@@ -153,7 +155,7 @@ pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream) {
     match side {
         Some(c) => {
             let u = Side::Tcp(&upstream);
-            let _ = tokio::try_join!(one_way(c, u), one_way(u, c));
+            let _ = tokio::try_join!(one_way(c, u, splice), one_way(u, c, splice));
         }
         None => {
             let _ = tokio::io::copy_bidirectional_with_sizes(
