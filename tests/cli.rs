@@ -1,5 +1,21 @@
+//! The policy commands as a user runs them: `config`, `explain`, `init`, and the exit
+//! codes (0 success, 2 usage or policy error).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
+
+use common::TestHome;
+use std::process::Output;
+
+fn run(h: &TestHome, args: &[&str]) -> Output {
+    h.sandpit().args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
 
 #[test]
 fn help_exits_zero_and_unknown_subcommand_is_usage_error() {
@@ -17,12 +33,241 @@ fn help_exits_zero_and_unknown_subcommand_is_usage_error() {
 
 #[test]
 fn test_user_is_unprivileged() {
-    let h = common::TestHome::new();
+    let h = TestHome::new();
     let out = h.command("id").output().unwrap();
     let id = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{id}");
     if common::is_root() {
         assert!(id.starts_with("uid=65534"), "{id}");
         assert!(!id.contains("(root)"), "supplementary groups kept: {id}");
+    }
+}
+
+#[test]
+fn explain_names_the_rule_and_the_layers() {
+    let h = TestHome::new();
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "read",
+            "~/.ssh/id_rsa"
+                .replace('~', h.home().to_str().unwrap())
+                .as_str(),
+        ],
+    );
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.starts_with("DENY"), "{out}");
+    assert!(
+        out.contains("files.block_read \"~/.ssh\" in profiles/default.toml (built-in):"),
+        "{out}"
+    );
+    assert!(out.contains("kernel:"), "{out}");
+    // Relative paths are judged from the current directory, as the kernel would.
+    let o = run(&h, &["explain", "write", "src/main.rs"]);
+    assert!(text(&o).0.starts_with("ALLOW"), "{:?}", text(&o));
+    let o = run(&h, &["explain", "write", ".git/hooks/pre-commit"]);
+    assert!(text(&o).0.starts_with("DENY"), "{:?}", text(&o));
+    let o = run(&h, &["explain", "write", "../outside"]);
+    assert!(text(&o).0.starts_with("DENY"), "{:?}", text(&o));
+}
+
+#[test]
+fn explain_connect_follows_profiles_flags_and_resolve() {
+    let h = TestHome::new();
+    let o = run(&h, &["explain", "connect", "api.anthropic.com"]);
+    assert!(text(&o).0.starts_with("DENY"), "{:?}", text(&o));
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "connect",
+            "api.anthropic.com:443",
+            "--profile",
+            "claude",
+        ],
+    );
+    let (out, _) = text(&o);
+    assert!(
+        out.starts_with("ALLOW") && out.contains("profiles/claude.toml"),
+        "{out}"
+    );
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "--json",
+            "connect",
+            "127.1:8080",
+            "--allow-host",
+            "127.0.0.1:8080",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["decision"], "allow", "{v}");
+    assert_eq!(v["verdicts"][0]["rule"]["file"], "command line");
+    // A name sandpit resolves to loopback is judged on its address too.
+    h.write(&h.home().join(".sandpit/config.toml"), "[network]\nallow = [\"allowed.test\", \"bad.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n");
+    let o = run(&h, &["explain", "connect", "allowed.test:80"]);
+    assert!(text(&o).0.starts_with("ALLOW"), "{:?}", text(&o));
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "connect",
+            "169.254.169.254:80",
+            "--network",
+            "unrestricted",
+        ],
+    );
+    assert!(text(&o).0.starts_with("DENY"), "{:?}", text(&o));
+}
+
+#[test]
+fn explain_exec_matches_patterns() {
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[exec]\nblock = ['re:\\bbase64\\s+-d']\n",
+    );
+    let o = run(&h, &["explain", "exec", "--", "BASE64", "-d", "x"]);
+    let (out, _) = text(&o);
+    assert!(
+        out.starts_with("DENY") && out.contains("config.toml:2:"),
+        "{out}"
+    );
+    let o = run(&h, &["explain", "exec", "--", "ls", "-la"]);
+    assert!(text(&o).0.starts_with("ALLOW"));
+}
+
+#[test]
+fn config_shows_each_entry_with_its_origin() {
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[network]\nallow = [\"github.com:443\"]\n",
+    );
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[network]\nblock = [\"pastebin.com\"]\n",
+    );
+    let o = run(&h, &["config", "--json"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let allow = &v["policy"]["network"]["allow"][0];
+    assert_eq!(
+        allow["origin"]["file"],
+        h.home().join(".sandpit/config.toml").to_str().unwrap()
+    );
+    assert_eq!(allow["origin"]["line"], 2);
+    let block = &v["policy"]["network"]["block"][0];
+    assert!(block["origin"]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with(".sandpit.toml"));
+    let o = run(&h, &["config"]);
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("\"github.com:443\",") && out.contains("config.toml:2:10"),
+        "{out}"
+    );
+}
+
+#[test]
+fn policy_errors_exit_2_with_file_line_and_hint() {
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[network]\nallow = [\"*.example.com\"]\n",
+    );
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[network]\nallow = [\"evil.test\"]\n",
+    );
+    let o = run(&h, &["config"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(".sandpit.toml:2:10: network.allow entry \"evil.test\" widens"),
+        "{err}"
+    );
+    assert!(err.contains("hint:"), "{err}");
+    let o = run(&h, &["config", "--profile", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("built-in profiles: aider, claude"),
+        "{:?}",
+        text(&o)
+    );
+    let o = run(&h, &["config", "--config", "/nonexistent/x.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn init_writes_a_valid_starter_and_never_overwrites() {
+    let h = TestHome::new();
+    let o = run(&h, &["init"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let cfg = h.home().join(".sandpit/config.toml");
+    let written = std::fs::read_to_string(&cfg).unwrap();
+    assert!(written.contains("[network]"));
+    // The starter loads cleanly as the user layer.
+    assert!(run(&h, &["config"]).status.success());
+    std::fs::write(&cfg, "# mine\n").unwrap();
+    let o = run(&h, &["init"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("never overwrites"));
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), "# mine\n");
+    // The project starter loads as a project file over the user starter.
+    std::fs::remove_file(&cfg).unwrap();
+    assert!(run(&h, &["init"]).status.success());
+    assert!(run(&h, &["init", "--project"]).status.success());
+    let o = run(&h, &["config"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).0.contains("pastebin.com"));
+}
+
+#[test]
+fn every_profile_loads_allows_its_api_host_and_denies_ssh() {
+    let h = TestHome::new();
+    for (name, host) in [
+        ("claude", "api.anthropic.com"),
+        ("codex", "api.openai.com"),
+        ("goose", "api.anthropic.com"),
+        ("pi", "api.anthropic.com"),
+        ("aider", "api.openai.com"),
+        ("opencode", "api.anthropic.com"),
+        ("gemini", "generativelanguage.googleapis.com"),
+    ] {
+        let o = run(&h, &["explain", "connect", host, "--profile", name]);
+        assert!(text(&o).0.starts_with("ALLOW"), "{name}: {:?}", text(&o));
+        let key = h.home().join(".ssh/id_rsa");
+        let o = run(
+            &h,
+            &["explain", "read", key.to_str().unwrap(), "--profile", name],
+        );
+        assert!(text(&o).0.starts_with("DENY"), "{name}: {:?}", text(&o));
+    }
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef sandpit"),
+        ("fish", "complete -c sandpit"),
+    ] {
+        let o = std::process::Command::new(common::sandpit_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{shell}");
+        let s = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            s.contains(marker) && s.contains("explain"),
+            "{shell}: {}",
+            &s[..s.len().min(200)]
+        );
     }
 }

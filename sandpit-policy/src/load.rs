@@ -19,7 +19,15 @@ use toml::Spanned;
 pub const DEFAULT_POLICY: &str = include_str!("../../profiles/default.toml");
 
 /// Agent profiles compiled into sandpit, by name (`profiles/<name>.toml`).
-pub const BUILTIN_PROFILES: &[(&str, &str)] = &[];
+pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
+    ("aider", include_str!("../../profiles/aider.toml")),
+    ("claude", include_str!("../../profiles/claude.toml")),
+    ("codex", include_str!("../../profiles/codex.toml")),
+    ("gemini", include_str!("../../profiles/gemini.toml")),
+    ("goose", include_str!("../../profiles/goose.toml")),
+    ("opencode", include_str!("../../profiles/opencode.toml")),
+    ("pi", include_str!("../../profiles/pi.toml")),
+];
 
 /// One policy text and where it came from.
 #[derive(Debug, Clone)]
@@ -151,10 +159,13 @@ struct RawShims {
 /// Load the effective policy from its layers.
 pub fn load(opts: &LoadOptions) -> Result<Policy> {
     let ctx = &opts.context;
-    let default = opts
-        .default
-        .clone()
-        .unwrap_or_else(|| Source::new(Layer::Default, "built-in default", DEFAULT_POLICY));
+    let default = opts.default.clone().unwrap_or_else(|| {
+        Source::new(
+            Layer::Default,
+            "profiles/default.toml (built-in)",
+            DEFAULT_POLICY,
+        )
+    });
     let mut b = Builder::new(ctx.clone());
     for src in [
         Some(&default),

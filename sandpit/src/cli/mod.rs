@@ -1,12 +1,18 @@
 //! One subcommand per file. Exit codes: 0 success, 2 usage or policy error,
 //! 125 internal failure; `run`/`exec` pass the child's status through.
+#![forbid(unsafe_code)]
 use clap::{Parser, Subcommand};
+
+pub mod completions;
+pub mod config;
+pub mod explain;
+pub mod init;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "sandpit",
     version,
-    about = "Run AI coding agents inside a sandbox"
+    about = "Run AI coding agents inside a sandbox: no secrets read, no writes outside the project, no blocked commands, no hosts you did not allow"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -14,7 +20,16 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Show the effective policy, each entry with the file it came from.
+    Config(config::Args),
+    /// Say whether an action would be allowed, by which rule, and which layers enforce it.
+    Explain(explain::Args),
+    /// Write a commented starter config (never overwrites).
+    Init(init::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
+}
 
 pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 125;
@@ -28,5 +43,45 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    match cli.command {}
+    let result = match cli.command {
+        Command::Config(a) => config::execute(a),
+        Command::Explain(a) => explain::execute(a),
+        Command::Init(a) => init::execute(a),
+        Command::Completions(a) => completions::execute(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
 }
+
+/// Print an error the way users act on it and pick the exit code: policy and usage
+/// problems are 2, anything else is an internal failure (125).
+pub fn report(e: &anyhow::Error) -> i32 {
+    eprintln!("sandpit: error: {e}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        if !e.to_string().contains(&s.to_string()) {
+            eprintln!("  caused by: {s}");
+        }
+        source = s.source();
+    }
+    if is_usage(e) {
+        EXIT_USAGE
+    } else {
+        EXIT_INTERNAL
+    }
+}
+
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<crate::config::ConfigError>()
+            || c.is::<sandpit_policy::Error>()
+            || c.is::<UsageError>()
+    })
+}
+
+/// A mistake in how the command was called.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

@@ -6,6 +6,7 @@
 //! never pay for a pipe (two descriptors).
 use std::any::Any;
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, RawFd};
 
 use tokio::io::Interest;
@@ -51,6 +52,7 @@ impl Side<'_> {
             Side::Unix(s) => s.try_io(i, f),
         }
     }
+    #[cfg(target_os = "linux")]
     fn fd(self) -> RawFd {
         match self {
             Side::Tcp(s) => s.as_raw_fd(),

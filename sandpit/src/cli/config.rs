@@ -1,0 +1,140 @@
+//! `sandpit config [--json]`: the effective policy with each entry's origin.
+use crate::config::{load, scratch_root, PolicyArgs};
+use sandpit_policy::{path::display, Context, Policy, Rule};
+use std::fmt::Write;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// Show the policy as it would apply to this command (picks its profile).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn execute(args: Args) -> anyhow::Result<i32> {
+    let loaded = load(
+        &args.policy,
+        args.command.first().map(String::as_str),
+        scratch_root().join("RUN"),
+    )?;
+    if args.json {
+        let v = serde_json::json!({
+            "profile": loaded.profile,
+            "sources": loaded.sources.iter().map(|(l, n)| serde_json::json!({"layer": l, "file": n})).collect::<Vec<_>>(),
+            "policy": loaded.policy,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let chain: Vec<&str> = loaded.sources.iter().map(|(_, n)| n.as_str()).collect();
+        print!("{}", render(&loaded.policy, &chain));
+    }
+    Ok(0)
+}
+
+fn list<T>(out: &mut String, key: &str, rules: &[Rule<T>], show: impl Fn(&T) -> String) {
+    if rules.is_empty() {
+        let _ = writeln!(out, "{key} = []");
+        return;
+    }
+    let _ = writeln!(out, "{key} = [");
+    let shown: Vec<String> = rules
+        .iter()
+        .map(|r| format!("{:?},", show(&r.value)))
+        .collect();
+    let width = shown.iter().map(String::len).max().unwrap_or(0);
+    for (s, r) in shown.iter().zip(rules) {
+        let _ = writeln!(out, "  {s:width$}  # {}", r.origin.location());
+    }
+    let _ = writeln!(out, "]");
+}
+
+/// The policy as TOML a user can read and copy from, each entry with its origin.
+pub fn render(p: &Policy, chain: &[&str]) -> String {
+    let ctx: &Context = &p.context;
+    let path = |v: &std::path::PathBuf| display(v, ctx);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "# effective sandpit policy; layers: {}",
+        chain.join(" < ")
+    );
+    let _ = writeln!(o, "# workspace = {}", ctx.workspace.display());
+    let _ = writeln!(o, "# $TMPDIR   = {} (per run)", ctx.scratch.display());
+    let _ = writeln!(
+        o,
+        "# state     = {} (read-only inside the sandbox)\n",
+        ctx.state_dir.display()
+    );
+    let _ = writeln!(o, "[files]");
+    list(&mut o, "block_read", &p.files.block_read, path);
+    list(&mut o, "allow_read", &p.files.allow_read, path);
+    list(&mut o, "allow_write", &p.files.allow_write, path);
+    list(&mut o, "block_write", &p.files.block_write, path);
+    let _ = writeln!(o, "\n[network]");
+    let _ = writeln!(
+        o,
+        "mode = {:?}  # {}",
+        p.network.mode.value.as_str(),
+        p.network.mode.origin.location()
+    );
+    list(&mut o, "allow", &p.network.allow, |h| h.to_string());
+    list(&mut o, "block", &p.network.block, |h| h.to_string());
+    let _ = writeln!(
+        o,
+        "allow_local_binding = {}  # {}",
+        p.network.allow_local_binding.value,
+        p.network.allow_local_binding.origin.location()
+    );
+    if !p.network.resolve.is_empty() {
+        let _ = writeln!(o, "\n[network.resolve]");
+        for r in &p.network.resolve {
+            let addrs: Vec<String> = r
+                .value
+                .addrs
+                .iter()
+                .map(|a| format!("{a:?}").replace('"', ""))
+                .collect();
+            let _ = writeln!(
+                o,
+                "{:?} = {:?}  # {}",
+                r.value.name,
+                addrs,
+                r.origin.location()
+            );
+        }
+    }
+    let _ = writeln!(o, "\n[exec]");
+    list(&mut o, "block", &p.exec.block, |e| e.source.clone());
+    let _ = writeln!(o, "\n[env]");
+    list(&mut o, "withhold", &p.env.withhold, String::clone);
+    if let Some(a) = &p.adversary {
+        let _ = writeln!(o, "\n[adversary]  # {}", a.origin.location());
+        let _ = writeln!(
+            o,
+            "provider = {:?}\nmodel = {:?}",
+            format!("{:?}", a.provider).to_lowercase(),
+            a.model
+        );
+        if let Some(e) = &a.endpoint {
+            let _ = writeln!(o, "endpoint = {e:?}");
+        }
+        let _ = writeln!(
+            o,
+            "review = {:?}\ntimeout_ms = {}\non_error = {:?}\ncache = {}",
+            a.review
+                .iter()
+                .map(|r| format!("{r:?}").to_lowercase())
+                .collect::<Vec<_>>(),
+            a.timeout_ms,
+            format!("{:?}", a.on_error).to_lowercase(),
+            a.cache
+        );
+    }
+    let _ = writeln!(o, "\n[shims]\nenabled = {}", p.shims.enabled);
+    list(&mut o, "extra", &p.shims.extra, String::clone);
+    o
+}

@@ -1,0 +1,142 @@
+//! `sandpit explain read|write PATH`, `explain connect HOST[:PORT]`,
+//! `explain exec -- CMD…`: the verdict, the rule, the reason, and the layers that
+//! enforce it.
+use crate::cli::UsageError;
+use crate::config::{load, scratch_root, PolicyArgs};
+use sandpit_policy::{check_resolved, decide, parse_authority, Decision, Host, Request, Verdict};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Machine-readable output.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum What {
+    /// Would reading PATH be allowed?
+    Read { path: PathBuf },
+    /// Would writing PATH (creating, changing, renaming, deleting) be allowed?
+    Write { path: PathBuf },
+    /// Would a connection to HOST[:PORT] be allowed? (port 443 when omitted)
+    Connect { host: String },
+    /// Would running this command line be allowed?
+    Exec {
+        #[arg(last = true, required = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
+}
+
+const FILE_LAYERS: &[&str] = &[
+    "kernel: mount-namespace masks and read-only binds plus Landlock hold for every process, static binaries and raw syscalls included",
+    "interposer: refuses the libc call with this reason, so the agent sees which rule applied",
+];
+const NET_LAYERS: &[&str] = &[
+    "kernel: the network namespace's only way out is sandpit's proxy (UDP, raw sockets and direct TCP go nowhere)",
+    "proxy: decides each connection by name (TLS SNI, HTTP Host, CONNECT, SOCKS5, the name the process resolved)",
+    "interposer: sends connect() to the proxy and names the rule on a denial",
+    "shims (with --shims): curl, wget, ssh, nc… are checked on their arguments before they run",
+];
+const EXEC_LAYERS: &[&str] = &[
+    "interposer: exec*, posix_spawn, system and popen are matched against exec.block",
+    "shims (with --shims): the command's first word, if it is shimmed",
+    "adversary: reviews commands the rules allow, when [adversary] is configured",
+    "kernel: does not match command lines; it still confines whatever the command does",
+];
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    };
+    Ok(sandpit_policy::path::resolve_existing(&p))
+}
+
+pub fn execute(args: Args) -> anyhow::Result<i32> {
+    let cmd = match &args.what {
+        What::Exec { argv } => argv.first().map(String::as_str),
+        _ => None,
+    };
+    let loaded = load(&args.policy, cmd, scratch_root().join("RUN"))?;
+    let p = &loaded.policy;
+    let (subject, verdicts, layers): (String, Vec<Verdict>, &[&str]) = match &args.what {
+        What::Read { path } => {
+            let abs = absolute(path)?;
+            (
+                format!("read {}", abs.display()),
+                vec![decide(p, &Request::Read(&abs))],
+                FILE_LAYERS,
+            )
+        }
+        What::Write { path } => {
+            let abs = absolute(path)?;
+            (
+                format!("write {}", abs.display()),
+                vec![decide(p, &Request::Write(&abs))],
+                FILE_LAYERS,
+            )
+        }
+        What::Connect { host } => {
+            let (h, port) =
+                parse_authority(host).map_err(|e| UsageError(format!("{host:?}: {e}")))?;
+            let port = port.unwrap_or(443);
+            let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port)];
+            // For a name the policy maps itself, also judge the address it resolves to.
+            if let (Host::Name(n), true) = (&h, vs[0].is_allowed()) {
+                if let Some(r) = p.network.resolve.iter().find(|r| &r.value.name == n) {
+                    for a in &r.value.addrs {
+                        vs.push(check_resolved(p, &h, port, *a));
+                    }
+                }
+            }
+            (format!("connect {h}:{port}"), vs, NET_LAYERS)
+        }
+        What::Exec { argv } => (
+            format!("exec {}", argv.join(" ")),
+            vec![decide(p, &Request::Exec(argv))],
+            EXEC_LAYERS,
+        ),
+    };
+    let overall = if verdicts.iter().any(|v| v.decision == Decision::Deny) {
+        Decision::Deny
+    } else if verdicts.iter().any(|v| v.decision == Decision::Review) {
+        Decision::Review
+    } else {
+        Decision::Allow
+    };
+    if args.json {
+        let v = serde_json::json!({
+            "request": subject,
+            "decision": overall,
+            "verdicts": verdicts,
+            "profile": loaded.profile,
+            "layers": layers,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let word = match overall {
+            Decision::Allow => "ALLOW",
+            Decision::Deny => "DENY",
+            Decision::Review => "REVIEW",
+        };
+        println!("{word}  {subject}");
+        for v in &verdicts {
+            match &v.rule {
+                Some(r) => println!("  rule:   {r}"),
+                None => println!("  rule:   (none: the default for this kind of request)"),
+            }
+            println!("  reason: {}", v.reason);
+        }
+        println!("  enforced by:");
+        for l in layers {
+            println!("    - {l}");
+        }
+    }
+    Ok(0)
+}
