@@ -440,3 +440,27 @@ fn unreadable_snapshot_fails_closed() {
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     assert!(fx.take_ran().is_empty());
 }
+
+#[test]
+fn a_wrapper_that_calls_itself_through_the_shim_stops() {
+    let fx = Fx::new(ShimKind::Symlink);
+    // A "curl" earlier on PATH than the real one that runs `curl` again by name.
+    let wrap = fx.h.dir.path().join("wrap");
+    std::fs::create_dir_all(&wrap).unwrap();
+    std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_exe(&wrap.join("curl"), "#!/bin/sh\nexec curl \"$@\"\n");
+    let path = format!(
+        "{}:{}:{}",
+        fx.shims.display(),
+        wrap.display(),
+        fx.bin.display()
+    );
+    let out = fx
+        .cmd_with_path(&path, "curl", &["https://good.test"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("nested 32 deep"), "{err}");
+    assert!(fx.take_ran().is_empty());
+}
