@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 use clap::{Parser, Subcommand};
 
+pub mod completions;
 pub mod config;
 pub mod exec;
 pub mod explain;
@@ -27,6 +28,8 @@ pub enum Command {
     Explain(explain::Args),
     /// Write a commented starter config (never overwrites).
     Init(init::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
     /// Judge TOOL ARGS… against the policy and run it (PATH shims re-enter here).
     Exec(exec::Args),
 }
@@ -50,6 +53,7 @@ pub fn main() -> i32 {
         Command::Config(a) => config::execute(a),
         Command::Explain(a) => explain::execute(a),
         Command::Init(a) => init::execute(a),
+        Command::Completions(a) => completions::execute(a),
         Command::Exec(a) => exec::execute(a),
     };
     match result {
