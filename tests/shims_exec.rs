@@ -464,3 +464,35 @@ fn a_wrapper_that_calls_itself_through_the_shim_stops() {
     assert!(err.contains("nested 32 deep"), "{err}");
     assert!(fx.take_ran().is_empty());
 }
+
+#[test]
+fn ssh_family_gets_sandpits_proxy_command_first() {
+    let fx = Fx::new(ShimKind::Symlink);
+    let bin = common::sandpit_bin();
+    let want_pc = format!("ProxyCommand='{}' exec --connect %h %p", bin.display());
+    for (tool, args) in [
+        ("ssh", vec!["-p", "2222", "u@ssh.test", "uptime"]),
+        ("scp", vec!["f", "u@ssh.test:/x"]),
+        ("sftp", vec!["ssh.test"]),
+    ] {
+        let out = fx
+            .cmd_with_path(&fx.path(), tool, &args)
+            .env("SANDPIT_PROXY_URL", "http://sandpit:tok@127.0.0.1:9")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{tool}: {}", stderr(&out));
+        assert_eq!(
+            fx.take_ran(),
+            format!("{tool} -o {want_pc} {}\n", args.join(" ")),
+            "{tool}"
+        );
+    }
+    // Not an ssh tool: nothing added.
+    let out = fx
+        .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
+        .env("SANDPIT_PROXY_URL", "http://sandpit:tok@127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(fx.take_ran(), "curl https://good.test\n");
+}
