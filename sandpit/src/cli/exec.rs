@@ -82,7 +82,9 @@ pub fn fast_path() -> Option<i32> {
     let mut args = std::env::args_os();
     let argv0 = args.next()?;
     let name = Path::new(&argv0).file_name()?.to_os_string();
-    if !name.as_bytes().starts_with(b"sandpit") {
+    // Shim mode is any other name: a link in the shim directory named after its
+    // tool. `/proc/self/exe` re-executions (argv[0] "…/exe") stay the launcher.
+    if !name.as_bytes().starts_with(b"sandpit") && name != "exe" {
         return Some(run_tool(&name, args.collect()));
     }
     let sub = args.next()?;
