@@ -1,5 +1,6 @@
 //! What the running Linux kernel offers sandpit, as `sandpit check` reports it.
 //! Reads sysctls and asks Landlock for its ABI; creates nothing.
+#![forbid(unsafe_code)]
 use crate::sandbox::KernelSupport;
 
 fn sysctl(path: &str) -> Option<i64> {
