@@ -305,3 +305,21 @@ echo fine > ok.txt && echo WS-OK
     assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
     assert_eq!(content(&ws.join("ok.txt")).as_deref(), Some("fine\n"));
 }
+
+#[test]
+fn degraded_mode_refuses_reads_of_credentials_with_landlock() {
+    let h = home_with_secrets();
+    build_probe(&h, "static_read", true);
+    let script = format!(
+        "{READ_SCRIPT}\n./static_read $HOME/.ssh/id_rsa $HOME/notes.txt; echo ok > in.txt && echo WS-OK"
+    );
+    let out = sandpit_cmd(&h, &["--allow-degraded"], &script)
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED"), "{t}");
+    assert!(!t.contains(CANARY), "canary leaked in degraded mode: {t}");
+    assert!(t.contains("CONTROL-NORMAL") && t.contains("static-read") && t.contains(":NORMAL"), "positive control: {t}");
+    assert!(t.contains("WS-OK"), "{t}");
+}

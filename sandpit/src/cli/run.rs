@@ -151,13 +151,14 @@ pub fn run(args: RunArgs) -> Result<i32> {
     }
     let scratch = make_scratch(&scratch_root())?;
     let result = run_with_scratch(&args, mode, &support, &scratch);
+    let allow_degraded = args.allow_degraded;
     let _ = std::fs::remove_dir_all(&scratch);
     match result {
         Ok(code) => Ok(code),
         Err(e) => match e.downcast::<SpawnError>() {
             Ok(SpawnError::Layer { layer, message }) => {
                 let hint = match layer {
-                    Layer::UserNamespace | Layer::Landlock => {
+                    Layer::UserNamespace | Layer::Landlock if !allow_degraded => {
                         " Pass --allow-degraded to accept a weaker mode."
                     }
                     _ => "",

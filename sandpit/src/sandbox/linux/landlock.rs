@@ -52,9 +52,14 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
     }
     let device = device & write;
     let scopes = have >= 6;
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    let mut handled = write;
+    if plan.reads.is_some() {
+        handled |= read;
+    }
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(write)?;
+        .handle_access(handled)?;
     if scopes {
         rs = rs.scope(Scope::from_all(abi))?;
     }
@@ -62,12 +67,28 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         rs = rs.handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp)?;
     }
     let mut created = rs.create()?;
-    for p in &plan.writable {
-        let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
+    let fd = |p: &std::path::Path| {
+        PathFd::new(p).map_err(|source| LandlockError::Path {
             path: p.display().to_string(),
             source,
-        })?;
-        created = created.add_rule(PathBeneath::new(fd, write))?;
+        })
+    };
+    for p in &plan.writable {
+        created = created.add_rule(PathBeneath::new(fd(p)?, write))?;
+    }
+    if let Some(reads) = &plan.reads {
+        for p in &reads.read {
+            // Entries can vanish between listing and here; a missing one needs no rule.
+            if let Ok(f) = fd(p) {
+                let access = if p.is_dir() { read } else { read & AccessFs::from_file(abi) };
+                created = created.add_rule(PathBeneath::new(f, access))?;
+            }
+        }
+        for p in &reads.list_only {
+            if let Ok(f) = fd(p) {
+                created = created.add_rule(PathBeneath::new(f, AccessFs::ReadDir))?;
+            }
+        }
     }
     for p in &plan.devices {
         let fd = PathFd::new(p).map_err(|source| LandlockError::Path {

@@ -27,6 +27,9 @@ pub trait FsView {
     /// Whether some component of `path` is a symlink (checked for paths that sandpit
     /// mounts writable or read-only inside a writable root).
     fn has_symlink(&self, path: &Path) -> bool;
+    /// Entries of one directory (fallback mode only: the parents of read-denied
+    /// paths are listed once each, never recursively).
+    fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
 }
 
 /// The real filesystem.
@@ -49,6 +52,12 @@ impl FsView for HostFs {
             }
         }
         false
+    }
+    fn list(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        let rd = std::fs::read_dir(dir).ok()?;
+        let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        v.sort();
+        Some(v)
     }
 }
 
@@ -157,6 +166,56 @@ pub struct LandlockPlan {
     pub devices: Vec<PathBuf>,
     /// TCP ports `connect` may reach (fallback mode); `None` = not restricted.
     pub tcp_connect: Option<Vec<u16>>,
+    /// Fallback mode: reads are handled too. `read` hierarchies may be read;
+    /// `list_only` (the parents of read-denied paths) may only be listed.
+    pub reads: Option<ReadRules>,
+}
+
+/// Read confinement without a mount namespace: everything except the read-denied
+/// paths, expressed as Landlock allow rules on their siblings.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadRules {
+    pub read: Vec<PathBuf>,
+    pub list_only: Vec<PathBuf>,
+}
+
+/// Allow reading everything except `denied` (and what lies beneath): for each
+/// strict ancestor of a denied path, every child that is neither denied nor itself
+/// such an ancestor gets read access; ancestors get listing only. Carve-outs in
+/// `allowed` are granted back. One directory listing per ancestor, no walk.
+fn read_rules(denied: &[PathBuf], allowed: &[PathBuf], fs: &dyn FsView) -> ReadRules {
+    let mut ancestors: Vec<PathBuf> = vec![];
+    for d in denied {
+        let mut a = d.parent();
+        while let Some(p) = a {
+            ancestors.push(p.to_path_buf());
+            a = p.parent();
+        }
+    }
+    ancestors.sort();
+    ancestors.dedup();
+    // A denied path that is also an ancestor of another denied one stays denied.
+    ancestors.retain(|a| !denied.iter().any(|d| inside(a, d)) && fs.kind(a) == Some(Kind::Dir));
+    let mut read = vec![];
+    for a in &ancestors {
+        for child in fs.list(a).unwrap_or_default() {
+            let blocked = denied.iter().any(|d| inside(&child, d));
+            if !blocked && !ancestors.contains(&child) {
+                read.push(child);
+            }
+        }
+    }
+    for a in allowed {
+        if denied.iter().any(|d| inside(a, d)) && fs.kind(a).is_some() {
+            read.push(a.clone());
+        }
+    }
+    read.sort();
+    read.dedup();
+    ReadRules {
+        read,
+        list_only: ancestors,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -356,7 +415,10 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
     } else {
-        weaker.push("read-denied paths are not masked (no mount namespace)".into());
+        weaker.push(
+            "read-denied paths are refused by Landlock, not masked (their names stay listable)"
+                .into(),
+        );
         weaker.push("protected paths inside the workspace stay writable".into());
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
     }
@@ -470,6 +532,11 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
             tcp_connect,
+            reads: if ns || input.read_denied.is_empty() {
+                None
+            } else {
+                Some(read_rules(&input.read_denied, &input.read_allowed, fs))
+            },
         },
         seccomp: if ns {
             seccomp::Profile::Namespaced
@@ -510,6 +577,15 @@ mod tests {
         }
         fn has_symlink(&self, path: &Path) -> bool {
             self.1.iter().any(|s| path.starts_with(s))
+        }
+        fn list(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+            Some(
+                self.0
+                    .keys()
+                    .filter(|p| p.parent() == Some(dir))
+                    .cloned()
+                    .collect(),
+            )
         }
     }
 
@@ -735,6 +811,26 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         assert_eq!(p.landlock.tcp_connect, Some(vec![3128]));
         assert_eq!(p.seccomp, seccomp::Profile::Fallback);
         assert!(p.weaker.iter().any(|w| w.contains("not masked")));
+        let r = p.landlock.reads.clone().unwrap();
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            r.list_only,
+            paths(&["/", "/home", "/home/u", "/home/u/.config", "/home/u/.ssh"])
+                .into_iter()
+                .filter(|p| p != Path::new("/home/u/.ssh"))
+                .collect::<Vec<_>>()
+        );
+        // Siblings of the denied paths are readable; the denied ones are not; the
+        // carve-out inside ~/.config/gh is.
+        assert_eq!(
+            r.read,
+            paths(&[
+                "/etc",
+                "/home/u/.config/gh/config.yml",
+                "/home/u/.sandpit",
+                "/home/u/proj",
+            ])
+        );
         i.network = Network::Offline;
         assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
     }
