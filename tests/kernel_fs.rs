@@ -320,6 +320,9 @@ fn degraded_mode_refuses_reads_of_credentials_with_landlock() {
     let t = text(&out);
     assert!(t.contains("DEGRADED"), "{t}");
     assert!(!t.contains(CANARY), "canary leaked in degraded mode: {t}");
-    assert!(t.contains("CONTROL-NORMAL") && t.contains("static-read") && t.contains(":NORMAL"), "positive control: {t}");
+    assert!(
+        t.contains("CONTROL-NORMAL") && t.contains("static-read") && t.contains(":NORMAL"),
+        "positive control: {t}"
+    );
     assert!(t.contains("WS-OK"), "{t}");
 }

@@ -80,7 +80,11 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         for p in &reads.read {
             // Entries can vanish between listing and here; a missing one needs no rule.
             if let Ok(f) = fd(p) {
-                let access = if p.is_dir() { read } else { read & AccessFs::from_file(abi) };
+                let access = if p.is_dir() {
+                    read
+                } else {
+                    read & AccessFs::from_file(abi)
+                };
                 created = created.add_rule(PathBeneath::new(f, access))?;
             }
         }

@@ -624,6 +624,8 @@ mod tests {
     fn fs() -> FakeFs {
         use Kind::*;
         FakeFs::new(&[
+            ("/", Dir),
+            ("/home", Dir),
             ("/home/u", Dir),
             ("/home/u/proj", Dir),
             ("/home/u/proj/.git", Dir),
