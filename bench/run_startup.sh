@@ -26,45 +26,58 @@ export HOME=$WORK/home
 unset XDG_RUNTIME_DIR
 export PATH=/usr/local/bin:/usr/bin:/bin
 
-# median wall time in ms of RUNS runs of a command, run from directory $1
-median_ms() {
-  local dir=$1; shift
-  python3 - "$dir" "$RUNS" "$@" <<'PY'
-import os, subprocess, sys, time
-d, n, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-ts = []
+# Interleaved timing of two commands (A then B, RUNS times, so load drift hits both
+# alike). Prints "A_wall B_wall A_cpu B_cpu": medians in ms; cpu = user+sys of the
+# whole process tree (robust when other jobs share the machine).
+pair_ms() {
+  local da=$1 db=$2; shift 2
+  python3 - "$da" "$db" "$RUNS" "$@" <<'PY'
+import os, resource, subprocess, sys, time
+da, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rest = sys.argv[4:]
+i = rest.index("--vs--")
+cmds = [(da, rest[:i]), (db, rest[i + 1:])]
+wall, cpu = [[], []], [[], []]
+def rus():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN); return r.ru_utime + r.ru_stime
 for _ in range(n):
-    t = time.perf_counter()
-    subprocess.run(cmd, cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    ts.append((time.perf_counter() - t) * 1000)
-ts.sort()
-print(f"{ts[len(ts)//2]:.2f}")
+    for k, (d, c) in enumerate(cmds):
+        c0, t = rus(), time.perf_counter()
+        subprocess.run(c, cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        wall[k].append((time.perf_counter() - t) * 1000); cpu[k].append((rus() - c0) * 1000)
+med = lambda v: sorted(v)[len(v) // 2]
+print(f"{med(wall[0]):.2f} {med(wall[1]):.2f} {med(cpu[0]):.2f} {med(cpu[1]):.2f}")
 PY
 }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
-echo "== 1. sandpit run -- /bin/true ($RUNS runs, median)"
-bare=$(median_ms "$HOME/empty" "${AS[@]}" /bin/true)
-sp=$(median_ms "$HOME/empty" "${AS[@]}" "$BIN" run -- /bin/true)
-echo "bare /bin/true:            ${bare} ms"
-echo "sandpit run -- /bin/true:  ${sp} ms   (goal <= 8 ms; overhead $(python3 -c "print(f'{$sp-$bare:.2f}')") ms)"
+echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
+read -r bw sw bc sc < <(pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+echo "bare /bin/true:            wall ${bw} ms, cpu ${bc} ms"
+echo "sandpit run -- /bin/true:  wall ${sw} ms, cpu ${sc} ms   (goal <= 8 ms; overhead wall $(python3 -c "print(f'{$sw-$bw:.2f}')") ms)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 
-echo "== 2. open+close per call (ns), every layer on vs bare"
-N=200000
+echo "== 2. open+close per call (ns), every layer on vs bare (median of 7 alternating rounds)"
+N=100000
+med() { python3 -c "import sys; v=sorted(map(float, sys.argv[1:])); print(v[len(v)//2])" "$@"; }
+oc() { # label path mode
+  local bs=() ss=()
+  for _ in 1 2 3 4 5 6 7; do
+    bs+=("$(cd "$HOME/ws" && "${AS[@]}" ./openclose "$2" $N "$3")")
+    ss+=("$(cd "$HOME/ws" && "${AS[@]}" "$BIN" run -- ./openclose "$2" $N "$3" 2>/dev/null)")
+  done
+  local b s; b=$(med "${bs[@]}"); s=$(med "${ss[@]}")
+  echo "$1: bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")   (goal <= 1.10x)"
+}
 for depth in 1 4 8 16; do
   p="$HOME/ws"; for i in $(seq 1 $((depth - 1))); do p="$p/d$i"; done
   mkdir -p "$p"; echo x > "$p/f"
   [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/ws"
-  for mode in r w; do
-    b=$(cd "$HOME/ws" && "${AS[@]}" ./openclose "$p/f" $N $mode)
-    s=$(cd "$HOME/ws" && "${AS[@]}" "$BIN" run -- ./openclose "$p/f" $N $mode 2>/dev/null)
-    echo "depth $depth ($( [ $mode = r ] && echo read ' ' || echo write)): bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")   (goal <= 1.10x)"
-  done
+  oc "workspace depth $depth, O_RDONLY" "$p/f" r
+  oc "workspace depth $depth, O_WRONLY" "$p/f" w
 done
-# A read-only system path, outside every writable root.
-b=$("${AS[@]}" "$HOME/ws/openclose" /usr/include/stdio.h $N r)
-s=$(cd "$HOME/ws" && "${AS[@]}" "$BIN" run -- ./openclose /usr/include/stdio.h $N r 2>/dev/null)
-echo "/usr/include/stdio.h (read): bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")"
+# Outside every writable root: the read-only host view.
+oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r
 
 echo "== 3. start time, ${FILES}-file workspace vs empty"
 python3 - "$HOME/big" "$FILES" <<'PY'
@@ -78,6 +91,6 @@ for i in range(0, n, per):
         open(os.path.join(d, f"f{j}"), "w").close()
 PY
 [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/big"
-empty=$(median_ms "$HOME/empty" "${AS[@]}" "$BIN" run -- /bin/true)
-big=$(median_ms "$HOME/big" "${AS[@]}" "$BIN" run -- /bin/true)
-echo "empty workspace: ${empty} ms, ${FILES}-file workspace: ${big} ms, ratio $(ratio "$big" "$empty")   (goal <= 1.05x)"
+read -r ew gw ec gc < <(pair_ms "$HOME/empty" "$HOME/big" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+echo "empty workspace: wall ${ew} ms cpu ${ec} ms; ${FILES}-file workspace: wall ${gw} ms cpu ${gc} ms"
+echo "ratio wall $(ratio "$gw" "$ew"), cpu $(ratio "$gc" "$ec")   (goal <= 1.05x)"

@@ -62,6 +62,29 @@ fn make_scratch(root: &Path) -> Result<PathBuf> {
     )
 }
 
+/// Sockets of host daemons that run code on request (session bus and systemd user
+/// manager, container engines): masked like credentials, since a read-only mount
+/// does not stop `connect()`.
+#[cfg(target_os = "linux")]
+fn host_daemon_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    let mut v: Vec<PathBuf> = [
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/containerd",
+        "/run/podman",
+        "/run/user/{uid}",
+    ]
+    .iter()
+    .map(|p| PathBuf::from(p.replace("{uid}", &uid.to_string())))
+    .collect();
+    v.dedup();
+    v
+}
+
 /// The kernel plan's input from the effective policy. `block_read` → masked,
 /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
 /// read-only (inside writable roots, including paths that do not exist yet),
@@ -95,6 +118,8 @@ pub fn plan_input(
     } else {
         ctx.workspace.clone()
     };
+    let mut read_denied: Vec<PathBuf> = values(&policy.files.block_read);
+    read_denied.extend(host_daemon_sockets());
     crate::sandbox::linux::Input {
         mode,
         home: ctx.home.clone(),
@@ -102,7 +127,7 @@ pub fn plan_input(
         scratch: ctx.scratch.clone(),
         state_dir: ctx.state_dir.clone(),
         writable: values(&policy.files.allow_write),
-        read_denied: values(&policy.files.block_read),
+        read_denied,
         read_allowed: values(&policy.files.allow_read),
         write_protected: values(&policy.files.block_write),
         network,
@@ -114,43 +139,64 @@ pub fn plan_input(
 pub fn run(args: RunArgs) -> Result<i32> {
     use crate::sandbox::linux::{Layer, Mode, SpawnError};
 
-    let support = crate::sandbox::probe();
+    // No trial namespace here (that costs a few ms): the run itself tries, and a
+    // failure to create the user namespace is handled below.
+    let support = crate::sandbox::linux::probe::quick();
     if !support.seccomp {
         bail!("seccomp is not available in this kernel; sandpit cannot run without it");
     }
-    let forced_fallback = std::env::var_os("SANDPIT_FORCE_FALLBACK").is_some();
-    let mode = if support.user_namespaces && !forced_fallback {
-        Mode::Namespaces
-    } else if args.allow_degraded {
-        Mode::LandlockOnly
-    } else {
-        bail!(
-            "user namespaces are unavailable{}, so reads of credential paths cannot be \
-             masked and the network cannot be isolated; the command was not started. \
-             Pass --allow-degraded to run with Landlock + seccomp only (weaker).",
-            if forced_fallback {
-                " (SANDPIT_FORCE_FALLBACK)"
-            } else {
-                ""
-            }
-        );
+    let no_userns = |why: &str| {
+        anyhow::anyhow!(
+            "user namespaces are unavailable ({why}), so reads of credential paths cannot \
+             be masked and the network cannot be isolated; the command was not started. \
+             Pass --allow-degraded to run with Landlock + seccomp only (weaker)."
+        )
     };
-    if support.landlock_abi.is_none() {
-        if mode == Mode::LandlockOnly {
-            bail!(
-                "neither user namespaces nor Landlock are available: no kernel layer can \
-                 confine files; the command was not started"
-            );
-        }
+    let degrade = |why: &str| -> Result<Mode> {
         if !args.allow_degraded {
+            return Err(no_userns(why));
+        }
+        if support.landlock_abi.is_none() {
             bail!(
-                "Landlock is unavailable in this kernel; the command was not started. Pass \
-                 --allow-degraded to run with namespaces + seccomp only."
+                "neither user namespaces ({why}) nor Landlock are available: no kernel \
+                 layer can confine files; the command was not started"
             );
         }
+        Ok(Mode::LandlockOnly)
+    };
+    let mut mode = if std::env::var_os("SANDPIT_FORCE_FALLBACK").is_some() {
+        degrade("SANDPIT_FORCE_FALLBACK is set")?
+    } else {
+        Mode::Namespaces
+    };
+    if support.landlock_abi.is_none() && !args.allow_degraded {
+        bail!(
+            "Landlock is unavailable in this kernel; the command was not started. Pass \
+             --allow-degraded to run with namespaces + seccomp only."
+        );
     }
     let scratch = make_scratch(&scratch_root())?;
-    let result = run_with_scratch(&args, mode, &support, &scratch);
+    let mut result = run_with_scratch(&args, mode, &support, &scratch);
+    if mode == Mode::Namespaces {
+        if let Some(SpawnError::Layer {
+            layer: Layer::UserNamespace,
+            message,
+        }) = result
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<SpawnError>())
+        {
+            let message = message.clone();
+            mode = match degrade(&message) {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    return Err(e);
+                }
+            };
+            result = run_with_scratch(&args, mode, &support, &scratch);
+        }
+    }
     let allow_degraded = args.allow_degraded;
     let _ = std::fs::remove_dir_all(&scratch);
     match result {

@@ -121,10 +121,12 @@ pub enum MountOp {
     /// The host object bound read-only.
     ReadOnly { path: PathBuf, no_symlinks: bool },
     /// An empty, read-only, mode-000 tmpfs over a directory; `allow` are host paths
-    /// re-exposed read-only inside it (the tmpfs is then traversable, not listable).
+    /// re-exposed read-only inside it, `writable` are writable roots that lie inside
+    /// it, re-exposed writable (the tmpfs is then traversable, not listable).
     MaskDir {
         path: PathBuf,
         allow: Vec<(PathBuf, Kind)>,
+        writable: Vec<PathBuf>,
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
@@ -449,9 +451,15 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         .filter(|a| strictly_inside(a, p))
                         .filter_map(|a| fs.kind(a).map(|k| (a.clone(), k)))
                         .collect();
+                    let writable = roots
+                        .iter()
+                        .filter(|r| strictly_inside(r, p))
+                        .cloned()
+                        .collect();
                     masks.push(MountOp::MaskDir {
                         path: p.clone(),
                         allow,
+                        writable,
                     });
                 }
                 Some(Kind::File) => masks.push(MountOp::MaskFile { path: p.clone() }),
@@ -668,12 +676,20 @@ mod tests {
                         if *no_symlinks { " nofollow" } else { "" }
                     )
                 }
-                MountOp::MaskDir { path, allow } => format!(
-                    "mask-dir {}{}\n",
+                MountOp::MaskDir {
+                    path,
+                    allow,
+                    writable,
+                } => format!(
+                    "mask-dir {}{}{}\n",
                     path.display(),
                     allow
                         .iter()
                         .map(|(a, _)| format!(" +{}", a.display()))
+                        .collect::<String>(),
+                    writable
+                        .iter()
+                        .map(|a| format!(" +rw {}", a.display()))
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
@@ -770,6 +786,20 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
                 "tmpfs /tmp\ntmpfs /dev/shm\nro /tmp/t/home\nrw /tmp/t/home/proj\n\
                  rw /home/u/.sandpit/run/1\nmask-dir /tmp/t/home/.ssh\n"
             ),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn writable_root_inside_a_masked_dir_is_re_exposed_writable() {
+        let mut i = input();
+        i.scratch = "/run/user/1000/sandpit/run-1".into();
+        i.read_denied = vec!["/run/user/1000".into()];
+        let mut f = fs();
+        f.0.insert("/run/user/1000".into(), Kind::Dir);
+        let r = render(&plan(&i, &f).unwrap());
+        assert!(
+            r.contains("mask-dir /run/user/1000 +rw /run/user/1000/sandpit/run-1\n"),
             "{r}"
         );
     }

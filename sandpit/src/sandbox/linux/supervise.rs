@@ -340,6 +340,9 @@ fn child_c1(
     if plan.mode == Mode::LandlockOnly {
         exec_command(plan, prep, layers, &ctl)
     }
+    // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
+    // which forwards it once (not once per supervising process).
+    let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
     if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())

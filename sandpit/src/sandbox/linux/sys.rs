@@ -265,6 +265,12 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::unshare(flags) }).map(drop)
 }
 
+/// Put the calling process in a new process group of its own.
+pub fn setpgid_self() -> io::Result<()> {
+    // SAFETY: setpgid takes only integers.
+    cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
+}
+
 pub fn setsid() -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     cvt(unsafe { libc::setsid() }).map(drop)
