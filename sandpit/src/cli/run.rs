@@ -25,6 +25,10 @@ pub struct RunArgs {
     /// Port the proxy appears on inside the sandbox.
     #[arg(long, default_value_t = 3128)]
     pub proxy_port: u16,
+    /// Unix datagram socket of sandpit's DNS responder: the sandbox's resolv.conf
+    /// points at 127.0.0.1 and queries are relayed there (with --proxy-socket).
+    #[arg(long, value_name = "PATH")]
+    pub dns_socket: Option<PathBuf>,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -93,7 +97,7 @@ fn host_daemon_sockets() -> Vec<PathBuf> {
 pub fn plan_input(
     policy: &sandpit_policy::Policy,
     mode: crate::sandbox::linux::Mode,
-    proxy: Option<(PathBuf, u16)>,
+    proxy: Option<(PathBuf, u16, Option<PathBuf>)>,
     cwd: PathBuf,
 ) -> crate::sandbox::linux::Input {
     use crate::sandbox::linux::Network;
@@ -104,10 +108,11 @@ pub fn plan_input(
         NetMode::Unrestricted => Network::Host,
         NetMode::Offline => Network::Offline,
         NetMode::Filtered => match proxy {
-            Some((socket, port)) => Network::Proxy {
+            Some((socket, port, dns_socket)) => Network::Proxy {
                 socket,
                 port,
                 resolver: None,
+                dns_socket,
             },
             // No proxy to reach: nothing is allowed out.
             None => Network::Offline,
@@ -131,6 +136,7 @@ pub fn plan_input(
         read_allowed: values(&policy.files.allow_read),
         write_protected: values(&policy.files.block_write),
         network,
+        allow_local_binding: policy.network.allow_local_binding.value,
         cwd,
     }
 }
@@ -231,6 +237,10 @@ fn run_with_scratch(
         Some(s) => Some((
             std::path::absolute(s).context("proxy socket path")?,
             args.proxy_port,
+            match &args.dns_socket {
+                Some(d) => Some(std::path::absolute(d).context("DNS socket path")?),
+                None => None,
+            },
         )),
         None => None,
     };
@@ -281,7 +291,7 @@ fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSuppor
         crate::sandbox::linux::seccomp::table(plan.seccomp).len()
     ));
     let net = match &plan.net {
-        NetPlan::Bridge { port, relay_to } => {
+        NetPlan::Bridge { port, relay_to, .. } => {
             format!(
                 "network: proxy only (127.0.0.1:{port} -> {})",
                 relay_to.display()

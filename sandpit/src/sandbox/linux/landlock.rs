@@ -39,7 +39,7 @@ pub enum LandlockError {
 pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
     let have = abi.ok_or(LandlockError::Unavailable)?;
     let abi = ABI::from(have as i32);
-    if plan.tcp_connect.is_some() && have < 4 {
+    if (plan.tcp_connect.is_some() || plan.deny_tcp_bind) && have < 4 {
         return Err(LandlockError::TooOld {
             have,
             need: "TCP connect rules need ABI 4 (Linux 6.7)",
@@ -64,7 +64,10 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         rs = rs.scope(Scope::from_all(abi))?;
     }
     if plan.tcp_connect.is_some() {
-        rs = rs.handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp)?;
+        rs = rs.handle_access(AccessNet::ConnectTcp)?;
+    }
+    if plan.deny_tcp_bind {
+        rs = rs.handle_access(AccessNet::BindTcp)?;
     }
     let mut created = rs.create()?;
     let fd = |p: &std::path::Path| {

@@ -80,6 +80,9 @@ pub enum Network {
         port: u16,
         /// Nameserver written into the sandbox's `/etc/resolv.conf`, if any.
         resolver: Option<IpAddr>,
+        /// Unix datagram socket of sandpit's DNS responder: queries to
+        /// 127.0.0.1:53 inside are relayed there (and resolv.conf points at it).
+        dns_socket: Option<PathBuf>,
     },
     /// Nothing at all (an empty network namespace; in fallback, no TCP connect).
     Offline,
@@ -106,6 +109,8 @@ pub struct Input {
     /// read-only, including ones that do not exist yet).
     pub write_protected: Vec<PathBuf>,
     pub network: Network,
+    /// Policy `network.allow_local_binding` (fallback mode: TCP bind allowed).
+    pub allow_local_binding: bool,
     /// The working directory of the command (inside the sandbox view).
     pub cwd: PathBuf,
 }
@@ -168,6 +173,8 @@ pub struct LandlockPlan {
     pub devices: Vec<PathBuf>,
     /// TCP ports `connect` may reach (fallback mode); `None` = not restricted.
     pub tcp_connect: Option<Vec<u16>>,
+    /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
+    pub deny_tcp_bind: bool,
     /// Fallback mode: reads are handled too. `read` hierarchies may be read;
     /// `list_only` (the parents of read-denied paths) may only be listed.
     pub reads: Option<ReadRules>,
@@ -227,6 +234,7 @@ pub enum NetPlan {
     Bridge {
         port: u16,
         relay_to: PathBuf,
+        dns_relay_to: Option<PathBuf>,
     },
     Offline,
     Host,
@@ -474,10 +482,17 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         tail.push(MountOp::Proc {
             path: PathBuf::from("/proc"),
         });
-        if let Network::Proxy {
-            resolver: Some(ip), ..
-        } = &input.network
-        {
+        let nameserver = match &input.network {
+            Network::Proxy {
+                resolver: Some(ip), ..
+            } => Some(*ip),
+            Network::Proxy {
+                dns_socket: Some(_),
+                ..
+            } => Some(IpAddr::from([127, 0, 0, 1])),
+            _ => None,
+        };
+        if let Some(ip) = nameserver {
             tail.push(MountOp::File {
                 path: PathBuf::from("/etc/resolv.conf"),
                 contents: format!("# written by sandpit\nnameserver {ip}\noptions edns0\n"),
@@ -493,9 +508,16 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     ll_writable.sort();
     ll_writable.dedup();
     let net = match &input.network {
-        Network::Proxy { socket, port, .. } => NetPlan::Bridge {
+        Network::Proxy {
+            socket,
+            port,
+            dns_socket,
+            ..
+        } => NetPlan::Bridge {
             port: *port,
             relay_to: socket.clone(),
+            // Port 53 exists only inside a network namespace of our own.
+            dns_relay_to: if ns { dns_socket.clone() } else { None },
         },
         Network::Offline => NetPlan::Offline,
         Network::Host => NetPlan::Host,
@@ -539,6 +561,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         landlock: LandlockPlan {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
+            deny_tcp_bind: !ns && !input.allow_local_binding && net != NetPlan::Host,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
                 None
@@ -624,7 +647,9 @@ mod tests {
                 socket: "/home/u/.sandpit/run/1/proxy.sock".into(),
                 port: 3128,
                 resolver: Some("127.0.0.53".parse().unwrap()),
+                dns_socket: None,
             },
+            allow_local_binding: false,
             cwd: "/home/u/proj".into(),
         }
     }
@@ -741,7 +766,8 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             p.net,
             NetPlan::Bridge {
                 port: 3128,
-                relay_to: "/home/u/.sandpit/run/1/proxy.sock".into()
+                relay_to: "/home/u/.sandpit/run/1/proxy.sock".into(),
+                dns_relay_to: None,
             }
         );
         assert_eq!(p.env[0], ("TMPDIR".into(), "/home/u/.sandpit/run/1".into()));

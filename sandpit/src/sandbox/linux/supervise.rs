@@ -251,6 +251,7 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
     drop(ctl_child);
 
     // Setup phase: messages until EOF (exec done) or an error report.
+    let mut dns: Option<std::net::UdpSocket> = None;
     let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
@@ -264,6 +265,7 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
         }
         match (buf.first(), fd) {
             (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
+            (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
             (Some(b'E'), _) if n >= 2 => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -284,6 +286,16 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
     }
     if let (Some(l), NetPlan::Bridge { relay_to, .. }) = (listener, &plan.net) {
         bridge::serve(l, relay_to.clone());
+    }
+    if let (
+        Some(d),
+        NetPlan::Bridge {
+            dns_relay_to: Some(to),
+            ..
+        },
+    ) = (dns, &plan.net)
+    {
+        bridge::serve_dns(d, to.clone());
     }
     let status = forward_until_exit(&sigs, c1);
     if !ns {
@@ -384,6 +396,28 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 &ctl,
                 Layer::Network,
                 &format!("bridge listener on 127.0.0.1:{port}: {e}"),
+            ),
+        }
+    }
+    if let NetPlan::Bridge {
+        dns_relay_to: Some(_),
+        ..
+    } = &plan.net
+    {
+        match std::net::UdpSocket::bind(("127.0.0.1", 53)) {
+            Ok(u) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"D", u.as_fd()) {
+                    fail(
+                        &ctl,
+                        Layer::Network,
+                        &format!("handing over DNS socket: {e}"),
+                    )
+                }
+            }
+            Err(e) => fail(
+                &ctl,
+                Layer::Network,
+                &format!("DNS listener 127.0.0.1:53: {e}"),
             ),
         }
     }
