@@ -326,3 +326,40 @@ fn degraded_mode_refuses_reads_of_credentials_with_landlock() {
     );
     assert!(t.contains("WS-OK"), "{t}");
 }
+
+/// Two runs in one workspace: the first run's placeholders must not be removed while
+/// a second run still relies on them (removing a mountpoint unmounts it there).
+#[test]
+fn concurrent_runs_keep_each_others_protected_placeholders() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let h = TestHome::new();
+    let ws = h.workspace();
+    let start = |script: &str| {
+        let mut c = sandpit_cmd(&h, &[], script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        (c, lines)
+    };
+    let (first, _) = start("echo ready; while [ ! -e go1 ]; do sleep 0.05; done");
+    let (second, mut second_out) = start(
+        "echo ready; while [ ! -e go2 ]; do sleep 0.05; done; \
+         echo evil > .sandpit.toml 2>&1 || echo WRITE-REFUSED; echo evil > .mcp.json || echo WRITE-REFUSED",
+    );
+    h.write(&ws.join("go1"), "");
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success());
+    h.write(&ws.join("go2"), "");
+    let second = second.wait_with_output().unwrap();
+    let rest: Vec<String> = second_out.by_ref().map(|l| l.unwrap()).collect();
+    assert!(second.status.success(), "{rest:?}");
+    assert_eq!(rest, vec!["WRITE-REFUSED", "WRITE-REFUSED"], "{}", text(&second));
+    for f in [".sandpit.toml", ".mcp.json"] {
+        let c = content(&ws.join(f)).unwrap_or_default();
+        assert!(!c.contains("evil"), "{f} was written");
+    }
+}

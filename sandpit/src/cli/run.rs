@@ -257,6 +257,7 @@ fn run_with_scratch(
     eprintln!("sandpit: {}{profile}", describe(&plan, support));
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
+        placeholder_lock: Some(scratch_root().join("placeholders.lock")),
     };
     Ok(linux::run(&plan, &args.command, &layers)?)
 }

@@ -112,6 +112,10 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
+    /// A per-user lock file: every run holds it shared; placeholders are removed
+    /// only by a run that can take it exclusively (no other run could be relying on
+    /// them as mountpoints: deleting a mountpoint would unmount it in that run).
+    pub placeholder_lock: Option<PathBuf>,
 }
 
 /// Everything the children need, converted before fork.
@@ -175,6 +179,19 @@ fn send(ctl: &OwnedFd, msg: &[u8]) -> io::Result<()> {
 /// Run `argv` under `plan`; returns the command's exit status (shell convention).
 pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, SpawnError> {
     let prep = prepare(plan, argv)?;
+    let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
+        (Some(path), false) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path)
+                .map_err(io_err(format!("opening {path:?}")))?;
+            sys::flock(f.as_fd(), false, false).map_err(io_err(format!("locking {path:?}")))?;
+            Some(f)
+        }
+        _ => None,
+    };
     let mut created: Vec<PathBuf> = vec![];
     for ph in &plan.placeholders {
         let r = if ph.dir {
@@ -199,7 +216,11 @@ pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, Spawn
         }
     }
     let result = run_inner(plan, &prep, layers);
-    cleanup(&created);
+    match &lock {
+        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(&created),
+        Some(_) => {} // another run is active: leave the (empty) placeholders
+        None => cleanup(&created),
+    }
     result
 }
 

@@ -696,6 +696,25 @@ pub fn drop_all_capabilities() -> io::Result<()> {
         .map(drop)
 }
 
+/// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
+pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Result<()> {
+    let mut op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    if nonblocking {
+        op |= libc::LOCK_NB;
+    }
+    loop {
+        // SAFETY: fd is a live descriptor; flock takes only integers.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), op) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 pub fn chdir(path: &CStr) -> io::Result<()> {
     // SAFETY: path is NUL-terminated.
     cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
