@@ -357,7 +357,12 @@ fn concurrent_runs_keep_each_others_protected_placeholders() {
     let second = second.wait_with_output().unwrap();
     let rest: Vec<String> = second_out.by_ref().map(|l| l.unwrap()).collect();
     assert!(second.status.success(), "{rest:?}");
-    assert_eq!(rest, vec!["WRITE-REFUSED", "WRITE-REFUSED"], "{}", text(&second));
+    assert_eq!(
+        rest,
+        vec!["WRITE-REFUSED", "WRITE-REFUSED"],
+        "{}",
+        text(&second)
+    );
     for f in [".sandpit.toml", ".mcp.json"] {
         let c = content(&ws.join(f)).unwrap_or_default();
         assert!(!c.contains("evil"), "{f} was written");

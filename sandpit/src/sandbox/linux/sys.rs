@@ -698,7 +698,11 @@ pub fn drop_all_capabilities() -> io::Result<()> {
 
 /// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
 pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Result<()> {
-    let mut op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    let mut op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
     if nonblocking {
         op |= libc::LOCK_NB;
     }
