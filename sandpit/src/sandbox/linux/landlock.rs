@@ -45,12 +45,11 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
             need: "TCP connect rules need ABI 4 (Linux 6.7)",
         });
     }
-    let write = AccessFs::from_write(abi);
-    let mut device = AccessFs::WriteFile | AccessFs::Truncate;
-    if have >= 5 {
-        device |= AccessFs::IoctlDev;
+    let mut write = AccessFs::from_write(abi);
+    if !plan.truncate_and_ioctl {
+        write &= !(AccessFs::Truncate | AccessFs::IoctlDev);
     }
-    let device = device & write;
+    let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & write;
     let scopes = have >= 6;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let mut handled = write;

@@ -175,6 +175,12 @@ pub struct LandlockPlan {
     pub tcp_connect: Option<Vec<u16>>,
     /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
     pub deny_tcp_bind: bool,
+    /// Also handle Truncate and IoctlDev. Landlock checks these "optional" rights on
+    /// *every* open, read-only ones included, walking the path: in namespace mode
+    /// the read-only mounts already refuse truncation outside the writable roots and
+    /// seccomp refuses the dangerous tty ioctls, so they are left out there and a
+    /// read-only open costs Landlock nothing.
+    pub truncate_and_ioctl: bool,
     /// Fallback mode: reads are handled too. `read` hierarchies may be read;
     /// `list_only` (the parents of read-denied paths) may only be listed.
     pub reads: Option<ReadRules>,
@@ -562,6 +568,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
             deny_tcp_bind: !ns && !input.allow_local_binding && net != NetPlan::Host,
+            truncate_and_ioctl: !ns,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
                 None

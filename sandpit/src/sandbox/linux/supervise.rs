@@ -18,7 +18,7 @@
 use std::ffi::{CString, OsString};
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -122,6 +122,10 @@ pub struct Layers {
 struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
+    /// The pty slave the command gets as its controlling terminal (when sandpit
+    /// runs on a terminal), and whether stderr goes to it too.
+    pty_slave: Option<RawFd>,
+    pty_stderr: bool,
 }
 
 fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
@@ -155,7 +159,12 @@ fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
     for (k, v) in &plan.env {
         envp.push(cs(format!("{k}={v}").as_bytes())?);
     }
-    Ok(Prepared { argv, envp })
+    Ok(Prepared {
+        argv,
+        envp,
+        pty_slave: None,
+        pty_stderr: false,
+    })
 }
 
 /// Send a setup failure to the launcher and exit.
@@ -178,7 +187,7 @@ fn send(ctl: &OwnedFd, msg: &[u8]) -> io::Result<()> {
 
 /// Run `argv` under `plan`; returns the command's exit status (shell convention).
 pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, SpawnError> {
-    let prep = prepare(plan, argv)?;
+    let mut prep = prepare(plan, argv)?;
     let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
         (Some(path), false) => {
             let f = std::fs::OpenOptions::new()
@@ -215,7 +224,7 @@ pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, Spawn
             }
         }
     }
-    let result = run_inner(plan, &prep, layers);
+    let result = run_inner(plan, &mut prep, layers);
     match &lock {
         Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(&created),
         Some(_) => {} // another run is active: leave the (empty) placeholders
@@ -239,7 +248,22 @@ fn cleanup(created: &[PathBuf]) {
     }
 }
 
-fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, SpawnError> {
+fn run_inner(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<i32, SpawnError> {
+    // On a terminal the command gets a pty of its own (controlling terminal, job
+    // control, /dev/tty) relayed by the launcher; TIOCSTI into it reaches only itself.
+    let pty = if sys::isatty(0) && sys::isatty(1) {
+        let (master, slave) = sys::open_pty().map_err(io_err("allocating a pty"))?;
+        let _ = sys::copy_winsize(0, master.as_raw_fd());
+        if let Ok(t) = sys::get_termios(0) {
+            let _ = sys::set_termios(slave.as_raw_fd(), &t);
+        }
+        prep.pty_slave = Some(slave.as_raw_fd());
+        prep.pty_stderr = sys::isatty(2);
+        Some((master, slave))
+    } else {
+        None
+    };
+    let prep: &Prepared = prep;
     let sigs = SigSet::of(&all_signals());
     sigs.block().map_err(io_err("blocking signals"))?;
     let (ctl_parent, ctl_child) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
@@ -270,6 +294,10 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
         Fork::Parent(pid) => pid,
     };
     drop(ctl_child);
+    let master = pty.map(|(m, s)| {
+        drop(s);
+        m
+    });
 
     // Setup phase: messages until EOF (exec done) or an error report.
     let mut dns: Option<std::net::UdpSocket> = None;
@@ -318,22 +346,84 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
     {
         bridge::serve_dns(d, to.clone());
     }
-    let status = forward_until_exit(&sigs, c1);
+    let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
+    let status = forward_until_exit(&sigs, c1, master.as_ref().map(|m| m.as_raw_fd()));
     if !ns {
         kill_descendants();
+    }
+    if let Some(r) = relay {
+        r.finish();
     }
     status.map_err(io_err("waiting for the sandboxed command"))
 }
 
 /// Forward signals to `child` until it exits; returns its status as an exit code.
-fn forward_until_exit(sigs: &SigSet, child: libc::pid_t) -> io::Result<i32> {
+/// With a pty, a window-size change is copied to it instead (the kernel then tells
+/// the command).
+fn forward_until_exit(
+    sigs: &SigSet,
+    child: libc::pid_t,
+    pty_master: Option<RawFd>,
+) -> io::Result<i32> {
     loop {
         if let Some((_, exit)) = sys::wait(child, true)? {
             return Ok(exit.as_code());
         }
-        let sig = sigs.wait()?;
-        if sig != libc::SIGCHLD {
-            let _ = sys::kill(child, sig);
+        match (sigs.wait()?, pty_master) {
+            (libc::SIGCHLD, _) => {}
+            (libc::SIGWINCH, Some(m)) => {
+                let _ = sys::copy_winsize(0, m);
+            }
+            (sig, _) => {
+                let _ = sys::kill(child, sig);
+            }
+        }
+    }
+}
+
+/// The launcher's side of the command's pty: the user's terminal in raw mode,
+/// keystrokes copied in, output copied out; settings restored at the end.
+struct Relay {
+    saved: Option<sys::Termios>,
+    output: std::thread::JoinHandle<()>,
+}
+
+impl Relay {
+    fn start(master: &OwnedFd) -> io::Result<Relay> {
+        use std::io::{Read, Write};
+        let saved = sys::get_termios(0).ok();
+        if let Some(t) = &saved {
+            let _ = sys::set_raw(0, t);
+        }
+        let mut to_master = std::fs::File::from(master.try_clone()?);
+        std::thread::spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdin.read(&mut buf) {
+                if n == 0 || to_master.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut from_master = std::fs::File::from(master.try_clone()?);
+        let output = std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            let mut buf = [0u8; 4096];
+            // EIO once every holder of the slave is gone.
+            while let Ok(n) = from_master.read(&mut buf) {
+                if n == 0 || out.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                let _ = out.flush();
+            }
+        });
+        Ok(Relay { saved, output })
+    }
+
+    fn finish(self) {
+        let _ = self.output.join();
+        if let Some(t) = &self.saved {
+            let _ = sys::set_termios(0, t);
         }
     }
 }
@@ -386,7 +476,7 @@ fn child_c1(
         Ok(Fork::Parent(c2)) => {
             drop(ctl);
             let sigs = SigSet::of(&all_signals());
-            let code = forward_until_exit(&sigs, c2).unwrap_or(125);
+            let code = forward_until_exit(&sigs, c2, None).unwrap_or(125);
             sys::exit_now(code)
         }
     }
@@ -479,6 +569,17 @@ fn exec_command(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: &OwnedFd) ->
     }
     if let Err(e) = sys::setsid() {
         fail(ctl, Layer::Process, &format!("setsid: {e}"))
+    }
+    if let Some(slave) = prep.pty_slave {
+        let mut r = sys::set_controlling_tty(slave)
+            .and_then(|()| sys::dup2(slave, 0))
+            .and_then(|()| sys::dup2(slave, 1));
+        if prep.pty_stderr {
+            r = r.and_then(|()| sys::dup2(slave, 2));
+        }
+        if let Err(e) = r {
+            fail(ctl, Layer::Process, &format!("attaching the terminal: {e}"))
+        }
     }
     if plan.mode == Mode::LandlockOnly {
         if let Ok(cwd) = CString::new(plan.cwd.as_os_str().as_bytes()) {
