@@ -119,11 +119,13 @@ fn direct_tcp_udp_ipv6_and_fast_open_reach_nothing_outside() {
     }
     // Fast Open reaches the listener too (a third connection; the payload may only
     // follow the handshake after the client has gone).
-    assert_eq!(
-        got.iter().filter(|g| g.starts_with("conn:")).count(),
-        3,
-        "bare TFO: {got:?}"
-    );
+    if !common::machine_lacks("tcp_fastopen") {
+        assert_eq!(
+            got.iter().filter(|g| g.starts_with("conn:")).count(),
+            3,
+            "bare TFO: {got:?}"
+        );
+    }
 
     let l = Listeners::new();
     let h = probe_home();
