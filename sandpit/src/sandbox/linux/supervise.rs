@@ -187,6 +187,52 @@ fn send(ctl: &OwnedFd, msg: &[u8]) -> io::Result<()> {
 
 /// Run `argv` under `plan`; returns the command's exit status (shell convention).
 pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, SpawnError> {
+    spawn(plan, argv, layers)?.wait()
+}
+
+/// A sandboxed command that has been exec'd (every layer applied).
+pub struct Running {
+    c1: libc::pid_t,
+    ns: bool,
+    sigs: SigSet,
+    master: Option<OwnedFd>,
+    relay: Option<Relay>,
+    created: Vec<PathBuf>,
+    lock: Option<std::fs::File>,
+}
+
+impl Running {
+    /// Forward signals until the command exits, kill what is left, remove the
+    /// placeholders; returns the command's status (shell convention).
+    pub fn wait(self) -> Result<i32, SpawnError> {
+        let status = forward_until_exit(
+            &self.sigs,
+            self.c1,
+            self.master.as_ref().map(|m| m.as_raw_fd()),
+        );
+        if !self.ns {
+            kill_descendants();
+        }
+        if let Some(r) = self.relay {
+            r.finish();
+        }
+        finish_placeholders(&self.lock, &self.created);
+        status.map_err(io_err("waiting for the sandboxed command"))
+    }
+}
+
+fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    match lock {
+        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(created),
+        Some(_) => {} // another run is active: leave the (empty) placeholders
+        None => cleanup(created),
+    }
+}
+
+/// Fork the sandboxed command and wait until it has been exec'd with every layer
+/// applied (or report the layer that failed). The caller must be single-threaded
+/// here; it may start threads (a proxy runtime) once this returns, then `wait`.
+pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
     let mut prep = prepare(plan, argv)?;
     let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
         (Some(path), false) => {
@@ -224,13 +270,17 @@ pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, Spawn
             }
         }
     }
-    let result = run_inner(plan, &mut prep, layers);
-    match &lock {
-        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(&created),
-        Some(_) => {} // another run is active: leave the (empty) placeholders
-        None => cleanup(&created),
+    match start(plan, &mut prep, layers) {
+        Ok(mut r) => {
+            r.created = created;
+            r.lock = lock;
+            Ok(r)
+        }
+        Err(e) => {
+            finish_placeholders(&lock, &created);
+            Err(e)
+        }
     }
-    result
 }
 
 /// Remove placeholders the run created, if they are still empty.
@@ -248,7 +298,7 @@ fn cleanup(created: &[PathBuf]) {
     }
 }
 
-fn run_inner(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<i32, SpawnError> {
+fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, SpawnError> {
     // On a terminal the command gets a pty of its own (controlling terminal, job
     // control, /dev/tty) relayed by the launcher; TIOCSTI into it reaches only itself.
     let pty = if sys::isatty(0) && sys::isatty(1) {
@@ -347,14 +397,15 @@ fn run_inner(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<i32, S
         bridge::serve_dns(d, to.clone());
     }
     let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
-    let status = forward_until_exit(&sigs, c1, master.as_ref().map(|m| m.as_raw_fd()));
-    if !ns {
-        kill_descendants();
-    }
-    if let Some(r) = relay {
-        r.finish();
-    }
-    status.map_err(io_err("waiting for the sandboxed command"))
+    Ok(Running {
+        c1,
+        ns,
+        sigs,
+        master,
+        relay,
+        created: vec![],
+        lock: None,
+    })
 }
 
 /// Forward signals to `child` until it exits; returns its status as an exit code.
