@@ -85,6 +85,18 @@ pub mod linux {
         )
     }
 
+    /// One lock per workspace (placeholders live in the workspace): FNV-1a of its
+    /// path, stable across sandpit versions.
+    fn placeholder_lock(workspace: &Path) -> PathBuf {
+        use std::os::unix::ffi::OsStrExt;
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in workspace.as_os_str().as_bytes() {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        scratch_root().join(format!("placeholders-{h:016x}.lock"))
+    }
+
     /// Sockets of host daemons that run code on request (session bus and systemd user
     /// manager, container engines): masked like credentials, since a read-only mount
     /// does not stop `connect()`.
@@ -273,7 +285,7 @@ pub mod linux {
         eprintln!("sandpit: {}{profile}", describe(&plan, support));
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
-            placeholder_lock: Some(scratch_root().join("placeholders.lock")),
+            placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
         };
         Ok(linux::run(&plan, &args.command, &layers)?)
     }
