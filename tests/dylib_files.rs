@@ -1,6 +1,7 @@
 //! The interposer's file hooks, judged by their effect: the canary never reaches any
 //! output, files outside the writable roots stay unchanged, and the positive
 //! controls next to each denial succeed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod dylib_common;
 
@@ -38,7 +39,7 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
         format!("{}//.ssh/./id_rsa", home.display()),
         format!("{}/../project/../.ssh/id_rsa", ws.display()),
         format!("/proc/self/root{s}"),
-        format!("/proc/self/cwd/../.ssh/id_rsa"),
+        "/proc/self/cwd/../.ssh/id_rsa".to_string(),
         "innocent/id_rsa".to_string(),
     ];
     for sp in &spellings {

@@ -2,6 +2,7 @@
 //! (a stand-in for) sandpit's proxy with the original destination handed over,
 //! never on the original listener; UDP reaches only the DNS responder; TCP Fast
 //! Open is refused; offline mode refuses outright.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod dylib_common;
 

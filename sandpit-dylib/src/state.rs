@@ -39,6 +39,7 @@ pub struct State {
     pub audit: Option<CString>,
 }
 
+#[allow(clippy::large_enum_variant)] // one instance, leaked for the process lifetime
 enum Loaded {
     Ready(State),
     Broken,
