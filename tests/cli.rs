@@ -250,3 +250,24 @@ fn every_profile_loads_allows_its_api_host_and_denies_ssh() {
         assert!(text(&o).0.starts_with("DENY"), "{name}: {:?}", text(&o));
     }
 }
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef sandpit"),
+        ("fish", "complete -c sandpit"),
+    ] {
+        let o = std::process::Command::new(common::sandpit_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{shell}");
+        let s = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            s.contains(marker) && s.contains("explain"),
+            "{shell}: {}",
+            &s[..s.len().min(200)]
+        );
+    }
+}

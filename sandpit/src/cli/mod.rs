@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 use clap::{Parser, Subcommand};
 
+pub mod completions;
 pub mod config;
 pub mod explain;
 pub mod init;
@@ -26,6 +27,8 @@ pub enum Command {
     Explain(explain::Args),
     /// Write a commented starter config (never overwrites).
     Init(init::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
@@ -44,6 +47,7 @@ pub fn main() -> i32 {
         Command::Config(a) => config::execute(a),
         Command::Explain(a) => explain::execute(a),
         Command::Init(a) => init::execute(a),
+        Command::Completions(a) => completions::execute(a),
     };
     match result {
         Ok(code) => code,
