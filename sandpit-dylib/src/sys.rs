@@ -110,3 +110,20 @@ pub unsafe fn openat2(
         }
     }
 }
+
+/// Flags that only some platforms have: zero where absent, so `flags & X` is false.
+#[cfg(target_os = "linux")]
+mod flags {
+    pub const O_TMPFILE: libc::c_int = libc::O_TMPFILE;
+    pub const SOCK_CLOEXEC: libc::c_int = libc::SOCK_CLOEXEC;
+    pub const MSG_NOSIGNAL: libc::c_int = libc::MSG_NOSIGNAL;
+    pub const MSG_FASTOPEN: libc::c_int = libc::MSG_FASTOPEN;
+}
+#[cfg(not(target_os = "linux"))]
+mod flags {
+    pub const O_TMPFILE: libc::c_int = 0;
+    pub const SOCK_CLOEXEC: libc::c_int = 0;
+    pub const MSG_NOSIGNAL: libc::c_int = 0;
+    pub const MSG_FASTOPEN: libc::c_int = 0;
+}
+pub use flags::*;

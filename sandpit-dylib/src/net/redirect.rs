@@ -49,7 +49,7 @@ pub fn redirect(
     real: unsafe extern "C" fn(c_int, *const libc::sockaddr, socklen_t) -> c_int,
 ) -> Result<c_int, c_int> {
     let proxy = st.proxy.ok_or(libc::ECONNREFUSED)?;
-    let family = sockopt_int(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    let family = super::sock_family(fd)?;
     if family == libc::AF_INET6 && proxy.is_ipv4() {
         // Reach an IPv4 proxy through a v4-mapped address.
         let zero: c_int = 0;
@@ -86,7 +86,7 @@ pub fn redirect(
                 fd,
                 b[off..].as_ptr().cast(),
                 b.len() - off,
-                libc::MSG_NOSIGNAL,
+                crate::sys::MSG_NOSIGNAL,
             )
         };
         if n > 0 {
