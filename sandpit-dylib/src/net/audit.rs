@@ -1,7 +1,9 @@
 //! Denials to the launcher's audit socket (`SANDPIT_AUDIT`, unix datagram):
 //! fire-and-forget, no allocation.
 pub fn send(line: &[u8]) {
-    let Some(st) = crate::state::peek() else { return };
+    let Some(st) = crate::state::peek() else {
+        return;
+    };
     let Some(path) = &st.audit else { return };
     let p = path.as_bytes();
     // SAFETY: zeroed sockaddr_un is valid; the path is copied within bounds.
@@ -15,7 +17,11 @@ pub fn send(line: &[u8]) {
     }
     // SAFETY: plain socket calls on an fd we own and close.
     unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | crate::sys::SOCK_CLOEXEC,
+            0,
+        );
         if fd < 0 {
             return;
         }
@@ -23,7 +29,7 @@ pub fn send(line: &[u8]) {
             fd,
             line.as_ptr().cast(),
             line.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            libc::MSG_DONTWAIT | crate::sys::MSG_NOSIGNAL,
             (&raw const sa).cast(),
             std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
         );
