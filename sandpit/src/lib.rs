@@ -2,8 +2,9 @@
 //! the agent under the kernel layer with the interposition library injected.
 pub mod cli;
 pub mod config;
-pub mod inspect;
 pub mod dns;
-pub mod proxy;
 pub mod inject;
+pub mod inspect;
+pub mod proxy;
 pub mod sandbox;
+pub mod sys;
