@@ -296,3 +296,43 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 }
+
+#[test]
+fn allowed_calls_keep_the_kernels_answers() {
+    // The fast path opens a rewritten absolute path: it must fail exactly where the
+    // kernel would (empty path, trailing slash on a file, missing parents, ELOOP).
+    let p = Pit::new("");
+    std::os::unix::fs::symlink("loop", p.ws().join("loop")).unwrap();
+    if common::is_root() {
+        std::os::unix::fs::lchown(
+            p.ws().join("loop"),
+            Some(common::TEST_UID),
+            Some(common::TEST_GID),
+        )
+        .unwrap();
+    }
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["read", ""],
+        vec!["read", "ok.txt/"],
+        vec!["read", "ok.txt/."],
+        vec!["read", "missing/x"],
+        vec!["read", "loop"],
+        vec!["read", "./ok.txt"],
+        vec!["read", "sub/../ok.txt"],
+        vec!["write", "newfile/"],
+        vec!["write", "ok.txt/x"],
+        vec!["mkdir", "ok.txt"],
+    ];
+    for c in &cases {
+        let bare = probe_bare(&p, c);
+        let hooked = probe_in(&p, c);
+        assert_eq!(
+            bare.stdout.lines().next(),
+            hooked.stdout.lines().next(),
+            "{c:?}: bare {} / hooked {}",
+            bare.all(),
+            hooked.all()
+        );
+    }
+    assert!(!p.ws().join("newfile").exists());
+}
