@@ -52,6 +52,9 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
             );
             assert_eq!(errno_of(&o), Some(EACCES), "{op} {sp}: {}", o.all());
         }
+        let o = probe_in(&p, &["freopen", sp, "r"]);
+        assert!(!o.all().contains(CANARY), "freopen {sp}: {}", o.all());
+        assert_eq!(errno_of(&o), Some(EACCES), "freopen {sp}: {}", o.all());
         let o = probe_in(&p, &["fopen", sp, "r"]);
         assert!(!o.all().contains(CANARY), "fopen {sp}: {}", o.all());
         assert_eq!(errno_of(&o), Some(EACCES), "fopen {sp}: {}", o.all());
@@ -66,6 +69,17 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
         o.stderr
             .contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
             && o.stderr.contains("allow_read"),
+        "{}",
+        o.stderr
+    );
+    // Repeats in one process print one line.
+    let o = run(p.cmd("python3").args([
+        "-c",
+        &format!("for _ in range(5):\n    try: open({s:?})\n    except PermissionError: pass"),
+    ]));
+    assert_eq!(
+        o.stderr.matches("blocked read of ~/.ssh/id_rsa").count(),
+        1,
         "{}",
         o.stderr
     );
