@@ -350,3 +350,30 @@ fn allowed_calls_keep_the_kernels_answers() {
     }
     assert!(!p.ws().join("newfile").exists());
 }
+
+#[test]
+fn denials_reach_the_audit_socket() {
+    let mut p = Pit::new("");
+    let sock = p.h.dir.path().join("audit.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    p.ends.audit = Some(sock.clone());
+    // Positive control: an allowed read sends nothing; then a denied one.
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+    let o = probe_in(
+        &p,
+        &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()],
+    );
+    assert_eq!(errno_of(&o), Some(EACCES), "{}", o.all());
+    let mut buf = [0u8; 2048];
+    let n = rx.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        line.starts_with("sandpit: blocked read of ~/.ssh/id_rsa"),
+        "{line}"
+    );
+    assert!(!line.contains(CANARY));
+}

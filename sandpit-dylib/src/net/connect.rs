@@ -40,7 +40,9 @@ hook! {
         };
         match sock_type(fd)? {
             libc::SOCK_STREAM => {
-                if st.proxy.is_some_and(|p| same(p, dest)) {
+                // The proxy itself, and sandpit's DNS responder (DNS over TCP for
+                // large answers), are reached directly.
+                if st.proxy.is_some_and(|p| same(p, dest)) || st.dns.is_some_and(|d| same(d, dest)) {
                     // SAFETY: the caller's arguments, forwarded.
                     return Ok(unsafe { real(fd, addr, len) });
                 }
