@@ -162,6 +162,13 @@ int main(int argc, char **argv) {
         printf("ok %s\n", n > 0 ? buf : "");
         return 0;
     }
+    if (!strcmp(op, "connect-again")) {    /* connect twice, report the second */
+        struct sockaddr_storage ss; socklen_t len;
+        int fam = inet(a, atoi(b), &ss, &len);
+        int fd = socket(fam, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&ss, len) < 0) return res(-1);
+        return res(connect(fd, (struct sockaddr *)&ss, len));
+    }
     if (!strcmp(op, "udp")) {
         struct sockaddr_storage ss; socklen_t len;
         int fam = inet(a, atoi(b), &ss, &len);

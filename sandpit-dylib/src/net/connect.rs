@@ -66,6 +66,10 @@ hook! {
                         let name = n.map(|n| &host[..n]);
                         match redirect::redirect(st, fd, dest, name, real) {
                             Ok(r) => Ok(r),
+                            // A second connect() on a socket we already redirected
+                            // (some programs poll that way), or a bad fd: the
+                            // kernel's own answer.
+                            Err(e @ (libc::EISCONN | libc::EALREADY | libc::EBADF | libc::ENOTSOCK)) => Err(e),
                             Err(_) => {
                                 refuse("connection", dest, "sandpit's proxy is not reachable", libc::ECONNREFUSED)?;
                                 Ok(-1)
