@@ -161,7 +161,15 @@ pub mod linux {
             workspace: ctx.workspace.clone(),
             scratch: ctx.scratch.clone(),
             state_dir: ctx.state_dir.clone(),
-            writable: values(&policy.files.allow_write),
+            // A writable root that does not exist yet has nothing to bind: it stays
+            // absent (and unwritable, as its parent is read-only) for this run.
+            writable: policy
+                .files
+                .allow_write
+                .iter()
+                .map(|r| r.value.clone())
+                .filter(|p| p.symlink_metadata().is_ok())
+                .collect(),
             read_denied,
             read_allowed: values(&policy.files.allow_read),
             write_protected: values(&policy.files.block_write),

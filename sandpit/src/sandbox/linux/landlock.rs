@@ -76,7 +76,14 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         })
     };
     for p in &plan.writable {
-        created = created.add_rule(PathBeneath::new(fd(p)?, write))?;
+        // A single writable file takes only the rights that apply to files (a
+        // directory right on a file makes Landlock refuse the rule).
+        let access = if p.is_dir() {
+            write
+        } else {
+            write & AccessFs::from_file(abi)
+        };
+        created = created.add_rule(PathBeneath::new(fd(p)?, access))?;
     }
     if let Some(reads) = &plan.reads {
         for p in &reads.read {
