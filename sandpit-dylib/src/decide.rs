@@ -55,12 +55,24 @@ fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> PathRules {
         .collect();
     // Component-wise common prefix of every rule.
     let mut common: Vec<&[u8]> = match rules.first() {
-        Some(r) => r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect(),
+        Some(r) => r
+            .path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect(),
         None => Vec::new(),
     };
     for r in &rules {
-        let comps: Vec<&[u8]> = r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
-        let n = common.iter().zip(&comps).take_while(|(a, b)| a == b).count();
+        let comps: Vec<&[u8]> = r
+            .path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        let n = common
+            .iter()
+            .zip(&comps)
+            .take_while(|(a, b)| a == b)
+            .count();
         common.truncate(n);
     }
     let mut c = Vec::new();
@@ -102,6 +114,9 @@ pub struct Engine {
     exec_plain: Option<Vec<Vec<u8>>>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
+    /// Learn mode (`SANDPIT_LEARN=1`): path and exec denials are recorded to the
+    /// audit socket as `learn` and allowed; the kernel layer still holds.
+    learn: bool,
 }
 
 impl Engine {
@@ -119,7 +134,8 @@ impl Engine {
                 .iter()
                 .map(|r| {
                     let s = &r.value.source;
-                    (!r.value.is_regex() && s.is_ascii()).then(|| s.to_ascii_lowercase().into_bytes())
+                    (!r.value.is_regex() && s.is_ascii())
+                        .then(|| s.to_ascii_lowercase().into_bytes())
                 })
                 .collect()
         };
@@ -136,6 +152,33 @@ impl Engine {
             home: policy.context.home.as_os_str().as_bytes().to_vec(),
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
             policy,
+            learn: false,
+        }
+    }
+
+    /// Record instead of deny (path and exec decisions only).
+    pub fn set_learn(&mut self, on: bool) {
+        self.learn = on;
+    }
+
+    /// Send a structured denial to the audit socket; in learn mode, allow it.
+    fn audited(
+        &self,
+        action: &[u8],
+        subject: &[&[u8]],
+        r: Result<(), Denied>,
+    ) -> Result<(), Denied> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(d) => {
+                let kind: &[u8] = if self.learn { b"learn" } else { b"deny" };
+                crate::net::audit::record(kind, action, d.0.as_bytes(), subject);
+                if self.learn {
+                    Ok(())
+                } else {
+                    Err(d)
+                }
+            }
         }
     }
 
@@ -169,11 +212,15 @@ impl Engine {
             return Ok(());
         }
         let path = Path::new(OsStr::from_bytes(p));
-        let req = match access {
-            Access::Read => Request::Read(path),
-            Access::Write => Request::Write(path),
+        let (req, action): (_, &[u8]) = match access {
+            Access::Read => (Request::Read(path), b"read"),
+            Access::Write => (Request::Write(path), b"write"),
         };
-        verdict(sandpit_policy::decide(&self.policy, &req))
+        self.audited(
+            action,
+            &[p],
+            verdict(sandpit_policy::decide(&self.policy, &req)),
+        )
     }
 
     /// The whole command line (argv joined by spaces) against `exec.block`.
@@ -188,13 +235,15 @@ impl Engine {
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         let v = sandpit_policy::decide(&self.policy, &Request::Exec(&owned));
-        if v.decision == Decision::Review {
-            return Err(Denied(format!(
+        let r = if v.decision == Decision::Review {
+            Err(Denied(format!(
                 "sandpit: {}; the interposer cannot ask the adversary yet, so it is denied (fail closed)",
                 v.reason
-            )));
-        }
-        verdict(v)
+            )))
+        } else {
+            verdict(v)
+        };
+        self.audited(b"exec", argv, r)
     }
 
     /// True when the variable `name` must not reach spawned commands.
@@ -202,10 +251,7 @@ impl Engine {
         match std::str::from_utf8(name) {
             Ok(n) => self.policy.env.is_withheld(n),
             // A name that is not UTF-8 is matched on its lossy form.
-            Err(_) => self
-                .policy
-                .env
-                .is_withheld(&String::from_utf8_lossy(name)),
+            Err(_) => self.policy.env.is_withheld(&String::from_utf8_lossy(name)),
         }
     }
 
@@ -218,8 +264,23 @@ impl Engine {
     }
 
     /// The policy's verdict on a direct connection (used for its reason text).
+    /// Never learned: the kernel layer would refuse the connection anyway.
     pub fn connect(&self, host: &str, port: u16) -> Result<(), Denied> {
-        verdict(sandpit_policy::decide(&self.policy, &Request::Connect { host, port }))
+        let r = verdict(sandpit_policy::decide(
+            &self.policy,
+            &Request::Connect { host, port },
+        ));
+        if let Err(d) = &r {
+            let mut digits = [0u8; 5];
+            let n = port_digits(port, &mut digits);
+            crate::net::audit::record(
+                b"deny",
+                b"connect",
+                d.0.as_bytes(),
+                &[host.as_bytes(), &digits[5 - n..]],
+            );
+        }
+        r
     }
 
     /// The home directory the policy was written against (to print `~/…`).
@@ -230,6 +291,19 @@ impl Engine {
     /// The state directory the snapshot must live in.
     pub fn state_dir(&self) -> &[u8] {
         &self.state_dir
+    }
+}
+
+/// `port` in decimal at the end of `out`; returns the number of digits.
+fn port_digits(mut port: u16, out: &mut [u8; 5]) -> usize {
+    let mut n = 0;
+    loop {
+        out[4 - n] = b'0' + (port % 10) as u8;
+        port /= 10;
+        n += 1;
+        if port == 0 {
+            return n;
+        }
     }
 }
 
@@ -305,9 +379,23 @@ mod tests {
             "[files]\nallow_read = [\"~/.ssh/known_hosts\"]\n[exec]\nblock = [\"curl --data\", \"re:nc\\\\s+-e\"]\n",
         );
         let paths: &[&str] = &[
-            "/h/.ssh", "/h/.ssh/id_rsa", "/h/.sshx", "/h/.ssh/known_hosts", "/h/p", "/h/p/x/y",
-            "/h/p/.git/hooks/pre-commit", "/h/p/.git/config", "/h/p/.gitx", "/h/.bashrc",
-            "/h/.sandpit/x", "/tmp/run/a", "/tmp/other", "/etc/passwd", "/", "/h", "/h/.aws/credentials",
+            "/h/.ssh",
+            "/h/.ssh/id_rsa",
+            "/h/.sshx",
+            "/h/.ssh/known_hosts",
+            "/h/p",
+            "/h/p/x/y",
+            "/h/p/.git/hooks/pre-commit",
+            "/h/p/.git/config",
+            "/h/p/.gitx",
+            "/h/.bashrc",
+            "/h/.sandpit/x",
+            "/tmp/run/a",
+            "/tmp/other",
+            "/etc/passwd",
+            "/",
+            "/h",
+            "/h/.aws/credentials",
         ];
         for p in paths {
             for acc in [Access::Read, Access::Write] {
@@ -322,7 +410,13 @@ mod tests {
             }
         }
         let d = e.path(Access::Read, b"/h/.ssh/id_rsa").unwrap_err();
-        assert!(d.0.starts_with("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "), "{}", d.0);
+        assert!(
+            d.0.starts_with(
+                "sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "
+            ),
+            "{}",
+            d.0
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub const PROXY_VAR: &str = "SANDPIT_PROXY";
 pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
+/// `1`: learn mode (see `Engine::set_learn`).
+pub const LEARN_VAR: &str = "SANDPIT_LEARN";
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
 pub struct State {
@@ -64,7 +66,10 @@ pub enum LoadError {
     #[error("{0} is not a regular file")]
     NotFile(PathBuf),
     #[error("{snapshot} is not inside the state directory {state_dir}")]
-    Outside { snapshot: PathBuf, state_dir: PathBuf },
+    Outside {
+        snapshot: PathBuf,
+        state_dir: PathBuf,
+    },
     #[error("snapshot {path}: {source}")]
     Corrupt {
         path: PathBuf,
@@ -166,9 +171,10 @@ fn addr(name: &'static str) -> Result<Option<SocketAddr>, LoadError> {
         None => Ok(None),
         Some(v) => {
             let s = v.to_string_lossy().into_owned();
-            s.parse()
-                .map(Some)
-                .map_err(|_| LoadError::Addr { var: name, value: s })
+            s.parse().map(Some).map_err(|_| LoadError::Addr {
+                var: name,
+                value: s,
+            })
         }
     }
 }
@@ -212,13 +218,13 @@ fn load() -> Result<State, LoadError> {
     }
     trusted(&snap, &md)?;
     let bytes = std::fs::read(&snap).map_err(io(&snap))?;
-    let policy = sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| {
-        LoadError::Corrupt {
+    let policy =
+        sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| LoadError::Corrupt {
             path: snap.clone(),
             source,
-        }
-    })?;
-    let engine = Engine::new(policy);
+        })?;
+    let mut engine = Engine::new(policy);
+    engine.set_learn(var(LEARN_VAR).is_some_and(|v| v == "1"));
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
         return Err(LoadError::Outside {

@@ -14,6 +14,8 @@ use crate::config::{load, scratch_root, PolicyArgs};
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub audit: crate::audit::RunOptions,
     /// Accept a weaker kernel layer (Landlock + seccomp without namespaces, or no
     /// Landlock) when the full one cannot be set up; the weaker mode is reported.
     #[arg(long)]
@@ -190,8 +192,12 @@ fn run_with_scratch(
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)
         .context("current directory")?;
+    // Audit log, interposer socket and learn mode (before the plan: it makes
+    // ~/.sandpit, which the plan then binds read-only).
+    let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
     let input = plan_input(&loaded.policy, mode, proxy, cwd);
-    let plan = linux::plan(&input, &linux::HostFs)?;
+    let mut plan = linux::plan(&input, &linux::HostFs)?;
+    plan.env.extend(session.child_env());
     let profile = loaded
         .profile
         .as_deref()
@@ -201,7 +207,9 @@ fn run_with_scratch(
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
     };
-    Ok(linux::run(&plan, &args.command, &layers)?)
+    let result = linux::run(&plan, &args.command, &layers);
+    session.finish(result.as_ref().ok().copied());
+    Ok(result?)
 }
 
 #[cfg(not(target_os = "linux"))]
