@@ -3,8 +3,8 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
-pub mod dns;
-pub mod inject;
 pub mod inspect;
+pub mod dns;
 pub mod proxy;
+pub mod inject;
 pub mod sandbox;

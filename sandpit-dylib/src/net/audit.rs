@@ -32,9 +32,7 @@ pub fn record(kind: &[u8], action: &[u8], message: &[u8], subject: &[&[u8]]) {
 }
 
 pub fn send(line: &[u8]) {
-    let Some(st) = crate::state::peek() else {
-        return;
-    };
+    let Some(st) = crate::state::peek() else { return };
     let Some(path) = &st.audit else { return };
     let p = path.as_bytes();
     // SAFETY: zeroed sockaddr_un is valid; the path is copied within bounds.
