@@ -36,6 +36,20 @@ pub fn quote(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
+/// `s` safe for a terminal: control characters written as `\xNN`, so a hostile file
+/// name cannot forge output.
+pub fn shown(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `path` with the home directory written `~`.
 pub fn tilde(home: &Path, path: &str) -> String {
     let p = Path::new(path);
@@ -226,6 +240,7 @@ pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<
             "other" => g.reason.clone(),
             _ => g.subject.clone(),
         };
+        let subject = shown(&subject);
         let _ = writeln!(
             s,
             "  {} {} {subject}{times} [{}]",
@@ -251,7 +266,7 @@ pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<
                     }
                 }
                 Fix::Note(n) => {
-                    let _ = writeln!(s, "      {n}");
+                    let _ = writeln!(s, "      {}", shown(n));
                 }
             }
         }
@@ -363,6 +378,17 @@ mod tests {
             let t: toml::Table = toml::from_str(&format!("x = {}", quote(tricky))).unwrap();
             assert_eq!(t["x"].as_str(), Some(tricky));
         }
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(shown("a\u{1b}[31mb\n"), "a\\x1b[31mb\\x0a");
+        let r = rec("read", "/h/x\u{1b}]0;evil\u{7}", None);
+        let text = render(Path::new("/h"), "R", Path::new("/l"), &[r]).unwrap();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
     }
 
     #[test]

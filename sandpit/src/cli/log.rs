@@ -68,10 +68,10 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
 
 /// One record for people: a line, then the rule and reason indented.
 pub fn human(home: &Path, r: &Record) -> String {
-    let subject = match r.action.as_str() {
+    let subject = audit::summary::shown(&match r.action.as_str() {
         "read" | "write" => audit::summary::tilde(home, &r.subject),
         _ => r.subject.clone(),
-    };
+    });
     let mut s = format!(
         "{}  {:<10} {:<5} {:<7} {}\n",
         r.time,
@@ -84,7 +84,10 @@ pub fn human(home: &Path, r: &Record) -> String {
         s.push_str(&format!("    rule:   {rule}\n"));
     }
     if !r.reason.is_empty() {
-        s.push_str(&format!("    reason: {}\n", r.reason));
+        s.push_str(&format!(
+            "    reason: {}\n",
+            audit::summary::shown(&r.reason)
+        ));
     }
     s
 }
