@@ -36,6 +36,7 @@ pub enum SessionError {
 pub struct Session {
     log: Arc<AuditLog>,
     listener: Option<Listener>,
+    audit_sock: Option<PathBuf>,
     run_dir: PathBuf,
     env: Vec<(String, String)>,
     learn: bool,
@@ -60,6 +61,7 @@ impl Session {
         let mut s = Session {
             log,
             listener: None,
+            audit_sock: None,
             run_dir,
             env: vec![],
             learn: opts.learn,
@@ -79,6 +81,23 @@ impl Session {
         );
         start.argv = shown;
         let mut notes = vec![];
+        // The socket is there for every run, so any layer inside (the interposer,
+        // `sandpit exec` shims) can report; SANDPIT_AUDIT names it.
+        let sock = s.run_dir.join("audit.sock");
+        match Listener::start(&sock, s.log.clone()) {
+            Ok(l) => {
+                s.listener = Some(l);
+                s.audit_sock = Some(sock);
+            }
+            Err(e) => {
+                eprintln!("sandpit: warning: denials inside the sandbox will not be logged: {e}");
+                notes.push(format!("no audit socket: {e}"));
+            }
+        }
+        if let Some(p) = s.audit_sock.as_ref().and_then(|p| p.to_str()) {
+            s.env
+                .push((crate::inject::AUDIT_VAR.to_string(), p.to_string()));
+        }
         if opts.interposer || opts.learn {
             match s.interposer(policy, opts.learn, argv) {
                 Ok(()) => notes.push(if opts.learn {
@@ -123,12 +142,8 @@ impl Session {
             f.write_all(&policy.snapshot())
                 .map_err(|e| format!("{}: {e}", snapshot.display()))?;
         }
-        let sock = self.run_dir.join("audit.sock");
-        self.listener = Some(Listener::start(&sock, self.log.clone()).map_err(|e| e.to_string())?);
-        let ends = crate::inject::Endpoints {
-            audit: Some(sock),
-            ..Default::default()
-        };
+        // SANDPIT_AUDIT is already in the environment (see `start`).
+        let ends = crate::inject::Endpoints::default();
         let preload = std::env::var_os(crate::inject::PRELOAD_VAR);
         let mut env = vec![];
         for (k, v) in
@@ -143,7 +158,7 @@ impl Session {
         if learn {
             env.push(("SANDPIT_LEARN".into(), "1".into()));
         }
-        self.env = env;
+        self.env.extend(env);
         Ok(())
     }
 
@@ -261,15 +276,28 @@ pub(crate) mod tests {
         let log = s.log_path().to_path_buf();
         let run_dir = s.run_dir.clone();
         assert!(run_dir.is_dir());
-        assert!(s.child_env().is_empty());
+        let sock = run_dir.join("audit.sock");
+        assert_eq!(
+            s.child_env(),
+            vec![(
+                "SANDPIT_AUDIT".to_string(),
+                sock.to_str().unwrap().to_string()
+            )]
+        );
+        // What a layer inside sends arrives in the log, with its layer.
+        crate::audit::socket::send(&sock, "shims", "exec", "sandpit: blocked", &["curl", "x"]);
         s.finish(Some(0));
         assert!(!run_dir.exists());
         let recs = crate::audit::read_log(&log).unwrap();
-        assert_eq!(recs.len(), 2);
+        assert_eq!(recs.len(), 3, "{recs:#?}");
         assert_eq!(
-            (recs[0].action.as_str(), recs[1].action.as_str()),
+            (recs[0].action.as_str(), recs[2].action.as_str()),
             ("start", "exit")
         );
-        assert_eq!(recs[1].subject, "0");
+        assert_eq!(recs[2].subject, "0");
+        assert_eq!(
+            (recs[1].layer, recs[1].subject.as_str()),
+            (Layer::Shims, "curl x")
+        );
     }
 }

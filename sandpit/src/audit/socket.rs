@@ -37,7 +37,16 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         r.reason = line;
         return r;
     }
-    let decision = if fields[1] == b"learn" {
+    // `kind` may name the reporting layer: `deny@shims`.
+    let (kind, layer) = match fields[1].iter().position(|&b| b == b'@') {
+        Some(i) => (&fields[1][..i], &fields[1][i + 1..]),
+        None => (fields[1], &b"interposer"[..]),
+    };
+    let layer = match layer {
+        b"shims" => Layer::Shims,
+        _ => Layer::Interposer,
+    };
+    let decision = if kind == b"learn" {
         Decision::Learn
     } else {
         Decision::Deny
@@ -59,7 +68,7 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         },
         _ => subject.first().cloned().unwrap_or_default(),
     };
-    let mut r = Record::new(run, Layer::Interposer, action, shown, decision);
+    let mut r = Record::new(run, layer, action, shown, decision);
     r.reason = text(fields[3]);
     if action == "exec" {
         r.argv = subject.clone();
@@ -89,6 +98,22 @@ fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Opti
     match v.decision {
         D::Deny | D::Review => v.rule.as_ref().map(RuleRef::from),
         D::Allow => None,
+    }
+}
+
+/// Report a denial from a layer inside the sandbox (`sandpit exec` as a shim) to
+/// the socket at `path` (normally `$SANDPIT_AUDIT`). Best effort: never blocks,
+/// errors are ignored.
+pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&str]) {
+    let mut msg = MAGIC.to_vec();
+    let kind = format!("deny@{layer}");
+    for f in [kind.as_str(), action, message].iter().chain(subject) {
+        msg.push(0);
+        msg.extend(f.bytes().filter(|&b| b != 0));
+    }
+    if let Ok(s) = UnixDatagram::unbound() {
+        let _ = s.set_nonblocking(true);
+        let _ = s.send_to(&msg, path);
     }
 }
 
