@@ -126,6 +126,12 @@ fn run_with_denials_logs_rules_and_prints_a_summary() {
         human.contains("rule:   files.block_read \"~/.ssh\""),
         "{human}"
     );
+    let o = run(&h, &["log", "--list"]);
+    let list = text(&o.stdout);
+    assert!(
+        list.contains(&format!("{run_id}  2 denied  sh -c cat ~/.ssh/id_rsa")),
+        "{list}"
+    );
     let o = run(&h, &["log", "no-such-run"]);
     assert_eq!(o.status.code(), Some(2));
 
