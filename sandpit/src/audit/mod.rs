@@ -240,8 +240,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<()> {
         Err(e) => return Err(io(dir)(e)),
     }
     let md = std::fs::symlink_metadata(dir).map_err(io(dir))?;
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
-    let me = me.unwrap_or_else(|| std::fs::metadata(".").map(|m| m.uid()).unwrap_or(u32::MAX));
+    let me = rustix::process::geteuid().as_raw();
     if !md.is_dir() || md.uid() != me || md.mode() & 0o022 != 0 {
         return Err(AuditError::Unsafe(dir.to_path_buf()));
     }
