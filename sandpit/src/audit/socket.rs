@@ -20,6 +20,8 @@ use super::{AuditError, AuditLog, Decision, Layer, Record, Result, RuleRef};
 pub const MAGIC: &[u8] = b"SANDPIT-AUDIT/1";
 /// Records one run may send; past it, one `info` record says how many were dropped.
 pub const MAX_RECORDS: usize = 100_000;
+/// Bytes of datagrams one run may send (a flood cannot fill the disk).
+pub const MAX_BYTES: usize = 32 << 20;
 
 /// Parse one datagram into a record, naming the rule from `policy`.
 pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> Record {
@@ -174,6 +176,7 @@ impl Drop for Listener {
 fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut count = 0usize;
+    let mut bytes = 0usize;
     let mut dropped = 0u64;
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -183,8 +186,9 @@ fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
         }
         match sock.recv(&mut buf) {
             Ok(n) => {
-                if count < MAX_RECORDS {
+                if count < MAX_RECORDS && bytes + n <= MAX_BYTES {
                     count += 1;
+                    bytes += n;
                     log.record(parse(log.run(), log.policy(), &buf[..n]));
                 } else {
                     dropped += 1;
@@ -213,7 +217,7 @@ fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
             Decision::Info,
         );
         r.reason =
-            format!("{dropped} interposer records past the limit of {MAX_RECORDS} were not logged");
+            format!("{dropped} records from inside the sandbox past the limit ({MAX_RECORDS} records, {MAX_BYTES} bytes) were not logged");
         log.record(r);
     }
 }
