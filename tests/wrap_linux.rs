@@ -98,6 +98,22 @@ fn wraps_a_binary_in_a_launcher_script() {
     let o = h.sandpit().args(["wrap"]).arg(&tool).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&launcher).unwrap(), script);
+    // A bare name is looked up on PATH; the launcher names the absolute path.
+    let by_name = h.home().join("by-name");
+    let o = h
+        .sandpit()
+        .args(["wrap", "tool", "--output"])
+        .arg(&by_name)
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", h.home().join("bin").display()),
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(std::fs::read_to_string(&by_name)
+        .unwrap()
+        .contains(&format!(" -- {} \"$@\"", tool.display())));
     let other = h.home().join("tool-launcher");
     let o = h
         .sandpit()

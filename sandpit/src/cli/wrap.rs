@@ -39,9 +39,16 @@ pub struct Args {
 }
 
 pub fn execute(args: Args) -> Result<i32> {
-    let target = std::path::absolute(&args.target).context("target path")?;
+    let mut target = std::path::absolute(&args.target).context("target path")?;
     if !target.exists() {
-        return Err(UsageError(format!("{} does not exist", target.display())).into());
+        // A bare command name: found on PATH, as the shell would.
+        let bare = args.target.to_str().filter(|t| !t.contains('/'));
+        let cwd = std::env::current_dir().context("current directory")?;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        match bare.and_then(|t| crate::inspect::which(t, &path, &cwd)) {
+            Some(found) => target = found,
+            None => return Err(UsageError(format!("{} does not exist", target.display())).into()),
+        }
     }
     if let Some(p) = &args.profile {
         if p.is_empty() || p.contains(['/', '\0']) {
