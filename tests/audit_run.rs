@@ -71,6 +71,17 @@ fn run_with_denials_logs_rules_and_prints_a_summary() {
     let recs = records(&logs[0]);
     let run_id = recs[0]["run"].as_str().unwrap().to_string();
     assert_eq!(recs[0]["action"], "start");
+    assert_eq!(
+        (recs[1]["layer"].as_str(), recs[1]["action"].as_str()),
+        (Some("kernel"), Some("setup"))
+    );
+    assert!(
+        recs[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("kernel layer: namespaces"),
+        "{recs:#?}"
+    );
     assert_eq!(recs.last().unwrap()["action"], "exit");
     let ssh = h.home().join(".ssh/id_rsa");
     let read = recs
@@ -184,7 +195,7 @@ fn the_log_is_not_writable_from_inside_the_sandbox() {
     let body = std::fs::read_to_string(&logs[0]).unwrap();
     assert!(!body.lines().any(|l| l == "forged"), "{body}");
     let recs = records(&logs[0]);
-    assert_eq!(recs.len(), 2, "{body}");
+    assert_eq!(recs.len(), 3, "{body}");
     assert_eq!(recs.last().unwrap()["action"], "exit");
 }
 

@@ -152,7 +152,7 @@ pub struct Record {
     pub time: String,
     pub run: String,
     pub layer: Layer,
-    /// `read`, `write`, `exec`, `connect`, `resolve`, `start`, `exit`, `other`.
+    /// `read`, `write`, `exec`, `connect`, `resolve`, `start`, `setup`, `exit`, `other`.
     pub action: String,
     /// The path, `host:port`, or command line.
     pub subject: String,

@@ -173,6 +173,19 @@ impl Session {
         self.log.clone()
     }
 
+    /// Record which kernel layer the run got (the start-up line).
+    pub fn kernel_layer(&self, line: &str) {
+        let mut r = Record::new(
+            self.log.run(),
+            Layer::Kernel,
+            "setup",
+            String::new(),
+            Decision::Info,
+        );
+        r.reason = line.to_string();
+        self.log.record(r);
+    }
+
     /// Variables to add to the child's environment.
     pub fn child_env(&self) -> Vec<(String, String)> {
         self.env.clone()

@@ -204,6 +204,7 @@ fn run_with_scratch(
         .map(|p| format!(" [profile {p}]"))
         .unwrap_or_default();
     eprintln!("sandpit: {}{profile}", describe(&plan, support));
+    session.kernel_layer(&describe(&plan, support));
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
     };
