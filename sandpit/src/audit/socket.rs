@@ -154,8 +154,15 @@ impl Listener {
     }
 
     /// Stop after reading everything already queued; remove the socket.
-    pub fn finish(mut self) {
+    pub fn finish(self) {}
+
+    fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // An empty datagram wakes the reader now instead of at its next timeout;
+        // it queues behind everything already sent, so those are read first.
+        if let Ok(s) = UnixDatagram::unbound() {
+            let _ = s.send_to(&[], &self.path);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -165,11 +172,7 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        let _ = std::fs::remove_file(&self.path);
+        self.stop();
     }
 }
 
@@ -185,6 +188,8 @@ fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
             let _ = sock.set_nonblocking(true);
         }
         match sock.recv(&mut buf) {
+            // Empty: the wake-up from `stop` (or nothing worth logging).
+            Ok(0) => {}
             Ok(n) => {
                 if count < MAX_RECORDS && bytes + n <= MAX_BYTES {
                     count += 1;
