@@ -200,6 +200,41 @@ fn the_log_is_not_writable_from_inside_the_sandbox() {
 }
 
 #[test]
+fn the_audit_socket_cannot_be_removed_or_moved_from_inside() {
+    let attack = "rm -f ~/.sandpit/run/*/audit.sock && echo RM; \
+                  mv ~/.sandpit/run ~/.sandpit/r2 && echo MV; \
+                  cat ~/.ssh/id_rsa; echo ok > inside.txt";
+    // The probe works without the sandbox.
+    let bare = TestHome::new();
+    bare.write(&bare.home().join(".sandpit/run/x/audit.sock"), "");
+    let o = bare.command("sh").args(["-c", attack]).output().unwrap();
+    assert!(text(&o.stdout).contains("RM"), "{}", text(&o.stderr));
+
+    let h = setup();
+    // Through the kernel layer alone, and with the interposer (which reports).
+    let o = run(&h, &["run", "--", "sh", "-c", attack]);
+    assert!(!text(&o.stdout).contains("RM") && !text(&o.stdout).contains("MV"));
+    let o = run(&h, &["run", "--interposer", "--", "sh", "-c", attack]);
+    let out = text(&o.stdout);
+    assert!(
+        !out.contains("RM") && !out.contains("MV") && !out.contains(CANARY),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+    // The read denial after the attempts still reached the log: the socket survived.
+    let recs = records(&logs(&h)[1]);
+    let ssh = h.home().join(".ssh/id_rsa");
+    assert!(
+        recs.iter()
+            .any(|r| r["action"] == "read" && r["subject"] == ssh.to_str().unwrap()),
+        "{recs:#?}"
+    );
+}
+
+#[test]
 fn learn_mode_drafts_a_policy_that_lets_the_same_run_pass() {
     let h = setup();
     let needs = "cat ~/.ssh/id_rsa && echo new > ~/notes/today.txt && echo PASSED";

@@ -216,13 +216,14 @@ fn civil(days: u64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// A fresh run id: `YYYYMMDDTHHMMSSZ-<pid>` (sorts by start time).
+/// A fresh run id: `YYYYMMDDTHHMMSS.mmmZ-<pid>` (ids sort by start time; the pid
+/// only breaks ties within a millisecond).
 pub fn new_run_id() -> String {
     let t = rfc3339(SystemTime::now());
     let compact: String = t
         .chars()
-        .take(19)
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .take(23)
+        .filter(|c| c.is_ascii_digit() || *c == 'T' || *c == '.')
         .collect();
     format!("{compact}Z-{}", std::process::id())
 }
@@ -464,7 +465,8 @@ mod tests {
     fn run_id_shape() {
         let id = new_run_id();
         let (ts, pid) = id.split_once("Z-").unwrap();
-        assert_eq!(ts.len(), 15, "{id}");
+        assert_eq!(ts.len(), 19, "{id}");
+        assert_eq!((&ts[8..9], &ts[15..16]), ("T", "."), "{id}");
         assert_eq!(pid, std::process::id().to_string());
     }
 
