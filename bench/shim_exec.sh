@@ -26,8 +26,7 @@ chmod 755 "$WORK/script/curl"
 export SANDPIT_SNAPSHOT=$WORK/snapshot
 BASE_PATH=$PATH
 
-now_us() { local t=${EPOCHREALTIME/./}; echo "$t"; }
-declare -A total=([bare]=0 [exec]=0 [link]=0 [script]=0)
+declare -A total=([true]=0 [bare]=0 [exec]=0 [link]=0 [script]=0)
 run() { # name, command…
   local name=$1; shift
   local t0=${EPOCHREALTIME/./}
@@ -38,6 +37,7 @@ run() { # name, command…
 # Warm the page cache.
 for _ in 1 2 3; do "$REAL" --version >/dev/null; "$SANDPIT" exec curl --version >/dev/null; done
 for ((i = 0; i < N; i++)); do
+  run true /bin/true
   run bare "$REAL" --version
   run exec "$SANDPIT" exec curl --version
   PATH=$WORK/link:$BASE_PATH SANDPIT_SHIM_DIR=$WORK/link run link curl --version
@@ -45,6 +45,7 @@ for ((i = 0; i < N; i++)); do
 done
 ms() { awk -v t="$1" -v n="$N" 'BEGIN { printf "%.3f", t / n / 1000 }'; }
 bare=$(ms "${total[bare]}")
+printf '%-36s %8s ms/run   (process start-up on this machine)\n' "/bin/true" "$(ms "${total[true]}")"
 printf '%-36s %8s ms/run\n' "bare curl --version" "$bare"
 for k in exec link script; do
   v=$(ms "${total[$k]}")
@@ -54,7 +55,11 @@ for k in exec link script; do
     link) label="shim: symlink (argv[0])" ;;
     script) label="shim: sh script" ;;
   esac
-  printf '%-36s %8s ms/run   added %s ms\n' "$label" "$v" \
-    "$(awk -v a="$v" -v b="$bare" 'BEGIN { printf "%+.3f", a - b }')"
+  printf '%-36s %8s ms/run   added %s ms (x%s)\n' "$label" "$v" \
+    "$(awk -v a="$v" -v b="$bare" 'BEGIN { printf "%+.3f", a - b }')" \
+    "$(awk -v a="$v" -v b="$bare" 'BEGIN { printf "%.2f", a / b }')"
 done
+link=$(ms "${total[link]}")
+awk -v l="$link" -v b="$bare" -v t="$(ms "${total[true]}")" 'BEGIN {
+  printf "symlink shim adds %.2f process start-ups (/bin/true) on this machine\n", (l - b) / t }'
 echo "($N interleaved runs each; goal: added <= 1 ms)"

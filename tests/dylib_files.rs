@@ -1,6 +1,7 @@
 //! The interposer's file hooks, judged by their effect: the canary never reaches any
 //! output, files outside the writable roots stay unchanged, and the positive
 //! controls next to each denial succeed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod dylib_common;
 
@@ -12,8 +13,15 @@ const EACCES: i32 = libc::EACCES;
 #[test]
 fn probe_reads_the_canary_without_the_interposer() {
     let p = Pit::new("");
-    let o = probe_bare(&p, &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()]);
-    assert!(o.stdout.contains(CANARY), "the probe must work bare: {}", o.all());
+    let o = probe_bare(
+        &p,
+        &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()],
+    );
+    assert!(
+        o.stdout.contains(CANARY),
+        "the probe must work bare: {}",
+        o.all()
+    );
 }
 
 #[test]
@@ -31,15 +39,22 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
         format!("{}//.ssh/./id_rsa", home.display()),
         format!("{}/../project/../.ssh/id_rsa", ws.display()),
         format!("/proc/self/root{s}"),
-        format!("/proc/self/cwd/../.ssh/id_rsa"),
+        "/proc/self/cwd/../.ssh/id_rsa".to_string(),
         "innocent/id_rsa".to_string(),
     ];
     for sp in &spellings {
         for op in ["read", "read64", "opath"] {
             let o = probe_in(&p, &[op, sp]);
-            assert!(!o.all().contains(CANARY), "{op} {sp}: canary leaked: {}", o.all());
+            assert!(
+                !o.all().contains(CANARY),
+                "{op} {sp}: canary leaked: {}",
+                o.all()
+            );
             assert_eq!(errno_of(&o), Some(EACCES), "{op} {sp}: {}", o.all());
         }
+        let o = probe_in(&p, &["freopen", sp, "r"]);
+        assert!(!o.all().contains(CANARY), "freopen {sp}: {}", o.all());
+        assert_eq!(errno_of(&o), Some(EACCES), "freopen {sp}: {}", o.all());
         let o = probe_in(&p, &["fopen", sp, "r"]);
         assert!(!o.all().contains(CANARY), "fopen {sp}: {}", o.all());
         assert_eq!(errno_of(&o), Some(EACCES), "fopen {sp}: {}", o.all());
@@ -51,16 +66,34 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     // The denial names the rule and how to allow it.
     let o = probe_in(&p, &["read", &s]);
     assert!(
-        o.stderr.contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
+        o.stderr
+            .contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
             && o.stderr.contains("allow_read"),
+        "{}",
+        o.stderr
+    );
+    // Repeats in one process print one line.
+    let o = run(p.cmd("python3").args([
+        "-c",
+        &format!("for _ in range(5):\n    try: open({s:?})\n    except PermissionError: pass"),
+    ]));
+    assert_eq!(
+        o.stderr.matches("blocked read of ~/.ssh/id_rsa").count(),
+        1,
         "{}",
         o.stderr
     );
     // Real programs: cat, sh, python3.
     for (prog, args) in [
         ("cat", vec![s.clone()]),
-        ("sh", vec!["-c".into(), "cat ~/.ssh/id_rsa; cat innocent/id_rsa".into()]),
-        ("python3", vec!["-c".into(), format!("print(open({s:?}).read())")]),
+        (
+            "sh",
+            vec!["-c".into(), "cat ~/.ssh/id_rsa; cat innocent/id_rsa".into()],
+        ),
+        (
+            "python3",
+            vec!["-c".into(), format!("print(open({s:?}).read())")],
+        ),
     ] {
         let o = run(p.cmd(prog).args(&args));
         assert!(!o.all().contains(CANARY), "{prog}: {}", o.all());
@@ -75,7 +108,9 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
     let o = run(p.cmd("cat").arg("ok.txt"));
     assert_eq!(o.stdout, "workspace-data");
-    let o = run(p.cmd("python3").args(["-c", "print(open('ok.txt').read())"]));
+    let o = run(p
+        .cmd("python3")
+        .args(["-c", "print(open('ok.txt').read())"]));
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
 }
 
@@ -88,6 +123,13 @@ fn writes_outside_the_workspace_leave_no_effect() {
     let victim = outside.join("victim");
     std::fs::write(&victim, "original").unwrap();
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(&victim)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
     let subdir = outside.join("sub");
     std::fs::create_dir(&subdir).unwrap();
     std::fs::set_permissions(&subdir, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -98,7 +140,11 @@ fn writes_outside_the_workspace_leave_no_effect() {
     // Without the interposer these would succeed (the directory is 0777): show it
     // for one of them, on a copy.
     let o = probe_bare(&p, &["write", outside.join("bare").to_str().unwrap()]);
-    assert!(o.stdout.starts_with("ok"), "bare write must work: {}", o.all());
+    assert!(
+        o.stdout.starts_with("ok"),
+        "bare write must work: {}",
+        o.all()
+    );
 
     let ws_file = p.ws().join("ok.txt");
     let w = ws_file.to_str().unwrap();
@@ -109,6 +155,8 @@ fn writes_outside_the_workspace_leave_no_effect() {
         vec!["truncate", v],
         vec!["chmod", v],
         vec!["fchmodat", v],
+        vec!["utimes", v],
+        vec!["mkfifo", n],
         vec!["fopen", v, "w"],
         vec!["fopen", v, "a"],
         vec!["write", n],
@@ -126,15 +174,28 @@ fn writes_outside_the_workspace_leave_no_effect() {
         assert_eq!(errno_of(&o), Some(EACCES), "{c:?}: {}", o.all());
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
-    assert_eq!(std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777, 0o666);
-    assert!(!new.exists() && new.symlink_metadata().is_err(), "new name created");
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().modified().unwrap(),
+        old,
+        "mtime changed"
+    );
+    assert!(
+        !new.exists() && new.symlink_metadata().is_err(),
+        "new name created"
+    );
     assert!(subdir.is_dir());
     assert!(!p.ws().join("moved").exists());
     assert_eq!(std::fs::read_to_string(&ws_file).unwrap(), "workspace-data");
     // Shell redirection and python too.
     let o = run(p.cmd("sh").args(["-c", &format!("echo pwned > {v}")]));
     assert_ne!(o.code, Some(0), "{}", o.all());
-    let o = run(p.cmd("python3").args(["-c", &format!("open({v:?}, 'w').write('pwned')")]));
+    let o = run(p
+        .cmd("python3")
+        .args(["-c", &format!("open({v:?}, 'w').write('pwned')")]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
 
@@ -149,6 +210,8 @@ fn writes_outside_the_workspace_leave_no_effect() {
         vec!["link", "a", "f"],
         vec!["rename", "f", "g"],
         vec!["chmod", "a"],
+        vec!["utimes", "a"],
+        vec!["mkfifo", "fifo"],
         vec!["truncate", "a"],
         vec!["unlink", "g"],
     ] {
@@ -223,17 +286,94 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
     std::fs::set_permissions(&p.snapshot, std::fs::Permissions::from_mode(0o666)).unwrap();
     let o = probe_in(&p, &["read", "ok.txt"]);
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
-    assert!(o.stderr.contains("writable by group or others"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("writable by group or others"),
+        "{}",
+        o.stderr
+    );
 
     // A snapshot outside the state directory is refused even if well-formed.
     let p = Pit::new("");
     let elsewhere = p.ws().join("policy.snapshot");
     std::fs::copy(&p.snapshot, &elsewhere).unwrap();
     p.h.give_to_test_user(&elsewhere);
-    let o = run(p.cmd(probe()).env("SANDPIT_SNAPSHOT", &elsewhere).args(["read", "ok.txt"]));
+    let o = run(p
+        .cmd(probe())
+        .env("SANDPIT_SNAPSHOT", &elsewhere)
+        .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 
     // Missing snapshot variable: fails closed too.
-    let o = run(p.cmd(probe()).env_remove("SANDPIT_SNAPSHOT").args(["read", "ok.txt"]));
+    let o = run(p
+        .cmd(probe())
+        .env_remove("SANDPIT_SNAPSHOT")
+        .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+}
+
+#[test]
+fn allowed_calls_keep_the_kernels_answers() {
+    // The fast path opens a rewritten absolute path: it must fail exactly where the
+    // kernel would (empty path, trailing slash on a file, missing parents, ELOOP).
+    let p = Pit::new("");
+    std::os::unix::fs::symlink("loop", p.ws().join("loop")).unwrap();
+    if common::is_root() {
+        std::os::unix::fs::lchown(
+            p.ws().join("loop"),
+            Some(common::TEST_UID),
+            Some(common::TEST_GID),
+        )
+        .unwrap();
+    }
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["read", ""],
+        vec!["read", "ok.txt/"],
+        vec!["read", "ok.txt/."],
+        vec!["read", "missing/x"],
+        vec!["read", "loop"],
+        vec!["read", "./ok.txt"],
+        vec!["read", "sub/../ok.txt"],
+        vec!["write", "newfile/"],
+        vec!["write", "ok.txt/x"],
+        vec!["mkdir", "ok.txt"],
+    ];
+    for c in &cases {
+        let bare = probe_bare(&p, c);
+        let hooked = probe_in(&p, c);
+        assert_eq!(
+            bare.stdout.lines().next(),
+            hooked.stdout.lines().next(),
+            "{c:?}: bare {} / hooked {}",
+            bare.all(),
+            hooked.all()
+        );
+    }
+    assert!(!p.ws().join("newfile").exists());
+}
+
+#[test]
+fn denials_reach_the_audit_socket() {
+    let mut p = Pit::new("");
+    let sock = p.h.dir.path().join("audit.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    p.ends.audit = Some(sock.clone());
+    // Positive control: an allowed read sends nothing; then a denied one.
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+    let o = probe_in(
+        &p,
+        &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()],
+    );
+    assert_eq!(errno_of(&o), Some(EACCES), "{}", o.all());
+    let mut buf = [0u8; 2048];
+    let n = rx.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        line.starts_with("sandpit: blocked read of ~/.ssh/id_rsa"),
+        "{line}"
+    );
+    assert!(!line.contains(CANARY));
 }

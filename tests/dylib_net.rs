@@ -2,6 +2,7 @@
 //! (a stand-in for) sandpit's proxy with the original destination handed over,
 //! never on the original listener; UDP reaches only the DNS responder; TCP Fast
 //! Open is refused; offline mode refuses outright.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 mod dylib_common;
 
@@ -91,11 +92,20 @@ fn tcp_connects_are_redirected_to_the_proxy_with_the_original_destination() {
         let o = probe_in(&p, &[op, "127.0.0.1", &port]);
         assert!(o.stdout.contains("via-proxy"), "{op}: {}", o.all());
     }
+    // A second connect() on the redirected socket gets the kernel's EISCONN.
+    let o = probe_in(&p, &["connect-again", "127.0.0.1", &port]);
+    assert_eq!(errno_of(&o), Some(libc::EISCONN), "{}", o.all());
+    assert!(!o.stderr.contains("blocked"), "{}", o.stderr);
     // IPv6 socket to an IPv6 destination: still the (IPv4) proxy.
     let o = probe_in(&p, &["connect", "::1", &port]);
     assert!(o.stdout.contains("via-proxy"), "v6: {}", o.all());
     // curl with no proxy settings at all.
-    let o = run(p.cmd("curl").args(["-sS", "--noproxy", "*", &format!("http://127.0.0.1:{port}/")]));
+    let o = run(p.cmd("curl").args([
+        "-sS",
+        "--noproxy",
+        "*",
+        &format!("http://127.0.0.1:{port}/"),
+    ]));
     assert!(o.stdout.contains("via-proxy"), "curl: {}", o.all());
     // python resolving a name first: the handover carries the name.
     let py = format!(
@@ -145,7 +155,12 @@ fn offline_mode_refuses_and_unrestricted_connects_directly() {
     let o = probe_in(&p, &["connect", "127.0.0.1", &port]);
     assert_eq!(errno_of(&o), Some(libc::ECONNREFUSED), "{}", o.all());
     assert!(o.stderr.contains("offline"), "{}", o.stderr);
-    let o = run(p.cmd("curl").args(["-sS", "--noproxy", "*", &format!("http://127.0.0.1:{port}/")]));
+    let o = run(p.cmd("curl").args([
+        "-sS",
+        "--noproxy",
+        "*",
+        &format!("http://127.0.0.1:{port}/"),
+    ]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_nothing_reached(&orig);
 
@@ -189,7 +204,10 @@ fn udp_only_reaches_the_dns_responder_and_fast_open_is_refused() {
     ]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     std::thread::sleep(Duration::from_millis(50));
-    assert!(other.recv(&mut buf).is_err(), "a datagram reached the non-DNS listener");
+    assert!(
+        other.recv(&mut buf).is_err(),
+        "a datagram reached the non-DNS listener"
+    );
 
     // Positive control: the DNS responder is reachable.
     let o = probe_in(&p, &["udp", "127.0.0.1", &dport]);

@@ -102,10 +102,14 @@ fn static_binary_and_io_uring_cannot_read_masked_files() {
         t.contains(&format!("static-read {}:{CANARY}", key.display())),
         "bare static: {t}"
     );
-    assert!(
-        t.contains(&format!("uring-read:{CANARY}")),
-        "bare io_uring: {t}"
-    );
+    // The io_uring probe must work without sandpit, unless the machine is declared
+    // to lack io_uring (kernel.io_uring_disabled).
+    if !common::machine_lacks("io_uring") {
+        assert!(
+            t.contains(&format!("uring-read:{CANARY}")),
+            "bare io_uring: {t}"
+        );
+    }
 
     let h = home_with_secrets();
     build_probe(&h, "static_read", true);
@@ -304,4 +308,123 @@ echo fine > ok.txt && echo WS-OK
     );
     assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
     assert_eq!(content(&ws.join("ok.txt")).as_deref(), Some("fine\n"));
+}
+
+#[test]
+fn degraded_mode_refuses_reads_of_credentials_with_landlock() {
+    let h = home_with_secrets();
+    build_probe(&h, "static_read", true);
+    let script = format!(
+        "{READ_SCRIPT}\n./static_read $HOME/.ssh/id_rsa $HOME/notes.txt; echo ok > in.txt && echo WS-OK"
+    );
+    let out = sandpit_cmd(&h, &["--allow-degraded"], &script)
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED"), "{t}");
+    assert!(!t.contains(CANARY), "canary leaked in degraded mode: {t}");
+    assert!(
+        t.contains("CONTROL-NORMAL") && t.contains("static-read") && t.contains(":NORMAL"),
+        "positive control: {t}"
+    );
+    assert!(t.contains("WS-OK"), "{t}");
+}
+
+/// Two runs in one workspace: the first run's placeholders must not be removed while
+/// a second run still relies on them (removing a mountpoint unmounts it there).
+#[test]
+fn concurrent_runs_keep_each_others_protected_placeholders() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let h = TestHome::new();
+    let ws = h.workspace();
+    let start = |script: &str| {
+        let mut c = sandpit_cmd(&h, &[], script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        (c, lines)
+    };
+    let (first, _) = start("echo ready; while [ ! -e go1 ]; do sleep 0.05; done");
+    let (second, mut second_out) = start(
+        "echo ready; while [ ! -e go2 ]; do sleep 0.05; done; \
+         echo evil > .sandpit.toml 2>&1 || echo WRITE-REFUSED; echo evil > .mcp.json || echo WRITE-REFUSED",
+    );
+    h.write(&ws.join("go1"), "");
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success());
+    h.write(&ws.join("go2"), "");
+    let second = second.wait_with_output().unwrap();
+    let rest: Vec<String> = second_out.by_ref().map(|l| l.unwrap()).collect();
+    assert!(second.status.success(), "{rest:?}");
+    assert_eq!(
+        rest,
+        vec!["WRITE-REFUSED", "WRITE-REFUSED"],
+        "{}",
+        text(&second)
+    );
+    for f in [".sandpit.toml", ".mcp.json"] {
+        let c = content(&ws.join(f)).unwrap_or_default();
+        assert!(!c.contains("evil"), "{f} was written");
+    }
+}
+
+/// Deny-inside-allow: a `block_read` path inside the workspace is masked while the
+/// rest of the workspace stays readable and writable; an `allow_read` carve-out inside
+/// a masked directory is readable; a secret created on the host during the run inside
+/// a masked directory stays invisible.
+#[test]
+fn precedence_carve_outs_and_secrets_created_during_the_run() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let h = home_with_secrets();
+    let ws = h.workspace();
+    h.write(&ws.join(".env"), CANARY);
+    h.write(&ws.join("src.txt"), "SOURCE");
+    h.write(&h.home().join(".config/gh/config.yml"), "GH-CONFIG-PUBLIC");
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[files]\nallow_read = [\"~/.config/gh/config.yml\"]\n",
+    );
+    let script = "cat .env; cat src.txt; echo; echo more >> src.txt && echo WS-WRITE-OK; \
+                  cat $HOME/.config/gh/config.yml; cat $HOME/.config/gh/hosts.yml; \
+                  echo; echo ready; while [ ! -e go ]; do sleep 0.05; done; \
+                  cat $HOME/.ssh/created-later; ls $HOME/.ssh; echo END";
+    let mut child = sandpit_cmd(&h, &["--block-read", ".env"], script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = vec![];
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let ready = l.ends_with("ready");
+        seen.push(l);
+        if ready {
+            break;
+        }
+    }
+    // While the command runs, a new secret appears on the host.
+    h.write(&h.home().join(".ssh/created-later"), CANARY);
+    h.write(&ws.join("go"), "");
+    seen.extend(lines.map(|l| l.unwrap()));
+    let out = child.wait_with_output().unwrap();
+    let all = format!(
+        "{}\n{}",
+        seen.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(CANARY), "{all}");
+    assert!(
+        all.contains("SOURCE") && all.contains("WS-WRITE-OK"),
+        "{all}"
+    );
+    assert!(all.contains("GH-CONFIG-PUBLIC"), "carve-out: {all}");
+    assert!(all.contains("END"), "{all}");
+    assert_eq!(content(&ws.join(".env")).as_deref(), Some(CANARY));
 }

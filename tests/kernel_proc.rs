@@ -208,7 +208,7 @@ fn exit_status_and_signals_propagate() {
 fn terminal_is_usable_inside() {
     let h = TestHome::new();
     let inner = format!(
-        "{} run -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; stty size; printf \"%s\\n\" typed-line | cat'",
+        "{} run -- sh -c 'test -t 0 && test -t 1 && echo TTY-OK; stty size; printf \"%s\\n\" typed-line | cat; echo via-dev-tty > /dev/tty && echo DEVTTY-OK; python3 -c \"import os; print(\\\"ctty-pgrp:\\\", os.tcgetpgrp(0) == os.getpgrp())\"'",
         common::sandpit_bin().display()
     );
     let out = h
@@ -220,6 +220,10 @@ fn terminal_is_usable_inside() {
     let t = text(&out);
     assert!(t.contains("TTY-OK"), "{t}");
     assert!(t.contains("typed-line"), "{t}");
+    // A controlling terminal of its own: /dev/tty works, the command is in its
+    // foreground process group.
+    assert!(t.contains("via-dev-tty") && t.contains("DEVTTY-OK"), "{t}");
+    assert!(t.contains("ctty-pgrp: True"), "{t}");
 }
 
 #[test]
@@ -271,4 +275,45 @@ fn degraded_mode_still_confines_writes_and_says_so() {
     );
     assert!(!std::path::Path::new("/tmp/sandpit-degraded-probe").exists());
     assert_eq!(t.matches("Permission denied").count(), 2, "{t}");
+}
+
+/// An interactive session through a real terminal (`script` allocates it): typed
+/// input reaches the command, and Ctrl-C is delivered to it as SIGINT by its own pty.
+#[test]
+fn interactive_input_and_ctrl_c_reach_the_command() {
+    use std::io::{Read, Write};
+    let h = TestHome::new();
+    let inner = format!(
+        "{} run -- sh -c 'read line; echo got-$line-end; trap \"echo INT-CAUGHT; exit 3\" INT; echo waiting; while :; do sleep 0.05; done'; echo EXIT=$?",
+        common::sandpit_bin().display()
+    );
+    let mut child = h
+        .command("script")
+        .args(["-qefc", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut wait_for = |want: &str, seen: &mut String| {
+        let mut b = [0u8; 256];
+        while !seen.contains(want) {
+            let n = stdout.read(&mut b).unwrap();
+            assert!(n > 0, "EOF before {want:?}: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&b[..n]));
+        }
+    };
+    stdin.write_all(b"hello\n").unwrap();
+    wait_for("waiting", &mut seen);
+    stdin.write_all(b"\x03").unwrap();
+    wait_for("EXIT=", &mut seen);
+    let _ = child.wait();
+    assert!(seen.contains("got-hello-end"), "{seen}");
+    assert!(
+        seen.contains("INT-CAUGHT") && seen.contains("EXIT=3"),
+        "{seen}"
+    );
 }

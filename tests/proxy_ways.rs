@@ -207,11 +207,18 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
     // Userinfo that names the allowed host in front of the blocked one.
     for url in [
         format!("http://allowed.test@blocked.test:{port}/"),
-        format!("http://allowed.test:{}@blocked.test:{port}/", w.allowed.port()),
+        format!(
+            "http://allowed.test:{}@blocked.test:{port}/",
+            w.allowed.port()
+        ),
     ] {
         let r = http_get(w.addr, &url, &format!("blocked.test:{port}")).await;
         assert!(!r.contains("sink:"), "{url}: {r}");
-        let (head, _) = connect(w.addr, url.trim_start_matches("http://").trim_end_matches('/')).await;
+        let (head, _) = connect(
+            w.addr,
+            url.trim_start_matches("http://").trim_end_matches('/'),
+        )
+        .await;
         assert!(!head.starts_with("HTTP/1.1 200"), "CONNECT {url}: {head}");
     }
     // Positive controls: odd spellings of the allowed name still work.
@@ -526,4 +533,59 @@ async fn later_keep_alive_request_to_another_host_is_denied() {
         "{seen}"
     );
     w.blocked.assert_untouched("keep-alive");
+}
+
+/// An echo server on 127.0.0.2 (allowed.test): whatever arrives goes back.
+async fn echo_server() -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.into_split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn bulk_round_trip(mut s: tokio::net::TcpStream, len: usize) {
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let (mut r, mut w) = s.split();
+    let send = async {
+        w.write_all(&data).await.unwrap();
+        w.shutdown().await.unwrap();
+    };
+    let recv = async {
+        let mut got = Vec::with_capacity(len);
+        r.read_to_end(&mut got).await.unwrap();
+        got
+    };
+    let ((), got) = tokio::join!(send, recv);
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes changed in transit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_transfer_through_tunnels_is_intact() {
+    let w = World::new().await;
+    let echo = echo_server().await;
+    let len = 5 * 1024 * 1024 + 123;
+    let (head, s) = connect(w.addr, &authority("allowed.test", echo.port())).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    bulk_round_trip(s, len).await;
+    let (rep, s) = socks(
+        w.addr,
+        TOKEN,
+        SocksDest::Domain("allowed.test"),
+        echo.port(),
+    )
+    .await;
+    assert_eq!(rep, Some(0));
+    bulk_round_trip(s, len).await;
+    let s = transparent(w.addr, TOKEN, echo, Some("allowed.test")).await;
+    bulk_round_trip(s, len).await;
 }

@@ -440,3 +440,59 @@ fn unreadable_snapshot_fails_closed() {
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     assert!(fx.take_ran().is_empty());
 }
+
+#[test]
+fn a_wrapper_that_calls_itself_through_the_shim_stops() {
+    let fx = Fx::new(ShimKind::Symlink);
+    // A "curl" earlier on PATH than the real one that runs `curl` again by name.
+    let wrap = fx.h.dir.path().join("wrap");
+    std::fs::create_dir_all(&wrap).unwrap();
+    std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_exe(&wrap.join("curl"), "#!/bin/sh\nexec curl \"$@\"\n");
+    let path = format!(
+        "{}:{}:{}",
+        fx.shims.display(),
+        wrap.display(),
+        fx.bin.display()
+    );
+    let out = fx
+        .cmd_with_path(&path, "curl", &["https://good.test"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("nested 32 deep"), "{err}");
+    assert!(fx.take_ran().is_empty());
+}
+
+#[test]
+fn ssh_family_gets_sandpits_proxy_command_first() {
+    let fx = Fx::new(ShimKind::Symlink);
+    let bin = common::sandpit_bin();
+    let want_pc = format!("ProxyCommand='{}' exec --connect %h %p", bin.display());
+    for (tool, args) in [
+        ("ssh", vec!["-p", "2222", "u@ssh.test", "uptime"]),
+        ("scp", vec!["f", "u@ssh.test:/x"]),
+        ("sftp", vec!["ssh.test"]),
+    ] {
+        let out = fx
+            .cmd_with_path(&fx.path(), tool, &args)
+            .env("SANDPIT_PROXY_URL", "http://sandpit:tok@127.0.0.1:9")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{tool}: {}", stderr(&out));
+        assert_eq!(
+            fx.take_ran(),
+            format!("{tool} -o {want_pc} {}\n", args.join(" ")),
+            "{tool}"
+        );
+    }
+    // Not an ssh tool: nothing added.
+    let out = fx
+        .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
+        .env("SANDPIT_PROXY_URL", "http://sandpit:tok@127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(fx.take_ran(), "curl https://good.test\n");
+}

@@ -14,7 +14,7 @@ pub fn entered() -> bool {
     INSIDE.with(|c| c.get())
 }
 
-struct Entered;
+pub struct Entered;
 impl Entered {
     fn new() -> Entered {
         INSIDE.with(|c| c.set(true));
@@ -27,12 +27,28 @@ impl Drop for Entered {
     }
 }
 
+/// Set the guard; `None` if this thread is already inside a hook (one TLS access).
+#[inline]
+pub fn enter() -> Option<Entered> {
+    if INSIDE.with(|c| c.replace(true)) {
+        None
+    } else {
+        Some(Entered)
+    }
+}
+
 /// Run `body` with the guard set. A panic or an `Err(errno)` sets errno and returns
 /// `fail`; the real function is never called as a fallback. Errno from a successful
 /// body (e.g. the real call's own failure) is preserved.
 #[inline]
 pub fn run<R>(fail: R, body: impl FnOnce() -> Result<R, libc::c_int>) -> R {
     let _g = Entered::new();
+    run_entered(fail, body)
+}
+
+/// [`run`] for a caller that already holds the guard (from [`enter`]).
+#[inline]
+pub fn run_entered<R>(fail: R, body: impl FnOnce() -> Result<R, libc::c_int>) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(r)) => r,
         Ok(Err(errno)) => {

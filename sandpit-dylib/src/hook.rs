@@ -34,7 +34,9 @@ impl Real {
         // valid from code inside a shared object.
         let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) } as usize;
         if p != 0 && p == ours {
-            crate::report::raw_stderr(b"sandpit: interposer resolved a real symbol to itself; aborting\n");
+            crate::report::raw_stderr(
+                b"sandpit: interposer resolved a real symbol to itself; aborting\n",
+            );
             std::process::abort();
         }
         if p != 0 {
@@ -99,13 +101,13 @@ macro_rules! hook {
             // SAFETY: `addr` came from dlsym for this very symbol name, whose C type is
             // `Sig` (the hook is declared with the same signature).
             let $real: Sig = unsafe { ::std::mem::transmute::<usize, Sig>(addr) };
-            if $crate::guard::entered() {
+            let Some(_guard) = $crate::guard::enter() else {
                 // Our own code (or a libc function it called) re-entered: go straight
                 // to the real function.
                 // SAFETY: same arguments the caller passed us, same signature.
                 return unsafe { $real($($arg),*) };
-            }
-            $crate::guard::run($fail, move || -> ::std::result::Result<$ret, ::libc::c_int> { $body })
+            };
+            $crate::guard::run_entered($fail, move || -> ::std::result::Result<$ret, ::libc::c_int> { $body })
         }
     };
 }

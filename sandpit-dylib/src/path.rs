@@ -21,12 +21,12 @@ impl Default for PBuf {
 }
 
 impl PBuf {
-    #[inline]
-    pub const fn new() -> PBuf {
-        let mut b = PBuf {
-            buf: [MaybeUninit::uninit(); MAX + 1],
-            len: 0,
-        };
+    #[inline(always)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> PBuf {
+        // SAFETY: an array of MaybeUninit needs no initialisation.
+        let buf = unsafe { MaybeUninit::<[MaybeUninit<u8>; MAX + 1]>::uninit().assume_init() };
+        let mut b = PBuf { buf, len: 0 };
         b.buf[0] = MaybeUninit::new(0);
         b
     }
@@ -86,6 +86,35 @@ impl PBuf {
         self.len = n;
         self.buf[n] = MaybeUninit::new(0);
     }
+}
+
+/// One pass over an absolute path: `(clean, has_dotdot)`. Clean means no empty or
+/// `.` components and no trailing `/` (`/` itself is clean) — the spelling
+/// [`join`] would produce.
+pub fn scan(p: &[u8]) -> (bool, bool) {
+    let n = p.len();
+    let mut clean = !(n > 1 && p[n - 1] == b'/');
+    let mut dotdot = false;
+    for i in 0..n {
+        if p[i] != b'/' {
+            continue;
+        }
+        let at = |k: usize| p.get(i + k).copied();
+        match at(1) {
+            Some(b'/') => clean = false,
+            Some(b'.') => match at(2) {
+                None | Some(b'/') => clean = false,
+                Some(b'.') if matches!(at(3), None | Some(b'/')) => dotdot = true,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    (clean, dotdot)
+}
+
+fn is_clean(path: &[u8]) -> bool {
+    scan(path).0
 }
 
 /// True if `path` has a `..` component.
@@ -169,14 +198,29 @@ pub fn lexical(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
 /// components but keeping `..`: what `..` means depends on symlinks before it, so
 /// only [`resolve`] may apply it.
 pub fn join(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
+    if path.first() == Some(&b'/') && is_clean(path) {
+        // Already in canonical spelling (the common case): one copy.
+        return out.set(path);
+    }
     out.set(b"/")?;
     if path.first() != Some(&b'/') {
-        for comp in base.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+        for comp in base
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+        {
             out.push(comp)?;
         }
     }
-    for comp in path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+    for comp in path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+    {
         out.push(comp)?;
+    }
+    // A trailing `/` (or `/.`) means "must be a directory": keep it for the kernel.
+    let dir_suffix = path.ends_with(b"/") || path.ends_with(b"/.") || path == b".";
+    if dir_suffix && out.as_bytes() != b"/" {
+        out.append(b"/")?;
     }
     Ok(())
 }
@@ -324,8 +368,30 @@ mod tests {
         assert_eq!(lex("/", "../../.."), "/");
         let mut o = PBuf::new();
         join(b"/a/b", b"./../c//./d/", &mut o).unwrap();
-        assert_eq!(o.as_bytes(), b"/a/b/../c/d");
+        assert_eq!(o.as_bytes(), b"/a/b/../c/d/");
+        for (p, want) in [
+            ("/x/y", "/x/y"),
+            ("/x//y", "/x/y"),
+            ("/x/./y", "/x/y"),
+            ("/x/.", "/x/"),
+            ("/x/", "/x/"),
+            ("/x/..", "/x/.."),
+            ("/.hidden/.x", "/.hidden/.x"),
+            ("/", "/"),
+            ("//", "/"),
+        ] {
+            join(b"/base", p.as_bytes(), &mut o).unwrap();
+            assert_eq!(o.as_bytes(), want.as_bytes(), "{p}");
+        }
         assert!(has_dotdot(b"a/../b"));
+        assert_eq!(scan(b"/a/b"), (true, false));
+        assert_eq!(scan(b"/a/../b"), (true, true));
+        assert_eq!(scan(b"/a/.."), (true, true));
+        assert_eq!(scan(b"/a/..b/.c"), (true, false));
+        assert_eq!(scan(b"/a//b"), (false, false));
+        assert_eq!(scan(b"/a/./b"), (false, false));
+        assert_eq!(scan(b"/a/"), (false, false));
+        assert_eq!(scan(b"/"), (true, false));
         assert!(!has_dotdot(b"a/..b"));
     }
 
@@ -340,12 +406,31 @@ mod tests {
         symlink("../secret/key", root.join("ws/rel")).unwrap();
         symlink("loop", root.join("ws/loop")).unwrap();
         let r = root.display().to_string();
-        assert_eq!(res(&root.join("ws/link/../key"), true), (format!("{r}/secret/key"), Kind::File));
-        assert_eq!(res(&root.join("ws/rel"), true), (format!("{r}/secret/key"), Kind::File));
-        assert_eq!(res(&root.join("ws/rel"), false), (format!("{r}/ws/rel"), Kind::Unfollowed));
-        assert_eq!(res(&root.join("ws/link/new/x"), true), (format!("{r}/secret/deep/new/x"), Kind::Missing));
+        assert_eq!(
+            res(&root.join("ws/link/../key"), true),
+            (format!("{r}/secret/key"), Kind::File)
+        );
+        assert_eq!(
+            res(&root.join("ws/rel"), true),
+            (format!("{r}/secret/key"), Kind::File)
+        );
+        assert_eq!(
+            res(&root.join("ws/rel"), false),
+            (format!("{r}/ws/rel"), Kind::Unfollowed)
+        );
+        assert_eq!(
+            res(&root.join("ws/link/new/x"), true),
+            (format!("{r}/secret/deep/new/x"), Kind::Missing)
+        );
         let mut o = PBuf::new();
-        assert_eq!(resolve(root.join("ws/loop").to_str().unwrap().as_bytes(), true, &mut o), Err(libc::ELOOP));
+        assert_eq!(
+            resolve(
+                root.join("ws/loop").to_str().unwrap().as_bytes(),
+                true,
+                &mut o
+            ),
+            Err(libc::ELOOP)
+        );
         // /proc/self/root is a magic link to "/".
         let via_proc = std::path::PathBuf::from(format!("/proc/self/root{r}/ws/rel"));
         assert_eq!(res(&via_proc, true).0, format!("{r}/secret/key"));

@@ -26,14 +26,31 @@ fn env_usize(k: &str, d: usize) -> usize {
         .unwrap_or(d)
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("serve") {
-        serve().await;
-        return;
+    let serving = args.get(1).map(String::as_str) == Some("serve");
+    // The proxy's runtime: BENCH_PROXY_THREADS workers (0 = current-thread runtime).
+    let threads = if serving {
+        env_usize("BENCH_PROXY_THREADS", 2)
+    } else {
+        2
+    };
+    let rt = if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
     }
-    run().await;
+    .unwrap();
+    if serving {
+        rt.block_on(serve());
+    } else {
+        rt.block_on(run());
+    }
 }
 
 async fn serve() {
@@ -203,6 +220,32 @@ async fn latency(via: Via, proxy: SocketAddr, sink: SocketAddr, n: usize) -> f64
     t.elapsed().as_secs_f64() * 1e6 / n as f64
 }
 
+async fn spawn_proxy(mode: &str) -> (tokio::process::Child, u32, SocketAddr) {
+    let me = std::env::current_exe().unwrap();
+    let mut child = tokio::process::Command::new(me)
+        .args(["serve", mode])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).await.unwrap();
+    (child, pid, line.trim().parse().unwrap())
+}
+
+/// User + system CPU time of `pid`, in milliseconds.
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks * 10.0
+}
+
 fn proc_status(pid: u32, key: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -229,21 +272,13 @@ async fn run() {
     let lat_n = env_usize("BENCH_LATENCY_N", 500);
     let conc = env_usize("BENCH_CONCURRENT", 2000);
 
-    let me = std::env::current_exe().unwrap();
-    let mut child = tokio::process::Command::new(me)
-        .arg("serve")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
-    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).await.unwrap();
-    let proxy: SocketAddr = line.trim().parse().unwrap();
+    let (mut child, pid, proxy) = spawn_proxy("splice").await;
+    let (_copy_child, copy_pid, copy_proxy) = spawn_proxy("nosplice").await;
     let sink = sink().await;
-    println!("proxy pid {pid} at {proxy}; sink at {sink}; 2 tokio workers each side");
+    println!(
+        "proxy pid {pid} at {proxy} (copy-only proxy at {copy_proxy}); sink at {sink}; proxy runtime threads: {}",
+        env_usize("BENCH_PROXY_THREADS", 2)
+    );
 
     // Warm up.
     for via in [Via::Direct, Via::Connect] {
@@ -255,21 +290,40 @@ async fn run() {
         "\n== throughput, {} MB upload, median of {rounds} (interleaved) ==",
         total / MB
     );
+    let mut cpu: std::collections::HashMap<&str, f64> = Default::default();
     let mut results: Vec<(&str, Via, Vec<f64>)> = vec![
         ("direct", Via::Direct, vec![]),
         ("CONNECT", Via::Connect, vec![]),
         ("SOCKS5", Via::Socks, vec![]),
         ("transparent", Via::Transparent, vec![]),
+        ("CONNECT, no splice", Via::Connect, vec![]),
     ];
     for _ in 0..rounds {
-        for (_, via, v) in results.iter_mut() {
-            v.push(throughput(*via, proxy, sink, total).await);
+        for (name, via, v) in results.iter_mut() {
+            let (p, ppid) = if name.contains("no splice") {
+                (copy_proxy, copy_pid)
+            } else {
+                (proxy, pid)
+            };
+            let before = cpu_ms(ppid);
+            v.push(throughput(*via, p, sink, total).await);
+            *cpu.entry(name).or_default() += cpu_ms(ppid) - before;
         }
     }
-    let direct_tp = median(results[0].2.clone());
+    let direct = results[0].2.clone();
     for (name, _, v) in &results {
         let m = median(v.clone());
-        println!("{name:>12}: {m:8.0} MB/s   ratio {:.2}x", m / direct_tp);
+        // Each round's ratio against the direct run measured just before it.
+        let ratios: Vec<f64> = v.iter().zip(&direct).map(|(p, d)| p / d).collect();
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        let c = cpu.get(name).copied().unwrap_or(0.0) / rounds as f64;
+        println!(
+            "{name:>18}: {m:8.0} MB/s   ratio {:.2}x (rounds {lo:.2}..{hi:.2})   proxy CPU {c:4.0} ms per {} MB",
+            median(ratios.clone()),
+            total / MB
+        );
     }
 
     println!("\n== new-connection latency (connect + handshake + 1-byte echo), mean of {lat_n}, median of {rounds} ==");

@@ -3,8 +3,9 @@
 pub mod audit;
 pub mod cli;
 pub mod config;
-pub mod inspect;
 pub mod dns;
-pub mod proxy;
 pub mod inject;
+pub mod inspect;
+pub mod proxy;
 pub mod sandbox;
+pub mod sys;

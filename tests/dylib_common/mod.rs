@@ -2,7 +2,7 @@
 //! it (snapshot in the state dir), the embedded library extracted the way `sandpit
 //! run` extracts it, and commands run as the unprivileged test user with the
 //! preload environment composed by `sandpit::inject::child_env`.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 use crate::common::{is_root, TestHome, TEST_GID, TEST_UID};
 use sandpit::inject;
 use sandpit_policy::{Context, Layer, LoadOptions, Source};
@@ -75,7 +75,11 @@ impl Pit {
             state_dir: state.clone(),
         };
         let mut o = LoadOptions::new(ctx);
-        o.user = Some(Source::new(Layer::User, state.join("config.toml").display().to_string(), user_toml));
+        o.user = Some(Source::new(
+            Layer::User,
+            state.join("config.toml").display().to_string(),
+            user_toml,
+        ));
         let policy = sandpit_policy::load(&o).unwrap();
         let lib = inject::install(&state).unwrap();
         let run = state.join("run");

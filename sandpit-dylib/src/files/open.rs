@@ -14,6 +14,7 @@
 use super::{absolute, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
+use crate::sys::O_TMPFILE;
 use libc::{c_char, c_int, mode_t};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,13 +38,13 @@ fn wants(flags: c_int) -> (bool, bool) {
     let acc = flags & libc::O_ACCMODE;
     let write = acc != libc::O_RDONLY
         || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
-        || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+        || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE);
     let read = acc != libc::O_WRONLY;
     (read, write)
 }
 
 fn creates(flags: c_int) -> bool {
-    flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
+    flags & libc::O_CREAT != 0 || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE)
 }
 
 /// The decision (and, on the fast path, the open itself) for every open-like hook.
@@ -59,35 +60,55 @@ pub unsafe fn open_impl(
     let st = crate::state::get()?;
     // SAFETY: per the contract.
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+    if p.is_empty() {
+        // The kernel's answer; joining "" onto the cwd would open the cwd instead.
+        return Err(libc::ENOENT);
+    }
     let (read, write) = wants(flags);
     let mut abs = PBuf::new();
-    absolute(dirfd, p, &mut abs)?;
+    // An absolute path already in canonical spelling is used as the caller passed
+    // it (no copy); anything else is made absolute in `abs`.
+    let (clean, dotdot) = if p.first() == Some(&b'/') {
+        path::scan(p)
+    } else {
+        (false, path::has_dotdot(p))
+    };
+    let (abs_bytes, abs_ptr) = if clean {
+        (p, path)
+    } else {
+        absolute(dirfd, p, &mut abs)?;
+        (abs.as_bytes(), abs.as_ptr())
+    };
 
-    if OPENAT2.load(Ordering::Relaxed) && !path::has_dotdot(p) {
+    if OPENAT2.load(Ordering::Relaxed) && !dotdot {
         let d = &st.decider;
-        let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs.as_bytes()))
-            && (!write || d.path_allowed_fast(Access::Write, abs.as_bytes()));
+        let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs_bytes))
+            && (!write || d.path_allowed_fast(Access::Write, abs_bytes));
         if lexical_ok {
             let how = OpenHow {
                 flags: flags as u32 as u64,
-                mode: if creates(flags) { u64::from(mode & 0o7777) } else { 0 },
+                mode: if creates(flags) {
+                    u64::from(mode & 0o7777)
+                } else {
+                    0
+                },
                 resolve: RESOLVE_NO_SYMLINKS,
             };
-            // SAFETY: `abs` is NUL-terminated and `how` is a valid open_how of the
-            // size passed.
+            // SAFETY: `abs_ptr` is NUL-terminated (the caller's string or `abs`) and
+            // `how` is a valid open_how of the size passed.
             let r = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
+                crate::sys::openat2(
                     libc::AT_FDCWD,
-                    abs.as_ptr(),
-                    &how as *const OpenHow,
+                    abs_ptr,
+                    (&raw const how).cast(),
                     std::mem::size_of::<OpenHow>(),
                 )
             };
-            if r >= 0 {
-                return Ok(Opened::Fd(r as c_int));
-            }
-            match crate::sys::errno() {
+            let e = match r {
+                Ok(fd) => return Ok(Opened::Fd(fd)),
+                Err(e) => e,
+            };
+            match e {
                 // Answers the kernel gives before any symlink could matter.
                 e @ (libc::ENOENT | libc::EACCES | libc::EEXIST | libc::EISDIR | libc::ENOTDIR) => {
                     return Err(e)
@@ -100,10 +121,10 @@ pub unsafe fn open_impl(
         }
     }
 
-    let follow = flags & libc::O_NOFOLLOW == 0
-        && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
+    let follow =
+        flags & libc::O_NOFOLLOW == 0 && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
     let mut res = PBuf::new();
-    let kind = path::resolve(abs.as_bytes(), follow, &mut res)?;
+    let kind = path::resolve(abs_bytes, follow, &mut res)?;
     judge(st, kind, res.as_bytes(), read, write)?;
     Ok(Opened::CallReal)
 }

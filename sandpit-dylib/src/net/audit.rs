@@ -1,9 +1,11 @@
 //! Denials to the launcher's audit socket (`SANDPIT_AUDIT`, unix datagram):
 //! fire-and-forget, no allocation. Two shapes (docs/audit.md):
 //! - a plain line (denials no single rule made: UDP, network mode, load failures);
-//! - a structured record: `SANDPIT-AUDIT/1`, kind (`deny`|`learn`), action
-//!   (`read`|`write`|`exec`|`connect`), the message, then the subject fields (path;
-//!   argv…; host, port), all separated by NUL bytes.
+//! - the line followed by structured fields, each after a NUL byte:
+//!   `SANDPIT-AUDIT/1`, kind (`deny`|`learn`), action (`read`|`write`|`exec`|
+//!   `connect`), then the subject (path; argv…; host, port).
+//!
+//! Either way the datagram starts with the line the program saw.
 
 /// The first field of a structured record.
 pub const MAGIC: &[u8] = b"SANDPIT-AUDIT/1";
@@ -21,10 +23,10 @@ pub fn record(kind: &[u8], action: &[u8], message: &[u8], subject: &[&[u8]]) {
         buf[len..len + n].copy_from_slice(&field[..n]);
         len += n;
     };
-    put(MAGIC, true);
+    put(message, true);
+    put(MAGIC, false);
     put(kind, false);
     put(action, false);
-    put(message, false);
     for f in subject {
         put(f, false);
     }
@@ -32,7 +34,9 @@ pub fn record(kind: &[u8], action: &[u8], message: &[u8], subject: &[&[u8]]) {
 }
 
 pub fn send(line: &[u8]) {
-    let Some(st) = crate::state::peek() else { return };
+    let Some(st) = crate::state::peek() else {
+        return;
+    };
     let Some(path) = &st.audit else { return };
     let p = path.as_bytes();
     // SAFETY: zeroed sockaddr_un is valid; the path is copied within bounds.
@@ -46,7 +50,11 @@ pub fn send(line: &[u8]) {
     }
     // SAFETY: plain socket calls on an fd we own and close.
     unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | crate::sys::SOCK_CLOEXEC,
+            0,
+        );
         if fd < 0 {
             return;
         }
@@ -54,7 +62,7 @@ pub fn send(line: &[u8]) {
             fd,
             line.as_ptr().cast(),
             line.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            libc::MSG_DONTWAIT | crate::sys::MSG_NOSIGNAL,
             (&raw const sa).cast(),
             std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
         );

@@ -2,7 +2,7 @@
 use super::{decode, names, redirect, same, sockopt_int};
 use crate::decide::NetMode;
 use crate::state::State;
-use libc::{c_int, c_uint, msghdr, mmsghdr, sockaddr, socklen_t, ssize_t};
+use libc::{c_int, msghdr, sockaddr, socklen_t, ssize_t};
 use std::net::SocketAddr;
 
 fn refuse(what: &str, dest: SocketAddr, why: &str, errno: c_int) -> Result<(), c_int> {
@@ -40,7 +40,9 @@ hook! {
         };
         match sock_type(fd)? {
             libc::SOCK_STREAM => {
-                if st.proxy.is_some_and(|p| same(p, dest)) {
+                // The proxy itself, and sandpit's DNS responder (DNS over TCP for
+                // large answers), are reached directly.
+                if st.proxy.is_some_and(|p| same(p, dest)) || st.dns.is_some_and(|d| same(d, dest)) {
                     // SAFETY: the caller's arguments, forwarded.
                     return Ok(unsafe { real(fd, addr, len) });
                 }
@@ -64,6 +66,10 @@ hook! {
                         let name = n.map(|n| &host[..n]);
                         match redirect::redirect(st, fd, dest, name, real) {
                             Ok(r) => Ok(r),
+                            // A second connect() on a socket we already redirected
+                            // (some programs poll that way), or a bad fd: the
+                            // kernel's own answer.
+                            Err(e @ (libc::EISCONN | libc::EALREADY | libc::EBADF | libc::ENOTSOCK)) => Err(e),
                             Err(_) => {
                                 refuse("connection", dest, "sandpit's proxy is not reachable", libc::ECONNREFUSED)?;
                                 Ok(-1)
@@ -89,8 +95,15 @@ hook! {
 ///
 /// # Safety
 /// `addr` is NULL or `len` readable bytes.
-unsafe fn judge_send(st: &State, fd: c_int, flags: c_int, addr: *const sockaddr, len: socklen_t) -> Result<(), c_int> {
-    if flags & libc::MSG_FASTOPEN != 0 && st.decider.net_mode() != NetMode::Unrestricted {
+unsafe fn judge_send(
+    st: &State,
+    fd: c_int,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> Result<(), c_int> {
+    let fastopen = crate::sys::MSG_FASTOPEN;
+    if fastopen != 0 && flags & fastopen != 0 && st.decider.net_mode() != NetMode::Unrestricted {
         // SAFETY: per the contract.
         let dest = unsafe { decode(addr, len) }.unwrap_or(SocketAddr::from(([0u8; 4], 0)));
         return refuse(
@@ -137,8 +150,9 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
-    fn sendmmsg(fd: c_int, vec: *mut mmsghdr, vlen: c_uint, flags: c_int) -> c_int;
+    fn sendmmsg(fd: c_int, vec: *mut libc::mmsghdr, vlen: libc::c_uint, flags: c_int) -> c_int;
     fail = -1;
     |real| {
         let st = crate::state::get()?;

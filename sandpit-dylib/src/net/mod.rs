@@ -57,28 +57,24 @@ pub fn encode(a: SocketAddr, family: c_int) -> (libc::sockaddr_storage, socklen_
     };
     match a {
         SocketAddr::V4(v4) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: v4.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*v4.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
+            // SAFETY: all-zero is a valid sockaddr_in (and sets BSD's sin_len to 0,
+            // which the kernel ignores).
+            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v4.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
             unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in>(), sin) };
             (ss, std::mem::size_of::<libc::sockaddr_in>() as socklen_t)
         }
         SocketAddr::V6(v6) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: v6.port().to_be(),
-                sin6_flowinfo: v6.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: v6.ip().octets(),
-                },
-                sin6_scope_id: v6.scope_id(),
-            };
+            // SAFETY: all-zero is a valid sockaddr_in6.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = v6.port().to_be();
+            sin6.sin6_flowinfo = v6.flowinfo();
+            sin6.sin6_addr.s6_addr = v6.ip().octets();
+            sin6.sin6_scope_id = v6.scope_id();
             // SAFETY: as above for sockaddr_in6.
             unsafe { std::ptr::write((&raw mut ss).cast::<libc::sockaddr_in6>(), sin6) };
             (ss, std::mem::size_of::<libc::sockaddr_in6>() as socklen_t)
@@ -96,6 +92,16 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 pub fn same(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port() && canonical_ip(a.ip()) == canonical_ip(b.ip())
+}
+
+/// The address family of a socket (getsockname; portable where `SO_DOMAIN` is not).
+pub fn sock_family(fd: c_int) -> Result<c_int, c_int> {
+    // SAFETY: zeroed storage is a valid out-parameter.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: `ss`/`len` describe a buffer of the right size.
+    crate::sys::check(unsafe { libc::getsockname(fd, (&raw mut ss).cast(), &mut len) })?;
+    Ok(c_int::from(ss.ss_family))
 }
 
 pub fn sockopt_int(fd: c_int, level: c_int, name: c_int) -> Result<c_int, c_int> {

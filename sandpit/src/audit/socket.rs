@@ -2,10 +2,11 @@
 //! binds in the run's directory under `~/.sandpit/run/` (read-only inside the
 //! sandbox, so it cannot be replaced) and names in `SANDPIT_AUDIT`.
 //!
-//! A datagram is either a plain text line (a denial no single rule made) or a
-//! structured record: NUL-separated fields `SANDPIT-AUDIT/1`, kind (`deny` or
-//! `learn`), action (`read`, `write`, `exec`, `connect`), the message the program
-//! saw, then the subject (one path; the argv; host and port). Anything inside the
+//! A datagram starts with the line the program saw. A plain one is only that (a
+//! denial no single rule made); a structured one continues with NUL-separated
+//! fields: `SANDPIT-AUDIT/1`, kind (`deny` or `learn`, optionally `@layer`),
+//! action (`read`, `write`, `exec`, `connect`), then the subject (one path; the
+//! argv; host and port). Anything inside the
 //! sandbox can send here, so each record is re-judged: the rule comes from the
 //! launcher's own policy, and a run can add at most [`MAX_RECORDS`].
 use std::os::unix::net::UnixDatagram;
@@ -27,7 +28,7 @@ pub const MAX_BYTES: usize = 32 << 20;
 pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> Record {
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let fields: Vec<&[u8]> = msg.split(|&b| b == 0).collect();
-    if fields.len() < 4 || fields[0] != MAGIC {
+    if fields.len() < 4 || fields[1] != MAGIC {
         let line = text(msg.strip_suffix(b"\n").unwrap_or(msg));
         let mut r = Record::new(
             run,
@@ -40,9 +41,9 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         return r;
     }
     // `kind` may name the reporting layer: `deny@shims`.
-    let (kind, layer) = match fields[1].iter().position(|&b| b == b'@') {
-        Some(i) => (&fields[1][..i], &fields[1][i + 1..]),
-        None => (fields[1], &b"interposer"[..]),
+    let (kind, layer) = match fields[2].iter().position(|&b| b == b'@') {
+        Some(i) => (&fields[2][..i], &fields[2][i + 1..]),
+        None => (fields[2], &b"interposer"[..]),
     };
     let layer = match layer {
         b"shims" => Layer::Shims,
@@ -53,7 +54,7 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
     } else {
         Decision::Deny
     };
-    let action = match fields[2] {
+    let action = match fields[3] {
         b"read" => "read",
         b"write" => "write",
         b"exec" => "exec",
@@ -71,7 +72,7 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         _ => subject.first().cloned().unwrap_or_default(),
     };
     let mut r = Record::new(run, layer, action, shown, decision);
-    r.reason = text(fields[3]);
+    r.reason = text(fields[0]);
     if action == "exec" {
         r.argv = subject.clone();
     }
@@ -107,9 +108,10 @@ fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Opti
 /// the socket at `path` (normally `$SANDPIT_AUDIT`). Best effort: never blocks,
 /// errors are ignored.
 pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&str]) {
-    let mut msg = MAGIC.to_vec();
+    let mut msg: Vec<u8> = message.bytes().filter(|&b| b != 0).collect();
     let kind = format!("deny@{layer}");
-    for f in [kind.as_str(), action, message].iter().chain(subject) {
+    let magic = String::from_utf8_lossy(MAGIC);
+    for f in [&*magic, kind.as_str(), action].iter().chain(subject) {
         msg.push(0);
         msg.extend(f.bytes().filter(|&b| b != 0));
     }
@@ -236,13 +238,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = super::super::session::tests::policy(d.path(), "");
         let ssh = p.context.home.join(".ssh/id_rsa");
-        let mut msg = MAGIC.to_vec();
-        for f in [
-            &b"deny"[..],
-            b"read",
-            b"sandpit: blocked read",
-            ssh.to_str().unwrap().as_bytes(),
-        ] {
+        let mut msg = b"sandpit: blocked read".to_vec();
+        for f in [MAGIC, b"deny", b"read", ssh.to_str().unwrap().as_bytes()] {
             msg.push(0);
             msg.extend_from_slice(f);
         }
@@ -255,6 +252,7 @@ mod tests {
         let rule = r.rule.unwrap();
         assert_eq!(rule.key, "files.block_read");
         assert_eq!(rule.entry, "~/.ssh");
+        assert_eq!(r.reason, "sandpit: blocked read");
 
         let r = parse("run", Some(&p), b"sandpit: blocked UDP to 1.2.3.4:53 (x)\n");
         assert_eq!(r.action, "other");
@@ -262,13 +260,8 @@ mod tests {
 
         // A claim the launcher's policy does not share names no rule.
         let ok = p.context.workspace.join("ok.txt");
-        let mut msg = MAGIC.to_vec();
-        for f in [
-            &b"learn"[..],
-            b"write",
-            b"m",
-            ok.to_str().unwrap().as_bytes(),
-        ] {
+        let mut msg = b"m".to_vec();
+        for f in [MAGIC, b"learn", b"write", ok.to_str().unwrap().as_bytes()] {
             msg.push(0);
             msg.extend_from_slice(f);
         }

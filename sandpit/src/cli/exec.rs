@@ -28,6 +28,11 @@ pub const SHIM_DIR_VAR: &str = "SANDPIT_SHIM_DIR";
 /// `http://user:token@host:port` of sandpit's proxy, for the ssh tunnel.
 pub const PROXY_URL_VAR: &str = "SANDPIT_PROXY_URL";
 
+/// How many shimmed commands deep this process is. A wrapper script on PATH that
+/// calls its own name again would otherwise loop through the shim forever.
+pub const DEPTH_VAR: &str = "SANDPIT_SHIM_DEPTH";
+const MAX_DEPTH: u32 = 32;
+
 /// Exit status of a blocked command (POSIX: found but not executable).
 pub const EXIT_BLOCKED: i32 = 126;
 /// Exit status when the real tool is not on PATH.
@@ -77,7 +82,9 @@ pub fn fast_path() -> Option<i32> {
     let mut args = std::env::args_os();
     let argv0 = args.next()?;
     let name = Path::new(&argv0).file_name()?.to_os_string();
-    if !name.as_bytes().starts_with(b"sandpit") {
+    // Shim mode is any other name: a link in the shim directory named after its
+    // tool. `/proc/self/exe` re-executions (argv[0] "…/exe") stay the launcher.
+    if !name.as_bytes().starts_with(b"sandpit") && name != "exe" {
         return Some(run_tool(&name, args.collect()));
     }
     let sub = args.next()?;
@@ -118,6 +125,15 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
             }
         }
     }
+    let depth = std::env::var(DEPTH_VAR)
+        .ok()
+        .and_then(|d| d.parse::<u32>().ok())
+        .unwrap_or(0);
+    if depth >= MAX_DEPTH {
+        return blocked(&format!(
+            "sandpit: {tool_s}: shimmed commands nested {MAX_DEPTH} deep: something on PATH calls the shim again (a wrapper script?); not run"
+        ));
+    }
     let real = match find_real(tool_s) {
         Ok(p) => p,
         Err(msg) => {
@@ -135,7 +151,7 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
         Outcome::Run { ssh_tunnel } => ssh_tunnel,
     };
     let mut cmd = std::process::Command::new(&real);
-    cmd.arg0(tool);
+    cmd.arg0(tool).env(DEPTH_VAR, (depth + 1).to_string());
     if ssh_tunnel {
         if let Some(pc) = proxy_command() {
             cmd.arg("-o").arg(pc);

@@ -5,6 +5,7 @@
 //! or ignore the preload variable. [`choose_mode`] turns that and the kernel's
 //! capabilities into the mode a run uses. Everything after reading the files is pure
 //! and takes the host platform as a value, so Mach-O rules are tested on Linux.
+#![forbid(unsafe_code)]
 pub mod codesign;
 mod elf;
 mod macho;

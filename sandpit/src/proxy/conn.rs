@@ -673,9 +673,7 @@ async fn inspect_then_relay<S: Io>(
         return;
     }
     drop(pending);
-    let _ =
-        tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, RELAY_BUF, RELAY_BUF)
-            .await;
+    super::relay::relay(client, upstream, proxy.cfg.splice).await;
 }
 
 /// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.

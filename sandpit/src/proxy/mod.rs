@@ -23,6 +23,9 @@ pub mod transparent;
 mod conn;
 mod forward;
 mod io;
+mod relay;
+#[cfg(target_os = "linux")]
+mod sys;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -73,6 +76,8 @@ pub struct ProxyConfig {
     pub first_data_wait: Duration,
     /// How long a tunnel waits for either side to speak first.
     pub idle_timeout: Duration,
+    /// Move bulk tunnel traffic with splice(2) (Linux); off = user-space copies only.
+    pub splice: bool,
 }
 
 impl Default for ProxyConfig {
@@ -84,6 +89,7 @@ impl Default for ProxyConfig {
             dial_timeout: Duration::from_secs(10),
             first_data_wait: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(300),
+            splice: true,
         }
     }
 }

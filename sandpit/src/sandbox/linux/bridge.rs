@@ -3,10 +3,11 @@
 //! every accepted connection to a unix socket on the host (where sandpit's proxy
 //! listens). The relay runs in the unconfined launcher, outside the sandbox's reach.
 use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::thread;
+use std::time::Duration;
 
 /// Accept on `listener` forever (in a thread), relaying each connection to `to`.
 pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {
@@ -19,6 +20,46 @@ pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {
             });
         }
     })
+}
+
+/// Relay DNS: every datagram to 127.0.0.1:53 inside the sandbox goes to sandpit's
+/// responder on the unix datagram socket `to`; its one reply goes back to the sender.
+pub fn serve_dns(sock: UdpSocket, to: PathBuf) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        loop {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let (Ok(out), query) = (sock.try_clone(), buf[..n].to_vec()) else {
+                continue;
+            };
+            let to = to.clone();
+            thread::spawn(move || {
+                let _ = relay_dns(&out, from, &query, &to);
+            });
+        }
+    })
+}
+
+fn relay_dns(out: &UdpSocket, from: SocketAddr, query: &[u8], to: &PathBuf) -> io::Result<()> {
+    // The responder needs an address to answer to: a unique abstract name.
+    use std::os::linux::net::SocketAddrExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "sandpit-dns-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let u = UnixDatagram::bind_addr(&std::os::unix::net::SocketAddr::from_abstract_name(name)?)?;
+    u.connect(to)?;
+    u.set_read_timeout(Some(Duration::from_secs(5)))?;
+    u.send(query)?;
+    let mut buf = [0u8; 4096];
+    let n = u.recv(&mut buf)?;
+    out.send_to(&buf[..n], from)?;
+    Ok(())
 }
 
 fn relay(tcp: TcpStream, to: &PathBuf) -> io::Result<()> {

@@ -39,35 +39,62 @@ pub enum LandlockError {
 pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
     let have = abi.ok_or(LandlockError::Unavailable)?;
     let abi = ABI::from(have as i32);
-    if plan.tcp_connect.is_some() && have < 4 {
+    if (plan.tcp_connect.is_some() || plan.deny_tcp_bind) && have < 4 {
         return Err(LandlockError::TooOld {
             have,
             need: "TCP connect rules need ABI 4 (Linux 6.7)",
         });
     }
-    let write = AccessFs::from_write(abi);
-    let mut device = AccessFs::WriteFile | AccessFs::Truncate;
-    if have >= 5 {
-        device |= AccessFs::IoctlDev;
+    let mut write = AccessFs::from_write(abi);
+    if !plan.truncate_and_ioctl {
+        write &= !(AccessFs::Truncate | AccessFs::IoctlDev);
     }
-    let device = device & write;
+    let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & write;
     let scopes = have >= 6;
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    let mut handled = write;
+    if plan.reads.is_some() {
+        handled |= read;
+    }
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(write)?;
+        .handle_access(handled)?;
     if scopes {
         rs = rs.scope(Scope::from_all(abi))?;
     }
     if plan.tcp_connect.is_some() {
-        rs = rs.handle_access(AccessNet::ConnectTcp | AccessNet::BindTcp)?;
+        rs = rs.handle_access(AccessNet::ConnectTcp)?;
+    }
+    if plan.deny_tcp_bind {
+        rs = rs.handle_access(AccessNet::BindTcp)?;
     }
     let mut created = rs.create()?;
-    for p in &plan.writable {
-        let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
+    let fd = |p: &std::path::Path| {
+        PathFd::new(p).map_err(|source| LandlockError::Path {
             path: p.display().to_string(),
             source,
-        })?;
-        created = created.add_rule(PathBeneath::new(fd, write))?;
+        })
+    };
+    for p in &plan.writable {
+        created = created.add_rule(PathBeneath::new(fd(p)?, write))?;
+    }
+    if let Some(reads) = &plan.reads {
+        for p in &reads.read {
+            // Entries can vanish between listing and here; a missing one needs no rule.
+            if let Ok(f) = fd(p) {
+                let access = if p.is_dir() {
+                    read
+                } else {
+                    read & AccessFs::from_file(abi)
+                };
+                created = created.add_rule(PathBeneath::new(f, access))?;
+            }
+        }
+        for p in &reads.list_only {
+            if let Ok(f) = fd(p) {
+                created = created.add_rule(PathBeneath::new(f, AccessFs::ReadDir))?;
+            }
+        }
     }
     for p in &plan.devices {
         let fd = PathFd::new(p).map_err(|source| LandlockError::Path {

@@ -192,11 +192,16 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
         }
         MountOp::Writable { path, no_symlinks } => bind(path, *no_symlinks, false),
         MountOp::ReadOnly { path, no_symlinks } => bind(path, *no_symlinks, true),
-        MountOp::MaskDir { path, allow } => {
+        MountOp::MaskDir {
+            path,
+            allow,
+            writable,
+        } => {
             let dst = under(NEWROOT, path);
-            let mode: &std::ffi::CStr = if allow.is_empty() { c"000" } else { c"111" };
+            let sealed_now = allow.is_empty() && writable.is_empty();
+            let mode: &std::ffi::CStr = if sealed_now { c"000" } else { c"111" };
             let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC;
-            if allow.is_empty() {
+            if sealed_now {
                 attrs |= sys::MOUNT_ATTR_RDONLY;
             }
             let m = sys::new_mount(
@@ -207,11 +212,15 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             .ctx(|| format!("creating mask for {path:?}"))?;
             let t = sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
             sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))?;
-            if !allow.is_empty() {
+            if !sealed_now {
                 for (a, kind) in allow {
                     let adst = under(NEWROOT, a);
                     ensure_mountpoint(&adst, *kind == Kind::Dir)?;
                     bind(a, false, true)?;
+                }
+                for w in writable {
+                    ensure_mountpoint(&under(NEWROOT, w), true)?;
+                    bind(w, false, false)?;
                 }
                 let top =
                     sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;

@@ -27,6 +27,9 @@ pub trait FsView {
     /// Whether some component of `path` is a symlink (checked for paths that sandpit
     /// mounts writable or read-only inside a writable root).
     fn has_symlink(&self, path: &Path) -> bool;
+    /// Entries of one directory (fallback mode only: the parents of read-denied
+    /// paths are listed once each, never recursively).
+    fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
 }
 
 /// The real filesystem.
@@ -50,6 +53,12 @@ impl FsView for HostFs {
         }
         false
     }
+    fn list(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+        let rd = std::fs::read_dir(dir).ok()?;
+        let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        v.sort();
+        Some(v)
+    }
 }
 
 /// Which kernel mechanisms carry the file and network policy.
@@ -71,6 +80,9 @@ pub enum Network {
         port: u16,
         /// Nameserver written into the sandbox's `/etc/resolv.conf`, if any.
         resolver: Option<IpAddr>,
+        /// Unix datagram socket of sandpit's DNS responder: queries to
+        /// 127.0.0.1:53 inside are relayed there (and resolv.conf points at it).
+        dns_socket: Option<PathBuf>,
     },
     /// Nothing at all (an empty network namespace; in fallback, no TCP connect).
     Offline,
@@ -97,6 +109,8 @@ pub struct Input {
     /// read-only, including ones that do not exist yet).
     pub write_protected: Vec<PathBuf>,
     pub network: Network,
+    /// Policy `network.allow_local_binding` (fallback mode: TCP bind allowed).
+    pub allow_local_binding: bool,
     /// The working directory of the command (inside the sandbox view).
     pub cwd: PathBuf,
 }
@@ -112,10 +126,12 @@ pub enum MountOp {
     /// The host object bound read-only.
     ReadOnly { path: PathBuf, no_symlinks: bool },
     /// An empty, read-only, mode-000 tmpfs over a directory; `allow` are host paths
-    /// re-exposed read-only inside it (the tmpfs is then traversable, not listable).
+    /// re-exposed read-only inside it, `writable` are writable roots that lie inside
+    /// it, re-exposed writable (the tmpfs is then traversable, not listable).
     MaskDir {
         path: PathBuf,
         allow: Vec<(PathBuf, Kind)>,
+        writable: Vec<PathBuf>,
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
@@ -157,6 +173,64 @@ pub struct LandlockPlan {
     pub devices: Vec<PathBuf>,
     /// TCP ports `connect` may reach (fallback mode); `None` = not restricted.
     pub tcp_connect: Option<Vec<u16>>,
+    /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
+    pub deny_tcp_bind: bool,
+    /// Also handle Truncate and IoctlDev. Landlock checks these "optional" rights on
+    /// *every* open, read-only ones included, walking the path: in namespace mode
+    /// the read-only mounts already refuse truncation outside the writable roots and
+    /// seccomp refuses the dangerous tty ioctls, so they are left out there and a
+    /// read-only open costs Landlock nothing.
+    pub truncate_and_ioctl: bool,
+    /// Fallback mode: reads are handled too. `read` hierarchies may be read;
+    /// `list_only` (the parents of read-denied paths) may only be listed.
+    pub reads: Option<ReadRules>,
+}
+
+/// Read confinement without a mount namespace: everything except the read-denied
+/// paths, expressed as Landlock allow rules on their siblings.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadRules {
+    pub read: Vec<PathBuf>,
+    pub list_only: Vec<PathBuf>,
+}
+
+/// Allow reading everything except `denied` (and what lies beneath): for each
+/// strict ancestor of a denied path, every child that is neither denied nor itself
+/// such an ancestor gets read access; ancestors get listing only. Carve-outs in
+/// `allowed` are granted back. One directory listing per ancestor, no walk.
+fn read_rules(denied: &[PathBuf], allowed: &[PathBuf], fs: &dyn FsView) -> ReadRules {
+    let mut ancestors: Vec<PathBuf> = vec![];
+    for d in denied {
+        let mut a = d.parent();
+        while let Some(p) = a {
+            ancestors.push(p.to_path_buf());
+            a = p.parent();
+        }
+    }
+    ancestors.sort();
+    ancestors.dedup();
+    // A denied path that is also an ancestor of another denied one stays denied.
+    ancestors.retain(|a| !denied.iter().any(|d| inside(a, d)) && fs.kind(a) == Some(Kind::Dir));
+    let mut read = vec![];
+    for a in &ancestors {
+        for child in fs.list(a).unwrap_or_default() {
+            let blocked = denied.iter().any(|d| inside(&child, d));
+            if !blocked && !ancestors.contains(&child) {
+                read.push(child);
+            }
+        }
+    }
+    for a in allowed {
+        if denied.iter().any(|d| inside(a, d)) && fs.kind(a).is_some() {
+            read.push(a.clone());
+        }
+    }
+    read.sort();
+    read.dedup();
+    ReadRules {
+        read,
+        list_only: ancestors,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -166,6 +240,7 @@ pub enum NetPlan {
     Bridge {
         port: u16,
         relay_to: PathBuf,
+        dns_relay_to: Option<PathBuf>,
     },
     Offline,
     Host,
@@ -356,7 +431,10 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
     } else {
-        weaker.push("read-denied paths are not masked (no mount namespace)".into());
+        weaker.push(
+            "read-denied paths are refused by Landlock, not masked (their names stay listable)"
+                .into(),
+        );
         weaker.push("protected paths inside the workspace stay writable".into());
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
     }
@@ -387,9 +465,15 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         .filter(|a| strictly_inside(a, p))
                         .filter_map(|a| fs.kind(a).map(|k| (a.clone(), k)))
                         .collect();
+                    let writable = roots
+                        .iter()
+                        .filter(|r| strictly_inside(r, p))
+                        .cloned()
+                        .collect();
                     masks.push(MountOp::MaskDir {
                         path: p.clone(),
                         allow,
+                        writable,
                     });
                 }
                 Some(Kind::File) => masks.push(MountOp::MaskFile { path: p.clone() }),
@@ -404,10 +488,17 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         tail.push(MountOp::Proc {
             path: PathBuf::from("/proc"),
         });
-        if let Network::Proxy {
-            resolver: Some(ip), ..
-        } = &input.network
-        {
+        let nameserver = match &input.network {
+            Network::Proxy {
+                resolver: Some(ip), ..
+            } => Some(*ip),
+            Network::Proxy {
+                dns_socket: Some(_),
+                ..
+            } => Some(IpAddr::from([127, 0, 0, 1])),
+            _ => None,
+        };
+        if let Some(ip) = nameserver {
             tail.push(MountOp::File {
                 path: PathBuf::from("/etc/resolv.conf"),
                 contents: format!("# written by sandpit\nnameserver {ip}\noptions edns0\n"),
@@ -423,9 +514,16 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     ll_writable.sort();
     ll_writable.dedup();
     let net = match &input.network {
-        Network::Proxy { socket, port, .. } => NetPlan::Bridge {
+        Network::Proxy {
+            socket,
+            port,
+            dns_socket,
+            ..
+        } => NetPlan::Bridge {
             port: *port,
             relay_to: socket.clone(),
+            // Port 53 exists only inside a network namespace of our own.
+            dns_relay_to: if ns { dns_socket.clone() } else { None },
         },
         Network::Offline => NetPlan::Offline,
         Network::Host => NetPlan::Host,
@@ -469,7 +567,14 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         landlock: LandlockPlan {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
+            deny_tcp_bind: !ns && !input.allow_local_binding && net != NetPlan::Host,
+            truncate_and_ioctl: !ns,
             tcp_connect,
+            reads: if ns || input.read_denied.is_empty() {
+                None
+            } else {
+                Some(read_rules(&input.read_denied, &input.read_allowed, fs))
+            },
         },
         seccomp: if ns {
             seccomp::Profile::Namespaced
@@ -511,6 +616,15 @@ mod tests {
         fn has_symlink(&self, path: &Path) -> bool {
             self.1.iter().any(|s| path.starts_with(s))
         }
+        fn list(&self, dir: &Path) -> Option<Vec<PathBuf>> {
+            Some(
+                self.0
+                    .keys()
+                    .filter(|p| p.parent() == Some(dir))
+                    .cloned()
+                    .collect(),
+            )
+        }
     }
 
     fn input() -> Input {
@@ -540,7 +654,9 @@ mod tests {
                 socket: "/home/u/.sandpit/run/1/proxy.sock".into(),
                 port: 3128,
                 resolver: Some("127.0.0.53".parse().unwrap()),
+                dns_socket: None,
             },
+            allow_local_binding: false,
             cwd: "/home/u/proj".into(),
         }
     }
@@ -548,6 +664,8 @@ mod tests {
     fn fs() -> FakeFs {
         use Kind::*;
         FakeFs::new(&[
+            ("/", Dir),
+            ("/home", Dir),
             ("/home/u", Dir),
             ("/home/u/proj", Dir),
             ("/home/u/proj/.git", Dir),
@@ -590,12 +708,20 @@ mod tests {
                         if *no_symlinks { " nofollow" } else { "" }
                     )
                 }
-                MountOp::MaskDir { path, allow } => format!(
-                    "mask-dir {}{}\n",
+                MountOp::MaskDir {
+                    path,
+                    allow,
+                    writable,
+                } => format!(
+                    "mask-dir {}{}{}\n",
                     path.display(),
                     allow
                         .iter()
                         .map(|(a, _)| format!(" +{}", a.display()))
+                        .collect::<String>(),
+                    writable
+                        .iter()
+                        .map(|a| format!(" +rw {}", a.display()))
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
@@ -647,7 +773,8 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             p.net,
             NetPlan::Bridge {
                 port: 3128,
-                relay_to: "/home/u/.sandpit/run/1/proxy.sock".into()
+                relay_to: "/home/u/.sandpit/run/1/proxy.sock".into(),
+                dns_relay_to: None,
             }
         );
         assert_eq!(p.env[0], ("TMPDIR".into(), "/home/u/.sandpit/run/1".into()));
@@ -697,6 +824,20 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
     }
 
     #[test]
+    fn writable_root_inside_a_masked_dir_is_re_exposed_writable() {
+        let mut i = input();
+        i.scratch = "/run/user/1000/sandpit/run-1".into();
+        i.read_denied = vec!["/run/user/1000".into()];
+        let mut f = fs();
+        f.0.insert("/run/user/1000".into(), Kind::Dir);
+        let r = render(&plan(&i, &f).unwrap());
+        assert!(
+            r.contains("mask-dir /run/user/1000 +rw /run/user/1000/sandpit/run-1\n"),
+            "{r}"
+        );
+    }
+
+    #[test]
     fn protected_path_under_a_file_needs_nothing() {
         let mut f = fs();
         f.0.insert("/home/u/proj/.git".into(), Kind::File);
@@ -735,6 +876,26 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         assert_eq!(p.landlock.tcp_connect, Some(vec![3128]));
         assert_eq!(p.seccomp, seccomp::Profile::Fallback);
         assert!(p.weaker.iter().any(|w| w.contains("not masked")));
+        let r = p.landlock.reads.clone().unwrap();
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            r.list_only,
+            paths(&["/", "/home", "/home/u", "/home/u/.config", "/home/u/.ssh"])
+                .into_iter()
+                .filter(|p| p != Path::new("/home/u/.ssh"))
+                .collect::<Vec<_>>()
+        );
+        // Siblings of the denied paths are readable; the denied ones are not; the
+        // carve-out inside ~/.config/gh is.
+        assert_eq!(
+            r.read,
+            paths(&[
+                "/etc",
+                "/home/u/.config/gh/config.yml",
+                "/home/u/.sandpit",
+                "/home/u/proj",
+            ])
+        );
         i.network = Network::Offline;
         assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
     }

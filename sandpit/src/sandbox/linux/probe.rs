@@ -12,6 +12,17 @@ pub fn probe() -> KernelSupport {
     }
 }
 
+/// What can be learned without creating a namespace (two system calls): user
+/// namespaces are reported as available, the caller finds out by trying.
+pub fn quick() -> KernelSupport {
+    KernelSupport {
+        landlock_abi: sys::landlock_abi(),
+        user_namespaces: true,
+        seccomp: sys::seccomp_available(),
+        seatbelt: false,
+    }
+}
+
 /// Create user+mount+pid+net namespaces in a child that exits at once. The child
 /// only makes async-signal-safe calls, so this is safe from a threaded process.
 fn user_namespaces_work() -> bool {

@@ -18,7 +18,7 @@
 use std::ffi::{CString, OsString};
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -112,12 +112,20 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
+    /// A per-user lock file: every run holds it shared; placeholders are removed
+    /// only by a run that can take it exclusively (no other run could be relying on
+    /// them as mountpoints: deleting a mountpoint would unmount it in that run).
+    pub placeholder_lock: Option<PathBuf>,
 }
 
 /// Everything the children need, converted before fork.
 struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
+    /// The pty slave the command gets as its controlling terminal (when sandpit
+    /// runs on a terminal), and whether stderr goes to it too.
+    pty_slave: Option<RawFd>,
+    pty_stderr: bool,
 }
 
 fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
@@ -151,7 +159,12 @@ fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
     for (k, v) in &plan.env {
         envp.push(cs(format!("{k}={v}").as_bytes())?);
     }
-    Ok(Prepared { argv, envp })
+    Ok(Prepared {
+        argv,
+        envp,
+        pty_slave: None,
+        pty_stderr: false,
+    })
 }
 
 /// Send a setup failure to the launcher and exit.
@@ -174,7 +187,66 @@ fn send(ctl: &OwnedFd, msg: &[u8]) -> io::Result<()> {
 
 /// Run `argv` under `plan`; returns the command's exit status (shell convention).
 pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, SpawnError> {
-    let prep = prepare(plan, argv)?;
+    spawn(plan, argv, layers)?.wait()
+}
+
+/// A sandboxed command that has been exec'd (every layer applied).
+pub struct Running {
+    c1: libc::pid_t,
+    ns: bool,
+    sigs: SigSet,
+    master: Option<OwnedFd>,
+    relay: Option<Relay>,
+    created: Vec<PathBuf>,
+    lock: Option<std::fs::File>,
+}
+
+impl Running {
+    /// Forward signals until the command exits, kill what is left, remove the
+    /// placeholders; returns the command's status (shell convention).
+    pub fn wait(self) -> Result<i32, SpawnError> {
+        let status = forward_until_exit(
+            &self.sigs,
+            self.c1,
+            self.master.as_ref().map(|m| m.as_raw_fd()),
+        );
+        if !self.ns {
+            kill_descendants();
+        }
+        if let Some(r) = self.relay {
+            r.finish();
+        }
+        finish_placeholders(&self.lock, &self.created);
+        status.map_err(io_err("waiting for the sandboxed command"))
+    }
+}
+
+fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    match lock {
+        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(created),
+        Some(_) => {} // another run is active: leave the (empty) placeholders
+        None => cleanup(created),
+    }
+}
+
+/// Fork the sandboxed command and wait until it has been exec'd with every layer
+/// applied (or report the layer that failed). The caller must be single-threaded
+/// here; it may start threads (a proxy runtime) once this returns, then `wait`.
+pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
+    let mut prep = prepare(plan, argv)?;
+    let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
+        (Some(path), false) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path)
+                .map_err(io_err(format!("opening {path:?}")))?;
+            sys::flock(f.as_fd(), false, false).map_err(io_err(format!("locking {path:?}")))?;
+            Some(f)
+        }
+        _ => None,
+    };
     let mut created: Vec<PathBuf> = vec![];
     for ph in &plan.placeholders {
         let r = if ph.dir {
@@ -198,9 +270,17 @@ pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, Spawn
             }
         }
     }
-    let result = run_inner(plan, &prep, layers);
-    cleanup(&created);
-    result
+    match start(plan, &mut prep, layers) {
+        Ok(mut r) => {
+            r.created = created;
+            r.lock = lock;
+            Ok(r)
+        }
+        Err(e) => {
+            finish_placeholders(&lock, &created);
+            Err(e)
+        }
+    }
 }
 
 /// Remove placeholders the run created, if they are still empty.
@@ -218,7 +298,22 @@ fn cleanup(created: &[PathBuf]) {
     }
 }
 
-fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, SpawnError> {
+fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, SpawnError> {
+    // On a terminal the command gets a pty of its own (controlling terminal, job
+    // control, /dev/tty) relayed by the launcher; TIOCSTI into it reaches only itself.
+    let pty = if sys::isatty(0) && sys::isatty(1) {
+        let (master, slave) = sys::open_pty().map_err(io_err("allocating a pty"))?;
+        let _ = sys::copy_winsize(0, master.as_raw_fd());
+        if let Ok(t) = sys::get_termios(0) {
+            let _ = sys::set_termios(slave.as_raw_fd(), &t);
+        }
+        prep.pty_slave = Some(slave.as_raw_fd());
+        prep.pty_stderr = sys::isatty(2);
+        Some((master, slave))
+    } else {
+        None
+    };
+    let prep: &Prepared = prep;
     let sigs = SigSet::of(&all_signals());
     sigs.block().map_err(io_err("blocking signals"))?;
     let (ctl_parent, ctl_child) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
@@ -249,8 +344,13 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
         Fork::Parent(pid) => pid,
     };
     drop(ctl_child);
+    let master = pty.map(|(m, s)| {
+        drop(s);
+        m
+    });
 
     // Setup phase: messages until EOF (exec done) or an error report.
+    let mut dns: Option<std::net::UdpSocket> = None;
     let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
@@ -264,6 +364,7 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
         }
         match (buf.first(), fd) {
             (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
+            (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
             (Some(b'E'), _) if n >= 2 => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -285,22 +386,95 @@ fn run_inner(plan: &Plan, prep: &Prepared, layers: &Layers) -> Result<i32, Spawn
     if let (Some(l), NetPlan::Bridge { relay_to, .. }) = (listener, &plan.net) {
         bridge::serve(l, relay_to.clone());
     }
-    let status = forward_until_exit(&sigs, c1);
-    if !ns {
-        kill_descendants();
+    if let (
+        Some(d),
+        NetPlan::Bridge {
+            dns_relay_to: Some(to),
+            ..
+        },
+    ) = (dns, &plan.net)
+    {
+        bridge::serve_dns(d, to.clone());
     }
-    status.map_err(io_err("waiting for the sandboxed command"))
+    let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
+    Ok(Running {
+        c1,
+        ns,
+        sigs,
+        master,
+        relay,
+        created: vec![],
+        lock: None,
+    })
 }
 
 /// Forward signals to `child` until it exits; returns its status as an exit code.
-fn forward_until_exit(sigs: &SigSet, child: libc::pid_t) -> io::Result<i32> {
+/// With a pty, a window-size change is copied to it instead (the kernel then tells
+/// the command).
+fn forward_until_exit(
+    sigs: &SigSet,
+    child: libc::pid_t,
+    pty_master: Option<RawFd>,
+) -> io::Result<i32> {
     loop {
         if let Some((_, exit)) = sys::wait(child, true)? {
             return Ok(exit.as_code());
         }
-        let sig = sigs.wait()?;
-        if sig != libc::SIGCHLD {
-            let _ = sys::kill(child, sig);
+        match (sigs.wait()?, pty_master) {
+            (libc::SIGCHLD, _) => {}
+            (libc::SIGWINCH, Some(m)) => {
+                let _ = sys::copy_winsize(0, m);
+            }
+            (sig, _) => {
+                let _ = sys::kill(child, sig);
+            }
+        }
+    }
+}
+
+/// The launcher's side of the command's pty: the user's terminal in raw mode,
+/// keystrokes copied in, output copied out; settings restored at the end.
+struct Relay {
+    saved: Option<sys::Termios>,
+    output: std::thread::JoinHandle<()>,
+}
+
+impl Relay {
+    fn start(master: &OwnedFd) -> io::Result<Relay> {
+        use std::io::{Read, Write};
+        let saved = sys::get_termios(0).ok();
+        if let Some(t) = &saved {
+            let _ = sys::set_raw(0, t);
+        }
+        let mut to_master = std::fs::File::from(master.try_clone()?);
+        std::thread::spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdin.read(&mut buf) {
+                if n == 0 || to_master.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut from_master = std::fs::File::from(master.try_clone()?);
+        let output = std::thread::spawn(move || {
+            let mut out = std::io::stdout().lock();
+            let mut buf = [0u8; 4096];
+            // EIO once every holder of the slave is gone.
+            while let Ok(n) = from_master.read(&mut buf) {
+                if n == 0 || out.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                let _ = out.flush();
+            }
+        });
+        Ok(Relay { saved, output })
+    }
+
+    fn finish(self) {
+        let _ = self.output.join();
+        if let Some(t) = &self.saved {
+            let _ = sys::set_termios(0, t);
         }
     }
 }
@@ -340,6 +514,9 @@ fn child_c1(
     if plan.mode == Mode::LandlockOnly {
         exec_command(plan, prep, layers, &ctl)
     }
+    // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
+    // which forwards it once (not once per supervising process).
+    let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
     if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())
@@ -350,7 +527,7 @@ fn child_c1(
         Ok(Fork::Parent(c2)) => {
             drop(ctl);
             let sigs = SigSet::of(&all_signals());
-            let code = forward_until_exit(&sigs, c2).unwrap_or(125);
+            let code = forward_until_exit(&sigs, c2, None).unwrap_or(125);
             sys::exit_now(code)
         }
     }
@@ -381,6 +558,28 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 &ctl,
                 Layer::Network,
                 &format!("bridge listener on 127.0.0.1:{port}: {e}"),
+            ),
+        }
+    }
+    if let NetPlan::Bridge {
+        dns_relay_to: Some(_),
+        ..
+    } = &plan.net
+    {
+        match std::net::UdpSocket::bind(("127.0.0.1", 53)) {
+            Ok(u) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"D", u.as_fd()) {
+                    fail(
+                        &ctl,
+                        Layer::Network,
+                        &format!("handing over DNS socket: {e}"),
+                    )
+                }
+            }
+            Err(e) => fail(
+                &ctl,
+                Layer::Network,
+                &format!("DNS listener 127.0.0.1:53: {e}"),
             ),
         }
     }
@@ -421,6 +620,17 @@ fn exec_command(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: &OwnedFd) ->
     }
     if let Err(e) = sys::setsid() {
         fail(ctl, Layer::Process, &format!("setsid: {e}"))
+    }
+    if let Some(slave) = prep.pty_slave {
+        let mut r = sys::set_controlling_tty(slave)
+            .and_then(|()| sys::dup2(slave, 0))
+            .and_then(|()| sys::dup2(slave, 1));
+        if prep.pty_stderr {
+            r = r.and_then(|()| sys::dup2(slave, 2));
+        }
+        if let Err(e) = r {
+            fail(ctl, Layer::Process, &format!("attaching the terminal: {e}"))
+        }
     }
     if plan.mode == Mode::LandlockOnly {
         if let Ok(cwd) = CString::new(plan.cwd.as_os_str().as_bytes()) {

@@ -265,6 +265,12 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::unshare(flags) }).map(drop)
 }
 
+/// Put the calling process in a new process group of its own.
+pub fn setpgid_self() -> io::Result<()> {
+    // SAFETY: setpgid takes only integers.
+    cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
+}
+
 pub fn setsid() -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     cvt(unsafe { libc::setsid() }).map(drop)
@@ -690,6 +696,29 @@ pub fn drop_all_capabilities() -> io::Result<()> {
         .map(drop)
 }
 
+/// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
+pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Result<()> {
+    let mut op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    if nonblocking {
+        op |= libc::LOCK_NB;
+    }
+    loop {
+        // SAFETY: fd is a live descriptor; flock takes only integers.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), op) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 pub fn chdir(path: &CStr) -> io::Result<()> {
     // SAFETY: path is NUL-terminated.
     cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
@@ -698,4 +727,83 @@ pub fn chdir(path: &CStr) -> io::Result<()> {
 pub fn sethostname(name: &[u8]) -> io::Result<()> {
     // SAFETY: name points to name.len() readable bytes.
     cvt(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+// --- terminal ------------------------------------------------------------------------
+
+pub fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty takes only an integer.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// A new pseudo-terminal pair (master, slave), both close-on-exec, neither becoming
+/// our controlling terminal.
+pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
+    // SAFETY: posix_openpt takes only flags.
+    let m = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    let master = fd_from(m as libc::c_long)?;
+    // SAFETY: master is a pty master descriptor.
+    cvt(unsafe { libc::grantpt(master.as_raw_fd()) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: name has the length passed; ptsname_r NUL-terminates on success.
+    let r = unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SAFETY: name was NUL-terminated by ptsname_r.
+    let s = unsafe {
+        libc::open(
+            name.as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    let slave = fd_from(s as libc::c_long)?;
+    Ok((master, slave))
+}
+
+/// Saved terminal settings of an fd.
+pub struct Termios(libc::termios);
+
+pub fn get_termios(fd: RawFd) -> io::Result<Termios> {
+    // SAFETY: termios is plain data; tcgetattr fills it.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: t is a valid out-pointer.
+    cvt(unsafe { libc::tcgetattr(fd, &mut t) })?;
+    Ok(Termios(t))
+}
+
+pub fn set_termios(fd: RawFd, t: &Termios) -> io::Result<()> {
+    // SAFETY: t points to a valid termios.
+    cvt(unsafe { libc::tcsetattr(fd, libc::TCSADRAIN, &t.0) }).map(drop)
+}
+
+/// Put the terminal on `fd` in raw mode (input passes through untouched).
+pub fn set_raw(fd: RawFd, saved: &Termios) -> io::Result<()> {
+    let mut raw = Termios(saved.0);
+    // SAFETY: cfmakeraw edits the struct in place.
+    unsafe { libc::cfmakeraw(&mut raw.0) };
+    set_termios(fd, &raw)
+}
+
+/// Copy the window size of terminal `from` to terminal `to`.
+pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: winsize is plain data.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: ws is a valid out-pointer for TIOCGWINSZ.
+    cvt(unsafe { libc::ioctl(from, libc::TIOCGWINSZ, &mut ws) })?;
+    // SAFETY: ws is a valid winsize for TIOCSWINSZ.
+    cvt(unsafe { libc::ioctl(to, libc::TIOCSWINSZ, &ws) }).map(drop)
+}
+
+/// Make `fd` (a pty slave) the controlling terminal of this new session.
+pub fn set_controlling_tty(fd: RawFd) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an integer argument.
+    cvt(unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) }).map(drop)
+}
+
+pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes only integers.
+    cvt(unsafe { libc::dup2(from, to) }).map(drop)
 }

@@ -6,6 +6,7 @@
 //! Fallback: `/usr/bin/sandbox-exec -p PROFILE -DKEY=VALUE… PROGRAM ARGS…`. sandbox-exec
 //! lives under /usr (SIP), so dyld strips DYLD_* variables from it and its child:
 //! the run loses interposition and must be reported as kernel mode.
+#![forbid(unsafe_code)]
 use std::ffi::{CString, OsStr};
 use std::path::Path;
 use std::process::Command;

@@ -21,6 +21,7 @@
 //!   localhost only when the policy allows local binding;
 //! - last: LaunchServices, Apple Events and the programs that run code outside the
 //!   sandbox (`open`, `osascript`, `launchctl`, …) are denied after everything else.
+#![forbid(unsafe_code)]
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Kernel-layer benchmarks for `sandpit run` (issue 4). Prints ratios against the bare
+# command measured in the same run; no pass/fail thresholds here (goals in comments).
+#   1. `sandpit run -- /bin/true` median            (goal <= 8 ms)
+#   2. open+close per call, every layer on vs bare  (goal <= 1.10x) at path depths
+#   3. start time in a 300k-file workspace vs empty (goal <= 1.05x)
+# Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
+# SECTIONS="1 2 3" picks sections.
+# As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
+# the big workspace's size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-200}
+FILES=${FILES:-300000}
+cargo build --release -p sandpit -q
+BIN=$PWD/target/release/sandpit
+WORK=$(mktemp -d /var/tmp/sandpit-bench-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/home/empty" "$WORK/home/big" "$WORK/home/ws"
+cc -O2 -o "$WORK/home/ws/openclose" bench/openclose.c
+AS=()
+if [ "$(id -u)" = 0 ]; then
+  chown -R 65534:65534 "$WORK"
+  AS=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+fi
+export HOME=$WORK/home
+unset XDG_RUNTIME_DIR
+export PATH=/usr/local/bin:/usr/bin:/bin
+
+# Interleaved timing of two commands (A then B, RUNS times, so load drift hits both
+# alike). Prints "A_wall B_wall A_cpu B_cpu": medians in ms; cpu = user+sys of the
+# whole process tree (robust when other jobs share the machine).
+pair_ms() {
+  local da=$1 db=$2; shift 2
+  python3 - "$da" "$db" "$RUNS" "$@" <<'PY'
+import os, resource, subprocess, sys, time
+da, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rest = sys.argv[4:]
+i = rest.index("--vs--")
+cmds = [(da, rest[:i]), (db, rest[i + 1:])]
+wall, cpu = [[], []], [[], []]
+def rus():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN); return r.ru_utime + r.ru_stime
+for _ in range(n):
+    for k, (d, c) in enumerate(cmds):
+        c0, t = rus(), time.perf_counter()
+        subprocess.run(c, cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        wall[k].append((time.perf_counter() - t) * 1000); cpu[k].append((rus() - c0) * 1000)
+med = lambda v: sorted(v)[len(v) // 2]
+print(f"{med(wall[0]):.2f} {med(wall[1]):.2f} {med(cpu[0]):.2f} {med(cpu[1]):.2f}")
+PY
+}
+ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
+
+SECTIONS=${SECTIONS:-1 2 3}
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
+if has 1; then
+echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
+read -r bw sw bc sc < <(pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+echo "bare /bin/true:            wall ${bw} ms, cpu ${bc} ms"
+echo "sandpit run -- /bin/true:  wall ${sw} ms, cpu ${sc} ms   (goal <= 8 ms; overhead wall $(python3 -c "print(f'{$sw-$bw:.2f}')") ms)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+fi
+
+if has 2; then
+echo "== 2. open+close per call (CPU ns), every layer on vs bare (best of 7 alternating rounds)"
+N=100000
+best() { python3 -c "import sys; print(min(map(float, sys.argv[1:])))" "$@"; }
+oc() { # label path mode
+  local bs=() ss=()
+  for _ in 1 2 3 4 5 6 7; do
+    bs+=("$(cd "$HOME/ws" && "${AS[@]}" ./openclose "$2" $N "$3")")
+    ss+=("$(cd "$HOME/ws" && "${AS[@]}" "$BIN" run -- ./openclose "$2" $N "$3" 2>/dev/null)")
+  done
+  local b s; b=$(best "${bs[@]}"); s=$(best "${ss[@]}")
+  echo "$1: bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")   (goal <= 1.10x)"
+}
+for depth in 1 4 8 16; do
+  p="$HOME/ws"; for i in $(seq 1 $((depth - 1))); do p="$p/d$i"; done
+  mkdir -p "$p"; echo x > "$p/f"
+  [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/ws"
+  oc "workspace depth $depth, O_RDONLY" "$p/f" r
+  oc "workspace depth $depth, O_WRONLY" "$p/f" w
+done
+# Outside every writable root: the read-only host view.
+oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r
+fi
+
+has 3 || exit 0
+echo "== 3. start time, ${FILES}-file workspace vs empty"
+python3 - "$HOME/big" "$FILES" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per = 1000
+for i in range(0, n, per):
+    d = os.path.join(root, f"dir{i // per}")
+    os.makedirs(d, exist_ok=True)
+    for j in range(per):
+        open(os.path.join(d, f"f{j}"), "w").close()
+PY
+[ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/big"
+read -r ew gw ec gc < <(pair_ms "$HOME/empty" "$HOME/big" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+echo "empty workspace: wall ${ew} ms cpu ${ec} ms; ${FILES}-file workspace: wall ${gw} ms cpu ${gc} ms"
+echo "ratio wall $(ratio "$gw" "$ew"), cpu $(ratio "$gc" "$ec")   (goal <= 1.05x)"

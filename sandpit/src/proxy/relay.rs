@@ -1,0 +1,172 @@
+//! Moving bytes both ways once a tunnel is decided and its first bytes checked.
+//!
+//! Each direction starts with a small user-space buffer; once it has carried
+//! [`SPLICE_AFTER`] bytes (a bulk transfer), on Linux it switches to `splice(2)` through
+//! a pipe, so the data no longer crosses into the proxy's memory. Short connections
+//! never pay for a pipe (two descriptors).
+use std::any::Any;
+use std::io;
+#[cfg(target_os = "linux")]
+use std::os::fd::{AsRawFd, RawFd};
+
+use tokio::io::Interest;
+use tokio::net::{TcpStream, UnixStream};
+
+use super::io::Io;
+
+/// User-space buffer per direction before the switch.
+const COPY_BUF: usize = 32 * 1024;
+/// Bytes a direction carries before it switches to splice.
+#[cfg(target_os = "linux")]
+const SPLICE_AFTER: u64 = 256 * 1024;
+
+#[derive(Clone, Copy)]
+enum Side<'a> {
+    Tcp(&'a TcpStream),
+    Unix(&'a UnixStream),
+}
+
+impl Side<'_> {
+    async fn ready(self, i: Interest) -> io::Result<()> {
+        match self {
+            Side::Tcp(s) => s.ready(i).await.map(|_| ()),
+            Side::Unix(s) => s.ready(i).await.map(|_| ()),
+        }
+    }
+    fn try_read(self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Side::Tcp(s) => s.try_read(buf),
+            Side::Unix(s) => s.try_read(buf),
+        }
+    }
+    fn try_write(self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Side::Tcp(s) => s.try_write(buf),
+            Side::Unix(s) => s.try_write(buf),
+        }
+    }
+    #[cfg(target_os = "linux")]
+    fn try_io<R>(self, i: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Side::Tcp(s) => s.try_io(i, f),
+            Side::Unix(s) => s.try_io(i, f),
+        }
+    }
+    #[cfg(target_os = "linux")]
+    fn fd(self) -> RawFd {
+        match self {
+            Side::Tcp(s) => s.as_raw_fd(),
+            Side::Unix(s) => s.as_raw_fd(),
+        }
+    }
+    fn shutdown_write(self) {
+        let _ = match self {
+            Side::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+            Side::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+        };
+    }
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        dst.ready(Interest::WRITABLE).await?;
+        match dst.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if would_block(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::Result<()> {
+    #[cfg(not(target_os = "linux"))]
+    let _ = splice;
+    let mut buf = vec![0u8; COPY_BUF];
+    #[cfg(target_os = "linux")]
+    let mut moved: u64 = 0;
+    loop {
+        src.ready(Interest::READABLE).await?;
+        let n = match src.try_read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if would_block(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            dst.shutdown_write();
+            return Ok(());
+        }
+        write_all(dst, &buf[..n]).await?;
+        #[cfg(target_os = "linux")]
+        {
+            moved += n as u64;
+            if splice && moved >= SPLICE_AFTER {
+                if let Ok(pipe) = super::sys::Pipe::new() {
+                    drop(buf);
+                    return splice_way(src, dst, pipe).await;
+                }
+                moved = 0;
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: super::sys::Pipe) -> io::Result<()> {
+    use super::sys::{splice, PIPE_SIZE};
+    let (pr, pw) = (pipe.read.as_raw_fd(), pipe.write.as_raw_fd());
+    let mut in_pipe = 0usize;
+    loop {
+        if in_pipe == 0 {
+            src.ready(Interest::READABLE).await?;
+            match src.try_io(Interest::READABLE, || {
+                splice(src.fd(), pw, PIPE_SIZE as usize)
+            }) {
+                Ok(0) => {
+                    dst.shutdown_write();
+                    return Ok(());
+                }
+                Ok(n) => in_pipe = n,
+                Err(e) if would_block(&e) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        dst.ready(Interest::WRITABLE).await?;
+        match dst.try_io(Interest::WRITABLE, || splice(pr, dst.fd(), in_pipe)) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => in_pipe -= n.min(in_pipe),
+            Err(e) if would_block(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Relay until both directions have ended (half-closes are passed on).
+pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream, splice: bool) {
+    let any: &dyn Any = &client;
+    let side = if let Some(c) = any.downcast_ref::<TcpStream>() {
+        Some(Side::Tcp(c))
+    } else {
+        any.downcast_ref::<UnixStream>().map(Side::Unix)
+    };
+    match side {
+        Some(c) => {
+            let u = Side::Tcp(&upstream);
+            let _ = tokio::try_join!(one_way(c, u, splice), one_way(u, c, splice));
+        }
+        None => {
+            let _ = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                COPY_BUF,
+                COPY_BUF,
+            )
+            .await;
+        }
+    }
+}
