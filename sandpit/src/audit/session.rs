@@ -31,6 +31,8 @@ pub enum SessionError {
     Audit(#[from] AuditError),
     #[error("interposer: {0}")]
     Inject(#[from] crate::inject::InjectError),
+    #[error("interposer: the value of {0} is not valid UTF-8 (the home directory's path?)")]
+    NotUtf8(String),
 }
 
 pub struct Session {
@@ -99,14 +101,19 @@ impl Session {
                 .push((crate::inject::AUDIT_VAR.to_string(), p.to_string()));
         }
         if opts.interposer || opts.learn {
-            match s.interposer(policy, opts.learn, argv) {
-                Ok(()) => notes.push(if opts.learn {
-                    "interposer on, learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
-                } else {
-                    "interposer on"
+            // A program that cannot load it runs with the kernel layer alone (the
+            // mode `sandpit check` reports); failing to set it up stops the run.
+            match cannot_interpose(argv) {
+                None => {
+                    s.interposer(policy, opts.learn)?;
+                    notes.push(if opts.learn {
+                        "interposer on, learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
+                    } else {
+                        "interposer on"
+                    }
+                    .to_string());
                 }
-                .to_string()),
-                Err(why) => {
+                Some(why) => {
                     eprintln!("sandpit: warning: the interposer is off for this run: {why}");
                     notes.push(format!("interposer off: {why}"));
                 }
@@ -124,23 +131,22 @@ impl Session {
         &mut self,
         policy: &sandpit_policy::Policy,
         learn: bool,
-        argv: &[OsString],
-    ) -> Result<(), String> {
-        if let Some(why) = cannot_interpose(argv) {
-            return Err(why);
-        }
-        let lib = crate::inject::install(&self.state_dir).map_err(|e| e.to_string())?;
+    ) -> Result<(), SessionError> {
+        let lib = crate::inject::install(&self.state_dir)?;
         let snapshot = self.run_dir.join("policy.snapshot");
         {
             use std::io::Write;
+            let io = |source| AuditError::Io {
+                path: snapshot.clone(),
+                source,
+            };
             let mut f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&snapshot)
-                .map_err(|e| format!("{}: {e}", snapshot.display()))?;
-            f.write_all(&policy.snapshot())
-                .map_err(|e| format!("{}: {e}", snapshot.display()))?;
+                .map_err(io)?;
+            f.write_all(&policy.snapshot()).map_err(io)?;
         }
         // SANDPIT_AUDIT is already in the environment (see `start`).
         let ends = crate::inject::Endpoints::default();
@@ -151,8 +157,7 @@ impl Session {
         {
             match (k.into_string(), v.into_string()) {
                 (Ok(k), Ok(v)) => env.push((k, v)),
-                (Ok(k), Err(_)) => return Err(format!("{k} would not be valid UTF-8")),
-                _ => return Err("an interposer variable is not valid UTF-8".into()),
+                (k, _) => return Err(SessionError::NotUtf8(format!("{k:?}"))),
             }
         }
         if learn {
