@@ -114,6 +114,9 @@ pub struct Engine {
     exec_plain: Option<Vec<Vec<u8>>>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
+    /// Learn mode (`SANDPIT_LEARN=1`): path and exec denials are recorded to the
+    /// audit socket as `learn` and allowed; the kernel layer still holds.
+    learn: bool,
 }
 
 impl Engine {
@@ -149,6 +152,33 @@ impl Engine {
             home: policy.context.home.as_os_str().as_bytes().to_vec(),
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
             policy,
+            learn: false,
+        }
+    }
+
+    /// Record instead of deny (path and exec decisions only).
+    pub fn set_learn(&mut self, on: bool) {
+        self.learn = on;
+    }
+
+    /// Send a structured denial to the audit socket; in learn mode, allow it.
+    fn audited(
+        &self,
+        action: &[u8],
+        subject: &[&[u8]],
+        r: Result<(), Denied>,
+    ) -> Result<(), Denied> {
+        match r {
+            Ok(()) => Ok(()),
+            Err(d) => {
+                let kind: &[u8] = if self.learn { b"learn" } else { b"deny" };
+                crate::net::audit::record(kind, action, d.0.as_bytes(), subject);
+                if self.learn {
+                    Ok(())
+                } else {
+                    Err(d)
+                }
+            }
         }
     }
 
@@ -182,11 +212,15 @@ impl Engine {
             return Ok(());
         }
         let path = Path::new(OsStr::from_bytes(p));
-        let req = match access {
-            Access::Read => Request::Read(path),
-            Access::Write => Request::Write(path),
+        let (req, action): (_, &[u8]) = match access {
+            Access::Read => (Request::Read(path), b"read"),
+            Access::Write => (Request::Write(path), b"write"),
         };
-        verdict(sandpit_policy::decide(&self.policy, &req))
+        self.audited(
+            action,
+            &[p],
+            verdict(sandpit_policy::decide(&self.policy, &req)),
+        )
     }
 
     /// The whole command line (argv joined by spaces) against `exec.block`.
@@ -201,13 +235,15 @@ impl Engine {
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         let v = sandpit_policy::decide(&self.policy, &Request::Exec(&owned));
-        if v.decision == Decision::Review {
-            return Err(Denied(format!(
+        let r = if v.decision == Decision::Review {
+            Err(Denied(format!(
                 "sandpit: {}; the interposer cannot ask the adversary yet, so it is denied (fail closed)",
                 v.reason
-            )));
-        }
-        verdict(v)
+            )))
+        } else {
+            verdict(v)
+        };
+        self.audited(b"exec", argv, r)
     }
 
     /// True when the variable `name` must not reach spawned commands.
@@ -228,11 +264,19 @@ impl Engine {
     }
 
     /// The policy's verdict on a direct connection (used for its reason text).
+    /// Never learned: the kernel layer would refuse the connection anyway.
     pub fn connect(&self, host: &str, port: u16) -> Result<(), Denied> {
-        verdict(sandpit_policy::decide(
+        let r = verdict(sandpit_policy::decide(
             &self.policy,
             &Request::Connect { host, port },
-        ))
+        ));
+        if let Err(d) = &r {
+            let mut digits = [0u8; 5];
+            let n = port_digits(port, &mut digits);
+            let subject: [&[u8]; 2] = [host.as_bytes(), &digits[5 - n..]];
+            crate::net::audit::record(b"deny", b"connect", d.0.as_bytes(), &subject);
+        }
+        r
     }
 
     /// The home directory the policy was written against (to print `~/…`).
@@ -243,6 +287,19 @@ impl Engine {
     /// The state directory the snapshot must live in.
     pub fn state_dir(&self) -> &[u8] {
         &self.state_dir
+    }
+}
+
+/// `port` in decimal at the end of `out`; returns the number of digits.
+fn port_digits(mut port: u16, out: &mut [u8; 5]) -> usize {
+    let mut n = 0;
+    loop {
+        out[4 - n] = b'0' + (port % 10) as u8;
+        port /= 10;
+        n += 1;
+        if port == 0 {
+            return n;
+        }
     }
 }
 

@@ -107,6 +107,12 @@ fn first_time(line: &[u8]) -> bool {
 /// Emit a finished denial line (adds the newline) to stderr and the audit channel.
 pub fn emit(line: &mut Line) {
     crate::net::audit::send(line.as_bytes());
+    to_stderr(line);
+}
+
+/// The stderr half of [`emit`] (policy denials reach the audit socket structured,
+/// from `Engine`).
+fn to_stderr(line: &mut Line) {
     if first_time(line.as_bytes()) && PRINTED.fetch_add(1, Ordering::Relaxed) < MAX_LINES {
         line.bytes(b"\n");
         raw_stderr(line.as_bytes());
@@ -117,7 +123,7 @@ pub fn emit(line: &mut Line) {
 pub fn denied(d: &crate::decide::Denied) {
     let mut l = Line::new();
     l.shown(d.0.as_bytes());
-    emit(&mut l);
+    to_stderr(&mut l);
 }
 
 /// A denial that no single rule made (network mode, UDP, internal failure).

@@ -20,6 +20,8 @@ pub const PROXY_VAR: &str = "SANDPIT_PROXY";
 pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
+/// `1`: learn mode (see `Engine::set_learn`).
+pub const LEARN_VAR: &str = "SANDPIT_LEARN";
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
 pub struct State {
@@ -222,7 +224,8 @@ fn load() -> Result<State, LoadError> {
             path: snap.clone(),
             source,
         })?;
-    let engine = Engine::new(policy);
+    let mut engine = Engine::new(policy);
+    engine.set_learn(var(LEARN_VAR).is_some_and(|v| v == "1"));
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
         return Err(LoadError::Outside {

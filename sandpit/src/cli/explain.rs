@@ -15,6 +15,9 @@ pub struct Args {
     /// Machine-readable output.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Why was this denied in run RUN? Shows the matching audit log records.
+    #[arg(long, value_name = "RUN", global = true)]
+    pub run: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -59,6 +62,9 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<i32> {
+    if let Some(run) = &args.run {
+        return crate::cli::log::explain_run(run, &args.what, args.json);
+    }
     let cmd = match &args.what {
         What::Exec { argv } => argv.first().map(String::as_str),
         _ => None,

@@ -9,7 +9,9 @@ pub mod config;
 pub mod exec;
 pub mod explain;
 pub mod init;
+pub mod log;
 pub mod run;
+pub mod wrap;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +40,10 @@ pub enum Command {
     Completions(completions::Args),
     /// Judge TOOL ARGS… against the policy and run it (PATH shims re-enter here).
     Exec(exec::Args),
+    /// Show a run's audit log (default: the latest run).
+    Log(log::Args),
+    /// Make a launcher that runs an app, binary or desktop entry under sandpit.
+    Wrap(wrap::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
@@ -63,6 +69,8 @@ pub fn main() -> i32 {
         Command::Completions(a) => completions::execute(a),
         Command::Run(a) => run::run(a),
         Command::Exec(a) => exec::execute(a),
+        Command::Log(a) => log::execute(a),
+        Command::Wrap(a) => wrap::execute(a),
     };
     match result {
         Ok(code) => code,

@@ -14,6 +14,8 @@ use crate::config::PolicyArgs;
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub audit: crate::audit::RunOptions,
     /// Accept a weaker kernel layer (Landlock + seccomp without namespaces, or no
     /// Landlock) when the full one cannot be set up; the weaker mode is reported.
     #[arg(long)]
@@ -283,19 +285,26 @@ pub mod linux {
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
+        // Audit log, audit socket, interposer and learn mode (before the plan: it
+        // makes ~/.sandpit, which the plan then binds read-only).
+        let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let input = plan_input(&loaded.policy, mode, proxy, cwd);
-        let plan = linux::plan(&input, &linux::HostFs)?;
+        let mut plan = linux::plan(&input, &linux::HostFs)?;
+        plan.env.extend(session.child_env());
         let profile = loaded
             .profile
             .as_deref()
             .map(|p| format!(" [profile {p}]"))
             .unwrap_or_default();
         eprintln!("sandpit: {}{profile}", describe(&plan, support));
+        session.kernel_layer(&describe(&plan, support));
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
         };
-        Ok(linux::run(&plan, &args.command, &layers)?)
+        let result = linux::run(&plan, &args.command, &layers);
+        session.finish(result.as_ref().ok().copied());
+        Ok(result?)
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {

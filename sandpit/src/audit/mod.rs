@@ -1,0 +1,547 @@
+//! The audit log: one JSONL file per run under `~/.sandpit/logs/<run>.jsonl`,
+//! written only by the launcher. `~/.sandpit` is read-only inside the sandbox (the
+//! kernel layer binds it so), so nothing the agent runs can change what was logged.
+//!
+//! Events reach it from the proxy and DNS responder ([`AuditLog`] is a
+//! [`crate::proxy::AuditSink`]), from the interposer over a unix datagram socket
+//! ([`socket`], protocol in docs/audit.md), and from the launcher itself (start and
+//! exit). Records from the interposer are claims made inside the sandbox: the
+//! launcher re-judges each one against its own policy to name the rule, and keeps
+//! the claim's own decision.
+#![forbid(unsafe_code)]
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+pub mod learn;
+pub mod session;
+pub mod socket;
+pub mod summary;
+
+pub use session::{RunOptions, Session};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{0} is not a private directory owned by this user; refusing to keep audit logs there"
+    )]
+    Unsafe(PathBuf),
+    #[error("{path}:{line}: not an audit record: {source}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no run {0:?} in the audit logs")]
+    NoRun(String),
+    #[error("no runs logged yet in {0}")]
+    NoRuns(PathBuf),
+    #[error("the audit socket path {0} is too long for a unix socket")]
+    SocketPath(PathBuf),
+}
+
+pub type Result<T> = std::result::Result<T, AuditError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
+    move |source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Which part of sandpit made the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    Launcher,
+    Kernel,
+    Interposer,
+    Proxy,
+    Dns,
+    Shims,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Launcher => "launcher",
+            Layer::Kernel => "kernel",
+            Layer::Interposer => "interposer",
+            Layer::Proxy => "proxy",
+            Layer::Dns => "dns",
+            Layer::Shims => "shims",
+        }
+    }
+}
+
+/// `learn`: would have been denied, recorded and allowed (`sandpit run --learn`).
+/// `info`: not a decision (run start and exit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+    Learn,
+    Info,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Learn => "learn",
+            Decision::Info => "info",
+        }
+    }
+    /// Denied, or would have been.
+    pub fn is_denial(self) -> bool {
+        matches!(self, Decision::Deny | Decision::Learn)
+    }
+}
+
+/// The policy entry that decided: where it is written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RuleRef {
+    pub file: String,
+    pub key: String,
+    pub entry: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+impl From<&sandpit_policy::Origin> for RuleRef {
+    fn from(o: &sandpit_policy::Origin) -> RuleRef {
+        RuleRef {
+            file: o.file.clone(),
+            key: o.key.clone(),
+            entry: o.entry.clone(),
+            line: o.line,
+            col: o.column,
+        }
+    }
+}
+
+impl std::fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?} in {}", self.key, self.entry, self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.col)?;
+        }
+        Ok(())
+    }
+}
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// UTC, RFC 3339 with milliseconds.
+    pub time: String,
+    pub run: String,
+    pub layer: Layer,
+    /// `read`, `write`, `exec`, `connect`, `resolve`, `start`, `setup`, `exit`, `other`.
+    pub action: String,
+    /// The path, `host:port`, or command line.
+    pub subject: String,
+    pub decision: Decision,
+    #[serde(default)]
+    pub rule: Option<RuleRef>,
+    pub reason: String,
+    /// The command's arguments, for `exec` and `start`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+}
+
+impl Record {
+    pub fn new(
+        run: &str,
+        layer: Layer,
+        action: &str,
+        subject: String,
+        decision: Decision,
+    ) -> Record {
+        Record {
+            time: rfc3339(SystemTime::now()),
+            run: run.to_string(),
+            layer,
+            action: action.to_string(),
+            subject,
+            decision,
+            rule: None,
+            reason: String::new(),
+            argv: vec![],
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (y, m, day) = civil(secs / 86_400);
+    let s = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        d.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+fn civil(days: u64) -> (i64, u32, u32) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A fresh run id: `YYYYMMDDTHHMMSS.mmmZ-<pid>` (ids sort by start time; the pid
+/// only breaks ties within a millisecond).
+pub fn new_run_id() -> String {
+    let t = rfc3339(SystemTime::now());
+    let compact: String = t
+        .chars()
+        .take(23)
+        .filter(|c| c.is_ascii_digit() || *c == 'T' || *c == '.')
+        .collect();
+    format!("{compact}Z-{}", std::process::id())
+}
+
+/// `~/.sandpit/logs`.
+pub fn logs_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("logs")
+}
+
+/// Create `dir` 0700 if missing; it must be ours and private.
+pub(crate) fn private_dir(dir: &Path) -> Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(dir)(e)),
+    }
+    let md = std::fs::symlink_metadata(dir).map_err(io(dir))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !md.is_dir() || md.uid() != me || md.mode() & 0o022 != 0 {
+        return Err(AuditError::Unsafe(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Records kept in memory for the summary and the learned draft.
+const KEEP: usize = 10_000;
+
+/// The open log of one run.
+pub struct AuditLog {
+    run: String,
+    path: PathBuf,
+    file: Mutex<File>,
+    kept: Mutex<Vec<Record>>,
+    dropped: AtomicU64,
+    /// The policy the run uses, to name the rule of proxy events.
+    policy: Option<sandpit_policy::Policy>,
+}
+
+impl AuditLog {
+    /// Create `<state_dir>/logs/<run>.jsonl` (0600, must not exist).
+    pub fn create(state_dir: &Path, run: &str) -> Result<AuditLog> {
+        private_dir(state_dir)?;
+        let dir = logs_dir(state_dir);
+        private_dir(&dir)?;
+        let path = dir.join(format!("{run}.jsonl"));
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(io(&path))?;
+        Ok(AuditLog {
+            run: run.to_string(),
+            path,
+            file: Mutex::new(file),
+            kept: Mutex::new(vec![]),
+            dropped: AtomicU64::new(0),
+            policy: None,
+        })
+    }
+
+    /// Judge proxy events against `policy` to name their rule.
+    pub fn with_policy(mut self, policy: sandpit_policy::Policy) -> AuditLog {
+        self.policy = Some(policy);
+        self
+    }
+
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn policy(&self) -> Option<&sandpit_policy::Policy> {
+        self.policy.as_ref()
+    }
+
+    /// Append one record (one line, one write). Denials are also kept in memory.
+    pub fn record(&self, r: Record) {
+        let mut line = match serde_json::to_vec(&r) {
+            Ok(l) => l,
+            Err(_) => return,
+        };
+        line.push(b'\n');
+        if let Ok(mut f) = self.file.lock() {
+            if f.write_all(&line).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if r.decision.is_denial() {
+            if let Ok(mut k) = self.kept.lock() {
+                if k.len() < KEEP {
+                    k.push(r);
+                } else {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Denials (and learned would-be denials) so far, in order.
+    pub fn denials(&self) -> Vec<Record> {
+        self.kept.lock().map(|k| k.clone()).unwrap_or_default()
+    }
+
+    /// Records that could not be written or kept.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Proxy and DNS decisions, with the rule named by re-judging the host against the
+/// run's policy when its verdict agrees.
+impl crate::proxy::AuditSink for AuditLog {
+    fn record(&self, e: crate::proxy::AuditEvent) {
+        self.record(proxy_record(&self.run, self.policy.as_ref(), &e));
+    }
+}
+
+pub(crate) fn proxy_record(
+    run: &str,
+    policy: Option<&sandpit_policy::Policy>,
+    e: &crate::proxy::AuditEvent,
+) -> Record {
+    use crate::proxy::Way;
+    let (layer, action) = if e.way == Way::Dns {
+        (Layer::Dns, "resolve")
+    } else {
+        (Layer::Proxy, "connect")
+    };
+    let subject = if e.way == Way::Dns {
+        e.host.clone()
+    } else if e.host.contains(':') && !e.host.starts_with('[') {
+        format!("[{}]:{}", e.host, e.port)
+    } else {
+        format!("{}:{}", e.host, e.port)
+    };
+    let decision = if e.allow {
+        Decision::Allow
+    } else {
+        Decision::Deny
+    };
+    let mut r = Record::new(run, layer, action, subject, decision);
+    r.time = rfc3339(e.time);
+    r.reason = format!("{} ({})", e.reason, e.way.as_str());
+    if let Some(p) = policy {
+        let v = sandpit_policy::decide(
+            p,
+            &sandpit_policy::Request::Connect {
+                host: &e.host,
+                port: e.port,
+            },
+        );
+        if v.is_allowed() == e.allow {
+            r.rule = v.rule.as_ref().map(RuleRef::from);
+        }
+    }
+    r
+}
+
+/// Read every record of a log file.
+pub fn read_log(path: &Path) -> Result<Vec<Record>> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| AuditError::Parse {
+                path: path.to_path_buf(),
+                line: i + 1,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Every logged run id, oldest first.
+pub fn runs(state_dir: &Path) -> Result<Vec<String>> {
+    let dir = logs_dir(state_dir);
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(io(&dir)(e)),
+    };
+    let mut v: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .map(str::to_string)
+        })
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// The log file of `run` (`None` or `latest`: the most recent run). A unique prefix
+/// of a run id is accepted.
+pub fn find_run(state_dir: &Path, run: Option<&str>) -> Result<(String, PathBuf)> {
+    let all = runs(state_dir)?;
+    let pick = match run {
+        None | Some("latest") => all
+            .last()
+            .cloned()
+            .ok_or_else(|| AuditError::NoRuns(logs_dir(state_dir)))?,
+        Some(r) => {
+            if all.iter().any(|a| a == r) {
+                r.to_string()
+            } else {
+                let m: Vec<&String> = all.iter().filter(|a| a.starts_with(r)).collect();
+                match m.as_slice() {
+                    [one] => (*one).clone(),
+                    _ => return Err(AuditError::NoRun(r.to_string())),
+                }
+            }
+        }
+    };
+    let path = logs_dir(state_dir).join(format!("{pick}.jsonl"));
+    Ok((pick, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn time_format() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_780_000_000_123);
+        assert_eq!(rfc3339(t), "2026-05-28T20:26:40.123Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn run_id_shape() {
+        let id = new_run_id();
+        let (ts, pid) = id.split_once("Z-").unwrap();
+        assert_eq!(ts.len(), 19, "{id}");
+        assert_eq!((&ts[8..9], &ts[15..16]), ("T", "."), "{id}");
+        assert_eq!(pid, std::process::id().to_string());
+    }
+
+    #[test]
+    fn writes_lines_and_finds_runs() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join(".sandpit");
+        let log = AuditLog::create(&state, "20260101T000000Z-1").unwrap();
+        let mut r = Record::new(
+            log.run(),
+            Layer::Interposer,
+            "read",
+            "/x".into(),
+            Decision::Deny,
+        );
+        r.reason = "blocked".into();
+        log.record(r.clone());
+        log.record(Record::new(
+            log.run(),
+            Layer::Launcher,
+            "exit",
+            "0".into(),
+            Decision::Info,
+        ));
+        assert_eq!(log.denials(), vec![r.clone()]);
+        let back = read_log(log.path()).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0], r);
+        // Never overwrites an existing run's log.
+        assert!(AuditLog::create(&state, "20260101T000000Z-1").is_err());
+        AuditLog::create(&state, "20260102T000000Z-1").unwrap();
+        assert_eq!(find_run(&state, None).unwrap().0, "20260102T000000Z-1");
+        assert_eq!(
+            find_run(&state, Some("20260101")).unwrap().0,
+            "20260101T000000Z-1"
+        );
+        assert!(find_run(&state, Some("2026")).is_err());
+        let md = std::fs::metadata(log.path()).unwrap();
+        assert_eq!(md.mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(logs_dir(&state)).unwrap().mode() & 0o777,
+            0o700
+        );
+    }
+
+    #[test]
+    fn proxy_events_name_their_rule() {
+        let d = tempfile::tempdir().unwrap();
+        let policy = session::tests::policy(d.path(), "[network]\nallow = [\"api.example.com\"]\n");
+        let e = crate::proxy::AuditEvent {
+            time: SystemTime::now(),
+            way: crate::proxy::Way::Connect,
+            host: "api.example.com".into(),
+            port: 443,
+            addr: None,
+            allow: true,
+            rule: None,
+            reason: "allowed".into(),
+        };
+        let r = proxy_record("r", Some(&policy), &e);
+        assert_eq!(r.subject, "api.example.com:443");
+        assert_eq!(r.decision, Decision::Allow);
+        let rule = r.rule.unwrap();
+        assert_eq!(
+            (rule.key.as_str(), rule.entry.as_str()),
+            ("network.allow", "api.example.com")
+        );
+        assert_eq!(rule.line, 2);
+        let denied = crate::proxy::AuditEvent {
+            host: "evil.example".into(),
+            allow: false,
+            ..e
+        };
+        let r = proxy_record("r", Some(&policy), &denied);
+        assert_eq!(r.decision, Decision::Deny);
+        assert_eq!(r.rule, None);
+    }
+}

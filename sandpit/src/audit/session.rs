@@ -1,0 +1,321 @@
+//! One run's audit session, as `sandpit run` uses it: [`Session::start`] before the
+//! kernel plan is applied (it creates the log, the run directory under
+//! `~/.sandpit/run/`, the interposer's socket and, when asked, the interposer's
+//! policy snapshot), [`Session::child_env`] for the child, [`Session::finish`] after
+//! the command exits (exit record, summary on stderr, learned draft).
+use std::ffi::OsString;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::socket::Listener;
+use super::{learn, private_dir, summary, AuditError, AuditLog, Decision, Layer, Record};
+
+/// `sandpit run` flags of this module.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunOptions {
+    /// Learn mode: the interposer records what it would deny instead of denying it
+    /// (the kernel layer still holds), and a draft policy of what the run needed is
+    /// written to ~/.sandpit/learned/RUN.toml. Implies --interposer.
+    #[arg(long)]
+    pub learn: bool,
+    /// Load the interposition library into the command: each denial names its rule
+    /// and reaches the audit log.
+    #[arg(long)]
+    pub interposer: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    #[error("interposer: {0}")]
+    Inject(#[from] crate::inject::InjectError),
+    #[error("interposer: the value of {0} is not valid UTF-8 (the home directory's path?)")]
+    NotUtf8(String),
+}
+
+pub struct Session {
+    log: Arc<AuditLog>,
+    listener: Option<Listener>,
+    audit_sock: Option<PathBuf>,
+    run_dir: PathBuf,
+    env: Vec<(String, String)>,
+    learn: bool,
+    home: PathBuf,
+    state_dir: PathBuf,
+}
+
+impl Session {
+    /// Open the log for a run of `argv` under `policy`.
+    pub fn start(
+        policy: &sandpit_policy::Policy,
+        opts: &RunOptions,
+        argv: &[OsString],
+    ) -> Result<Session, SessionError> {
+        let ctx = &policy.context;
+        let run = super::new_run_id();
+        let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
+        let runs = ctx.state_dir.join("run");
+        private_dir(&runs)?;
+        let run_dir = runs.join(&run);
+        private_dir(&run_dir)?;
+        let mut s = Session {
+            log,
+            listener: None,
+            audit_sock: None,
+            run_dir,
+            env: vec![],
+            learn: opts.learn,
+            home: ctx.home.clone(),
+            state_dir: ctx.state_dir.clone(),
+        };
+        let shown: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let mut start = Record::new(
+            &run,
+            Layer::Launcher,
+            "start",
+            shown.join(" "),
+            Decision::Info,
+        );
+        start.argv = shown;
+        let mut notes = vec![];
+        // The socket is there for every run, so any layer inside (the interposer,
+        // `sandpit exec` shims) can report; SANDPIT_AUDIT names it.
+        let sock = s.run_dir.join("audit.sock");
+        match Listener::start(&sock, s.log.clone()) {
+            Ok(l) => {
+                s.listener = Some(l);
+                s.audit_sock = Some(sock);
+            }
+            Err(e) => {
+                eprintln!("sandpit: warning: denials inside the sandbox will not be logged: {e}");
+                notes.push(format!("no audit socket: {e}"));
+            }
+        }
+        if let Some(p) = s.audit_sock.as_ref().and_then(|p| p.to_str()) {
+            s.env
+                .push((crate::inject::AUDIT_VAR.to_string(), p.to_string()));
+        }
+        if opts.interposer || opts.learn {
+            // A program that cannot load it runs with the kernel layer alone (the
+            // mode `sandpit check` reports); failing to set it up stops the run.
+            match cannot_interpose(argv) {
+                None => {
+                    s.interposer(policy, opts.learn)?;
+                    notes.push(if opts.learn {
+                        "interposer on, learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
+                    } else {
+                        "interposer on"
+                    }
+                    .to_string());
+                }
+                Some(why) => {
+                    eprintln!("sandpit: warning: the interposer is off for this run: {why}");
+                    notes.push(format!("interposer off: {why}"));
+                }
+            }
+        } else {
+            notes.push("interposer off".into());
+        }
+        start.reason = notes.join("; ");
+        s.log.record(start);
+        Ok(s)
+    }
+
+    /// Extract the library, write the snapshot, bind the socket, compose the env.
+    fn interposer(
+        &mut self,
+        policy: &sandpit_policy::Policy,
+        learn: bool,
+    ) -> Result<(), SessionError> {
+        let lib = crate::inject::install(&self.state_dir)?;
+        let snapshot = self.run_dir.join("policy.snapshot");
+        {
+            use std::io::Write;
+            let io = |source| AuditError::Io {
+                path: snapshot.clone(),
+                source,
+            };
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&snapshot)
+                .map_err(io)?;
+            f.write_all(&policy.snapshot()).map_err(io)?;
+        }
+        // SANDPIT_AUDIT is already in the environment (see `start`).
+        let ends = crate::inject::Endpoints::default();
+        let preload = std::env::var_os(crate::inject::PRELOAD_VAR);
+        let mut env = vec![];
+        for (k, v) in
+            crate::inject::child_env(preload.as_deref(), &lib, &snapshot, &self.state_dir, &ends)
+        {
+            match (k.into_string(), v.into_string()) {
+                (Ok(k), Ok(v)) => env.push((k, v)),
+                (k, _) => return Err(SessionError::NotUtf8(format!("{k:?}"))),
+            }
+        }
+        if learn {
+            env.push(("SANDPIT_LEARN".into(), "1".into()));
+        }
+        self.env.extend(env);
+        Ok(())
+    }
+
+    pub fn run(&self) -> &str {
+        self.log.run()
+    }
+    pub fn log_path(&self) -> &Path {
+        self.log.path()
+    }
+    /// The log, as the proxy's and DNS responder's audit sink.
+    pub fn sink(&self) -> Arc<AuditLog> {
+        self.log.clone()
+    }
+
+    /// Record which kernel layer the run got (the start-up line).
+    pub fn kernel_layer(&self, line: &str) {
+        let mut r = Record::new(
+            self.log.run(),
+            Layer::Kernel,
+            "setup",
+            String::new(),
+            Decision::Info,
+        );
+        r.reason = line.to_string();
+        self.log.record(r);
+    }
+
+    /// Variables to add to the child's environment.
+    pub fn child_env(&self) -> Vec<(String, String)> {
+        self.env.clone()
+    }
+
+    /// Log the exit, print the summary, write the learned draft. `exit` is the
+    /// command's status (`None`: it did not run).
+    pub fn finish(mut self, exit: Option<i32>) {
+        if let Some(l) = self.listener.take() {
+            l.finish();
+        }
+        let mut r = Record::new(
+            self.log.run(),
+            Layer::Launcher,
+            "exit",
+            exit.map(|c| c.to_string())
+                .unwrap_or_else(|| "not started".into()),
+            Decision::Info,
+        );
+        r.reason = match exit {
+            Some(c) => format!("the command exited with status {c}"),
+            None => "the command did not start".into(),
+        };
+        self.log.record(r);
+        let denials = self.log.denials();
+        if let Some(text) = summary::render(&self.home, self.log.run(), self.log.path(), &denials) {
+            eprint!("{text}");
+        }
+        if self.learn {
+            let text = learn::draft(&self.home, self.log.run(), &denials);
+            match learn::write(&self.state_dir, self.log.run(), &text) {
+                Ok(p) => eprintln!(
+                    "sandpit: learned draft policy: {} (review it; use with --config {})",
+                    p.display(),
+                    p.display()
+                ),
+                Err(e) => eprintln!("sandpit: warning: could not write the learned draft: {e}"),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.finish();
+        }
+        let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+/// Why the interposer cannot load into `argv[0]` (static, foreign loader, …).
+fn cannot_interpose(argv: &[OsString]) -> Option<String> {
+    let program = argv.first()?.to_str()?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().ok()?;
+    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
+        Ok(i) if i.interposition_supported() => None,
+        Ok(i) => Some(format!(
+            "{program} cannot load it ({})",
+            i.blockers
+                .iter()
+                .map(|b| b.describe())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+        Err(e) => Some(format!("{program}: {e}")),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use sandpit_policy::{Context, Layer as L, LoadOptions, Source};
+
+    /// The default policy plus `user` for a fake home under `dir`.
+    pub fn policy(dir: &Path, user: &str) -> sandpit_policy::Policy {
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join("project")).unwrap();
+        let ctx = Context {
+            home: home.clone(),
+            workspace: home.join("project"),
+            scratch: dir.join("scratch"),
+            state_dir: home.join(".sandpit"),
+        };
+        let mut o = LoadOptions::new(ctx);
+        o.user = Some(Source::new(
+            L::User,
+            home.join(".sandpit/config.toml").display().to_string(),
+            user,
+        ));
+        sandpit_policy::load(&o).unwrap()
+    }
+
+    #[test]
+    fn session_logs_start_and_exit_and_cleans_up() {
+        let d = tempfile::tempdir().unwrap();
+        let p = policy(d.path(), "");
+        let s = Session::start(&p, &RunOptions::default(), &["true".into()]).unwrap();
+        let log = s.log_path().to_path_buf();
+        let run_dir = s.run_dir.clone();
+        assert!(run_dir.is_dir());
+        let sock = run_dir.join("audit.sock");
+        assert_eq!(
+            s.child_env(),
+            vec![(
+                "SANDPIT_AUDIT".to_string(),
+                sock.to_str().unwrap().to_string()
+            )]
+        );
+        // What a layer inside sends arrives in the log, with its layer.
+        crate::audit::socket::send(&sock, "shims", "exec", "sandpit: blocked", &["curl", "x"]);
+        s.finish(Some(0));
+        assert!(!run_dir.exists());
+        let recs = crate::audit::read_log(&log).unwrap();
+        assert_eq!(recs.len(), 3, "{recs:#?}");
+        assert_eq!(
+            (recs[0].action.as_str(), recs[2].action.as_str()),
+            ("start", "exit")
+        );
+        assert_eq!(recs[2].subject, "0");
+        assert_eq!(
+            (recs[1].layer, recs[1].subject.as_str()),
+            (Layer::Shims, "curl x")
+        );
+    }
+}

@@ -1,0 +1,290 @@
+//! The interposer's channel to the audit log: a unix datagram socket the launcher
+//! binds in the run's directory under `~/.sandpit/run/` (read-only inside the
+//! sandbox, so it cannot be replaced) and names in `SANDPIT_AUDIT`.
+//!
+//! A datagram starts with the line the program saw. A plain one is only that (a
+//! denial no single rule made); a structured one continues with NUL-separated
+//! fields: `SANDPIT-AUDIT/1`, kind (`deny` or `learn`, optionally `@layer`),
+//! action (`read`, `write`, `exec`, `connect`), then the subject (one path; the
+//! argv; host and port). Anything inside the
+//! sandbox can send here, so each record is re-judged: the rule comes from the
+//! launcher's own policy, and a run can add at most [`MAX_RECORDS`].
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{AuditError, AuditLog, Decision, Layer, Record, Result, RuleRef};
+
+pub const MAGIC: &[u8] = b"SANDPIT-AUDIT/1";
+/// Records one run may send; past it, one `info` record says how many were dropped.
+pub const MAX_RECORDS: usize = 100_000;
+/// Bytes of datagrams one run may send (a flood cannot fill the disk).
+pub const MAX_BYTES: usize = 32 << 20;
+
+/// Parse one datagram into a record, naming the rule from `policy`.
+pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> Record {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let fields: Vec<&[u8]> = msg.split(|&b| b == 0).collect();
+    if fields.len() < 4 || fields[1] != MAGIC {
+        let line = text(msg.strip_suffix(b"\n").unwrap_or(msg));
+        let mut r = Record::new(
+            run,
+            Layer::Interposer,
+            "other",
+            String::new(),
+            Decision::Deny,
+        );
+        r.reason = line;
+        return r;
+    }
+    // `kind` may name the reporting layer: `deny@shims`.
+    let (kind, layer) = match fields[2].iter().position(|&b| b == b'@') {
+        Some(i) => (&fields[2][..i], &fields[2][i + 1..]),
+        None => (fields[2], &b"interposer"[..]),
+    };
+    let layer = match layer {
+        b"shims" => Layer::Shims,
+        _ => Layer::Interposer,
+    };
+    let decision = if kind == b"learn" {
+        Decision::Learn
+    } else {
+        Decision::Deny
+    };
+    let action = match fields[3] {
+        b"read" => "read",
+        b"write" => "write",
+        b"exec" => "exec",
+        b"connect" => "connect",
+        _ => "other",
+    };
+    let subject: Vec<String> = fields[4..].iter().map(|f| text(f)).collect();
+    let shown = match action {
+        "exec" => subject.join(" "),
+        "connect" => match subject.as_slice() {
+            [h, p, ..] if h.contains(':') => format!("[{h}]:{p}"),
+            [h, p, ..] => format!("{h}:{p}"),
+            _ => subject.join(" "),
+        },
+        _ => subject.first().cloned().unwrap_or_default(),
+    };
+    let mut r = Record::new(run, layer, action, shown, decision);
+    r.reason = text(fields[0]);
+    if action == "exec" {
+        r.argv = subject.clone();
+    }
+    if let Some(p) = policy {
+        r.rule = rejudge(p, action, &subject);
+    }
+    r
+}
+
+/// The rule the launcher's policy names for a denial, if it denies it too.
+fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Option<RuleRef> {
+    use sandpit_policy::{decide, Decision as D, Request};
+    let v = match (action, subject) {
+        ("read", [path, ..]) => decide(p, &Request::Read(Path::new(path))),
+        ("write", [path, ..]) => decide(p, &Request::Write(Path::new(path))),
+        ("exec", argv) if !argv.is_empty() => decide(p, &Request::Exec(argv)),
+        ("connect", [host, port, ..]) => decide(
+            p,
+            &Request::Connect {
+                host,
+                port: port.parse().ok()?,
+            },
+        ),
+        _ => return None,
+    };
+    match v.decision {
+        D::Deny | D::Review => v.rule.as_ref().map(RuleRef::from),
+        D::Allow => None,
+    }
+}
+
+/// Report a denial from a layer inside the sandbox (`sandpit exec` as a shim) to
+/// the socket at `path` (normally `$SANDPIT_AUDIT`). Best effort: never blocks,
+/// errors are ignored.
+pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&str]) {
+    let mut msg: Vec<u8> = message.bytes().filter(|&b| b != 0).collect();
+    let kind = format!("deny@{layer}");
+    let magic = String::from_utf8_lossy(MAGIC);
+    for f in [&*magic, kind.as_str(), action].iter().chain(subject) {
+        msg.push(0);
+        msg.extend(f.bytes().filter(|&b| b != 0));
+    }
+    if let Ok(s) = UnixDatagram::unbound() {
+        let _ = s.set_nonblocking(true);
+        let _ = s.send_to(&msg, path);
+    }
+}
+
+/// A bound socket and the thread writing what arrives to the log.
+pub struct Listener {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Bind `path` (mode 0666 is not needed: the sandbox runs as this user) and
+    /// start the reader.
+    pub fn start(path: &Path, log: Arc<AuditLog>) -> Result<Listener> {
+        if path.as_os_str().len() >= 108 {
+            return Err(AuditError::SocketPath(path.to_path_buf()));
+        }
+        let io = |source| AuditError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let sock = UnixDatagram::bind(path).map_err(io)?;
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(io)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sandpit-audit".into())
+            .spawn(move || read_loop(&sock, &log, &flag))
+            .map_err(io)?;
+        Ok(Listener {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop after reading everything already queued; remove the socket.
+    pub fn finish(self) {}
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // An empty datagram wakes the reader now instead of at its next timeout;
+        // it queues behind everything already sent, so those are read first.
+        if let Ok(s) = UnixDatagram::unbound() {
+            let _ = s.send_to(&[], &self.path);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut count = 0usize;
+    let mut bytes = 0usize;
+    let mut dropped = 0u64;
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if stopping {
+            // Drain what is queued, then end.
+            let _ = sock.set_nonblocking(true);
+        }
+        match sock.recv(&mut buf) {
+            // Empty: the wake-up from `stop` (or nothing worth logging).
+            Ok(0) => {}
+            Ok(n) => {
+                if count < MAX_RECORDS && bytes + n <= MAX_BYTES {
+                    count += 1;
+                    bytes += n;
+                    log.record(parse(log.run(), log.policy(), &buf[..n]));
+                } else {
+                    dropped += 1;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stopping {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    if dropped > 0 {
+        let mut r = Record::new(
+            log.run(),
+            Layer::Launcher,
+            "other",
+            String::new(),
+            Decision::Info,
+        );
+        r.reason =
+            format!("{dropped} records from inside the sandbox past the limit ({MAX_RECORDS} records, {MAX_BYTES} bytes) were not logged");
+        log.record(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_structured_and_plain() {
+        let d = tempfile::tempdir().unwrap();
+        let p = super::super::session::tests::policy(d.path(), "");
+        let ssh = p.context.home.join(".ssh/id_rsa");
+        let mut msg = b"sandpit: blocked read".to_vec();
+        for f in [MAGIC, b"deny", b"read", ssh.to_str().unwrap().as_bytes()] {
+            msg.push(0);
+            msg.extend_from_slice(f);
+        }
+        let r = parse("run", Some(&p), &msg);
+        assert_eq!(
+            (r.layer, r.action.as_str(), r.decision),
+            (Layer::Interposer, "read", Decision::Deny)
+        );
+        assert_eq!(r.subject, ssh.to_str().unwrap());
+        let rule = r.rule.unwrap();
+        assert_eq!(rule.key, "files.block_read");
+        assert_eq!(rule.entry, "~/.ssh");
+        assert_eq!(r.reason, "sandpit: blocked read");
+
+        let r = parse("run", Some(&p), b"sandpit: blocked UDP to 1.2.3.4:53 (x)\n");
+        assert_eq!(r.action, "other");
+        assert_eq!(r.reason, "sandpit: blocked UDP to 1.2.3.4:53 (x)");
+
+        // A claim the launcher's policy does not share names no rule.
+        let ok = p.context.workspace.join("ok.txt");
+        let mut msg = b"m".to_vec();
+        for f in [MAGIC, b"learn", b"write", ok.to_str().unwrap().as_bytes()] {
+            msg.push(0);
+            msg.extend_from_slice(f);
+        }
+        let r = parse("run", Some(&p), &msg);
+        assert_eq!(r.decision, Decision::Learn);
+        assert_eq!(r.rule, None);
+    }
+
+    #[test]
+    fn listener_logs_queued_datagrams() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("state");
+        let log = Arc::new(AuditLog::create(&state, "r1").unwrap());
+        let sock = d.path().join("a.sock");
+        let l = Listener::start(&sock, log.clone()).unwrap();
+        let c = UnixDatagram::unbound().unwrap();
+        for i in 0..50 {
+            c.send_to(format!("line {i}").as_bytes(), &sock).unwrap();
+        }
+        l.finish();
+        assert!(!sock.exists());
+        let recs = super::super::read_log(log.path()).unwrap();
+        assert_eq!(recs.len(), 50);
+        assert_eq!(recs[49].reason, "line 49");
+    }
+}

@@ -1,0 +1,423 @@
+//! The end-of-run summary: what was denied, grouped, and the exact config lines that
+//! would allow each. Nothing here is ever applied; the user copies what they trust.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use super::{Decision, Record, RuleRef};
+
+/// What would allow one denial.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fix {
+    /// Add `value` to `[table] key`.
+    Add {
+        table: &'static str,
+        key: &'static str,
+        value: String,
+    },
+    /// No config line allows it; why, and what the user could change.
+    Note(String),
+}
+
+impl Fix {
+    /// The TOML lines (or a `#` comment for a note).
+    pub fn lines(&self) -> String {
+        match self {
+            Fix::Add { table, key, value } => {
+                format!("[{table}]\n{key} = [{}]", quote(value))
+            }
+            Fix::Note(n) => format!("# {n}"),
+        }
+    }
+}
+
+/// A TOML basic string.
+pub fn quote(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// `s` safe for a terminal: control characters written as `\xNN`, so a hostile file
+/// name cannot forge output.
+pub fn shown(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `path` with the home directory written `~`.
+pub fn tilde(home: &Path, path: &str) -> String {
+    let p = Path::new(path);
+    match p.strip_prefix(home) {
+        Ok(rest) if home.as_os_str().len() > 1 => {
+            if rest.as_os_str().is_empty() {
+                "~".into()
+            } else {
+                format!("~/{}", rest.display())
+            }
+        }
+        _ => path.to_string(),
+    }
+}
+
+fn removable(r: &RuleRef) -> String {
+    if r.line == 0 {
+        format!("{} entry {:?} is a built-in default", r.key, r.entry)
+    } else {
+        format!(
+            "remove {} entry {:?} at {}:{}:{} if you trust this",
+            r.key, r.entry, r.file, r.line, r.col
+        )
+    }
+}
+
+/// The config lines that would allow `r`, if any.
+pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
+    let add = |table, key, value: String| Fix::Add { table, key, value };
+    let key = r.rule.as_ref().map(|x| x.key.as_str()).unwrap_or("");
+    let path = tilde(home, &r.subject);
+    let is_entry = |x: &RuleRef| {
+        let entry = x.entry.trim_end_matches('/');
+        entry == path || entry == r.subject
+    };
+    match r.action.as_str() {
+        "read" | "write" if key == "files.block_read" => {
+            let Some(rule) = &r.rule else { return vec![] };
+            if is_entry(rule) {
+                return vec![Fix::Note(format!(
+                    "{path} is itself a files.block_read entry, so no allow_read can carve it out; {}",
+                    removable(rule)
+                ))];
+            }
+            let mut v = vec![add("files", "allow_read", path.clone())];
+            if r.action == "write" {
+                v.push(add("files", "allow_write", path));
+            }
+            v
+        }
+        "write" if key == "files.block_write" => match &r.rule {
+            Some(rule) => vec![Fix::Note(format!(
+                "{path} is protected (code outside the sandbox may run it later); {}",
+                removable(rule)
+            ))],
+            None => vec![],
+        },
+        "write" => {
+            // Outside the writable roots: the path if it exists, else its directory.
+            let p = Path::new(&r.subject);
+            if p.exists() {
+                return vec![add("files", "allow_write", path)];
+            }
+            let dir = p
+                .parent()
+                .map(|d| tilde(home, &d.display().to_string()))
+                .unwrap_or_else(|| "/".into());
+            vec![
+                add("files", "allow_write", dir.clone()),
+                Fix::Note(format!(
+                    "{path} does not exist yet and only existing paths can be made writable, so this opens all of {dir}; or create the file first and allow just it"
+                )),
+            ]
+        }
+        "connect" => match &r.rule {
+            Some(rule) if rule.key == "network.block" => vec![Fix::Note(format!(
+                "{} is blocked and block wins over allow; {}",
+                r.subject,
+                removable(rule)
+            ))],
+            Some(rule) if rule.key == "network.mode" => vec![Fix::Note(format!(
+                "network.mode is \"offline\" ({}); set mode = \"filtered\" and allow {}",
+                if rule.line == 0 {
+                    rule.file.clone()
+                } else {
+                    format!("{}:{}", rule.file, rule.line)
+                },
+                r.subject
+            ))],
+            _ => vec![add("network", "allow", r.subject.clone())],
+        },
+        "resolve" => vec![add("network", "allow", r.subject.clone())],
+        "exec" => match &r.rule {
+            Some(rule) if rule.key == "exec.block" => {
+                vec![Fix::Note(format!(
+                    "commands have no allow list; {}",
+                    removable(rule)
+                ))]
+            }
+            _ => vec![],
+        },
+        _ => vec![],
+    }
+}
+
+/// One group: the same action on the same subject, denied for the same rule.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub decision: Decision,
+    pub action: String,
+    pub subject: String,
+    pub rule: Option<RuleRef>,
+    pub reason: String,
+    pub layers: Vec<&'static str>,
+    pub count: usize,
+    pub fixes: Vec<Fix>,
+}
+
+/// Group denials (in first-seen order).
+pub fn group(home: &Path, denials: &[Record]) -> Vec<Group> {
+    let mut order: Vec<(String, String, Option<RuleRef>)> = vec![];
+    let mut groups: BTreeMap<(String, String, Option<String>), Group> = BTreeMap::new();
+    for r in denials.iter().filter(|r| r.decision.is_denial()) {
+        let k = (
+            r.action.clone(),
+            if r.action == "other" {
+                r.reason.clone()
+            } else {
+                r.subject.clone()
+            },
+            r.rule.as_ref().map(|x| x.to_string()),
+        );
+        let g = groups.entry(k.clone()).or_insert_with(|| {
+            order.push((k.0.clone(), k.1.clone(), r.rule.clone()));
+            Group {
+                decision: r.decision,
+                action: r.action.clone(),
+                subject: r.subject.clone(),
+                rule: r.rule.clone(),
+                reason: r.reason.clone(),
+                layers: vec![],
+                count: 0,
+                fixes: fixes(home, r),
+            }
+        });
+        g.count += 1;
+        if !g.layers.contains(&r.layer.as_str()) {
+            g.layers.push(r.layer.as_str());
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|(a, s, rule)| groups.remove(&(a, s, rule.map(|x| x.to_string()))))
+        .collect()
+}
+
+/// Groups shown in full; the rest are counted.
+const SHOWN: usize = 20;
+
+/// The summary text, or `None` when nothing was denied.
+pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<String> {
+    let groups = group(home, denials);
+    if groups.is_empty() {
+        return None;
+    }
+    let learn = groups.iter().all(|g| g.decision == Decision::Learn);
+    let total: usize = groups.iter().map(|g| g.count).sum();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sandpit: run {run}: {total} {} ({} distinct); log: {}",
+        if learn {
+            "would-be denials recorded (learn mode)"
+        } else {
+            "denials"
+        },
+        groups.len(),
+        tilde(home, &log.display().to_string())
+    );
+    for g in groups.iter().take(SHOWN) {
+        let times = if g.count > 1 {
+            format!(" ({}x)", g.count)
+        } else {
+            String::new()
+        };
+        let subject = match g.action.as_str() {
+            "read" | "write" => tilde(home, &g.subject),
+            "other" => g.reason.clone(),
+            _ => g.subject.clone(),
+        };
+        let subject = shown(&subject);
+        let _ = writeln!(
+            s,
+            "  {} {} {subject}{times} [{}]",
+            g.decision.as_str(),
+            g.action,
+            g.layers.join(", ")
+        );
+        match &g.rule {
+            Some(r) => {
+                let _ = writeln!(s, "      rule: {r}");
+            }
+            None if g.action != "other" => {
+                let _ = writeln!(s, "      rule: none (the default for this kind of request)");
+            }
+            None => {}
+        }
+        for f in &g.fixes {
+            match f {
+                Fix::Add { .. } => {
+                    let _ = writeln!(s, "      would allow it (add to ~/.sandpit/config.toml):");
+                    for l in f.lines().lines() {
+                        let _ = writeln!(s, "        {l}");
+                    }
+                }
+                Fix::Note(n) => {
+                    let _ = writeln!(s, "      {}", shown(n));
+                }
+            }
+        }
+    }
+    if groups.len() > SHOWN {
+        let _ = writeln!(
+            s,
+            "  … and {} more: `sandpit log {run} --denied`",
+            groups.len() - SHOWN
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  nothing was changed: review each line before adding it."
+    );
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::Layer;
+
+    fn rec(action: &str, subject: &str, rule: Option<(&str, &str, u32)>) -> Record {
+        let mut r = Record::new(
+            "r",
+            Layer::Interposer,
+            action,
+            subject.into(),
+            Decision::Deny,
+        );
+        r.rule = rule.map(|(key, entry, line)| RuleRef {
+            file: if line == 0 {
+                "built-in default".into()
+            } else {
+                "/h/.sandpit/config.toml".into()
+            },
+            key: key.into(),
+            entry: entry.into(),
+            line,
+            col: 3,
+        });
+        r
+    }
+
+    #[test]
+    fn fixes_name_exact_lines() {
+        let home = Path::new("/h");
+        let f = fixes(
+            home,
+            &rec(
+                "read",
+                "/h/.ssh/config",
+                Some(("files.block_read", "~/.ssh", 0)),
+            ),
+        );
+        assert_eq!(
+            f,
+            vec![Fix::Add {
+                table: "files",
+                key: "allow_read",
+                value: "~/.ssh/config".into()
+            }]
+        );
+        assert_eq!(f[0].lines(), "[files]\nallow_read = [\"~/.ssh/config\"]");
+        let f = fixes(
+            home,
+            &rec(
+                "read",
+                "/h/.netrc",
+                Some(("files.block_read", "~/.netrc", 0)),
+            ),
+        );
+        assert!(
+            matches!(&f[0], Fix::Note(n) if n.contains("built-in default")),
+            "{f:?}"
+        );
+        let f = fixes(home, &rec("connect", "evil.example:443", None));
+        assert_eq!(f[0].lines(), "[network]\nallow = [\"evil.example:443\"]");
+        let f = fixes(
+            home,
+            &rec(
+                "connect",
+                "x.example:443",
+                Some(("network.block", "x.example", 4)),
+            ),
+        );
+        assert!(
+            matches!(&f[0], Fix::Note(n) if n.contains("config.toml:4:3")),
+            "{f:?}"
+        );
+        let f = fixes(
+            home,
+            &rec(
+                "exec",
+                "curl --data x",
+                Some(("exec.block", "curl --data", 0)),
+            ),
+        );
+        assert!(matches!(&f[0], Fix::Note(_)));
+        // A path with a quote is quoted as TOML.
+        let f = fixes(home, &rec("write", "/nonexistent-dir/a\"b", None));
+        assert_eq!(
+            f[0].lines(),
+            "[files]\nallow_write = [\"/nonexistent-dir\"]"
+        );
+        assert!(matches!(&f[1], Fix::Note(n) if n.contains("does not exist yet")));
+        for tricky in ["a\"b", "it's", "back\\slash", "new\nline"] {
+            let t: toml::Table = toml::from_str(&format!("x = {}", quote(tricky))).unwrap();
+            assert_eq!(t["x"].as_str(), Some(tricky));
+        }
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(shown("a\u{1b}[31mb\n"), "a\\x1b[31mb\\x0a");
+        let r = rec("read", "/h/x\u{1b}]0;evil\u{7}", None);
+        let text = render(Path::new("/h"), "R", Path::new("/l"), &[r]).unwrap();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn groups_and_renders() {
+        let home = Path::new("/h");
+        let a = rec(
+            "read",
+            "/h/.ssh/id_rsa",
+            Some(("files.block_read", "~/.ssh", 0)),
+        );
+        let b = rec("connect", "evil.example:443", None);
+        let text = render(
+            home,
+            "R",
+            Path::new("/h/.sandpit/logs/R.jsonl"),
+            &[a.clone(), b, a],
+        )
+        .unwrap();
+        assert!(text.contains("3 denials (2 distinct)"), "{text}");
+        assert!(
+            text.contains("deny read ~/.ssh/id_rsa (2x) [interposer]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rule: files.block_read \"~/.ssh\" in built-in default"),
+            "{text}"
+        );
+        assert!(text.contains("allow_read = [\"~/.ssh/id_rsa\"]"), "{text}");
+        assert!(text.contains("log: ~/.sandpit/logs/R.jsonl"), "{text}");
+        assert!(render(home, "R", Path::new("/x"), &[]).is_none());
+    }
+}

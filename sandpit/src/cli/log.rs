@@ -1,0 +1,219 @@
+//! `sandpit log [RUN] [--denied] [--json] [--list]`: show a run's audit log (default:
+//! the latest run). Also the `--run R` hook of `sandpit explain`: which records of
+//! run R match the request, and why they were denied.
+use std::path::{Path, PathBuf};
+
+use crate::audit::{self, Record};
+use crate::cli::UsageError;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run id (or a unique prefix of one); default: the latest run.
+    pub run: Option<String>,
+    /// Only denials (and would-be denials recorded by --learn).
+    #[arg(long)]
+    pub denied: bool,
+    /// The records as JSON lines, exactly as logged.
+    #[arg(long)]
+    pub json: bool,
+    /// List the logged runs instead.
+    #[arg(long, conflicts_with_all = ["run", "denied"])]
+    pub list: bool,
+}
+
+fn state_dir() -> anyhow::Result<PathBuf> {
+    Ok(crate::config::state_dir(&crate::config::home()?))
+}
+
+fn find(state: &Path, run: Option<&str>) -> anyhow::Result<(String, PathBuf)> {
+    audit::find_run(state, run).map_err(|e| match e {
+        audit::AuditError::NoRun(_) | audit::AuditError::NoRuns(_) => {
+            UsageError(format!("{e} (`sandpit log --list` shows them)")).into()
+        }
+        e => e.into(),
+    })
+}
+
+pub fn execute(args: Args) -> anyhow::Result<i32> {
+    let state = state_dir()?;
+    if args.list {
+        for r in audit::runs(&state)? {
+            let path = audit::logs_dir(&state).join(format!("{r}.jsonl"));
+            let recs = audit::read_log(&path).unwrap_or_default();
+            let denied = recs.iter().filter(|x| x.decision.is_denial()).count();
+            let cmd = recs
+                .iter()
+                .find(|x| x.action == "start")
+                .map(|x| x.subject.clone())
+                .unwrap_or_default();
+            println!("{r}  {denied} denied  {cmd}");
+        }
+        return Ok(0);
+    }
+    let (_, path) = find(&state, args.run.as_deref())?;
+    let records: Vec<Record> = audit::read_log(&path)?
+        .into_iter()
+        .filter(|r| !args.denied || r.decision.is_denial())
+        .collect();
+    let home = crate::config::home()?;
+    for r in &records {
+        if args.json {
+            println!("{}", serde_json::to_string(r)?);
+        } else {
+            print!("{}", human(&home, r));
+        }
+    }
+    Ok(0)
+}
+
+/// One record for people: a line, then the rule and reason indented.
+pub fn human(home: &Path, r: &Record) -> String {
+    let subject = audit::summary::shown(&match r.action.as_str() {
+        "read" | "write" => audit::summary::tilde(home, &r.subject),
+        _ => r.subject.clone(),
+    });
+    let mut s = format!(
+        "{}  {:<10} {:<5} {:<7} {}\n",
+        r.time,
+        r.layer.as_str(),
+        r.decision.as_str(),
+        r.action,
+        subject
+    );
+    if let Some(rule) = &r.rule {
+        s.push_str(&format!("    rule:   {rule}\n"));
+    }
+    if !r.reason.is_empty() {
+        s.push_str(&format!(
+            "    reason: {}\n",
+            audit::summary::shown(&r.reason)
+        ));
+    }
+    s
+}
+
+/// Does record `r` answer the question `what`?
+fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool> {
+    use crate::cli::explain::What;
+    let absolute = |p: &Path| -> anyhow::Result<PathBuf> {
+        Ok(if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir()?.join(p)
+        })
+    };
+    Ok(match what {
+        What::Read { path } | What::Write { path } => {
+            let want = if matches!(what, What::Read { .. }) {
+                "read"
+            } else {
+                "write"
+            };
+            let p = absolute(path)?;
+            let resolved = sandpit_policy::path::resolve_existing(&p);
+            r.action == want
+                && [p, resolved]
+                    .iter()
+                    .any(|p| Path::new(&r.subject).starts_with(p))
+        }
+        What::Connect { host } => {
+            let (h, port) = sandpit_policy::parse_authority(host)
+                .map_err(|e| UsageError(format!("{host:?}: {e}")))?;
+            let name = h.to_string();
+            let (rh, rp) = match r.subject.rsplit_once(':') {
+                Some((a, b)) if r.action == "connect" => {
+                    (a.trim_matches(['[', ']']), b.parse::<u16>().ok())
+                }
+                _ => (r.subject.as_str(), None),
+            };
+            matches!(r.action.as_str(), "connect" | "resolve")
+                && rh.eq_ignore_ascii_case(name.trim_matches(['[', ']']))
+                && (port.is_none() || rp.is_none() || port == rp)
+        }
+        What::Exec { argv } => r.action == "exec" && r.subject.contains(&argv.join(" ")),
+    })
+}
+
+/// `sandpit explain --run R …`: the matching denials of run R.
+pub fn explain_run(run: &str, what: &crate::cli::explain::What, json: bool) -> anyhow::Result<i32> {
+    let state = state_dir()?;
+    let (id, path) = find(&state, Some(run))?;
+    let mut hits = vec![];
+    for r in audit::read_log(&path)? {
+        if r.decision.is_denial() && matches(&r, what)? {
+            hits.push(r);
+        }
+    }
+    let home = crate::config::home()?;
+    if json {
+        let v = serde_json::json!({ "run": id, "records": hits });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(if hits.is_empty() { 1 } else { 0 });
+    }
+    if hits.is_empty() {
+        println!(
+            "run {id}: no denial in the audit log matches. Denials by the kernel layer alone are \
+             not logged (it answers EACCES/EPERM silently); `sandpit explain` without --run says \
+             what the policy decides."
+        );
+        return Ok(1);
+    }
+    println!("run {id}: {} matching denial(s)", hits.len());
+    for r in &hits {
+        print!("{}", human(&home, r));
+        for f in audit::summary::fixes(&home, r) {
+            for l in f.lines().lines() {
+                println!("    would allow it: {l}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{Decision, Layer};
+    use crate::cli::explain::What;
+
+    fn rec(action: &str, subject: &str) -> Record {
+        Record::new("r", Layer::Proxy, action, subject.into(), Decision::Deny)
+    }
+
+    #[test]
+    fn explain_run_matching() {
+        let connect = |h: &str| What::Connect { host: h.into() };
+        let r = rec("connect", "evil.example:443");
+        assert!(matches(&r, &connect("evil.example")).unwrap());
+        assert!(matches(&r, &connect("EVIL.example.:443")).unwrap());
+        assert!(!matches(&r, &connect("evil.example:80")).unwrap());
+        assert!(!matches(&r, &connect("other.example")).unwrap());
+        let v6 = rec("connect", "[::1]:8080");
+        assert!(matches(&v6, &connect("[::1]:8080")).unwrap());
+        let read = rec("read", "/h/.ssh/id_rsa");
+        let dir = What::Read {
+            path: "/h/.ssh".into(),
+        };
+        assert!(matches(&read, &dir).unwrap());
+        assert!(!matches(
+            &read,
+            &What::Write {
+                path: "/h/.ssh".into()
+            }
+        )
+        .unwrap());
+        assert!(!matches(
+            &read,
+            &What::Read {
+                path: "/h/.ss".into()
+            }
+        )
+        .unwrap());
+        let exec = rec("exec", "curl --data @x https://e");
+        let argv = |a: &[&str]| What::Exec {
+            argv: a.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(matches(&exec, &argv(&["curl", "--data"])).unwrap());
+        assert!(!matches(&exec, &argv(&["wget"])).unwrap());
+    }
+}

@@ -1,0 +1,375 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The audit log, the end-of-run summary, `sandpit log`, `explain --run` and learn
+//! mode, end to end: real `sandpit run`s as the unprivileged test user.
+mod common;
+
+use common::TestHome;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const CANARY: &str = "CANARY-audit-7f3a9";
+
+fn setup() -> TestHome {
+    let h = TestHome::new();
+    h.write(&h.home().join(".ssh/id_rsa"), CANARY);
+    h.write(&h.home().join("notes/old.txt"), "old\n");
+    h
+}
+
+fn run(h: &TestHome, args: &[&str]) -> Output {
+    h.sandpit().args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn logs(h: &TestHome) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(h.home().join(".sandpit/logs"))
+        .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn records(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn run_with_denials_logs_rules_and_prints_a_summary() {
+    let h = setup();
+    let o = run(
+        &h,
+        &[
+            "run",
+            "--interposer",
+            "--",
+            "sh",
+            "-c",
+            "cat ~/.ssh/id_rsa; echo x > ~/outside.txt; echo ok > inside.txt",
+        ],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    // The effects: the secret stayed secret, nothing was written outside, and the
+    // positive control inside the workspace worked.
+    assert!(!out.contains(CANARY) && !err.contains(CANARY), "{out}{err}");
+    assert!(!h.home().join("outside.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join("inside.txt")).unwrap(),
+        "ok\n",
+        "{err}"
+    );
+
+    let logs = logs(&h);
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    let recs = records(&logs[0]);
+    let run_id = recs[0]["run"].as_str().unwrap().to_string();
+    assert_eq!(recs[0]["action"], "start");
+    assert_eq!(
+        (recs[1]["layer"].as_str(), recs[1]["action"].as_str()),
+        (Some("kernel"), Some("setup"))
+    );
+    assert!(
+        recs[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("kernel layer: namespaces"),
+        "{recs:#?}"
+    );
+    assert_eq!(recs.last().unwrap()["action"], "exit");
+    let ssh = h.home().join(".ssh/id_rsa");
+    let read = recs
+        .iter()
+        .find(|r| r["action"] == "read" && r["subject"] == ssh.to_str().unwrap())
+        .unwrap_or_else(|| panic!("no read record: {recs:#?}"));
+    assert_eq!(read["decision"], "deny");
+    assert_eq!(read["layer"], "interposer");
+    assert_eq!(read["rule"]["key"], "files.block_read");
+    assert_eq!(read["rule"]["entry"], "~/.ssh");
+    assert!(read["rule"]["line"].as_u64().unwrap() > 0, "{read}");
+    assert!(
+        read["rule"]["file"].as_str().unwrap().contains("default"),
+        "{read}"
+    );
+    let write = recs
+        .iter()
+        .find(|r| r["action"] == "write")
+        .unwrap_or_else(|| panic!("no write record: {recs:#?}"));
+    assert_eq!(
+        write["subject"],
+        h.home().join("outside.txt").to_str().unwrap()
+    );
+    for r in &recs {
+        assert_eq!(r["run"], run_id.as_str());
+    }
+
+    // The summary names each denial, its rule, and the exact line that would allow it.
+    assert!(
+        err.contains(&format!("sandpit: run {run_id}: 2 denials")),
+        "{err}"
+    );
+    assert!(err.contains("deny read ~/.ssh/id_rsa"), "{err}");
+    assert!(err.contains("rule: files.block_read \"~/.ssh\""), "{err}");
+    assert!(err.contains("allow_read = [\"~/.ssh/id_rsa\"]"), "{err}");
+    assert!(err.contains("nothing was changed"), "{err}");
+    // ...and nothing was applied.
+    assert!(!h.home().join(".sandpit/config.toml").exists());
+
+    // `sandpit log` (latest run by default), `--denied --json`.
+    let o = run(&h, &["log", "--denied", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines: Vec<Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(lines.iter().all(|r| r["decision"] == "deny"));
+    let o = run(&h, &["log", &run_id]);
+    let human = text(&o.stdout);
+    assert!(human.contains("start") && human.contains("exit"), "{human}");
+    assert!(
+        human.contains("rule:   files.block_read \"~/.ssh\""),
+        "{human}"
+    );
+    let o = run(&h, &["log", "--list"]);
+    let list = text(&o.stdout);
+    assert!(
+        list.contains(&format!("{run_id}  2 denied  sh -c cat ~/.ssh/id_rsa")),
+        "{list}"
+    );
+    let o = run(&h, &["log", "no-such-run"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // `explain --run`: why was it denied in that run.
+    let o = run(
+        &h,
+        &["explain", "--run", &run_id, "read", ssh.to_str().unwrap()],
+    );
+    let ex = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{ex}{}", text(&o.stderr));
+    assert!(ex.contains("1 matching denial"), "{ex}");
+    assert!(ex.contains("files.block_read \"~/.ssh\""), "{ex}");
+    assert!(ex.contains("allow_read = [\"~/.ssh/id_rsa\"]"), "{ex}");
+    let ok = h.workspace().join("inside.txt");
+    let o = run(
+        &h,
+        &["explain", "--run", &run_id, "write", ok.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+}
+
+#[test]
+fn the_log_is_not_writable_from_inside_the_sandbox() {
+    let forge = "for f in ~/.sandpit/logs/*; do echo forged >> \"$f\" && echo WROTE; done; \
+                 rm -f ~/.sandpit/logs/* && echo REMOVED; \
+                 mv ~/.sandpit/logs ~/.sandpit/l2 && echo MOVED; \
+                 echo ok > inside.txt";
+    // The probe works without the sandbox: as the same user, on a log of the same shape.
+    let bare = TestHome::new();
+    bare.write(&bare.home().join(".sandpit/logs/x.jsonl"), "{}\n");
+    let o = bare.command("sh").args(["-c", forge]).output().unwrap();
+    assert!(text(&o.stdout).contains("WROTE"), "{}", text(&o.stderr));
+
+    let h = setup();
+    let o = run(&h, &["run", "--", "sh", "-c", forge]);
+    let out = text(&o.stdout);
+    assert!(
+        !out.contains("WROTE") && !out.contains("REMOVED") && !out.contains("MOVED"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join("inside.txt")).unwrap(),
+        "ok\n",
+        "{}",
+        text(&o.stderr)
+    );
+    let logs = logs(&h);
+    assert_eq!(logs.len(), 1);
+    // Every line is still a record (a forged line would not parse), none appended.
+    let body = std::fs::read_to_string(&logs[0]).unwrap();
+    assert!(!body.lines().any(|l| l == "forged"), "{body}");
+    let recs = records(&logs[0]);
+    assert_eq!(recs.len(), 3, "{body}");
+    assert_eq!(recs.last().unwrap()["action"], "exit");
+}
+
+#[test]
+fn the_audit_socket_cannot_be_removed_or_moved_from_inside() {
+    let attack = "rm -f ~/.sandpit/run/*/audit.sock && echo RM; \
+                  mv ~/.sandpit/run ~/.sandpit/r2 && echo MV; \
+                  cat ~/.ssh/id_rsa; echo ok > inside.txt";
+    // The probe works without the sandbox.
+    let bare = TestHome::new();
+    bare.write(&bare.home().join(".sandpit/run/x/audit.sock"), "");
+    let o = bare.command("sh").args(["-c", attack]).output().unwrap();
+    assert!(text(&o.stdout).contains("RM"), "{}", text(&o.stderr));
+
+    let h = setup();
+    // Through the kernel layer alone, and with the interposer (which reports).
+    let o = run(&h, &["run", "--", "sh", "-c", attack]);
+    assert!(!text(&o.stdout).contains("RM") && !text(&o.stdout).contains("MV"));
+    let o = run(&h, &["run", "--interposer", "--", "sh", "-c", attack]);
+    let out = text(&o.stdout);
+    assert!(
+        !out.contains("RM") && !out.contains("MV") && !out.contains(CANARY),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+    // The read denial after the attempts still reached the log: the socket survived.
+    let recs = records(&logs(&h)[1]);
+    let ssh = h.home().join(".ssh/id_rsa");
+    assert!(
+        recs.iter()
+            .any(|r| r["action"] == "read" && r["subject"] == ssh.to_str().unwrap()),
+        "{recs:#?}"
+    );
+}
+
+#[test]
+fn learn_mode_drafts_a_policy_that_lets_the_same_run_pass() {
+    let h = setup();
+    let needs = "cat ~/.ssh/id_rsa && echo new > ~/notes/today.txt && echo PASSED";
+    // Without the draft the run fails (the positive control for the second run below).
+    let o = run(&h, &["run", "--", "sh", "-c", needs]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(!text(&o.stdout).contains(CANARY));
+
+    // Learn: every step is attempted (`;`), the kernel layer still denies them.
+    let learn = "cat ~/.ssh/id_rsa; echo new > ~/notes/today.txt; echo done";
+    let o = run(&h, &["run", "--learn", "--", "sh", "-c", learn]);
+    let err = text(&o.stderr);
+    assert!(
+        !text(&o.stdout).contains(CANARY),
+        "kernel layer must still deny in learn mode"
+    );
+    assert!(!h.home().join("notes/today.txt").exists());
+    assert!(
+        err.contains("would-be denials recorded (learn mode)"),
+        "{err}"
+    );
+    let learned = h.home().join(".sandpit/learned");
+    let drafts: Vec<PathBuf> = std::fs::read_dir(&learned)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(drafts.len(), 1);
+    let draft = &drafts[0];
+    assert!(
+        err.contains(&format!("learned draft policy: {}", draft.display())),
+        "{err}"
+    );
+    let t: toml::Table = toml::from_str(&std::fs::read_to_string(draft).unwrap()).unwrap();
+    assert_eq!(
+        t["files"]["allow_read"][0].as_str(),
+        Some("~/.ssh/id_rsa"),
+        "{t:#?}"
+    );
+    // A new file: its directory (only existing paths can be made writable).
+    assert_eq!(
+        t["files"]["allow_write"][0].as_str(),
+        Some("~/notes"),
+        "{t:#?}"
+    );
+    let recs = records(&logs(&h)[1]);
+    assert!(
+        recs.iter()
+            .any(|r| r["decision"] == "learn" && r["action"] == "read"),
+        "{recs:#?}"
+    );
+
+    // Fed back, the same run passes.
+    let o = run(
+        &h,
+        &[
+            "run",
+            "--config",
+            draft.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            needs,
+        ],
+    );
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert!(out.contains(CANARY) && out.contains("PASSED"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(h.home().join("notes/today.txt")).unwrap(),
+        "new\n"
+    );
+}
+
+#[test]
+fn exec_denials_name_the_users_rule_and_where_to_remove_it() {
+    let h = setup();
+    let cfg = h.home().join("my-sandpit.toml");
+    h.write(&cfg, "# mine\n[exec]\nblock = [\"echo forbidden-word\"]\n");
+    // The probe works unsandboxed.
+    let o = h
+        .command("/bin/echo")
+        .arg("forbidden-word")
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "forbidden-word\n");
+    let o = run(
+        &h,
+        &[
+            "run",
+            "--interposer",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "/bin/echo forbidden-word; /bin/echo allowed-word",
+        ],
+    );
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(!out.contains("forbidden-word"), "{out}");
+    assert!(out.contains("allowed-word"), "positive control: {out}{err}");
+    let recs = records(&logs(&h)[0]);
+    let ex = recs
+        .iter()
+        .find(|r| r["action"] == "exec")
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(ex["decision"], "deny");
+    assert_eq!(ex["argv"][1], "forbidden-word");
+    assert_eq!(ex["rule"]["key"], "exec.block");
+    assert_eq!(ex["rule"]["file"], cfg.to_str().unwrap());
+    assert_eq!(
+        (ex["rule"]["line"].as_u64(), ex["rule"]["col"].as_u64()),
+        (Some(3), Some(10))
+    );
+    let at = format!("{}:3:10", cfg.display());
+    assert!(
+        err.contains(&format!(
+            "remove exec.block entry \"echo forbidden-word\" at {at}"
+        )),
+        "{err}"
+    );
+    // explain --run finds it by its command line.
+    let run_id = recs[0]["run"].as_str().unwrap().to_string();
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "--run",
+            &run_id,
+            "exec",
+            "--",
+            "/bin/echo",
+            "forbidden-word",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains(&at), "{}", text(&o.stdout));
+}
