@@ -2,8 +2,10 @@
 //! the agent under the kernel layer with the interposition library injected.
 pub mod cli;
 pub mod config;
-pub mod inspect;
 pub mod dns;
-pub mod proxy;
 pub mod inject;
+pub mod inspect;
+#[cfg(target_os = "linux")]
+pub mod launch;
+pub mod proxy;
 pub mod sandbox;

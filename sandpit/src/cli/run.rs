@@ -18,17 +18,24 @@ pub struct RunArgs {
     /// Landlock) when the full one cannot be set up; the weaker mode is reported.
     #[arg(long)]
     pub allow_degraded: bool,
-    /// Unix socket of sandpit's proxy: the sandbox reaches it as 127.0.0.1:PORT.
-    /// Without it a `filtered` network means no network at all.
+    /// Use this unix socket as the proxy instead of starting sandpit's own (tests):
+    /// the sandbox reaches it as 127.0.0.1:PORT.
     #[arg(long, value_name = "PATH")]
     pub proxy_socket: Option<PathBuf>,
     /// Port the proxy appears on inside the sandbox.
     #[arg(long, default_value_t = 3128)]
     pub proxy_port: u16,
-    /// Unix datagram socket of sandpit's DNS responder: the sandbox's resolv.conf
-    /// points at 127.0.0.1 and queries are relayed there (with --proxy-socket).
+    /// With --proxy-socket: unix datagram socket of a DNS responder; the sandbox's
+    /// resolv.conf points at 127.0.0.1 and queries are relayed there.
     #[arg(long, value_name = "PATH")]
     pub dns_socket: Option<PathBuf>,
+    /// Put sandpit's PATH shims (curl, wget, nc, ssh, git, …) first on the command's
+    /// PATH (also on with `shims.enabled = true` in the policy).
+    #[arg(long)]
+    pub shims: bool,
+    /// Do not inject the interposition library (kernel layer, proxy and shims only).
+    #[arg(long)]
+    pub kernel_only: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -261,6 +268,17 @@ pub mod linux {
         use crate::sandbox::linux;
         let cmd0 = args.command.first().and_then(|c| c.to_str());
         let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+        let mut launch = crate::launch::prepare(
+            &loaded.policy,
+            &crate::launch::Options {
+                command: &args.command,
+                shims: args.shims,
+                kernel_only: args.kernel_only,
+                external_proxy: args.proxy_socket.is_some(),
+                support,
+                scratch,
+            },
+        )?;
         let proxy = match &args.proxy_socket {
             Some(s) => Some((
                 std::path::absolute(s).context("proxy socket path")?,
@@ -270,24 +288,45 @@ pub mod linux {
                     None => None,
                 },
             )),
-            None => None,
+            None => launch
+                .network()
+                .map(|(proxy, dns)| (proxy, args.proxy_port, Some(dns))),
         };
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
         let input = plan_input(&loaded.policy, mode, proxy, cwd);
-        let plan = linux::plan(&input, &linux::HostFs)?;
+        let mut plan = linux::plan(&input, &linux::HostFs)?;
+        launch.apply(&mut plan)?;
         let profile = loaded
             .profile
             .as_deref()
             .map(|p| format!(" [profile {p}]"))
             .unwrap_or_default();
-        eprintln!("sandpit: {}{profile}", describe(&plan, support));
+        eprintln!(
+            "sandpit: layers: {}{profile}; {}",
+            launch.describe(&plan, support),
+            describe(&plan, support)
+        );
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
         };
-        Ok(linux::run(&plan, &args.command, &layers)?)
+        let running = linux::spawn(&plan, &args.command, &layers)?;
+        // Threads (the proxy runtime) only after the fork.
+        let services = match launch.start() {
+            Ok(s) => s,
+            Err(e) => {
+                crate::launch::abort_command();
+                let _ = running.wait();
+                return Err(e.into());
+            }
+        };
+        let code = running.wait()?;
+        if let Some(line) = services.and_then(|s| s.finish()) {
+            eprintln!("{line}");
+        }
+        Ok(code)
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {
