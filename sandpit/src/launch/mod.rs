@@ -120,7 +120,7 @@ pub struct Prepared {
     interposer: Interposer,
     shims: Option<Shims>,
     sockets: Option<Sockets>,
-    nofile: Option<u64>,
+    nofile: Option<libc::rlim_t>,
 }
 
 fn uid() -> u32 {

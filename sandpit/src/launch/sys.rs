@@ -2,7 +2,7 @@
 
 /// Raise the soft limit on open files to the hard limit (the proxy holds two
 /// descriptors per relayed connection). Returns the new soft limit.
-pub fn raise_nofile() -> std::io::Result<u64> {
+pub fn raise_nofile() -> std::io::Result<libc::rlim_t> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -22,7 +22,7 @@ pub fn raise_nofile() -> std::io::Result<u64> {
         }
         lim.rlim_cur = lim.rlim_max;
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }
 
 /// Send SIGTERM to this process (the launcher forwards it to the command).
