@@ -309,3 +309,49 @@ fn shims_refuse_blocked_destinations_before_running() {
     let o = w.run(&[], "command -v curl");
     assert!(stdout(&o).contains("/shims/curl"), "{}", out(&o));
 }
+
+#[test]
+fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
+    let w = World::new("");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/kernel_support/static_read.c");
+    let bin = w.h.workspace().join("static_read");
+    let r = Command::new("cc")
+        .args(["-O1", "-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc must be installed");
+    assert!(
+        r.status.success(),
+        "static build (needs libc6-dev): {}",
+        out(&r)
+    );
+    w.h.give_to_test_user(&bin);
+    let key = w.h.home().join(".ssh/id_rsa");
+    // Bare control: the probe reads the canary.
+    let o = w.h.command(&bin).arg(&key).output().unwrap();
+    assert!(stdout(&o).contains(CANARY), "bare: {}", out(&o));
+
+    // Under sandpit the program itself is inspected: no loader, so no preload, and
+    // the start-up line says why; the kernel layer still masks the key.
+    let o =
+        w.h.sandpit()
+            .arg("run")
+            .arg("--")
+            .arg(&bin)
+            .arg(&key)
+            .output()
+            .unwrap();
+    let e = stderr(&o);
+    assert!(
+        e.contains("interposer OFF (statically linked"),
+        "{}",
+        out(&o)
+    );
+    assert!(
+        !stdout(&o).contains(CANARY) && !e.contains(CANARY),
+        "{}",
+        out(&o)
+    );
+}
