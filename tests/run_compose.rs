@@ -329,6 +329,8 @@ fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
     );
     w.h.give_to_test_user(&bin);
     let key = w.h.home().join(".ssh/id_rsa");
+    let notes = w.h.workspace().join("notes.txt");
+    w.h.write(&notes, "WORKSPACE-OK\n");
     // Bare control: the probe reads the canary.
     let o = w.h.command(&bin).arg(&key).output().unwrap();
     assert!(stdout(&o).contains(CANARY), "bare: {}", out(&o));
@@ -341,9 +343,12 @@ fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
             .arg("--")
             .arg(&bin)
             .arg(&key)
+            .arg(&notes)
             .output()
             .unwrap();
     let e = stderr(&o);
+    // Positive control in the same run: the probe ran and reads the workspace.
+    assert!(stdout(&o).contains("WORKSPACE-OK"), "{}", out(&o));
     assert!(
         e.contains("interposer OFF (statically linked"),
         "{}",
