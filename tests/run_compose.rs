@@ -219,7 +219,11 @@ fn curl_reaches_only_allowed_hosts() {
     assert!(!o.status.success(), "{}", out(&o));
     w.assert_blocked_untouched(before, "curl");
     // The exit summary names what the network layer denied.
-    assert!(stderr(&o).contains("network denied"), "{}", out(&o));
+    assert!(
+        stderr(&o).contains("the network layer refused"),
+        "{}",
+        out(&o)
+    );
 }
 
 #[test]

@@ -1,8 +1,10 @@
-//! `sandpit run [--profile P] [--allow-degraded] -- CMD ARGS…`: run a command under
-//! the kernel layer. Prints one line to stderr saying which layers are active, then
-//! passes the command's exit status through. If a layer the mode needs cannot be
-//! applied, the command does not start (exit 125) and the error names the layer and
-//! the flag that would accept a weaker mode.
+//! `sandpit run [--profile P] [--shims] [--kernel-only] [--allow-degraded] -- CMD ARGS…`:
+//! run a command under every layer (docs/run.md): the kernel layer (here), and —
+//! through `crate::launch` — the policy snapshot, the interposer, the proxy and DNS
+//! responder behind the kernel bridge, and the PATH shims. Prints one line to stderr
+//! saying which layers are active, then passes the command's exit status through.
+//! If a layer the mode needs cannot be set up, the command does not start (exit 125)
+//! and the error names the layer and the flag that would accept a weaker mode.
 use std::ffi::OsString;
 use std::path::PathBuf;
 

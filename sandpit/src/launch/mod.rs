@@ -514,10 +514,11 @@ impl Services {
         let line = self.denied.lock().ok().and_then(|d| {
             (d.count > 0).then(|| {
                 format!(
-                    "sandpit: network denied {} request{} ({}); `sandpit explain connect HOST:PORT` names the rule",
+                    "sandpit: the network layer refused or could not complete {} request{} ({}{}); `sandpit explain connect HOST:PORT` names the rule",
                     d.count,
                     if d.count == 1 { "" } else { "s" },
-                    d.hosts.join(", ")
+                    d.hosts.join(", "),
+                    if d.hosts.len() >= 5 { ", …" } else { "" }
                 )
             })
         });
