@@ -277,6 +277,13 @@ fn secrets_stay_unread_and_workspace_writes_land() {
         "{}",
         out(&o)
     );
+    // The exit summary counts the interposer's denials (through SANDPIT_AUDIT).
+    assert!(
+        stderr(&o).contains("the interposer denied 1 operation")
+            && stderr(&o).contains("first: blocked read of ~/.ssh/id_rsa"),
+        "{}",
+        out(&o)
+    );
     assert_eq!(
         std::fs::read_to_string(w.h.workspace().join("out.txt")).unwrap(),
         "written\n"

@@ -325,7 +325,7 @@ pub mod linux {
             }
         };
         let code = running.wait()?;
-        if let Some(line) = services.and_then(|s| s.finish()) {
+        for line in services.finish() {
             eprintln!("{line}");
         }
         Ok(code)

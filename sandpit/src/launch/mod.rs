@@ -120,6 +120,9 @@ pub struct Prepared {
     interposer: Interposer,
     shims: Option<Shims>,
     sockets: Option<Sockets>,
+    /// The interposer's denials arrive here (`SANDPIT_AUDIT`); inside the run
+    /// directory, which the sandbox sees read-only (a datagram can still be sent).
+    audit: Option<(PathBuf, UnixDatagram)>,
     nofile: Option<libc::rlim_t>,
 }
 
@@ -213,6 +216,23 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
+    let audit = match &interposer {
+        Interposer::On(_) => {
+            let path = run_dir.0.join("audit.sock");
+            // sun_path holds 108 bytes: a very long HOME goes without the summary.
+            if path.as_os_str().len() < 100 {
+                let sock =
+                    UnixDatagram::bind(&path).map_err(io(format!("binding {}", path.display())))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io(format!("setting permissions on {}", path.display())))?;
+                Some((path, sock))
+            } else {
+                None
+            }
+        }
+        Interposer::Off(_) => None,
+    };
+
     Ok(Prepared {
         _run_dir: run_dir,
         state_dir,
@@ -222,6 +242,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         interposer,
         shims,
         sockets,
+        audit,
         nofile,
     })
 }
@@ -332,7 +353,7 @@ impl Prepared {
                 proxy,
                 proxy_token: token.clone(),
                 dns,
-                audit: None,
+                audit: self.audit.as_ref().map(|(p, _)| p.clone()),
             };
             let existing = std::env::var_os("LD_PRELOAD");
             for (k, v) in inject::child_env(
@@ -412,12 +433,38 @@ impl Prepared {
     }
 
     /// Serve the proxy and DNS sockets (after the fork: this starts threads).
-    pub fn start(&mut self) -> Result<Option<Services>> {
+    pub fn start(&mut self) -> Result<Services> {
+        let interposed: Arc<Mutex<Denials>> = Arc::default();
+        if let Some((_, sock)) = self.audit.take() {
+            let d = interposed.clone();
+            std::thread::Builder::new()
+                .name("sandpit-audit".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = sock.recv(&mut buf) {
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        let text = text.trim().trim_start_matches("sandpit: ");
+                        // The verdict without its rule and advice (already on stderr).
+                        let line = text.split(" (").next().unwrap_or(text).to_string();
+                        if let Ok(mut d) = d.lock() {
+                            d.count += 1;
+                            if d.hosts.len() < 3 && !d.hosts.contains(&line) {
+                                d.hosts.push(line);
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| LaunchError::Proxy(format!("audit thread: {e}")))?;
+        }
+        let mut services = Services {
+            net: None,
+            interposed,
+        };
         let Some(sockets) = self.sockets.as_mut() else {
-            return Ok(None);
+            return Ok(services);
         };
         let (Some(listener), Some(dns_sock)) = (sockets.proxy.take(), sockets.dns.take()) else {
-            return Ok(None);
+            return Ok(services);
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -485,11 +532,12 @@ impl Prepared {
             }
         });
         drop(_enter);
-        Ok(Some(Services {
+        services.net = Some(NetServices {
             rt,
             _proxy: running,
             denied,
-        }))
+        });
+        Ok(services)
     }
 }
 
@@ -500,17 +548,46 @@ struct Denials {
 }
 
 /// The proxy and DNS responder while the command runs.
-pub struct Services {
+struct NetServices {
     rt: tokio::runtime::Runtime,
     _proxy: crate::proxy::Running,
     denied: Arc<Mutex<Denials>>,
 }
 
+/// What runs in the launcher while the command runs: the audit receiver and the
+/// proxy and DNS responder.
+pub struct Services {
+    net: Option<NetServices>,
+    interposed: Arc<Mutex<Denials>>,
+}
+
 impl Services {
-    /// Stop serving; one line summarising what the network layer denied, if anything.
-    pub fn finish(self) -> Option<String> {
+    /// Stop serving; lines summarising what was denied, if anything.
+    pub fn finish(self) -> Vec<String> {
         // Let the last audit events arrive.
         std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut lines = vec![];
+        if let Some(line) = self.interposed.lock().ok().and_then(|d| {
+            (d.count > 0).then(|| {
+                format!(
+                    "sandpit: the interposer denied {} operation{} (reported from inside the sandbox), first: {}",
+                    d.count,
+                    if d.count == 1 { "" } else { "s" },
+                    d.hosts.first().map(String::as_str).unwrap_or("")
+                )
+            })
+        }) {
+            lines.push(line);
+        }
+        if let Some(net) = self.net {
+            lines.extend(net.finish());
+        }
+        lines
+    }
+}
+
+impl NetServices {
+    fn finish(self) -> Option<String> {
         let line = self.denied.lock().ok().and_then(|d| {
             (d.count > 0).then(|| {
                 format!(
