@@ -145,7 +145,11 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn startup_line_names_every_layer() {
     let w = World::new("");
+    // A run directory left by a launcher that no longer exists is removed.
+    let stale = w.h.home().join(".sandpit/runs/999999999-dead");
+    w.h.write(&stale.join("policy.snapshot"), "old");
     let o = w.run(&["--shims"], "true");
+    assert!(!stale.exists(), "stale run directory left behind");
     assert!(o.status.success(), "{}", out(&o));
     let e = stderr(&o);
     let line = e

@@ -187,7 +187,8 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     )))?;
     let runs = state_dir.join("runs");
     private_dir(&runs, false)?;
-    let run_dir = RunDir(runs.join(random_hex(6)?));
+    remove_stale_runs(&runs);
+    let run_dir = RunDir(runs.join(format!("{}-{}", std::process::id(), random_hex(6)?)));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&run_dir.0)
@@ -245,6 +246,27 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         audit,
         nofile,
     })
+}
+
+/// Remove run directories left by launchers that no longer exist (killed with
+/// SIGKILL, a crash): named `<pid>-<random>`, and that pid is gone.
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(p, _)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
