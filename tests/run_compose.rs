@@ -375,3 +375,26 @@ fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
         out(&o)
     );
 }
+
+#[test]
+fn an_interposer_that_cannot_be_installed_stops_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("");
+    // Someone else could write the library directory: extraction must refuse it.
+    let lib = w.h.home().join(".sandpit/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    w.h.give_to_test_user(&lib);
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = w.run(&[], "echo RAN > ran.txt");
+    assert_eq!(o.status.code(), Some(125), "{}", out(&o));
+    assert!(
+        stderr(&o).contains("interposition library") && stderr(&o).contains("--kernel-only"),
+        "{}",
+        out(&o)
+    );
+    assert!(!w.h.workspace().join("ran.txt").exists(), "the command ran");
+    // Positive control: choosing kernel-only mode runs it.
+    let o = w.run(&["--kernel-only"], "echo RAN > ran.txt");
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(w.h.workspace().join("ran.txt").exists(), "{}", out(&o));
+}
