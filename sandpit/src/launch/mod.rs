@@ -290,8 +290,8 @@ fn choose_interposer(o: &Options, state_dir: &Path) -> Result<Interposer> {
             }
         }
     }
+    // `install` verifies the file (ownership, modes, content hash) before returning.
     let lib = inject::install(state_dir).map_err(LaunchError::Interposer)?;
-    lib.verify().map_err(LaunchError::Interposer)?;
     Ok(Interposer::On(lib))
 }
 
@@ -370,7 +370,6 @@ impl Prepared {
             env.extend(crate::proxy::child_env(addr, t));
         }
         if let Interposer::On(lib) = &self.interposer {
-            lib.verify().map_err(LaunchError::Interposer)?;
             let ends = inject::Endpoints {
                 proxy,
                 proxy_token: token.clone(),
