@@ -203,6 +203,31 @@ fn curl_reaches_only_allowed_hosts() {
     );
     assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
 
+    // Skipping the proxy variables: the interposer redirects curl's own connect.
+    let o = w.run(
+        &[],
+        &format!("curl -sS --max-time 10 --noproxy '*' http://allowed.test:{a}/"),
+    );
+    assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
+    // HTTPS through CONNECT: curl's ClientHello (SNI allowed.test) reaches the sink,
+    // which is no TLS server — the bytes arriving are the point.
+    let got_before = w.allowed.seen().1;
+    let _ = w.run(
+        &[],
+        &format!("curl -sk --max-time 5 https://allowed.test:{a}/"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let got = w.allowed.bytes.lock().unwrap()[got_before..].to_vec();
+    assert!(
+        got.windows(12).any(|x| x == b"allowed.test"),
+        "the ClientHello did not reach the allowed sink"
+    );
+    let o = w.run(
+        &[],
+        &format!("curl -sSk --max-time 10 https://blocked.test:{b}/"),
+    );
+    assert!(!o.status.success(), "{}", out(&o));
+
     // A blocked name, and a direct address that skips the proxy variables.
     let o = w.run(
         &[],
