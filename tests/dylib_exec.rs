@@ -33,6 +33,8 @@ fn blocked_command_is_refused_by_every_exec_entry_point() {
         vec!["execlp", "touch", "forbidden-marker"],
         vec!["execle", touch, "forbidden-marker"],
         vec!["fexecve", touch, "touch", "forbidden-marker"],
+        vec!["execveat", touch, "touch", "forbidden-marker"],
+        vec!["execvpe", "touch", "touch", "forbidden-marker"],
         vec!["posix_spawn", touch, "touch", "forbidden-marker"],
         vec!["posix_spawnp", "touch", "touch", "forbidden-marker"],
         // argv[0] forged: the program path is judged too.
@@ -105,6 +107,8 @@ fn blocked_command_is_refused_by_every_exec_entry_point() {
         vec!["system", "touch allowed-7"],
         vec!["popen", "touch allowed-8"],
         vec!["fexecve", touch, "touch", "allowed-9"],
+        vec!["execveat", touch, "touch", "allowed-10"],
+        vec!["execvpe", "touch", "touch", "allowed-11"],
     ]
     .iter()
     .enumerate()

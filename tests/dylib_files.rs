@@ -52,6 +52,9 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
             );
             assert_eq!(errno_of(&o), Some(EACCES), "{op} {sp}: {}", o.all());
         }
+        let o = probe_in(&p, &["freopen", sp, "r"]);
+        assert!(!o.all().contains(CANARY), "freopen {sp}: {}", o.all());
+        assert_eq!(errno_of(&o), Some(EACCES), "freopen {sp}: {}", o.all());
         let o = probe_in(&p, &["fopen", sp, "r"]);
         assert!(!o.all().contains(CANARY), "fopen {sp}: {}", o.all());
         assert_eq!(errno_of(&o), Some(EACCES), "fopen {sp}: {}", o.all());
@@ -66,6 +69,17 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
         o.stderr
             .contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
             && o.stderr.contains("allow_read"),
+        "{}",
+        o.stderr
+    );
+    // Repeats in one process print one line.
+    let o = run(p.cmd("python3").args([
+        "-c",
+        &format!("for _ in range(5):\n    try: open({s:?})\n    except PermissionError: pass"),
+    ]));
+    assert_eq!(
+        o.stderr.matches("blocked read of ~/.ssh/id_rsa").count(),
+        1,
         "{}",
         o.stderr
     );
@@ -295,4 +309,71 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .env_remove("SANDPIT_SNAPSHOT")
         .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+}
+
+#[test]
+fn allowed_calls_keep_the_kernels_answers() {
+    // The fast path opens a rewritten absolute path: it must fail exactly where the
+    // kernel would (empty path, trailing slash on a file, missing parents, ELOOP).
+    let p = Pit::new("");
+    std::os::unix::fs::symlink("loop", p.ws().join("loop")).unwrap();
+    if common::is_root() {
+        std::os::unix::fs::lchown(
+            p.ws().join("loop"),
+            Some(common::TEST_UID),
+            Some(common::TEST_GID),
+        )
+        .unwrap();
+    }
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["read", ""],
+        vec!["read", "ok.txt/"],
+        vec!["read", "ok.txt/."],
+        vec!["read", "missing/x"],
+        vec!["read", "loop"],
+        vec!["read", "./ok.txt"],
+        vec!["read", "sub/../ok.txt"],
+        vec!["write", "newfile/"],
+        vec!["write", "ok.txt/x"],
+        vec!["mkdir", "ok.txt"],
+    ];
+    for c in &cases {
+        let bare = probe_bare(&p, c);
+        let hooked = probe_in(&p, c);
+        assert_eq!(
+            bare.stdout.lines().next(),
+            hooked.stdout.lines().next(),
+            "{c:?}: bare {} / hooked {}",
+            bare.all(),
+            hooked.all()
+        );
+    }
+    assert!(!p.ws().join("newfile").exists());
+}
+
+#[test]
+fn denials_reach_the_audit_socket() {
+    let mut p = Pit::new("");
+    let sock = p.h.dir.path().join("audit.sock");
+    let rx = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+    p.ends.audit = Some(sock.clone());
+    // Positive control: an allowed read sends nothing; then a denied one.
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+    let o = probe_in(
+        &p,
+        &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()],
+    );
+    assert_eq!(errno_of(&o), Some(EACCES), "{}", o.all());
+    let mut buf = [0u8; 2048];
+    let n = rx.recv(&mut buf).unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        line.starts_with("sandpit: blocked read of ~/.ssh/id_rsa"),
+        "{line}"
+    );
+    assert!(!line.contains(CANARY));
 }

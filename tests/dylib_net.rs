@@ -92,6 +92,10 @@ fn tcp_connects_are_redirected_to_the_proxy_with_the_original_destination() {
         let o = probe_in(&p, &[op, "127.0.0.1", &port]);
         assert!(o.stdout.contains("via-proxy"), "{op}: {}", o.all());
     }
+    // A second connect() on the redirected socket gets the kernel's EISCONN.
+    let o = probe_in(&p, &["connect-again", "127.0.0.1", &port]);
+    assert_eq!(errno_of(&o), Some(libc::EISCONN), "{}", o.all());
+    assert!(!o.stderr.contains("blocked"), "{}", o.stderr);
     // IPv6 socket to an IPv6 destination: still the (IPv4) proxy.
     let o = probe_in(&p, &["connect", "::1", &port]);
     assert!(o.stdout.contains("via-proxy"), "v6: {}", o.all());

@@ -372,3 +372,59 @@ fn concurrent_runs_keep_each_others_protected_placeholders() {
         assert!(!c.contains("evil"), "{f} was written");
     }
 }
+
+/// Deny-inside-allow: a `block_read` path inside the workspace is masked while the
+/// rest of the workspace stays readable and writable; an `allow_read` carve-out inside
+/// a masked directory is readable; a secret created on the host during the run inside
+/// a masked directory stays invisible.
+#[test]
+fn precedence_carve_outs_and_secrets_created_during_the_run() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let h = home_with_secrets();
+    let ws = h.workspace();
+    h.write(&ws.join(".env"), CANARY);
+    h.write(&ws.join("src.txt"), "SOURCE");
+    h.write(&h.home().join(".config/gh/config.yml"), "GH-CONFIG-PUBLIC");
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[files]\nallow_read = [\"~/.config/gh/config.yml\"]\n",
+    );
+    let script = "cat .env; cat src.txt; echo; echo more >> src.txt && echo WS-WRITE-OK; \
+                  cat $HOME/.config/gh/config.yml; cat $HOME/.config/gh/hosts.yml; \
+                  echo; echo ready; while [ ! -e go ]; do sleep 0.05; done; \
+                  cat $HOME/.ssh/created-later; ls $HOME/.ssh; echo END";
+    let mut child = sandpit_cmd(&h, &["--block-read", ".env"], script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = vec![];
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let ready = l.ends_with("ready");
+        seen.push(l);
+        if ready {
+            break;
+        }
+    }
+    // While the command runs, a new secret appears on the host.
+    h.write(&h.home().join(".ssh/created-later"), CANARY);
+    h.write(&ws.join("go"), "");
+    seen.extend(lines.map(|l| l.unwrap()));
+    let out = child.wait_with_output().unwrap();
+    let all = format!(
+        "{}\n{}",
+        seen.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(CANARY), "{all}");
+    assert!(
+        all.contains("SOURCE") && all.contains("WS-WRITE-OK"),
+        "{all}"
+    );
+    assert!(all.contains("GH-CONFIG-PUBLIC"), "carve-out: {all}");
+    assert!(all.contains("END"), "{all}");
+    assert_eq!(content(&ws.join(".env")).as_deref(), Some(CANARY));
+}

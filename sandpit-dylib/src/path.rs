@@ -217,6 +217,11 @@ pub fn join(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
     {
         out.push(comp)?;
     }
+    // A trailing `/` (or `/.`) means "must be a directory": keep it for the kernel.
+    let dir_suffix = path.ends_with(b"/") || path.ends_with(b"/.") || path == b".";
+    if dir_suffix && out.as_bytes() != b"/" {
+        out.append(b"/")?;
+    }
     Ok(())
 }
 
@@ -363,13 +368,13 @@ mod tests {
         assert_eq!(lex("/", "../../.."), "/");
         let mut o = PBuf::new();
         join(b"/a/b", b"./../c//./d/", &mut o).unwrap();
-        assert_eq!(o.as_bytes(), b"/a/b/../c/d");
+        assert_eq!(o.as_bytes(), b"/a/b/../c/d/");
         for (p, want) in [
             ("/x/y", "/x/y"),
             ("/x//y", "/x/y"),
             ("/x/./y", "/x/y"),
-            ("/x/.", "/x"),
-            ("/x/", "/x"),
+            ("/x/.", "/x/"),
+            ("/x/", "/x/"),
             ("/x/..", "/x/.."),
             ("/.hidden/.x", "/.hidden/.x"),
             ("/", "/"),

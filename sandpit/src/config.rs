@@ -79,16 +79,8 @@ pub fn state_dir(home: &Path) -> PathBuf {
 pub fn scratch_root() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         Some(d) if d.is_absolute() && d.is_dir() => d.join("sandpit"),
-        _ => std::env::temp_dir().join(format!("sandpit-{}", current_uid())),
+        _ => std::env::temp_dir().join(format!("sandpit-{}", crate::sys::uid())),
     }
-}
-
-fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    // The owner of /proc/self is the process's uid, without an unsafe call.
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
 }
 
 fn workspace(args: &PolicyArgs) -> Result<PathBuf, ConfigError> {

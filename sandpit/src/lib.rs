@@ -9,3 +9,4 @@ pub mod inspect;
 pub mod launch;
 pub mod proxy;
 pub mod sandbox;
+pub mod sys;

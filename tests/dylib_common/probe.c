@@ -103,6 +103,13 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "execl")) { execl(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL); return res(-1); }
     if (!strcmp(op, "execlp")) { execlp(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL); return res(-1); }
     if (!strcmp(op, "execle")) { char *e[] = {NULL}; execle(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL, e); return res(-1); }
+    if (!strcmp(op, "execveat")) { char *e[] = {NULL}; execveat(AT_FDCWD, a, argv + 3, e, 0); return res(-1); }
+    if (!strcmp(op, "execvpe")) { char *e[] = {NULL}; execvpe(a, argv + 3, e); return res(-1); }
+    if (!strcmp(op, "freopen")) {
+        FILE *f = freopen(a, b, stdin);
+        if (!f) return res(-1);
+        char buf[256] = {0}; fgets(buf, sizeof buf, f); printf("ok %s\n", buf); return 0;
+    }
     if (!strcmp(op, "fexecve")) {
         int fd = open(a, O_RDONLY | O_CLOEXEC);
         if (fd < 0) return res(-1);
@@ -154,6 +161,13 @@ int main(int argc, char **argv) {
         char buf[256] = {0}; ssize_t n = read(fd, buf, sizeof buf - 1);
         printf("ok %s\n", n > 0 ? buf : "");
         return 0;
+    }
+    if (!strcmp(op, "connect-again")) {    /* connect twice, report the second */
+        struct sockaddr_storage ss; socklen_t len;
+        int fam = inet(a, atoi(b), &ss, &len);
+        int fd = socket(fam, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&ss, len) < 0) return res(-1);
+        return res(connect(fd, (struct sockaddr *)&ss, len));
     }
     if (!strcmp(op, "udp")) {
         struct sockaddr_storage ss; socklen_t len;

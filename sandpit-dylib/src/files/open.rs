@@ -60,6 +60,10 @@ pub unsafe fn open_impl(
     let st = crate::state::get()?;
     // SAFETY: per the contract.
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+    if p.is_empty() {
+        // The kernel's answer; joining "" onto the cwd would open the cwd instead.
+        return Err(libc::ENOENT);
+    }
     let (read, write) = wants(flags);
     let mut abs = PBuf::new();
     // An absolute path already in canonical spelling is used as the caller passed

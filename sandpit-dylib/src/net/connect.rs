@@ -40,7 +40,9 @@ hook! {
         };
         match sock_type(fd)? {
             libc::SOCK_STREAM => {
-                if st.proxy.is_some_and(|p| same(p, dest)) {
+                // The proxy itself, and sandpit's DNS responder (DNS over TCP for
+                // large answers), are reached directly.
+                if st.proxy.is_some_and(|p| same(p, dest)) || st.dns.is_some_and(|d| same(d, dest)) {
                     // SAFETY: the caller's arguments, forwarded.
                     return Ok(unsafe { real(fd, addr, len) });
                 }
@@ -64,6 +66,10 @@ hook! {
                         let name = n.map(|n| &host[..n]);
                         match redirect::redirect(st, fd, dest, name, real) {
                             Ok(r) => Ok(r),
+                            // A second connect() on a socket we already redirected
+                            // (some programs poll that way), or a bad fd: the
+                            // kernel's own answer.
+                            Err(e @ (libc::EISCONN | libc::EALREADY | libc::EBADF | libc::ENOTSOCK)) => Err(e),
                             Err(_) => {
                                 refuse("connection", dest, "sandpit's proxy is not reachable", libc::ECONNREFUSED)?;
                                 Ok(-1)
