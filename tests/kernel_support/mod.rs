@@ -21,14 +21,18 @@ pub fn bare(h: &TestHome, script: &str) -> Output {
     h.command("sh").arg("-c").arg(script).output().unwrap()
 }
 
-/// `sandpit run -- sh -c script` as the test user.
+/// `sandpit run --kernel-only -- sh -c script` as the test user.
 pub fn sandboxed(h: &TestHome, script: &str) -> Output {
     sandpit_cmd(h, &[], script).output().unwrap()
 }
 
+/// `sandpit run --kernel-only`: these tests judge the kernel layer alone (the
+/// interposer would answer first, with its own errors; `tests/run_*.rs` test the
+/// composed run).
 pub fn sandpit_cmd(h: &TestHome, flags: &[&str], script: &str) -> Command {
     let mut c = h.sandpit();
     c.arg("run")
+        .arg("--kernel-only")
         .args(flags)
         .arg("--")
         .arg("sh")

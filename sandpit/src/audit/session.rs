@@ -4,7 +4,6 @@
 //! policy snapshot), [`Session::child_env`] for the child, [`Session::finish`] after
 //! the command exits (exit record, summary on stderr, learned draft).
 use std::ffi::OsString;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,13 +15,9 @@ use super::{learn, private_dir, summary, AuditError, AuditLog, Decision, Layer, 
 pub struct RunOptions {
     /// Learn mode: the interposer records what it would deny instead of denying it
     /// (the kernel layer still holds), and a draft policy of what the run needed is
-    /// written to ~/.sandpit/learned/RUN.toml. Implies --interposer.
+    /// written to ~/.sandpit/learned/RUN.toml.
     #[arg(long)]
     pub learn: bool,
-    /// Load the interposition library into the command: each denial names its rule
-    /// and reaches the audit log.
-    #[arg(long)]
-    pub interposer: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,75 +95,25 @@ impl Session {
             s.env
                 .push((crate::inject::AUDIT_VAR.to_string(), p.to_string()));
         }
-        if opts.interposer || opts.learn {
-            // A program that cannot load it runs with the kernel layer alone (the
-            // mode `sandpit check` reports); failing to set it up stops the run.
-            match cannot_interpose(argv) {
-                None => {
-                    s.interposer(policy, opts.learn)?;
-                    notes.push(if opts.learn {
-                        "interposer on, learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
-                    } else {
-                        "interposer on"
-                    }
-                    .to_string());
-                }
-                Some(why) => {
-                    eprintln!("sandpit: warning: the interposer is off for this run: {why}");
-                    notes.push(format!("interposer off: {why}"));
-                }
-            }
-        } else {
-            notes.push("interposer off".into());
+        if opts.learn {
+            // The interposer (set up by the launch) records instead of denying.
+            s.env.push(("SANDPIT_LEARN".into(), "1".into()));
+            notes.push(
+                "learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
+                    .into(),
+            );
         }
         start.reason = notes.join("; ");
         s.log.record(start);
         Ok(s)
     }
 
-    /// Extract the library, write the snapshot, bind the socket, compose the env.
-    fn interposer(
-        &mut self,
-        policy: &sandpit_policy::Policy,
-        learn: bool,
-    ) -> Result<(), SessionError> {
-        let lib = crate::inject::install(&self.state_dir)?;
-        let snapshot = self.run_dir.join("policy.snapshot");
-        {
-            use std::io::Write;
-            let io = |source| AuditError::Io {
-                path: snapshot.clone(),
-                source,
-            };
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&snapshot)
-                .map_err(io)?;
-            f.write_all(&policy.snapshot()).map_err(io)?;
-        }
-        // SANDPIT_AUDIT is already in the environment (see `start`).
-        let ends = crate::inject::Endpoints::default();
-        let preload = std::env::var_os(crate::inject::PRELOAD_VAR);
-        let mut env = vec![];
-        for (k, v) in
-            crate::inject::child_env(preload.as_deref(), &lib, &snapshot, &self.state_dir, &ends)
-        {
-            match (k.into_string(), v.into_string()) {
-                (Ok(k), Ok(v)) => env.push((k, v)),
-                (k, _) => return Err(SessionError::NotUtf8(format!("{k:?}"))),
-            }
-        }
-        if learn {
-            env.push(("SANDPIT_LEARN".into(), "1".into()));
-        }
-        self.env.extend(env);
-        Ok(())
-    }
-
     pub fn run(&self) -> &str {
         self.log.run()
+    }
+    /// The socket layers inside the sandbox report denials to.
+    pub fn audit_socket(&self) -> Option<PathBuf> {
+        self.audit_sock.clone()
     }
     pub fn log_path(&self) -> &Path {
         self.log.path()
@@ -240,25 +185,6 @@ impl Drop for Session {
             l.finish();
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
-    }
-}
-
-/// Why the interposer cannot load into `argv[0]` (static, foreign loader, …).
-fn cannot_interpose(argv: &[OsString]) -> Option<String> {
-    let program = argv.first()?.to_str()?;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let cwd = std::env::current_dir().ok()?;
-    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
-        Ok(i) if i.interposition_supported() => None,
-        Ok(i) => Some(format!(
-            "{program} cannot load it ({})",
-            i.blockers
-                .iter()
-                .map(|b| b.describe())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )),
-        Err(e) => Some(format!("{program}: {e}")),
     }
 }
 

@@ -1,8 +1,10 @@
-//! `sandpit run [--profile P] [--allow-degraded] -- CMD ARGS…`: run a command under
-//! the kernel layer. Prints one line to stderr saying which layers are active, then
-//! passes the command's exit status through. If a layer the mode needs cannot be
-//! applied, the command does not start (exit 125) and the error names the layer and
-//! the flag that would accept a weaker mode.
+//! `sandpit run [--profile P] [--shims] [--kernel-only] [--allow-degraded] -- CMD ARGS…`:
+//! run a command under every layer (docs/run.md): the kernel layer (here), and —
+//! through `crate::launch` — the policy snapshot, the interposer, the proxy and DNS
+//! responder behind the kernel bridge, and the PATH shims. Prints one line to stderr
+//! saying which layers are active, then passes the command's exit status through.
+//! If a layer the mode needs cannot be set up, the command does not start (exit 125)
+//! and the error names the layer and the flag that would accept a weaker mode.
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -20,17 +22,24 @@ pub struct RunArgs {
     /// Landlock) when the full one cannot be set up; the weaker mode is reported.
     #[arg(long)]
     pub allow_degraded: bool,
-    /// Unix socket of sandpit's proxy: the sandbox reaches it as 127.0.0.1:PORT.
-    /// Without it a `filtered` network means no network at all.
+    /// Use this unix socket as the proxy instead of starting sandpit's own (tests):
+    /// the sandbox reaches it as 127.0.0.1:PORT.
     #[arg(long, value_name = "PATH")]
     pub proxy_socket: Option<PathBuf>,
     /// Port the proxy appears on inside the sandbox.
     #[arg(long, default_value_t = 3128)]
     pub proxy_port: u16,
-    /// Unix datagram socket of sandpit's DNS responder: the sandbox's resolv.conf
-    /// points at 127.0.0.1 and queries are relayed there (with --proxy-socket).
+    /// With --proxy-socket: unix datagram socket of a DNS responder; the sandbox's
+    /// resolv.conf points at 127.0.0.1 and queries are relayed there.
     #[arg(long, value_name = "PATH")]
     pub dns_socket: Option<PathBuf>,
+    /// Put sandpit's PATH shims (curl, wget, nc, ssh, git, …) first on the command's
+    /// PATH (also on with `shims.enabled = true` in the policy).
+    #[arg(long)]
+    pub shims: bool,
+    /// Do not inject the interposition library (kernel layer, proxy and shims only).
+    #[arg(long)]
+    pub kernel_only: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -271,6 +280,22 @@ pub mod linux {
         use crate::sandbox::linux;
         let cmd0 = args.command.first().and_then(|c| c.to_str());
         let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+        // Audit log, audit socket and learn mode first: the launch's interposer
+        // reports to the session's socket (and it makes ~/.sandpit, which the plan
+        // then binds read-only).
+        let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
+        let mut launch = crate::launch::prepare(
+            &loaded.policy,
+            &crate::launch::Options {
+                command: &args.command,
+                shims: args.shims,
+                kernel_only: args.kernel_only,
+                external_proxy: args.proxy_socket.is_some(),
+                support,
+                scratch,
+                audit_socket: session.audit_socket(),
+            },
+        )?;
         let proxy = match &args.proxy_socket {
             Some(s) => Some((
                 std::path::absolute(s).context("proxy socket path")?,
@@ -280,29 +305,54 @@ pub mod linux {
                     None => None,
                 },
             )),
-            None => None,
+            None => launch
+                .network()
+                .map(|(proxy, dns)| (proxy, args.proxy_port, Some(dns))),
         };
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
-        // Audit log, audit socket, interposer and learn mode (before the plan: it
-        // makes ~/.sandpit, which the plan then binds read-only).
-        let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let input = plan_input(&loaded.policy, mode, proxy, cwd);
         let mut plan = linux::plan(&input, &linux::HostFs)?;
         plan.env.extend(session.child_env());
+        launch.apply(&mut plan)?;
         let profile = loaded
             .profile
             .as_deref()
             .map(|p| format!(" [profile {p}]"))
             .unwrap_or_default();
-        eprintln!("sandpit: {}{profile}", describe(&plan, support));
-        session.kernel_layer(&describe(&plan, support));
+        let line = format!(
+            "layers: {}{profile}; {}",
+            launch.describe(&plan, support),
+            describe(&plan, support)
+        );
+        eprintln!("sandpit: {line}");
+        session.kernel_layer(&line);
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
         };
-        let result = linux::run(&plan, &args.command, &layers);
+        let running = match linux::spawn(&plan, &args.command, &layers) {
+            Ok(r) => r,
+            Err(e) => {
+                session.finish(None);
+                return Err(e.into());
+            }
+        };
+        // Threads (the proxy runtime) only after the fork.
+        let services = match launch.start(Some(session.sink())) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::launch::abort_command();
+                let _ = running.wait();
+                session.finish(None);
+                return Err(e.into());
+            }
+        };
+        let result = running.wait();
+        for line in services.finish() {
+            eprintln!("{line}");
+        }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
     }

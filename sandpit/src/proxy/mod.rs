@@ -199,6 +199,26 @@ impl Proxy {
                 },
             )?;
         }
+        Ok(self.serve_unix_listener(listener))
+    }
+
+    /// Serve on a unix listener bound earlier: `sandpit run` binds before it forks
+    /// (the launcher must be single-threaded then) and serves once the command runs;
+    /// connections made in between wait in the backlog.
+    pub fn serve_unix_std(
+        self: &Arc<Self>,
+        listener: std::os::unix::net::UnixListener,
+    ) -> Result<Running, ProxyError> {
+        let err = |source| ProxyError::Bind {
+            addr: "a unix listener".into(),
+            source,
+        };
+        listener.set_nonblocking(true).map_err(err)?;
+        let listener = UnixListener::from_std(listener).map_err(err)?;
+        Ok(self.serve_unix_listener(listener))
+    }
+
+    fn serve_unix_listener(self: &Arc<Self>, listener: UnixListener) -> Running {
         let me = self.clone();
         let need_token = self.cfg.token.is_some();
         let task = tokio::spawn(async move {
@@ -223,7 +243,7 @@ impl Proxy {
                 });
             }
         });
-        Ok(Running { local: None, task })
+        Running { local: None, task }
     }
 }
 

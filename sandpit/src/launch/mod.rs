@@ -1,0 +1,648 @@
+//! Composing the layers of one `sandpit run` (DESIGN.md, "Process model"): the
+//! per-run directory and policy snapshot, the interposer (extracted and verified),
+//! the PATH shims, the proxy and DNS responder behind the kernel layer's bridge, the
+//! child's environment, the start-up line and the exit summary.
+//!
+//! Order, as `cli::run` calls it:
+//! 1. [`prepare`] (before the fork, single-threaded): run directory, snapshot, mode
+//!    choice, library extraction, shim directory, and the proxy/DNS sockets *bound*
+//!    (not yet served) so the bridge can connect as soon as the command starts;
+//! 2. [`Prepared::network`] feeds the kernel plan; [`Prepared::apply`] adds the
+//!    child's variables to the plan; [`Prepared::describe`] is the start-up line;
+//! 3. after `linux::spawn`, [`Prepared::start`] starts the tokio runtime that serves
+//!    the sockets (threads may only start after the fork);
+//! 4. after `Running::wait`, [`Services::finish`] stops it and returns a summary of
+//!    denials; dropping [`Prepared`] removes the run directory and the sockets.
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sandpit_policy::{NetMode, Policy};
+
+use crate::inject::{self, Installed};
+use crate::sandbox::KernelSupport;
+
+mod sys;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not a private directory owned by this user; refusing to use it")]
+    NotPrivate(PathBuf),
+    #[error(
+        "the interposition library could not be installed or verified ({0}); the command \
+         was not started. Pass --kernel-only to run without it (no per-call rule names, \
+         no transparent connect redirect)"
+    )]
+    Interposer(#[source] inject::InjectError),
+    #[error("the PATH shims could not be built ({0}); the command was not started")]
+    Shims(#[source] sandpit_shims::Error),
+    #[error("{0:?} is not valid UTF-8; sandpit cannot pass it to the sandboxed command")]
+    NotUtf8(OsString),
+    #[error("the proxy could not be started: {0}")]
+    Proxy(String),
+}
+
+type Result<T> = std::result::Result<T, LaunchError>;
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+/// What the run asked for.
+pub struct Options<'a> {
+    pub command: &'a [OsString],
+    /// `--shims` (the policy's `shims.enabled` turns them on too).
+    pub shims: bool,
+    /// `--kernel-only`: no interposer, by choice.
+    pub kernel_only: bool,
+    /// The proxy is someone else's (`--proxy-socket`): start none here.
+    pub external_proxy: bool,
+    pub support: &'a KernelSupport,
+    /// The run's scratch directory (`TMPDIR`); the sockets go next to it, under the
+    /// private scratch root that the sandbox does not see.
+    pub scratch: &'a Path,
+    /// The audit session's socket (`SANDPIT_AUDIT`): the interposer reports there.
+    /// `None`: the launch binds its own, for the end-of-run count.
+    pub audit_socket: Option<PathBuf>,
+}
+
+/// Whether the interposer is injected, and why not.
+pub enum Interposer {
+    On(Installed),
+    Off(String),
+}
+
+struct Shims {
+    dir: PathBuf,
+    tools: Vec<String>,
+    path: String,
+}
+
+/// The proxy's and the DNS responder's sockets, bound before the fork.
+struct Sockets {
+    dir: PathBuf,
+    proxy_path: PathBuf,
+    dns_path: PathBuf,
+    proxy: Option<UnixListener>,
+    dns: Option<UnixDatagram>,
+}
+
+impl Drop for Sockets {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `~/.sandpit/runs/<id>`: removed when dropped.
+struct RunDir(PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Everything set up for one run before the fork.
+pub struct Prepared {
+    _run_dir: RunDir,
+    state_dir: PathBuf,
+    snapshot: PathBuf,
+    token: String,
+    policy: Arc<Policy>,
+    interposer: Interposer,
+    shims: Option<Shims>,
+    sockets: Option<Sockets>,
+    /// The interposer's denials arrive here (`SANDPIT_AUDIT`); inside the run
+    /// directory, which the sandbox sees read-only (a datagram can still be sent).
+    audit: Option<(PathBuf, UnixDatagram)>,
+    /// The audit session's socket, when the session owns it.
+    external_audit: Option<PathBuf>,
+    nofile: Option<libc::rlim_t>,
+}
+
+fn uid() -> u32 {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX)
+}
+
+/// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
+/// else can write.
+fn private_dir(dir: &Path, recursive: bool) -> Result<()> {
+    match std::fs::DirBuilder::new()
+        .recursive(recursive)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(format!("creating {}", dir.display()))(e)),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(io(format!("{}", dir.display())))?;
+    if !m.is_dir() || m.uid() != uid() || m.mode() & 0o022 != 0 {
+        return Err(LaunchError::NotPrivate(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn random_hex(n: usize) -> Result<String> {
+    use std::io::Read;
+    let mut b = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(io("reading /dev/urandom"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Write `bytes` to `path` (0600) through a temporary file renamed into place.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io(format!("creating {}", tmp.display())))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(io(format!("writing {}", tmp.display())))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(io(format!("renaming to {}", path.display())))
+}
+
+/// Set up everything that must exist before the command starts. Single-threaded.
+pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
+    let nofile = sys::raise_nofile().ok();
+    let state_dir = policy.context.state_dir.clone();
+    private_dir(&state_dir, true)?;
+    let state_dir = std::fs::canonicalize(&state_dir).map_err(io(format!(
+        "resolving the state directory {}",
+        state_dir.display()
+    )))?;
+    let runs = state_dir.join("runs");
+    private_dir(&runs, false)?;
+    remove_stale_runs(&runs);
+    let run_dir = RunDir(runs.join(format!("{}-{}", std::process::id(), random_hex(6)?)));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&run_dir.0)
+        .map_err(io(format!("creating {}", run_dir.0.display())))?;
+
+    // The snapshot the interposer and `sandpit exec` read.
+    let snapshot = run_dir.0.join("policy.snapshot");
+    write_atomic(&snapshot, &policy.snapshot())?;
+
+    let interposer = choose_interposer(o, &state_dir)?;
+
+    let shims = if o.shims || policy.shims.enabled {
+        let dir = run_dir.0.join("shims");
+        let exe = std::env::current_exe().map_err(io("locating the sandpit binary"))?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
+            .map_err(LaunchError::Shims)?;
+        Some(Shims { dir, tools, path })
+    } else {
+        None
+    };
+
+    let sockets = if !o.external_proxy && policy.network.mode.value == NetMode::Filtered {
+        Some(bind_sockets(o.scratch)?)
+    } else {
+        None
+    };
+
+    let audit = match &interposer {
+        Interposer::On(_) if o.audit_socket.is_some() => None,
+        Interposer::On(_) => {
+            let path = run_dir.0.join("audit.sock");
+            // sun_path holds 108 bytes: a very long HOME goes without the summary.
+            if path.as_os_str().len() < 100 {
+                let sock =
+                    UnixDatagram::bind(&path).map_err(io(format!("binding {}", path.display())))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io(format!("setting permissions on {}", path.display())))?;
+                Some((path, sock))
+            } else {
+                None
+            }
+        }
+        Interposer::Off(_) => None,
+    };
+
+    Ok(Prepared {
+        _run_dir: run_dir,
+        state_dir,
+        snapshot,
+        token: random_hex(16)?,
+        policy: Arc::new(policy.clone()),
+        interposer,
+        shims,
+        sockets,
+        audit,
+        external_audit: o.audit_socket.clone(),
+        nofile,
+    })
+}
+
+/// Remove run directories left by launchers that no longer exist (killed with
+/// SIGKILL, a crash): named `<pid>-<random>`, and that pid is gone.
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(p, _)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
+/// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
+/// verification failing otherwise is fatal.
+fn choose_interposer(o: &Options, state_dir: &Path) -> Result<Interposer> {
+    if o.kernel_only {
+        return Ok(Interposer::Off("--kernel-only".into()));
+    }
+    if let Some(program) = o.command.first().and_then(|c| c.to_str()) {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        // A program that cannot be inspected (not found) gets the interposer: the
+        // stricter choice; the exec then fails on its own.
+        if let Ok(i) =
+            crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current())
+        {
+            let choice = crate::inspect::choose_mode(&i, o.support);
+            if !choice.interposition {
+                return Ok(Interposer::Off(choice.reasons.join("; ")));
+            }
+        }
+    }
+    // `install` verifies the file (ownership, modes, content hash) before returning.
+    let lib = inject::install(state_dir).map_err(LaunchError::Interposer)?;
+    Ok(Interposer::On(lib))
+}
+
+fn bind_sockets(scratch: &Path) -> Result<Sockets> {
+    let dir = scratch.with_extension("net");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io(format!("creating {}", dir.display())))?;
+    let mut s = Sockets {
+        proxy_path: dir.join("proxy.sock"),
+        dns_path: dir.join("dns.sock"),
+        dir,
+        proxy: None,
+        dns: None,
+    };
+    let private = |p: &Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(format!("setting permissions on {}", p.display())))
+    };
+    s.proxy = Some(
+        UnixListener::bind(&s.proxy_path)
+            .map_err(io(format!("binding {}", s.proxy_path.display())))?,
+    );
+    private(&s.proxy_path)?;
+    s.dns = Some(
+        UnixDatagram::bind(&s.dns_path).map_err(io(format!("binding {}", s.dns_path.display())))?,
+    );
+    private(&s.dns_path)?;
+    Ok(s)
+}
+
+fn utf8(s: OsString) -> Result<String> {
+    s.into_string().map_err(LaunchError::NotUtf8)
+}
+
+/// Set `k=v` in the plan's environment, replacing an earlier value.
+fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
+    env.retain(|(e, _)| *e != k);
+    env.push((k, v));
+}
+
+impl Prepared {
+    /// The proxy and DNS sockets for the kernel plan's bridge (`None`: no proxy of
+    /// ours — the network is offline, unrestricted, or `--proxy-socket` was given).
+    pub fn network(&self) -> Option<(PathBuf, PathBuf)> {
+        self.sockets
+            .as_ref()
+            .map(|s| (s.proxy_path.clone(), s.dns_path.clone()))
+    }
+
+    pub fn interposer(&self) -> &Interposer {
+        &self.interposer
+    }
+
+    /// Add the child's variables to the plan: proxy variables with this run's token,
+    /// the preload and what the interposer needs (snapshot, state dir, the proxy and
+    /// DNS addresses as the sandbox sees them), and the shim PATH.
+    pub fn apply(&self, plan: &mut crate::sandbox::linux::Plan) -> Result<()> {
+        use crate::sandbox::linux::plan::NetPlan;
+        let (proxy, dns) = match &plan.net {
+            NetPlan::Bridge {
+                port, dns_relay_to, ..
+            } => (
+                Some(SocketAddr::from(([127, 0, 0, 1], *port))),
+                dns_relay_to
+                    .as_ref()
+                    .map(|_| SocketAddr::from(([127, 0, 0, 1], 53))),
+            ),
+            _ => (None, None),
+        };
+        let ours = self.sockets.is_some();
+        let token = ours.then(|| self.token.clone());
+        let mut env: Vec<(String, String)> = vec![];
+        if let (Some(addr), Some(t)) = (proxy, &token) {
+            env.extend(crate::proxy::child_env(addr, t));
+        }
+        if let Interposer::On(lib) = &self.interposer {
+            let ends = inject::Endpoints {
+                proxy,
+                proxy_token: token.clone(),
+                dns,
+                audit: self
+                    .audit
+                    .as_ref()
+                    .map(|(p, _)| p.clone())
+                    .or_else(|| self.external_audit.clone()),
+            };
+            let existing = std::env::var_os("LD_PRELOAD");
+            for (k, v) in inject::child_env(
+                existing.as_deref(),
+                lib,
+                &self.snapshot,
+                &self.state_dir,
+                &ends,
+            ) {
+                env.push((utf8(k)?, utf8(v)?));
+            }
+        }
+        if let Some(sh) = &self.shims {
+            env.extend(sandpit_shims::child_env(&sh.dir, &sh.path));
+            env.push((
+                crate::cli::exec::SNAPSHOT_VAR.into(),
+                utf8(self.snapshot.clone().into_os_string())?,
+            ));
+            if let Some(addr) = proxy {
+                let url = match &token {
+                    Some(t) => format!("http://sandpit:{t}@{addr}"),
+                    None => format!("http://{addr}"),
+                };
+                env.push((crate::cli::exec::PROXY_URL_VAR.into(), url));
+            }
+        }
+        for (k, v) in env {
+            set(&mut plan.env, k, v);
+        }
+        Ok(())
+    }
+
+    /// The layers part of the start-up line, e.g. `kernel (namespaces+Landlock ABI
+    /// 6+seccomp), interposer, proxy (filtered, 3 hosts), dns, shims (17 tools)`.
+    pub fn describe(&self, plan: &crate::sandbox::linux::Plan, s: &KernelSupport) -> String {
+        use crate::sandbox::linux::{plan::NetPlan, Mode};
+        let mut k = vec![];
+        if plan.mode == Mode::Namespaces {
+            k.push("namespaces".to_string());
+        }
+        if let Some(abi) = s.landlock_abi {
+            k.push(format!("Landlock ABI {abi}"));
+        }
+        k.push("seccomp".into());
+        let mut parts = vec![format!("kernel ({})", k.join("+"))];
+        parts.push(match &self.interposer {
+            Interposer::On(_) => "interposer".into(),
+            Interposer::Off(why) => format!("interposer OFF ({why})"),
+        });
+        match &plan.net {
+            NetPlan::Bridge { dns_relay_to, .. } => {
+                parts.push(if self.sockets.is_some() {
+                    let n = self.policy.network.allow.len();
+                    format!(
+                        "proxy (filtered, {n} allowed host{})",
+                        if n == 1 { "" } else { "s" }
+                    )
+                } else {
+                    "proxy (external socket)".into()
+                });
+                if dns_relay_to.is_some() {
+                    parts.push("dns".into());
+                }
+            }
+            NetPlan::Offline => parts.push("network off".into()),
+            NetPlan::Host => parts.push("network unrestricted".into()),
+        }
+        if let Some(sh) = &self.shims {
+            parts.push(format!("shims ({} tools)", sh.tools.len()));
+        }
+        if let Some(n) = self.nofile {
+            if n < 4096 {
+                parts.push(format!("open-file limit {n}"));
+            }
+        }
+        parts.join(", ")
+    }
+
+    /// Serve the proxy and DNS sockets (after the fork: this starts threads).
+    /// `log`, when given, also receives every proxy and DNS decision.
+    pub fn start(&mut self, log: Option<Arc<dyn crate::proxy::AuditSink>>) -> Result<Services> {
+        let interposed: Arc<Mutex<Denials>> = Arc::default();
+        if let Some((_, sock)) = self.audit.take() {
+            let d = interposed.clone();
+            std::thread::Builder::new()
+                .name("sandpit-audit".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = sock.recv(&mut buf) {
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        let text = text.trim().trim_start_matches("sandpit: ");
+                        // The verdict without its rule and advice (already on stderr).
+                        let line = text.split(" (").next().unwrap_or(text).to_string();
+                        if let Ok(mut d) = d.lock() {
+                            d.count += 1;
+                            if d.hosts.len() < 3 && !d.hosts.contains(&line) {
+                                d.hosts.push(line);
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| LaunchError::Proxy(format!("audit thread: {e}")))?;
+        }
+        let mut services = Services {
+            net: None,
+            interposed,
+        };
+        let Some(sockets) = self.sockets.as_mut() else {
+            return Ok(services);
+        };
+        let (Some(listener), Some(dns_sock)) = (sockets.proxy.take(), sockets.dns.take()) else {
+            return Ok(services);
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sandpit-proxy")
+            .enable_all()
+            .build()
+            .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
+        let _enter = rt.enter();
+        let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
+        let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
+        let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
+        let sink: Arc<dyn crate::proxy::AuditSink> = Arc::new(sink);
+        let proxy = crate::proxy::Proxy::new(
+            decide.clone(),
+            resolver.clone(),
+            sink.clone(),
+            crate::proxy::ProxyConfig {
+                token: Some(self.token.clone()),
+                ..crate::proxy::ProxyConfig::default()
+            },
+        );
+        let running = proxy
+            .serve_unix_std(listener)
+            .map_err(|e| LaunchError::Proxy(e.to_string()))?;
+
+        let dns = crate::dns::DnsServer::new(decide, resolver, sink);
+        let dns_sock = Arc::new(dns_sock);
+        let handle = rt.handle().clone();
+        std::thread::Builder::new()
+            .name("sandpit-dns".into())
+            .spawn(move || {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok((n, from)) = dns_sock.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    let (packet, dns, out) = (buf[..n].to_vec(), dns.clone(), dns_sock.clone());
+                    handle.spawn(async move {
+                        if let Some(reply) = dns.handle(&packet).await {
+                            let _ = out.send_to_addr(&reply, &from);
+                        }
+                    });
+                }
+            })
+            .map_err(|e| LaunchError::Proxy(format!("DNS thread: {e}")))?;
+
+        let denied: Arc<Mutex<Denials>> = Arc::default();
+        let d = denied.clone();
+        rt.spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                if let Some(log) = &log {
+                    log.record(ev.clone());
+                }
+                if ev.allow {
+                    continue;
+                }
+                if let Ok(mut d) = d.lock() {
+                    d.count += 1;
+                    let what = if ev.port == 0 {
+                        format!("{} (dns)", ev.host)
+                    } else {
+                        format!("{}:{}", ev.host, ev.port)
+                    };
+                    if d.hosts.len() < 5 && !d.hosts.contains(&what) {
+                        d.hosts.push(what);
+                    }
+                }
+            }
+        });
+        drop(_enter);
+        services.net = Some(NetServices {
+            rt,
+            _proxy: running,
+            denied,
+        });
+        Ok(services)
+    }
+}
+
+#[derive(Default)]
+struct Denials {
+    count: u64,
+    hosts: Vec<String>,
+}
+
+/// The proxy and DNS responder while the command runs.
+struct NetServices {
+    rt: tokio::runtime::Runtime,
+    _proxy: crate::proxy::Running,
+    denied: Arc<Mutex<Denials>>,
+}
+
+/// What runs in the launcher while the command runs: the audit receiver and the
+/// proxy and DNS responder.
+pub struct Services {
+    net: Option<NetServices>,
+    interposed: Arc<Mutex<Denials>>,
+}
+
+impl Services {
+    /// Stop serving; lines summarising what was denied, if anything.
+    pub fn finish(self) -> Vec<String> {
+        // Let the last audit events arrive.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut lines = vec![];
+        if let Some(line) = self.interposed.lock().ok().and_then(|d| {
+            (d.count > 0).then(|| {
+                format!(
+                    "sandpit: the interposer denied {} operation{} (reported from inside the sandbox), first: {}",
+                    d.count,
+                    if d.count == 1 { "" } else { "s" },
+                    d.hosts.first().map(String::as_str).unwrap_or("")
+                )
+            })
+        }) {
+            lines.push(line);
+        }
+        if let Some(net) = self.net {
+            lines.extend(net.finish());
+        }
+        lines
+    }
+}
+
+impl NetServices {
+    fn finish(self) -> Option<String> {
+        let line = self.denied.lock().ok().and_then(|d| {
+            (d.count > 0).then(|| {
+                format!(
+                    "sandpit: the network layer refused or could not complete {} request{} ({}{}); `sandpit explain connect HOST:PORT` names the rule",
+                    d.count,
+                    if d.count == 1 { "" } else { "s" },
+                    d.hosts.join(", "),
+                    if d.hosts.len() >= 5 { ", …" } else { "" }
+                )
+            })
+        });
+        drop(self._proxy);
+        self.rt.shutdown_background();
+        line
+    }
+}
+
+/// Stop the just-started command when a layer failed after the fork: the launcher
+/// forwards the SIGTERM it sends itself.
+pub fn abort_command() {
+    sys::terminate_self();
+}

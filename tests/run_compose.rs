@@ -1,0 +1,425 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `sandpit run` with every layer composed: kernel layer, interposer, proxy, DNS and
+//! shims, driven by real clients (curl, python3, cat, sh) as the unprivileged test
+//! user. Test hosts come from `[network.resolve]` in the test HOME's config only:
+//! `allowed.test` → 127.0.0.2 (a sink that answers), `blocked.test` → 127.0.0.1 (a
+//! listener that records everything it receives and must receive nothing).
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::TestHome;
+
+const CANARY: &str = "CANARY-run-91c2e7";
+
+/// A loopback listener that records every connection and byte and answers the first
+/// read with a small HTTP response naming `label`.
+struct Sink {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    bytes: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Sink {
+    fn start(ip: &str, label: &'static str) -> Sink {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (c, b) = (connections.clone(), bytes.clone());
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    b.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if n == 0 {
+                        return;
+                    }
+                    let body = format!("sink:{label}");
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(resp.as_bytes());
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    // Record whatever else arrives until the client closes.
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        b.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+        Sink {
+            port,
+            connections,
+            bytes,
+        }
+    }
+    fn seen(&self) -> (usize, usize) {
+        (
+            self.connections.load(Ordering::SeqCst),
+            self.bytes.lock().unwrap().len(),
+        )
+    }
+}
+
+struct World {
+    h: TestHome,
+    allowed: Sink,
+    blocked: Sink,
+}
+
+impl World {
+    fn new(extra_config: &str) -> World {
+        let h = TestHome::new();
+        h.write(
+            &h.home().join(".sandpit/config.toml"),
+            &format!(
+                "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"blocked.test\" = \"127.0.0.1\"\n{extra_config}"
+            ),
+        );
+        h.write(&h.home().join(".ssh/id_rsa"), &format!("{CANARY}\n"));
+        World {
+            h,
+            allowed: Sink::start("127.0.0.2", "allowed"),
+            blocked: Sink::start("127.0.0.1", "blocked"),
+        }
+    }
+    fn run(&self, flags: &[&str], script: &str) -> Output {
+        let mut c = self.h.sandpit();
+        c.arg("run")
+            .args(flags)
+            .arg("--")
+            .arg("sh")
+            .arg("-c")
+            .arg(script);
+        c.output().unwrap()
+    }
+    fn bare(&self, script: &str) -> Output {
+        let mut c: Command = self.h.command("sh");
+        c.arg("-c").arg(script);
+        c.output().unwrap()
+    }
+    /// The blocked listener must not have seen anything since `before`.
+    fn assert_blocked_untouched(&self, before: (usize, usize), what: &str) {
+        // Relays land asynchronously; the sandboxed command has exited, so anything
+        // it sent is already in flight.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(
+            self.blocked.seen(),
+            before,
+            "{what}: the blocked listener received something: {:?}",
+            String::from_utf8_lossy(&self.blocked.bytes.lock().unwrap())
+        );
+    }
+}
+
+fn out(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn startup_line_names_every_layer() {
+    let w = World::new("");
+    // A run directory left by a launcher that no longer exists is removed.
+    let stale = w.h.home().join(".sandpit/runs/999999999-dead");
+    w.h.write(&stale.join("policy.snapshot"), "old");
+    let o = w.run(&["--shims"], "true");
+    assert!(!stale.exists(), "stale run directory left behind");
+    assert!(o.status.success(), "{}", out(&o));
+    let e = stderr(&o);
+    let line = e
+        .lines()
+        .find(|l| l.starts_with("sandpit: layers:"))
+        .unwrap_or("");
+    for part in [
+        "kernel (namespaces+Landlock ABI",
+        "+seccomp)",
+        "interposer",
+        "proxy (filtered, 1 allowed host)",
+        "dns",
+        "shims (",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from: {e}");
+    }
+    assert!(!line.contains("interposer OFF"), "{e}");
+    // The run directory and the sockets are gone afterwards.
+    let runs = w.h.home().join(".sandpit/runs");
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0, "{runs:?}");
+
+    let o = w.run(&["--kernel-only"], "true");
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        stderr(&o).contains("interposer OFF (--kernel-only)"),
+        "{}",
+        out(&o)
+    );
+}
+
+#[test]
+fn curl_reaches_only_allowed_hosts() {
+    let w = World::new("");
+    let (a, b) = (w.allowed.port, w.blocked.port);
+
+    // Bare controls: both listeners answer without sandpit.
+    let o = w.bare(&format!(
+        "curl -sS --max-time 5 --resolve allowed.test:{a}:127.0.0.2 http://allowed.test:{a}/; echo; curl -sS --max-time 5 http://127.0.0.1:{b}/"
+    ));
+    assert!(
+        stdout(&o).contains("sink:allowed") && stdout(&o).contains("sink:blocked"),
+        "bare control: {}",
+        out(&o)
+    );
+    let before = w.blocked.seen();
+
+    // Positive control: through the proxy variables.
+    let o = w.run(
+        &[],
+        &format!("curl -sS --max-time 10 http://allowed.test:{a}/"),
+    );
+    assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
+
+    // Skipping the proxy variables: the interposer redirects curl's own connect.
+    let o = w.run(
+        &[],
+        &format!("curl -sS --max-time 10 --noproxy '*' http://allowed.test:{a}/"),
+    );
+    assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
+    // HTTPS through CONNECT: curl's ClientHello (SNI allowed.test) reaches the sink,
+    // which is no TLS server — the bytes arriving are the point.
+    let got_before = w.allowed.seen().1;
+    let _ = w.run(
+        &[],
+        &format!("curl -sk --max-time 5 https://allowed.test:{a}/"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let got = w.allowed.bytes.lock().unwrap()[got_before..].to_vec();
+    assert!(
+        got.windows(12).any(|x| x == b"allowed.test"),
+        "the ClientHello did not reach the allowed sink"
+    );
+    let o = w.run(
+        &[],
+        &format!("curl -sSk --max-time 10 https://blocked.test:{b}/"),
+    );
+    assert!(!o.status.success(), "{}", out(&o));
+
+    // A blocked name, and a direct address that skips the proxy variables.
+    let o = w.run(
+        &[],
+        &format!("curl -sS -f --max-time 10 http://blocked.test:{b}/"),
+    );
+    assert!(!o.status.success(), "{}", out(&o));
+    assert!(!stdout(&o).contains("sink:blocked"), "{}", out(&o));
+    let o = w.run(
+        &[],
+        &format!("curl -sS -f --max-time 10 --noproxy '*' http://127.0.0.1:{b}/"),
+    );
+    assert!(!o.status.success(), "{}", out(&o));
+    assert!(!stdout(&o).contains("sink:blocked"), "{}", out(&o));
+    let o = w.run(
+        &[],
+        &format!("curl -sS -f --max-time 10 --noproxy '*' http://blocked.test:{b}/"),
+    );
+    assert!(!o.status.success(), "{}", out(&o));
+    w.assert_blocked_untouched(before, "curl");
+    // The exit summary names what the network layer denied.
+    assert!(
+        stderr(&o).contains("the network layer refused"),
+        "{}",
+        out(&o)
+    );
+}
+
+#[test]
+fn a_client_ignoring_proxy_variables_is_redirected_by_name() {
+    let w = World::new("");
+    let (a, b) = (w.allowed.port, w.blocked.port);
+    let probe = |host: &str, port: u16| {
+        format!(
+            "python3 -c '\nimport socket, sys\ns = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)\ns.sendall(b\"GET / HTTP/1.1\\r\\nHost: \" + sys.argv[1].encode() + b\"\\r\\nConnection: close\\r\\n\\r\\n\")\ndata = b\"\"\nwhile True:\n    d = s.recv(4096)\n    if not d: break\n    data += d\nprint(data.decode(\"latin1\"))\n' {host} {port}"
+        )
+    };
+    // Bare control: the same client reaches the listener directly.
+    let o = w.bare(&probe("127.0.0.1", b));
+    assert!(stdout(&o).contains("sink:blocked"), "bare: {}", out(&o));
+    let before = w.blocked.seen();
+
+    // Positive control: no proxy variables used; the interposer redirects the
+    // connect to the proxy, which decides allowed.test by name.
+    let o = w.run(&[], &probe("allowed.test", a));
+    assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
+
+    // blocked.test: sandpit's resolver refuses the name.
+    let o = w.run(&[], &probe("blocked.test", b));
+    assert!(!o.status.success(), "{}", out(&o));
+    assert!(!stdout(&o).contains("sink:blocked"), "{}", out(&o));
+    // The blocked address itself: redirected too, and denied by the proxy.
+    let o = w.run(&[], &probe("127.0.0.1", b));
+    assert!(!stdout(&o).contains("sink:blocked"), "{}", out(&o));
+    w.assert_blocked_untouched(before, "python3");
+
+    // Without the interposer there is no redirect: the same client cannot leave
+    // the network namespace at all (only proxy-aware clients get out).
+    let o = w.run(&["--kernel-only"], &probe("allowed.test", a));
+    assert!(!stdout(&o).contains("sink:allowed"), "{}", out(&o));
+}
+
+#[test]
+fn secrets_stay_unread_and_workspace_writes_land() {
+    let w = World::new("");
+    let o = w.bare("cat ~/.ssh/id_rsa");
+    assert!(stdout(&o).contains(CANARY), "bare control: {}", out(&o));
+
+    let o = w.run(&[], "cat ~/.ssh/id_rsa; echo written > out.txt");
+    assert!(!o.status.success() || !stdout(&o).contains(CANARY));
+    assert!(!stdout(&o).contains(CANARY), "{}", out(&o));
+    assert!(!stderr(&o).contains(CANARY), "{}", out(&o));
+    // The interposer names the rule.
+    assert!(
+        stderr(&o).contains("blocked read of ~/.ssh/id_rsa")
+            && stderr(&o).contains("files.block_read"),
+        "{}",
+        out(&o)
+    );
+    // The exit summary counts the interposer's denials (through SANDPIT_AUDIT).
+    assert!(
+        stderr(&o).contains("the interposer denied 1 operation")
+            && stderr(&o).contains("first: blocked read of ~/.ssh/id_rsa"),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.h.workspace().join("out.txt")).unwrap(),
+        "written\n"
+    );
+}
+
+#[test]
+fn shims_refuse_blocked_destinations_before_running() {
+    let w = World::new("");
+    let (a, b) = (w.allowed.port, w.blocked.port);
+    let before = w.blocked.seen();
+    let o = w.run(
+        &["--shims"],
+        &format!("curl -sS --max-time 10 https://blocked.test:{b}/"),
+    );
+    assert_eq!(o.status.code(), Some(126), "{}", out(&o));
+    assert!(
+        stderr(&o).contains("blocked.test") && stderr(&o).contains("sandpit: curl"),
+        "{}",
+        out(&o)
+    );
+    w.assert_blocked_untouched(before, "shimmed curl");
+
+    // Positive control: the shim runs the real curl for an allowed host.
+    let o = w.run(
+        &["--shims"],
+        &format!("command -v curl; curl -sS --max-time 10 http://allowed.test:{a}/"),
+    );
+    assert!(stdout(&o).contains("sink:allowed"), "{}", out(&o));
+    assert!(stdout(&o).contains("/shims/curl"), "{}", out(&o));
+
+    // `shims.enabled = true` in the policy turns them on without the flag.
+    let w = World::new("[shims]\nenabled = true\n");
+    let o = w.run(&[], "command -v curl");
+    assert!(stdout(&o).contains("/shims/curl"), "{}", out(&o));
+}
+
+#[test]
+fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
+    let w = World::new("");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/kernel_support/static_read.c");
+    let bin = w.h.workspace().join("static_read");
+    let r = Command::new("cc")
+        .args(["-O1", "-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc must be installed");
+    assert!(
+        r.status.success(),
+        "static build (needs libc6-dev): {}",
+        out(&r)
+    );
+    w.h.give_to_test_user(&bin);
+    let key = w.h.home().join(".ssh/id_rsa");
+    let notes = w.h.workspace().join("notes.txt");
+    w.h.write(&notes, "WORKSPACE-OK\n");
+    // Bare control: the probe reads the canary.
+    let o = w.h.command(&bin).arg(&key).output().unwrap();
+    assert!(stdout(&o).contains(CANARY), "bare: {}", out(&o));
+
+    // Under sandpit the program itself is inspected: no loader, so no preload, and
+    // the start-up line says why; the kernel layer still masks the key.
+    let o =
+        w.h.sandpit()
+            .arg("run")
+            .arg("--")
+            .arg(&bin)
+            .arg(&key)
+            .arg(&notes)
+            .output()
+            .unwrap();
+    let e = stderr(&o);
+    // Positive control in the same run: the probe ran and reads the workspace.
+    assert!(stdout(&o).contains("WORKSPACE-OK"), "{}", out(&o));
+    assert!(
+        e.contains("interposer OFF (statically linked"),
+        "{}",
+        out(&o)
+    );
+    assert!(
+        !stdout(&o).contains(CANARY) && !e.contains(CANARY),
+        "{}",
+        out(&o)
+    );
+}
+
+#[test]
+fn an_interposer_that_cannot_be_installed_stops_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new("");
+    // Someone else could write the library directory: extraction must refuse it.
+    let lib = w.h.home().join(".sandpit/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    w.h.give_to_test_user(&lib);
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = w.run(&[], "echo RAN > ran.txt");
+    assert_eq!(o.status.code(), Some(125), "{}", out(&o));
+    assert!(
+        stderr(&o).contains("interposition library") && stderr(&o).contains("--kernel-only"),
+        "{}",
+        out(&o)
+    );
+    assert!(!w.h.workspace().join("ran.txt").exists(), "the command ran");
+    // Positive control: choosing kernel-only mode runs it.
+    let o = w.run(&["--kernel-only"], "echo RAN > ran.txt");
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(w.h.workspace().join("ran.txt").exists(), "{}", out(&o));
+}
