@@ -306,10 +306,10 @@ fn secrets_stay_unread_and_workspace_writes_land() {
         "{}",
         out(&o)
     );
-    // The exit summary counts the interposer's denials (through SANDPIT_AUDIT).
+    // The exit summary lists the interposer's denials (through SANDPIT_AUDIT).
     assert!(
-        stderr(&o).contains("the interposer denied 1 operation")
-            && stderr(&o).contains("first: blocked read of ~/.ssh/id_rsa"),
+        stderr(&o).contains("1 denials (1 distinct)")
+            && stderr(&o).contains("deny read ~/.ssh/id_rsa [interposer]"),
         "{}",
         out(&o)
     );

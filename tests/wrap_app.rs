@@ -142,7 +142,7 @@ fn wraps_a_bundle_beside_it_and_runs_it_under_sandpit() {
         "{stdout}{stderr}"
     );
     assert!(
-        stderr.contains("sandpit: kernel layer") && stderr.contains("[profile codex]"),
+        stderr.contains("sandpit: layers: kernel") && stderr.contains("[profile codex]"),
         "{stderr}"
     );
     assert!(

@@ -78,7 +78,7 @@ fn wraps_a_binary_in_a_launcher_script() {
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(out.contains("tool: [one two] [x'y]"), "{out}{err}");
     assert!(
-        err.contains("sandpit: kernel layer") && err.contains("[profile codex]"),
+        err.contains("sandpit: layers: kernel") && err.contains("[profile codex]"),
         "{err}"
     );
     assert!(!out.contains(CANARY), "{out}");
@@ -286,7 +286,7 @@ fn a_wrapped_desktop_entry_runs_its_program_under_sandpit() {
         .output()
         .unwrap();
     let (out, err) = (text(&o.stdout), text(&o.stderr));
-    assert!(err.contains("sandpit: kernel layer"), "{err}");
+    assert!(err.contains("sandpit: layers: kernel"), "{err}");
     assert!(
         out.contains(&format!("ran-in {}", ws.display())),
         "{out}{err}"
