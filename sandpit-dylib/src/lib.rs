@@ -15,6 +15,9 @@
 //!   this library itself;
 //! - the exec path composes the child's environment without allocating or locking.
 #![allow(clippy::missing_safety_doc)]
+// Linux only so far: on macOS the crate is empty until the `__DATA,__interpose`
+// registration lands (cross-built, not run).
+#![cfg(target_os = "linux")]
 
 #[macro_use]
 pub mod hook;
