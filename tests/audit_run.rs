@@ -378,3 +378,36 @@ fn exec_denials_name_the_users_rule_and_where_to_remove_it() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stdout));
     assert!(text(&o.stdout).contains(&at), "{}", text(&o.stdout));
 }
+
+#[test]
+fn shim_denials_reach_the_log_with_the_users_rule() {
+    let h = setup();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[network]\nblock = [\"blocked.test\"]\n",
+    );
+    let o = run(
+        &h,
+        &[
+            "run",
+            "--shims",
+            "--",
+            "sh",
+            "-c",
+            "curl -s http://blocked.test:9/secret",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(126), "{}", text(&o.stderr));
+    let logs = logs(&h);
+    assert_eq!(logs.len(), 1);
+    let recs = records(&logs[0]);
+    let shim = recs
+        .iter()
+        .find(|r| r["layer"] == "shims")
+        .unwrap_or_else(|| panic!("no shims record: {recs:?}"));
+    assert_eq!(shim["decision"], "deny");
+    assert!(
+        shim["subject"].as_str().unwrap().contains("blocked.test"),
+        "{shim}"
+    );
+}

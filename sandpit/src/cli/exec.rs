@@ -147,7 +147,16 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
     };
     let ctx = RealCtx { git: &real };
     let ssh_tunnel = match judge(&policy, tool_s, &sargs, &ctx) {
-        Outcome::Blocked(line) => return blocked(&line),
+        Outcome::Blocked(line) => {
+            // The launcher's audit log records the denial (SANDPIT_AUDIT, set by
+            // `sandpit run`); the launcher re-judges the claim against its policy.
+            if let Some(sock) = std::env::var_os(crate::inject::AUDIT_VAR) {
+                let mut subject: Vec<&str> = vec![tool_s];
+                subject.extend(sargs.iter().map(String::as_str));
+                crate::audit::socket::send(Path::new(&sock), "shims", "exec", &line, &subject);
+            }
+            return blocked(&line);
+        }
         Outcome::Run { ssh_tunnel } => ssh_tunnel,
     };
     let mut cmd = std::process::Command::new(&real);
