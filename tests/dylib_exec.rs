@@ -8,14 +8,18 @@ mod dylib_common;
 use dylib_common::*;
 
 /// A policy blocking one command line whose effect is a marker file.
-const POLICY: &str = "[exec]\nblock = [\"touch forbidden-marker\"]\n[env]\nwithhold = [\"*_TOKEN\"]\n";
+const POLICY: &str =
+    "[exec]\nblock = [\"touch forbidden-marker\"]\n[env]\nwithhold = [\"*_TOKEN\"]\n";
 
 #[test]
 fn blocked_command_is_refused_by_every_exec_entry_point() {
     let p = Pit::new(POLICY);
     let marker = p.ws().join("forbidden-marker");
     // Bare, the probe can run it (the probe and the command work).
-    let o = probe_bare(&p, &["execv", "/usr/bin/touch", "touch", "forbidden-marker"]);
+    let o = probe_bare(
+        &p,
+        &["execv", "/usr/bin/touch", "touch", "forbidden-marker"],
+    );
     assert!(marker.exists(), "bare execv must work: {}", o.all());
     std::fs::remove_file(&marker).unwrap();
 
@@ -35,28 +39,57 @@ fn blocked_command_is_refused_by_every_exec_entry_point() {
     ];
     for c in &cases {
         let o = probe_in(&p, c);
-        assert!(!marker.exists(), "{c:?} ran the blocked command: {}", o.all());
+        assert!(
+            !marker.exists(),
+            "{c:?} ran the blocked command: {}",
+            o.all()
+        );
         if c[0].starts_with("posix_spawn") {
             assert_eq!(errno_of(&o), Some(libc::EACCES), "{c:?}: {}", o.all());
         } else {
             assert_eq!(errno_of(&o), Some(libc::EACCES), "{c:?}: {}", o.all());
         }
         assert!(
-            o.stderr.contains("blocked command `") && o.stderr.contains("exec.block \"touch forbidden-marker\""),
+            o.stderr.contains("blocked command `")
+                && o.stderr.contains("exec.block \"touch forbidden-marker\""),
             "{c:?}: {}",
             o.stderr
         );
     }
-    for c in [vec!["system", "touch forbidden-marker"], vec!["popen", "touch forbidden-marker"]] {
+    for c in [
+        vec!["system", "touch forbidden-marker"],
+        vec!["popen", "touch forbidden-marker"],
+    ] {
         let o = probe_in(&p, &c);
         assert!(!marker.exists(), "{c:?}: {}", o.all());
     }
     for (prog, args) in [
         ("sh", vec!["-c", "touch forbidden-marker"]),
-        ("sh", vec!["-c", "T=touch; $T  FORBIDDEN-marker; touch forbidden-marker"]),
-        ("python3", vec!["-c", "import subprocess; subprocess.run(['touch', 'forbidden-marker'])"]),
-        ("python3", vec!["-c", "import os; os.system('touch forbidden-marker')"]),
-        ("python3", vec!["-c", "import os; os.posix_spawnp('touch', ['touch', 'forbidden-marker'], {})"]),
+        (
+            "sh",
+            vec![
+                "-c",
+                "T=touch; $T  FORBIDDEN-marker; touch forbidden-marker",
+            ],
+        ),
+        (
+            "python3",
+            vec![
+                "-c",
+                "import subprocess; subprocess.run(['touch', 'forbidden-marker'])",
+            ],
+        ),
+        (
+            "python3",
+            vec!["-c", "import os; os.system('touch forbidden-marker')"],
+        ),
+        (
+            "python3",
+            vec![
+                "-c",
+                "import os; os.posix_spawnp('touch', ['touch', 'forbidden-marker'], {})",
+            ],
+        ),
     ] {
         let o = run(p.cmd(prog).args(&args));
         assert!(!marker.exists(), "{prog} {args:?}: {}", o.all());
@@ -79,9 +112,16 @@ fn blocked_command_is_refused_by_every_exec_entry_point() {
     .enumerate()
     {
         let o = probe_in(&p, c);
-        assert!(p.ws().join(format!("allowed-{i}")).exists(), "{c:?}: {}", o.all());
+        assert!(
+            p.ws().join(format!("allowed-{i}")).exists(),
+            "{c:?}: {}",
+            o.all()
+        );
     }
-    let o = run(p.cmd("python3").args(["-c", "import subprocess; subprocess.run(['touch', 'allowed-py'])"]));
+    let o = run(p.cmd("python3").args([
+        "-c",
+        "import subprocess; subprocess.run(['touch', 'allowed-py'])",
+    ]));
     assert!(p.ws().join("allowed-py").exists(), "{}", o.all());
 }
 
@@ -96,23 +136,57 @@ fn children_stay_hooked_when_the_parent_drops_the_preload() {
     assert!(o.stdout.contains(CANARY), "baseline: {}", o.all());
 
     let attempts: Vec<(&str, Vec<String>)> = vec![
-        ("env", vec!["-i".into(), "/bin/sh".into(), "-c".into(), cat.clone()]),
-        ("env", vec!["-u".into(), "LD_PRELOAD".into(), "/bin/sh".into(), "-c".into(), cat.clone()]),
-        ("sh", vec!["-c".into(), format!("unset LD_PRELOAD SANDPIT_SNAPSHOT; {cat}")]),
-        ("sh", vec!["-c".into(), format!("LD_PRELOAD= SANDPIT_SNAPSHOT=/tmp/x sh -c '{cat}'")]),
         (
-            "python3",
-            vec!["-c".into(), format!("import subprocess; subprocess.run(['cat', {s:?}], env={{}})")],
+            "env",
+            vec!["-i".into(), "/bin/sh".into(), "-c".into(), cat.clone()],
+        ),
+        (
+            "env",
+            vec![
+                "-u".into(),
+                "LD_PRELOAD".into(),
+                "/bin/sh".into(),
+                "-c".into(),
+                cat.clone(),
+            ],
+        ),
+        (
+            "sh",
+            vec![
+                "-c".into(),
+                format!("unset LD_PRELOAD SANDPIT_SNAPSHOT; {cat}"),
+            ],
+        ),
+        (
+            "sh",
+            vec![
+                "-c".into(),
+                format!("LD_PRELOAD= SANDPIT_SNAPSHOT=/tmp/x sh -c '{cat}'"),
+            ],
         ),
         (
             "python3",
-            vec!["-c".into(), format!("import os; os.posix_spawn('/bin/cat', ['cat', {s:?}], {{}}); os.wait()")],
+            vec![
+                "-c".into(),
+                format!("import subprocess; subprocess.run(['cat', {s:?}], env={{}})"),
+            ],
+        ),
+        (
+            "python3",
+            vec![
+                "-c".into(),
+                format!("import os; os.posix_spawn('/bin/cat', ['cat', {s:?}], {{}}); os.wait()"),
+            ],
         ),
     ];
     for (prog, args) in &attempts {
         let o = run(p.cmd(prog).args(args));
         assert!(!o.all().contains(CANARY), "{prog} {args:?}: {}", o.all());
-        assert!(o.stderr.contains("blocked read"), "{prog} {args:?}: {}", o.all());
+        assert!(
+            o.stderr.contains("blocked read"),
+            "{prog} {args:?}: {}",
+            o.all()
+        );
     }
     // system/popen after unsetenv("LD_PRELOAD") in the caller (the probe does that).
     for op in ["system", "popen"] {
@@ -120,7 +194,10 @@ fn children_stay_hooked_when_the_parent_drops_the_preload() {
         assert!(!o.all().contains(CANARY), "{op}: {}", o.all());
     }
     // posix_spawn and execve with an empty environment.
-    for c in [vec!["posix_spawn", "/bin/cat", "cat", s], vec!["execve-empty-env", "/bin/cat", "cat", s]] {
+    for c in [
+        vec!["posix_spawn", "/bin/cat", "cat", s],
+        vec!["execve-empty-env", "/bin/cat", "cat", s],
+    ] {
         let o = probe_in(&p, &c);
         assert!(!o.all().contains(CANARY), "{c:?}: {}", o.all());
     }
@@ -128,9 +205,22 @@ fn children_stay_hooked_when_the_parent_drops_the_preload() {
     let o = run(p.cmd("env").args(["-i", "/bin/sh", "-c", "cat ok.txt"]));
     assert_eq!(o.stdout, "workspace-data", "{}", o.all());
     // And their environment names the library and the snapshot again.
-    let o = run(p.cmd("env").args(["-i", "/bin/sh", "-c", "echo $LD_PRELOAD; echo $SANDPIT_SNAPSHOT"]));
-    assert!(o.stdout.contains(p.lib.path.to_str().unwrap()), "{}", o.all());
-    assert!(o.stdout.contains(p.snapshot.to_str().unwrap()), "{}", o.all());
+    let o = run(p.cmd("env").args([
+        "-i",
+        "/bin/sh",
+        "-c",
+        "echo $LD_PRELOAD; echo $SANDPIT_SNAPSHOT",
+    ]));
+    assert!(
+        o.stdout.contains(p.lib.path.to_str().unwrap()),
+        "{}",
+        o.all()
+    );
+    assert!(
+        o.stdout.contains(p.snapshot.to_str().unwrap()),
+        "{}",
+        o.all()
+    );
 }
 
 #[test]
@@ -138,7 +228,11 @@ fn withheld_variables_never_reach_children() {
     let p = Pit::new(POLICY);
     let show = "echo token=${GH_TOKEN:-absent} other=${OTHER_VAR:-absent}";
     // Bare baseline: the variable passes.
-    let o = run(p.bare("sh").env("GH_TOKEN", CANARY).env("OTHER_VAR", "kept").args(["-c", &format!("sh -c '{show}'")]));
+    let o = run(p
+        .bare("sh")
+        .env("GH_TOKEN", CANARY)
+        .env("OTHER_VAR", "kept")
+        .args(["-c", &format!("sh -c '{show}'")]));
     assert!(o.stdout.contains(CANARY), "baseline: {}", o.all());
     // The hooked process itself may hold it (the agent needs its own key), its
     // children may not — through sh, python subprocess, posix_spawn, system.
@@ -146,13 +240,27 @@ fn withheld_variables_never_reach_children() {
         ("sh", vec!["-c".into(), format!("sh -c '{show}'")]),
         (
             "python3",
-            vec!["-c".into(), format!("import subprocess; subprocess.run(['sh', '-c', '{show}'])")],
+            vec![
+                "-c".into(),
+                format!("import subprocess; subprocess.run(['sh', '-c', '{show}'])"),
+            ],
         ),
-        ("python3", vec!["-c".into(), format!("import os; os.system('{show}')")]),
+        (
+            "python3",
+            vec!["-c".into(), format!("import os; os.system('{show}')")],
+        ),
     ];
     for (prog, args) in &cases {
-        let o = run(p.cmd(prog).env("GH_TOKEN", CANARY).env("OTHER_VAR", "kept").args(args));
+        let o = run(p
+            .cmd(prog)
+            .env("GH_TOKEN", CANARY)
+            .env("OTHER_VAR", "kept")
+            .args(args));
         assert!(!o.all().contains(CANARY), "{prog} {args:?}: {}", o.all());
-        assert!(o.stdout.contains("token=absent other=kept"), "{prog} {args:?}: {}", o.all());
+        assert!(
+            o.stdout.contains("token=absent other=kept"),
+            "{prog} {args:?}: {}",
+            o.all()
+        );
     }
 }

@@ -12,8 +12,15 @@ const EACCES: i32 = libc::EACCES;
 #[test]
 fn probe_reads_the_canary_without_the_interposer() {
     let p = Pit::new("");
-    let o = probe_bare(&p, &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()]);
-    assert!(o.stdout.contains(CANARY), "the probe must work bare: {}", o.all());
+    let o = probe_bare(
+        &p,
+        &["read", p.home().join(".ssh/id_rsa").to_str().unwrap()],
+    );
+    assert!(
+        o.stdout.contains(CANARY),
+        "the probe must work bare: {}",
+        o.all()
+    );
 }
 
 #[test]
@@ -37,7 +44,11 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     for sp in &spellings {
         for op in ["read", "read64", "opath"] {
             let o = probe_in(&p, &[op, sp]);
-            assert!(!o.all().contains(CANARY), "{op} {sp}: canary leaked: {}", o.all());
+            assert!(
+                !o.all().contains(CANARY),
+                "{op} {sp}: canary leaked: {}",
+                o.all()
+            );
             assert_eq!(errno_of(&o), Some(EACCES), "{op} {sp}: {}", o.all());
         }
         let o = probe_in(&p, &["fopen", sp, "r"]);
@@ -51,7 +62,8 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     // The denial names the rule and how to allow it.
     let o = probe_in(&p, &["read", &s]);
     assert!(
-        o.stderr.contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
+        o.stderr
+            .contains("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in ")
             && o.stderr.contains("allow_read"),
         "{}",
         o.stderr
@@ -59,8 +71,14 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     // Real programs: cat, sh, python3.
     for (prog, args) in [
         ("cat", vec![s.clone()]),
-        ("sh", vec!["-c".into(), "cat ~/.ssh/id_rsa; cat innocent/id_rsa".into()]),
-        ("python3", vec!["-c".into(), format!("print(open({s:?}).read())")]),
+        (
+            "sh",
+            vec!["-c".into(), "cat ~/.ssh/id_rsa; cat innocent/id_rsa".into()],
+        ),
+        (
+            "python3",
+            vec!["-c".into(), format!("print(open({s:?}).read())")],
+        ),
     ] {
         let o = run(p.cmd(prog).args(&args));
         assert!(!o.all().contains(CANARY), "{prog}: {}", o.all());
@@ -75,7 +93,9 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
     let o = run(p.cmd("cat").arg("ok.txt"));
     assert_eq!(o.stdout, "workspace-data");
-    let o = run(p.cmd("python3").args(["-c", "print(open('ok.txt').read())"]));
+    let o = run(p
+        .cmd("python3")
+        .args(["-c", "print(open('ok.txt').read())"]));
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
 }
 
@@ -98,7 +118,11 @@ fn writes_outside_the_workspace_leave_no_effect() {
     // Without the interposer these would succeed (the directory is 0777): show it
     // for one of them, on a copy.
     let o = probe_bare(&p, &["write", outside.join("bare").to_str().unwrap()]);
-    assert!(o.stdout.starts_with("ok"), "bare write must work: {}", o.all());
+    assert!(
+        o.stdout.starts_with("ok"),
+        "bare write must work: {}",
+        o.all()
+    );
 
     let ws_file = p.ws().join("ok.txt");
     let w = ws_file.to_str().unwrap();
@@ -126,15 +150,23 @@ fn writes_outside_the_workspace_leave_no_effect() {
         assert_eq!(errno_of(&o), Some(EACCES), "{c:?}: {}", o.all());
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
-    assert_eq!(std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777, 0o666);
-    assert!(!new.exists() && new.symlink_metadata().is_err(), "new name created");
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+        0o666
+    );
+    assert!(
+        !new.exists() && new.symlink_metadata().is_err(),
+        "new name created"
+    );
     assert!(subdir.is_dir());
     assert!(!p.ws().join("moved").exists());
     assert_eq!(std::fs::read_to_string(&ws_file).unwrap(), "workspace-data");
     // Shell redirection and python too.
     let o = run(p.cmd("sh").args(["-c", &format!("echo pwned > {v}")]));
     assert_ne!(o.code, Some(0), "{}", o.all());
-    let o = run(p.cmd("python3").args(["-c", &format!("open({v:?}, 'w').write('pwned')")]));
+    let o = run(p
+        .cmd("python3")
+        .args(["-c", &format!("open({v:?}, 'w').write('pwned')")]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
 
@@ -223,17 +255,27 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
     std::fs::set_permissions(&p.snapshot, std::fs::Permissions::from_mode(0o666)).unwrap();
     let o = probe_in(&p, &["read", "ok.txt"]);
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
-    assert!(o.stderr.contains("writable by group or others"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("writable by group or others"),
+        "{}",
+        o.stderr
+    );
 
     // A snapshot outside the state directory is refused even if well-formed.
     let p = Pit::new("");
     let elsewhere = p.ws().join("policy.snapshot");
     std::fs::copy(&p.snapshot, &elsewhere).unwrap();
     p.h.give_to_test_user(&elsewhere);
-    let o = run(p.cmd(probe()).env("SANDPIT_SNAPSHOT", &elsewhere).args(["read", "ok.txt"]));
+    let o = run(p
+        .cmd(probe())
+        .env("SANDPIT_SNAPSHOT", &elsewhere)
+        .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 
     // Missing snapshot variable: fails closed too.
-    let o = run(p.cmd(probe()).env_remove("SANDPIT_SNAPSHOT").args(["read", "ok.txt"]));
+    let o = run(p
+        .cmd(probe())
+        .env_remove("SANDPIT_SNAPSHOT")
+        .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 }

@@ -95,7 +95,12 @@ fn tcp_connects_are_redirected_to_the_proxy_with_the_original_destination() {
     let o = probe_in(&p, &["connect", "::1", &port]);
     assert!(o.stdout.contains("via-proxy"), "v6: {}", o.all());
     // curl with no proxy settings at all.
-    let o = run(p.cmd("curl").args(["-sS", "--noproxy", "*", &format!("http://127.0.0.1:{port}/")]));
+    let o = run(p.cmd("curl").args([
+        "-sS",
+        "--noproxy",
+        "*",
+        &format!("http://127.0.0.1:{port}/"),
+    ]));
     assert!(o.stdout.contains("via-proxy"), "curl: {}", o.all());
     // python resolving a name first: the handover carries the name.
     let py = format!(
@@ -145,7 +150,12 @@ fn offline_mode_refuses_and_unrestricted_connects_directly() {
     let o = probe_in(&p, &["connect", "127.0.0.1", &port]);
     assert_eq!(errno_of(&o), Some(libc::ECONNREFUSED), "{}", o.all());
     assert!(o.stderr.contains("offline"), "{}", o.stderr);
-    let o = run(p.cmd("curl").args(["-sS", "--noproxy", "*", &format!("http://127.0.0.1:{port}/")]));
+    let o = run(p.cmd("curl").args([
+        "-sS",
+        "--noproxy",
+        "*",
+        &format!("http://127.0.0.1:{port}/"),
+    ]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_nothing_reached(&orig);
 
@@ -189,7 +199,10 @@ fn udp_only_reaches_the_dns_responder_and_fast_open_is_refused() {
     ]));
     assert_ne!(o.code, Some(0), "{}", o.all());
     std::thread::sleep(Duration::from_millis(50));
-    assert!(other.recv(&mut buf).is_err(), "a datagram reached the non-DNS listener");
+    assert!(
+        other.recv(&mut buf).is_err(),
+        "a datagram reached the non-DNS listener"
+    );
 
     // Positive control: the DNS responder is reachable.
     let o = probe_in(&p, &["udp", "127.0.0.1", &dport]);

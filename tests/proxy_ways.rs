@@ -207,11 +207,18 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
     // Userinfo that names the allowed host in front of the blocked one.
     for url in [
         format!("http://allowed.test@blocked.test:{port}/"),
-        format!("http://allowed.test:{}@blocked.test:{port}/", w.allowed.port()),
+        format!(
+            "http://allowed.test:{}@blocked.test:{port}/",
+            w.allowed.port()
+        ),
     ] {
         let r = http_get(w.addr, &url, &format!("blocked.test:{port}")).await;
         assert!(!r.contains("sink:"), "{url}: {r}");
-        let (head, _) = connect(w.addr, url.trim_start_matches("http://").trim_end_matches('/')).await;
+        let (head, _) = connect(
+            w.addr,
+            url.trim_start_matches("http://").trim_end_matches('/'),
+        )
+        .await;
         assert!(!head.starts_with("HTTP/1.1 200"), "CONNECT {url}: {head}");
     }
     // Positive controls: odd spellings of the allowed name still work.

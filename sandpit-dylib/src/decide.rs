@@ -55,12 +55,24 @@ fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> PathRules {
         .collect();
     // Component-wise common prefix of every rule.
     let mut common: Vec<&[u8]> = match rules.first() {
-        Some(r) => r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect(),
+        Some(r) => r
+            .path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect(),
         None => Vec::new(),
     };
     for r in &rules {
-        let comps: Vec<&[u8]> = r.path.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect();
-        let n = common.iter().zip(&comps).take_while(|(a, b)| a == b).count();
+        let comps: Vec<&[u8]> = r
+            .path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty())
+            .collect();
+        let n = common
+            .iter()
+            .zip(&comps)
+            .take_while(|(a, b)| a == b)
+            .count();
         common.truncate(n);
     }
     let mut c = Vec::new();
@@ -119,7 +131,8 @@ impl Engine {
                 .iter()
                 .map(|r| {
                     let s = &r.value.source;
-                    (!r.value.is_regex() && s.is_ascii()).then(|| s.to_ascii_lowercase().into_bytes())
+                    (!r.value.is_regex() && s.is_ascii())
+                        .then(|| s.to_ascii_lowercase().into_bytes())
                 })
                 .collect()
         };
@@ -202,10 +215,7 @@ impl Engine {
         match std::str::from_utf8(name) {
             Ok(n) => self.policy.env.is_withheld(n),
             // A name that is not UTF-8 is matched on its lossy form.
-            Err(_) => self
-                .policy
-                .env
-                .is_withheld(&String::from_utf8_lossy(name)),
+            Err(_) => self.policy.env.is_withheld(&String::from_utf8_lossy(name)),
         }
     }
 
@@ -219,7 +229,10 @@ impl Engine {
 
     /// The policy's verdict on a direct connection (used for its reason text).
     pub fn connect(&self, host: &str, port: u16) -> Result<(), Denied> {
-        verdict(sandpit_policy::decide(&self.policy, &Request::Connect { host, port }))
+        verdict(sandpit_policy::decide(
+            &self.policy,
+            &Request::Connect { host, port },
+        ))
     }
 
     /// The home directory the policy was written against (to print `~/…`).
@@ -305,9 +318,23 @@ mod tests {
             "[files]\nallow_read = [\"~/.ssh/known_hosts\"]\n[exec]\nblock = [\"curl --data\", \"re:nc\\\\s+-e\"]\n",
         );
         let paths: &[&str] = &[
-            "/h/.ssh", "/h/.ssh/id_rsa", "/h/.sshx", "/h/.ssh/known_hosts", "/h/p", "/h/p/x/y",
-            "/h/p/.git/hooks/pre-commit", "/h/p/.git/config", "/h/p/.gitx", "/h/.bashrc",
-            "/h/.sandpit/x", "/tmp/run/a", "/tmp/other", "/etc/passwd", "/", "/h", "/h/.aws/credentials",
+            "/h/.ssh",
+            "/h/.ssh/id_rsa",
+            "/h/.sshx",
+            "/h/.ssh/known_hosts",
+            "/h/p",
+            "/h/p/x/y",
+            "/h/p/.git/hooks/pre-commit",
+            "/h/p/.git/config",
+            "/h/p/.gitx",
+            "/h/.bashrc",
+            "/h/.sandpit/x",
+            "/tmp/run/a",
+            "/tmp/other",
+            "/etc/passwd",
+            "/",
+            "/h",
+            "/h/.aws/credentials",
         ];
         for p in paths {
             for acc in [Access::Read, Access::Write] {
@@ -322,7 +349,13 @@ mod tests {
             }
         }
         let d = e.path(Access::Read, b"/h/.ssh/id_rsa").unwrap_err();
-        assert!(d.0.starts_with("sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "), "{}", d.0);
+        assert!(
+            d.0.starts_with(
+                "sandpit: blocked read of ~/.ssh/id_rsa (files.block_read \"~/.ssh\" in "
+            ),
+            "{}",
+            d.0
+        );
     }
 
     #[test]

@@ -34,7 +34,9 @@ impl Real {
         // valid from code inside a shared object.
         let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) } as usize;
         if p != 0 && p == ours {
-            crate::report::raw_stderr(b"sandpit: interposer resolved a real symbol to itself; aborting\n");
+            crate::report::raw_stderr(
+                b"sandpit: interposer resolved a real symbol to itself; aborting\n",
+            );
             std::process::abort();
         }
         if p != 0 {

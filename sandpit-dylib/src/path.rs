@@ -171,11 +171,17 @@ pub fn lexical(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
 pub fn join(base: &[u8], path: &[u8], out: &mut PBuf) -> Result<(), c_int> {
     out.set(b"/")?;
     if path.first() != Some(&b'/') {
-        for comp in base.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+        for comp in base
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+        {
             out.push(comp)?;
         }
     }
-    for comp in path.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".") {
+    for comp in path
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+    {
         out.push(comp)?;
     }
     Ok(())
@@ -340,12 +346,31 @@ mod tests {
         symlink("../secret/key", root.join("ws/rel")).unwrap();
         symlink("loop", root.join("ws/loop")).unwrap();
         let r = root.display().to_string();
-        assert_eq!(res(&root.join("ws/link/../key"), true), (format!("{r}/secret/key"), Kind::File));
-        assert_eq!(res(&root.join("ws/rel"), true), (format!("{r}/secret/key"), Kind::File));
-        assert_eq!(res(&root.join("ws/rel"), false), (format!("{r}/ws/rel"), Kind::Unfollowed));
-        assert_eq!(res(&root.join("ws/link/new/x"), true), (format!("{r}/secret/deep/new/x"), Kind::Missing));
+        assert_eq!(
+            res(&root.join("ws/link/../key"), true),
+            (format!("{r}/secret/key"), Kind::File)
+        );
+        assert_eq!(
+            res(&root.join("ws/rel"), true),
+            (format!("{r}/secret/key"), Kind::File)
+        );
+        assert_eq!(
+            res(&root.join("ws/rel"), false),
+            (format!("{r}/ws/rel"), Kind::Unfollowed)
+        );
+        assert_eq!(
+            res(&root.join("ws/link/new/x"), true),
+            (format!("{r}/secret/deep/new/x"), Kind::Missing)
+        );
         let mut o = PBuf::new();
-        assert_eq!(resolve(root.join("ws/loop").to_str().unwrap().as_bytes(), true, &mut o), Err(libc::ELOOP));
+        assert_eq!(
+            resolve(
+                root.join("ws/loop").to_str().unwrap().as_bytes(),
+                true,
+                &mut o
+            ),
+            Err(libc::ELOOP)
+        );
         // /proc/self/root is a magic link to "/".
         let via_proc = std::path::PathBuf::from(format!("/proc/self/root{r}/ws/rel"));
         assert_eq!(res(&via_proc, true).0, format!("{r}/secret/key"));

@@ -64,7 +64,10 @@ pub enum LoadError {
     #[error("{0} is not a regular file")]
     NotFile(PathBuf),
     #[error("{snapshot} is not inside the state directory {state_dir}")]
-    Outside { snapshot: PathBuf, state_dir: PathBuf },
+    Outside {
+        snapshot: PathBuf,
+        state_dir: PathBuf,
+    },
     #[error("snapshot {path}: {source}")]
     Corrupt {
         path: PathBuf,
@@ -166,9 +169,10 @@ fn addr(name: &'static str) -> Result<Option<SocketAddr>, LoadError> {
         None => Ok(None),
         Some(v) => {
             let s = v.to_string_lossy().into_owned();
-            s.parse()
-                .map(Some)
-                .map_err(|_| LoadError::Addr { var: name, value: s })
+            s.parse().map(Some).map_err(|_| LoadError::Addr {
+                var: name,
+                value: s,
+            })
         }
     }
 }
@@ -212,12 +216,11 @@ fn load() -> Result<State, LoadError> {
     }
     trusted(&snap, &md)?;
     let bytes = std::fs::read(&snap).map_err(io(&snap))?;
-    let policy = sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| {
-        LoadError::Corrupt {
+    let policy =
+        sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| LoadError::Corrupt {
             path: snap.clone(),
             source,
-        }
-    })?;
+        })?;
     let engine = Engine::new(policy);
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {

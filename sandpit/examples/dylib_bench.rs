@@ -21,7 +21,9 @@ fn measure(bin: &Path, path: &Path, iters: &str, env: &[(String, String)]) -> Re
 
 fn main() -> Result<()> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = tempfile::Builder::new().prefix("sandpit-bench-").tempdir_in("/tmp")?;
+    let dir = tempfile::Builder::new()
+        .prefix("sandpit-bench-")
+        .tempdir_in("/tmp")?;
     let base = std::fs::canonicalize(dir.path())?;
     let home = base.join("home");
     let ws = home.join("project");
@@ -50,7 +52,12 @@ fn main() -> Result<()> {
         &sandpit::inject::Endpoints::default(),
     )
     .into_iter()
-    .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+    .map(|(k, v)| {
+        (
+            k.to_string_lossy().into_owned(),
+            v.to_string_lossy().into_owned(),
+        )
+    })
     .collect();
 
     let bin = base.join("open_close");
@@ -65,7 +72,10 @@ fn main() -> Result<()> {
     }
     let iters = std::env::var("ITERS").unwrap_or_else(|_| "100000".into());
     println!("open+close per call, best of 7 runs × 5 rounds × {iters} iterations");
-    println!("{:>6} {:>10} {:>10} {:>7}", "depth", "bare ns", "hooked ns", "ratio");
+    println!(
+        "{:>6} {:>10} {:>10} {:>7}",
+        "depth", "bare ns", "hooked ns", "ratio"
+    );
     for depth in [2usize, 4, 10] {
         // A file `depth` components below `/`: /tmp/<bench>/… as needed.
         let mut p = PathBuf::from("/");
@@ -91,7 +101,10 @@ fn main() -> Result<()> {
             bare = bare.min(measure(&bin, &p, &iters, &[])?);
             hooked = hooked.min(measure(&bin, &p, &iters, &env)?);
         }
-        println!("{depth:>6} {bare:>10.1} {hooked:>10.1} {:>6.2}x", hooked / bare);
+        println!(
+            "{depth:>6} {bare:>10.1} {hooked:>10.1} {:>6.2}x",
+            hooked / bare
+        );
     }
     Ok(())
 }

@@ -1,9 +1,10 @@
 //! The sandpit launcher: loads the policy, starts the proxy and audit log, and runs
 //! the agent under the kernel layer with the interposition library injected.
+pub mod adversary;
 pub mod cli;
 pub mod config;
-pub mod inspect;
 pub mod dns;
-pub mod proxy;
 pub mod inject;
+pub mod inspect;
+pub mod proxy;
 pub mod sandbox;

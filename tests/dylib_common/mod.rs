@@ -75,7 +75,11 @@ impl Pit {
             state_dir: state.clone(),
         };
         let mut o = LoadOptions::new(ctx);
-        o.user = Some(Source::new(Layer::User, state.join("config.toml").display().to_string(), user_toml));
+        o.user = Some(Source::new(
+            Layer::User,
+            state.join("config.toml").display().to_string(),
+            user_toml,
+        ));
         let policy = sandpit_policy::load(&o).unwrap();
         let lib = inject::install(&state).unwrap();
         let run = state.join("run");

@@ -5,7 +5,8 @@ use crate::envp::Envp;
 use crate::path::{fd_link, PBuf};
 use libc::{c_char, c_int};
 
-type ExecveFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 
 /// The real `execve`.
 pub fn real_execve() -> Result<ExecveFn, c_int> {

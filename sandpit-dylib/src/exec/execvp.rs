@@ -35,8 +35,8 @@ pub unsafe fn execvpe_impl(
     }
     // The PATH of the caller's process, as glibc uses it.
     // SAFETY: getenv reads the process environment; the result is copied at once.
-    let path_var = unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }
-        .unwrap_or(b"/bin:/usr/bin");
+    let path_var =
+        unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }.unwrap_or(b"/bin:/usr/bin");
     let mut pbuf = PBuf::new();
     pbuf.set(path_var)?;
     let mut seen_eacces = false;
@@ -59,14 +59,22 @@ pub unsafe fn execvpe_impl(
             e => return Err(e),
         }
     }
-    Err(if seen_eacces { libc::EACCES } else { libc::ENOENT })
+    Err(if seen_eacces {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    })
 }
 
 /// glibc's fallback for a file without a recognised format: run it with /bin/sh.
 ///
 /// # Safety
 /// As for `execve`.
-unsafe fn run_as_script(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) {
+unsafe fn run_as_script(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) {
     let Ok(real) = real_execve() else { return };
     let mut args: crate::envp::Scratch<*const c_char, 256> = crate::envp::Scratch::new();
     let mut old = Argv::new();

@@ -22,7 +22,10 @@ pub type Argv<'a> = Scratch<&'a [u8], 256>;
 /// # Safety
 /// `argv` is NULL or a NULL-terminated array of NUL-terminated strings that outlive
 /// the use of `out`.
-pub unsafe fn decode<'a>(argv: *const *const c_char, out: &mut Argv<'a>) -> Result<(), libc::c_int> {
+pub unsafe fn decode<'a>(
+    argv: *const *const c_char,
+    out: &mut Argv<'a>,
+) -> Result<(), libc::c_int> {
     if argv.is_null() {
         return Ok(());
     }
@@ -42,7 +45,11 @@ pub unsafe fn decode<'a>(argv: *const *const c_char, out: &mut Argv<'a>) -> Resu
 /// Judge a command line. `program` is the file actually executed (when known): the
 /// line is judged both as passed and with argv\[0\] replaced by it, so a forged
 /// argv\[0\] cannot hide the program.
-pub fn judge<'a>(st: &State, program: Option<&'a [u8]>, argv: &mut Argv<'a>) -> Result<(), libc::c_int> {
+pub fn judge<'a>(
+    st: &State,
+    program: Option<&'a [u8]>,
+    argv: &mut Argv<'a>,
+) -> Result<(), libc::c_int> {
     let args = argv.as_slice();
     let deny = |args: &[&[u8]]| match st.decider.exec(args) {
         Ok(()) => Ok(()),

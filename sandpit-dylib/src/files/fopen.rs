@@ -3,7 +3,7 @@
 //! and `opendir` open through the same decision as `open` and wrap the fd with
 //! `fdopen`/`fdopendir`.
 use super::open::{open_impl, Opened};
-use libc::{c_char, c_int, FILE, DIR};
+use libc::{c_char, c_int, DIR, FILE};
 
 /// `open(2)` flags for an `fopen` mode string; `None` if the mode is invalid.
 pub fn mode_flags(mode: &[u8]) -> Option<c_int> {
@@ -134,7 +134,10 @@ mod tests {
             mode_flags(b"wxe"),
             Some(libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_EXCL | libc::O_CLOEXEC)
         );
-        assert_eq!(mode_flags(b"ab+"), Some(libc::O_RDWR | libc::O_CREAT | libc::O_APPEND));
+        assert_eq!(
+            mode_flags(b"ab+"),
+            Some(libc::O_RDWR | libc::O_CREAT | libc::O_APPEND)
+        );
         assert_eq!(mode_flags(b"q"), None);
     }
 }

@@ -28,7 +28,13 @@ pub fn absolute(dirfd: c_int, path: &[u8], out: &mut PBuf) -> Result<(), c_int> 
 }
 
 /// Ask the policy about a resolved path; report and return `EACCES` on denial.
-pub fn judge(st: &State, kind: Kind, resolved: &[u8], read: bool, write: bool) -> Result<(), c_int> {
+pub fn judge(
+    st: &State,
+    kind: Kind,
+    resolved: &[u8],
+    read: bool,
+    write: bool,
+) -> Result<(), c_int> {
     if kind == Kind::NotAPath {
         return Ok(());
     }

@@ -70,7 +70,11 @@ pub unsafe fn open_impl(
         if lexical_ok {
             let how = OpenHow {
                 flags: flags as u32 as u64,
-                mode: if creates(flags) { u64::from(mode & 0o7777) } else { 0 },
+                mode: if creates(flags) {
+                    u64::from(mode & 0o7777)
+                } else {
+                    0
+                },
                 resolve: RESOLVE_NO_SYMLINKS,
             };
             // SAFETY: `abs` is NUL-terminated and `how` is a valid open_how of the
@@ -100,8 +104,8 @@ pub unsafe fn open_impl(
         }
     }
 
-    let follow = flags & libc::O_NOFOLLOW == 0
-        && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
+    let follow =
+        flags & libc::O_NOFOLLOW == 0 && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
     let mut res = PBuf::new();
     let kind = path::resolve(abs.as_bytes(), follow, &mut res)?;
     judge(st, kind, res.as_bytes(), read, write)?;

@@ -1,7 +1,9 @@
 //! Denials to the launcher's audit socket (`SANDPIT_AUDIT`, unix datagram):
 //! fire-and-forget, no allocation.
 pub fn send(line: &[u8]) {
-    let Some(st) = crate::state::peek() else { return };
+    let Some(st) = crate::state::peek() else {
+        return;
+    };
     let Some(path) = &st.audit else { return };
     let p = path.as_bytes();
     // SAFETY: zeroed sockaddr_un is valid; the path is copied within bounds.

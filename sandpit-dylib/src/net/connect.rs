@@ -2,7 +2,7 @@
 use super::{decode, names, redirect, same, sockopt_int};
 use crate::decide::NetMode;
 use crate::state::State;
-use libc::{c_int, c_uint, msghdr, mmsghdr, sockaddr, socklen_t, ssize_t};
+use libc::{c_int, c_uint, mmsghdr, msghdr, sockaddr, socklen_t, ssize_t};
 use std::net::SocketAddr;
 
 fn refuse(what: &str, dest: SocketAddr, why: &str, errno: c_int) -> Result<(), c_int> {
@@ -89,7 +89,13 @@ hook! {
 ///
 /// # Safety
 /// `addr` is NULL or `len` readable bytes.
-unsafe fn judge_send(st: &State, fd: c_int, flags: c_int, addr: *const sockaddr, len: socklen_t) -> Result<(), c_int> {
+unsafe fn judge_send(
+    st: &State,
+    fd: c_int,
+    flags: c_int,
+    addr: *const sockaddr,
+    len: socklen_t,
+) -> Result<(), c_int> {
     if flags & libc::MSG_FASTOPEN != 0 && st.decider.net_mode() != NetMode::Unrestricted {
         // SAFETY: per the contract.
         let dest = unsafe { decode(addr, len) }.unwrap_or(SocketAddr::from(([0u8; 4], 0)));

@@ -23,7 +23,12 @@ use std::net::SocketAddr;
 const CONNECT_TIMEOUT_MS: c_int = 10_000;
 
 /// The handshake line. A name that is not printable ASCII is sent as `-`.
-pub fn header(token: Option<&[u8]>, orig: SocketAddr, name: Option<&[u8]>, out: &mut crate::report::Line) {
+pub fn header(
+    token: Option<&[u8]>,
+    orig: SocketAddr,
+    name: Option<&[u8]>,
+    out: &mut crate::report::Line,
+) {
     fn field(v: Option<&[u8]>) -> Option<&[u8]> {
         v.filter(|v| !v.is_empty() && v.len() <= 255 && v.iter().all(|b| b.is_ascii_graphic()))
     }
@@ -76,7 +81,14 @@ pub fn redirect(
     let mut off = 0;
     while off < b.len() {
         // SAFETY: sending from our own buffer on the caller's connected socket.
-        let n = unsafe { libc::send(fd, b[off..].as_ptr().cast(), b.len() - off, libc::MSG_NOSIGNAL) };
+        let n = unsafe {
+            libc::send(
+                fd,
+                b[off..].as_ptr().cast(),
+                b.len() - off,
+                libc::MSG_NOSIGNAL,
+            )
+        };
         if n > 0 {
             off += n as usize;
             continue;
@@ -127,10 +139,20 @@ mod tests {
     #[test]
     fn header_matches_the_proxy_format() {
         let mut l = crate::report::Line::new();
-        header(Some(b"t0k"), "[::1]:443".parse().unwrap(), Some(b"a.test"), &mut l);
+        header(
+            Some(b"t0k"),
+            "[::1]:443".parse().unwrap(),
+            Some(b"a.test"),
+            &mut l,
+        );
         assert_eq!(l.as_bytes(), b"SANDPIT/1 t0k [::1]:443 a.test\n");
         let mut l = crate::report::Line::new();
-        header(None, "1.2.3.4:80".parse().unwrap(), Some(b"bad name"), &mut l);
+        header(
+            None,
+            "1.2.3.4:80".parse().unwrap(),
+            Some(b"bad name"),
+            &mut l,
+        );
         assert_eq!(l.as_bytes(), b"SANDPIT/1 - 1.2.3.4:80 -\n");
     }
 }

@@ -9,7 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// `res` is a list returned by getaddrinfo; `node` NUL-terminated.
 unsafe fn record_ai(node: *const c_char, mut res: *const addrinfo) {
     // SAFETY: per the contract.
-    let Some(name) = (unsafe { crate::sys::cstr(node) }) else { return };
+    let Some(name) = (unsafe { crate::sys::cstr(node) }) else {
+        return;
+    };
     while !res.is_null() {
         // SAFETY: a node of the list.
         let ai = unsafe { &*res };
@@ -25,7 +27,9 @@ unsafe fn record_ai(node: *const c_char, mut res: *const addrinfo) {
 /// `h` is NULL or a hostent filled by the resolver.
 unsafe fn record_he(name: *const c_char, h: *const hostent) {
     // SAFETY: per the contract.
-    let Some(name) = (unsafe { crate::sys::cstr(name) }) else { return };
+    let Some(name) = (unsafe { crate::sys::cstr(name) }) else {
+        return;
+    };
     if h.is_null() {
         return;
     }
@@ -43,9 +47,13 @@ unsafe fn record_he(name: *const c_char, h: *const hostent) {
         }
         let ip = match (h.h_addrtype, h.h_length) {
             // SAFETY: 4 readable bytes.
-            (libc::AF_INET, 4) => IpAddr::V4(Ipv4Addr::from(unsafe { std::ptr::read_unaligned(a.cast::<[u8; 4]>()) })),
+            (libc::AF_INET, 4) => IpAddr::V4(Ipv4Addr::from(unsafe {
+                std::ptr::read_unaligned(a.cast::<[u8; 4]>())
+            })),
             // SAFETY: 16 readable bytes.
-            (libc::AF_INET6, 16) => IpAddr::V6(Ipv6Addr::from(unsafe { std::ptr::read_unaligned(a.cast::<[u8; 16]>()) })),
+            (libc::AF_INET6, 16) => IpAddr::V6(Ipv6Addr::from(unsafe {
+                std::ptr::read_unaligned(a.cast::<[u8; 16]>())
+            })),
             _ => return,
         };
         names::record(ip, name);

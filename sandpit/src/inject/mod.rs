@@ -235,9 +235,20 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let state = d.path().join(".sandpit");
         let inst = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
-        assert!(inst.path.ends_with(format!("lib/{}/libsandpit.so", content_hash(b"library-bytes"))));
-        for dir in [&state, &state.join("lib"), &inst.path.parent().unwrap().to_path_buf()] {
-            assert_eq!(std::fs::metadata(dir).unwrap().mode() & 0o777, 0o700, "{dir:?}");
+        assert!(inst.path.ends_with(format!(
+            "lib/{}/libsandpit.so",
+            content_hash(b"library-bytes")
+        )));
+        for dir in [
+            &state,
+            &state.join("lib"),
+            &inst.path.parent().unwrap().to_path_buf(),
+        ] {
+            assert_eq!(
+                std::fs::metadata(dir).unwrap().mode() & 0o777,
+                0o700,
+                "{dir:?}"
+            );
         }
         assert_eq!(std::fs::read(&inst.path).unwrap(), b"library-bytes");
         // Idempotent.
