@@ -159,13 +159,14 @@ impl Redactor {
         for (name, value) in env {
             let v = value.trim();
             let named = policy.env.is_withheld(name) || secret_name(name);
-            if named && v.len() >= MIN_NAMED {
-                lits.push(v.to_string());
-            } else if !named
-                && !harmless(name)
-                && v.len() >= MIN_ENV
-                && !(v.starts_with('/') && Path::new(v).exists())
-            {
+            let keep = if named {
+                v.len() >= MIN_NAMED
+            } else {
+                !harmless(name)
+                    && v.len() >= MIN_ENV
+                    && !(v.starts_with('/') && Path::new(v).exists())
+            };
+            if keep {
                 lits.push(v.to_string());
             }
         }
