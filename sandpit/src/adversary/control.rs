@@ -77,6 +77,27 @@ pub fn start(path: &Path, reviewer: Arc<Reviewer>) -> Result<ControlServer, Adve
     })
 }
 
+/// Everything a launcher needs for one run: build the reviewer from the policy and
+/// the launcher's environment (`std::env::vars()`), bind its socket under the state
+/// directory and serve it. `Ok(None)`: no `[adversary]` configured. Must be called
+/// inside a tokio runtime. Put [`ControlServer::env`] into the child's environment
+/// (and keep the API key variable out of it).
+pub fn start_for_run(
+    policy: &sandpit_policy::Policy,
+    env: &[(String, String)],
+    run_id: &str,
+) -> Result<Option<(Arc<Reviewer>, ControlServer)>, AdversaryError> {
+    let Some(reviewer) = Reviewer::from_policy(policy, env)? else {
+        return Ok(None);
+    };
+    let reviewer = Arc::new(reviewer);
+    let server = start(
+        &socket_path(&policy.context.state_dir, run_id),
+        reviewer.clone(),
+    )?;
+    Ok(Some((reviewer, server)))
+}
+
 /// Bind the control socket at `path`.
 pub fn bind(path: &Path) -> Result<UnixListener, AdversaryError> {
     let err = sock_err(path);
