@@ -113,7 +113,7 @@ fn main() {
     let url = fake_llm();
     let dir = tempfile::tempdir().unwrap();
     let p = policy(dir.path(), Some(&url));
-    let env = vec![("BENCH_KEY".to_string(), "k".to_string())];
+    let env = vec![("BENCH_KEY".to_string(), "bench-key-0000".to_string())];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let reviewer = Arc::new(Reviewer::from_policy(&p, &env).unwrap().unwrap());
     let req = ReviewRequest {
@@ -122,7 +122,8 @@ fn main() {
     };
 
     // 1. In-process cache hit.
-    rt.block_on(reviewer.review(req.clone()));
+    let first = rt.block_on(reviewer.review(req.clone()));
+    assert!(first.is_allowed(), "{first:?}");
     let n = 20_000;
     let t = Instant::now();
     for _ in 0..n {

@@ -523,3 +523,22 @@ async fn the_control_socket_answers_and_is_private() {
     drop(server);
     assert!(!path.exists(), "the socket outlived its server");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ordinary_word_in_the_environment_does_not_stop_reviews() {
+    // "adversary" and "sandbox" are in the reviewer's fixed instructions; a variable
+    // holding them is masked in the command, and the review still happens.
+    let llm = FakeLlm::start(|_| Reply::Json(200, anthropic("ALLOW")));
+    let d = tmp();
+    let mut e = env();
+    e.push(("PROJECT_ROLE".into(), "adversary".into()));
+    e.push(("MY_SECRET_NAME".into(), "sandbox".into()));
+    let r = reviewer(d.path(), &toml("anthropic", &llm.url(), ""), &e);
+    let v = r.review(req(&["echo", "adversary", "sandbox"])).await;
+    assert_eq!(v.decision, Decision::Allow, "{v:?}");
+    let body = &llm.requests()[0].body;
+    assert!(
+        body.contains(r#"[\"echo\",\"[REDACTED]\",\"[REDACTED]\"]"#),
+        "{body}"
+    );
+}

@@ -352,31 +352,50 @@ impl Reviewer {
         }
     }
 
-    /// The redacted system and user texts of a request.
-    pub fn prompt(&self, req: &ReviewRequest, history: &[String]) -> (String, String) {
+    /// The redacted system and user texts of a request. Each variable part (rules,
+    /// arguments, cwd, history) is redacted on its own and then checked once more in
+    /// its JSON-encoded form, so escaping cannot bring a secret back; the fixed
+    /// wording around them is not checked (a variable whose value is an ordinary
+    /// word must not stop every review).
+    pub fn prompt(
+        &self,
+        req: &ReviewRequest,
+        history: &[String],
+    ) -> Result<(String, String), AdversaryError> {
         let r = &self.redactor;
+        let mut parts: Vec<String> = Vec::with_capacity(req.argv.len() + history.len() + 2);
+        let mut clean = |text: &str| {
+            let t = r.redact(text);
+            parts.push(t.clone());
+            t
+        };
         let rules = if self.settings.rules.trim().is_empty() {
             "(no rules given: use your judgement about secrets, exfiltration, destruction and sandbox escapes)".to_string()
         } else {
-            r.redact(&self.settings.rules)
+            clean(&self.settings.rules)
         };
         let system = format!("{SYSTEM}\n\nThe user's rules:\n<rules>\n{rules}\n</rules>");
-        let argv: Vec<String> = req.argv.iter().map(|a| r.redact(a)).collect();
+        let argv: Vec<String> = req.argv.iter().map(|a| clean(a)).collect();
         let argv = serde_json::to_string(&argv).unwrap_or_default();
-        let mut user = format!(
-            "Command (JSON array of arguments): {argv}\nWorking directory: {}\n",
-            r.redact(&req.cwd)
-        );
+        let cwd = clean(&req.cwd);
+        let mut user =
+            format!("Command (JSON array of arguments): {argv}\nWorking directory: {cwd}\n");
         user.push_str("Recent commands of this run, oldest first:\n");
         if history.is_empty() {
             user.push_str("(none)\n");
         }
         for h in history {
             user.push_str("- ");
-            user.push_str(&r.redact(h));
+            user.push_str(&clean(h));
             user.push('\n');
         }
-        (system, user)
+        for p in &parts {
+            let encoded = serde_json::to_string(p).unwrap_or_default();
+            if r.leaks(p) || r.leaks(&encoded) {
+                return Err(AdversaryError::Leak);
+            }
+        }
+        Ok((system, user))
     }
 
     async fn ask(&self, req: &ReviewRequest, history: &[String]) -> Result<Answer, AdversaryError> {
@@ -386,14 +405,11 @@ impl Reviewer {
             .await
             .map_err(|_| AdversaryError::Unreachable("the reviewer is shutting down".into()))?;
         self.pace().await;
-        let (system, user) = self.prompt(req, history);
+        let (system, user) = self.prompt(req, history)?;
         let s = &self.settings;
         let body = provider::body(s.provider, &s.model, &system, &user);
         let body = serde_json::to_vec(&body)
             .map_err(|e| AdversaryError::Malformed(format!("encoding the request: {e}")))?;
-        if self.redactor.leaks(&String::from_utf8_lossy(&body)) {
-            return Err(AdversaryError::Leak);
-        }
         let mut rb = self
             .http
             .post(&s.url)
@@ -462,8 +478,8 @@ fn or_none(why: &str) -> &str {
     }
 }
 
-/// A transport error without the URL's query or anything secret (reqwest's Display
-/// carries the URL, which holds no key: keys travel in headers).
+/// A transport error by kind and cause (not reqwest's Display, which repeats the
+/// URL).
 fn describe(e: &reqwest::Error) -> String {
     let kind = if e.is_timeout() {
         "timed out"
@@ -474,13 +490,10 @@ fn describe(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut s = kind.to_string();
-    let mut src = std::error::Error::source(e);
-    if let Some(inner) = src.take() {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
+    match std::error::Error::source(e) {
+        Some(inner) => format!("{kind}: {inner}"),
+        None => kind.to_string(),
     }
-    s
 }
 
 #[cfg(test)]

@@ -155,7 +155,11 @@ impl Redactor {
     /// The secrets of a run: the launcher's environment `env`, the `block_read` files
     /// of `policy`, and `extra` (the API key).
     pub fn for_run(policy: &Policy, env: &[(String, String)], extra: &[&str]) -> Redactor {
-        let mut lits: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut lits: Vec<String> = extra
+            .iter()
+            .filter(|s| s.len() >= MIN_NAMED)
+            .map(|s| s.to_string())
+            .collect();
         for (name, value) in env {
             let v = value.trim();
             let named = policy.env.is_withheld(name) || secret_name(name);
