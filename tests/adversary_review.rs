@@ -295,7 +295,10 @@ async fn a_cached_verdict_sends_no_second_request() {
         }
     });
     let d = tmp();
-    let r = reviewer(d.path(), &toml("anthropic", &llm.url(), ""), &env());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let r = reviewer(d.path(), &toml("anthropic", &llm.url(), ""), &env())
+        .on_verdict(move |q, v| s2.lock().unwrap().push((q.argv.join(" "), v.decision)));
     let a = r.review(req(&["git", "status"])).await;
     let b = r.review(req(&["git", " status  "])).await; // same after normalization
     assert_eq!(a, b);
@@ -313,6 +316,10 @@ async fn a_cached_verdict_sends_no_second_request() {
     r.review(req(&["git", "log"])).await;
     assert_eq!(llm.requests().len(), 3);
     assert_eq!(r.requests_sent(), 3);
+    // The audit hook saw every verdict, cache hits included.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert_eq!(seen[3], ("evil".to_string(), Decision::Deny));
 }
 
 #[tokio::test(flavor = "multi_thread")]

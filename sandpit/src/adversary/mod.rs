@@ -164,7 +164,11 @@ pub struct Reviewer {
     slots: Semaphore,
     next_start: tokio::sync::Mutex<Option<Instant>>,
     sent: AtomicU64,
+    audit: Option<Box<AuditFn>>,
 }
+
+/// Called with every verdict (cache hits included): the launcher's audit log.
+pub type AuditFn = dyn Fn(&ReviewRequest, &Verdict) + Send + Sync;
 
 impl std::fmt::Debug for Reviewer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -255,7 +259,17 @@ impl Reviewer {
             history: Mutex::new(VecDeque::new()),
             next_start: tokio::sync::Mutex::new(None),
             sent: AtomicU64::new(0),
+            audit: None,
         })
+    }
+
+    /// Report every verdict to `f` (the audit log).
+    pub fn on_verdict(
+        mut self,
+        f: impl Fn(&ReviewRequest, &Verdict) + Send + Sync + 'static,
+    ) -> Reviewer {
+        self.audit = Some(Box::new(f));
+        self
     }
 
     pub fn settings(&self) -> &Settings {
@@ -274,7 +288,7 @@ impl Reviewer {
         if let Some(k) = &key {
             let hit = self.cache.lock().ok().and_then(|c| c.get(k).cloned());
             if let Some(v) = hit {
-                self.remember(&req, v.decision, "");
+                self.remember(&req, &v, "");
                 return v;
             }
         }
@@ -313,7 +327,7 @@ impl Reviewer {
                         format!("the adversary could not review `{cmd}` ({e}); adversary.on_error is \"allow\", so it ran unreviewed"),
                     ),
                 };
-                self.remember(&req, v.decision, " (reviewer error)");
+                self.remember(&req, &v, " (reviewer error)");
                 return v;
             }
         };
@@ -325,7 +339,7 @@ impl Reviewer {
                 c.insert(k, verdict.clone());
             }
         }
-        self.remember(&req, verdict.decision, "");
+        self.remember(&req, &verdict, "");
         verdict
     }
 
@@ -337,9 +351,12 @@ impl Reviewer {
         }
     }
 
-    /// Keep the command in the run's bounded history.
-    fn remember(&self, req: &ReviewRequest, d: Decision, note: &str) {
-        let word = match d {
+    /// Keep the command in the run's bounded history, and report the verdict.
+    fn remember(&self, req: &ReviewRequest, v: &Verdict, note: &str) {
+        if let Some(f) = &self.audit {
+            f(req, v);
+        }
+        let word = match v.decision {
             Decision::Allow => "ALLOW",
             Decision::Deny => "DENY",
             Decision::Review => "REVIEW",
