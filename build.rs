@@ -36,6 +36,8 @@ fn main() {
         "sandpit-dylib/csrc",
         "sandpit-policy/Cargo.toml",
         "sandpit-policy/src",
+        "sandpit-shims/Cargo.toml",
+        "sandpit-shims/src",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }

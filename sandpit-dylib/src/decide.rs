@@ -9,7 +9,7 @@
 //! does not clearly allow is `decide` asked, and its verdict is final.
 use sandpit_policy::{Decision, Policy, Request};
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +117,9 @@ pub struct Engine {
     /// Learn mode (`SANDPIT_LEARN=1`): path and exec denials are recorded to the
     /// audit socket as `learn` and allowed; the kernel layer still holds.
     learn: bool,
+    /// The adversary's control socket (`SANDPIT_ADVERSARY_SOCKET` as this process
+    /// received it): asked, blocking, for every exec the rules send to review.
+    adversary_socket: Option<std::ffi::OsString>,
 }
 
 impl Engine {
@@ -153,12 +156,17 @@ impl Engine {
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
             policy,
             learn: false,
+            adversary_socket: None,
         }
     }
 
     /// Record instead of deny (path and exec decisions only).
     pub fn set_learn(&mut self, on: bool) {
         self.learn = on;
+    }
+
+    pub fn set_adversary_socket(&mut self, socket: Option<std::ffi::OsString>) {
+        self.adversary_socket = socket;
     }
 
     /// Send a structured denial to the audit socket; in learn mode, allow it.
@@ -236,10 +244,21 @@ impl Engine {
             .collect();
         let v = sandpit_policy::decide(&self.policy, &Request::Exec(&owned));
         let r = if v.decision == Decision::Review {
-            Err(Denied(format!(
-                "sandpit: {}; the interposer cannot ask the adversary yet, so it is denied (fail closed)",
-                v.reason
-            )))
+            // Every rule allowed it; the adversary has the last word. No socket, an
+            // untrusted one, a dead launcher or a timeout all deny (fail closed).
+            crate::guard::with_guard(|| {
+                let cwd = std::env::current_dir()
+                    .map(|c| c.into_os_string().into_vec())
+                    .unwrap_or_default();
+                sandpit_shims::review::review_exec(
+                    &self.policy,
+                    self.adversary_socket.as_deref(),
+                    &cwd,
+                    argv,
+                )
+                .map(|_| ())
+                .map_err(Denied)
+            })
         } else {
             verdict(v)
         };

@@ -22,6 +22,8 @@ pub const DNS_VAR: &str = "SANDPIT_DNS";
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
 /// `1`: learn mode (see `Engine::set_learn`).
 pub const LEARN_VAR: &str = "SANDPIT_LEARN";
+/// The adversary's control socket (see `sandpit_shims::review::SOCKET_VAR`).
+pub const ADVERSARY_VAR: &str = sandpit_shims::review::SOCKET_VAR;
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
 
 pub struct State {
@@ -226,6 +228,7 @@ fn load() -> Result<State, LoadError> {
         })?;
     let mut engine = Engine::new(policy);
     engine.set_learn(var(LEARN_VAR).is_some_and(|v| v == "1"));
+    engine.set_adversary_socket(var(ADVERSARY_VAR));
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
         return Err(LoadError::Outside {

@@ -10,6 +10,7 @@
 pub mod addr;
 pub mod getopt;
 pub mod judge;
+pub mod review;
 pub mod shimdir;
 pub mod tools;
 

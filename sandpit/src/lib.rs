@@ -1,5 +1,6 @@
 //! The sandpit launcher: loads the policy, starts the proxy and audit log, and runs
 //! the agent under the kernel layer with the interposition library injected.
+pub mod adversary;
 pub mod audit;
 pub mod cli;
 pub mod config;

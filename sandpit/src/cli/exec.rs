@@ -146,7 +146,8 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
         Err(msg) => return blocked(&format!("sandpit: {tool_s}: {msg}; not run")),
     };
     let ctx = RealCtx { git: &real };
-    let ssh_tunnel = match judge(&policy, tool_s, &sargs, &ctx) {
+    let judged = sandpit_shims::review::Deferring::new(&policy);
+    let ssh_tunnel = match judge(&judged, tool_s, &sargs, &ctx) {
         Outcome::Blocked(line) => {
             // The launcher's audit log records the denial (SANDPIT_AUDIT, set by
             // `sandpit run`); the launcher re-judges the claim against its policy.
@@ -159,6 +160,12 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
         }
         Outcome::Run { ssh_tunnel } => ssh_tunnel,
     };
+    if judged.needs_review() {
+        // Every rule allowed it; the adversary has the last word (docs/adversary.md).
+        if let Err(line) = ask_adversary(&policy, tool_s, &sargs) {
+            return blocked(&line);
+        }
+    }
     let mut cmd = std::process::Command::new(&real);
     cmd.arg0(tool).env(DEPTH_VAR, (depth + 1).to_string());
     if ssh_tunnel {
@@ -170,6 +177,16 @@ pub fn run_tool(tool: &std::ffi::OsStr, args: Vec<OsString>) -> i32 {
     let err = cmd.exec();
     eprintln!("sandpit: {tool_s}: cannot run {}: {err}", real.display());
     EXIT_BLOCKED
+}
+
+/// Ask the launcher's adversary over the control socket named by
+/// `SANDPIT_ADVERSARY_SOCKET`; no socket, or one outside the state directory, denies.
+fn ask_adversary(policy: &Policy, tool: &str, args: &[String]) -> Result<String, String> {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut argv: Vec<&[u8]> = vec![tool.as_bytes()];
+    argv.extend(args.iter().map(|a| a.as_bytes()));
+    let socket = std::env::var_os(sandpit_shims::review::SOCKET_VAR);
+    sandpit_shims::review::review_exec(policy, socket.as_deref(), cwd.as_os_str().as_bytes(), &argv)
 }
 
 fn current_exe() -> Option<PathBuf> {

@@ -294,6 +294,7 @@ pub mod linux {
                 support,
                 scratch,
                 audit_socket: session.audit_socket(),
+                run_id: Some(session.run().to_string()),
             },
         )?;
         let proxy = match &args.proxy_socket {

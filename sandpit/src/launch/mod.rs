@@ -50,6 +50,8 @@ pub enum LaunchError {
     NotUtf8(OsString),
     #[error("the proxy could not be started: {0}")]
     Proxy(String),
+    #[error("the adversary could not be started ({0}); the command was not started")]
+    Adversary(String),
 }
 
 type Result<T> = std::result::Result<T, LaunchError>;
@@ -75,6 +77,9 @@ pub struct Options<'a> {
     /// The audit session's socket (`SANDPIT_AUDIT`): the interposer reports there.
     /// `None`: the launch binds its own, for the end-of-run count.
     pub audit_socket: Option<PathBuf>,
+    /// The run's id: the adversary's control socket lives in the session's run
+    /// directory, `<state>/run/<id>/` (read-only inside the sandbox, reachable).
+    pub run_id: Option<String>,
 }
 
 /// Whether the interposer is injected, and why not.
@@ -128,6 +133,8 @@ pub struct Prepared {
     audit: Option<(PathBuf, UnixDatagram)>,
     /// The audit session's socket, when the session owns it.
     external_audit: Option<PathBuf>,
+    /// The adversary's control socket, bound before the fork, served after it.
+    adversary: Option<(PathBuf, UnixListener)>,
     nofile: Option<libc::rlim_t>,
 }
 
@@ -240,6 +247,24 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         Interposer::Off(_) => None,
     };
 
+    // The adversary's socket is bound now (before the fork: the command may ask at
+    // once) and served after it; with [adversary] configured, failing to set it up
+    // means no run (an unreviewed run would be fail-open).
+    let adversary = match (&policy.adversary, &o.run_id) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(LaunchError::Adversary(
+                "no run directory for its control socket".into(),
+            ))
+        }
+        (Some(_), Some(run)) => {
+            let path = crate::adversary::control::socket_path(&policy.context.state_dir, run);
+            let l = crate::adversary::control::bind_std(&path)
+                .map_err(|e| LaunchError::Adversary(e.to_string()))?;
+            Some((path, l))
+        }
+    };
+
     Ok(Prepared {
         _run_dir: run_dir,
         state_dir,
@@ -251,6 +276,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         sockets,
         audit,
         external_audit: o.audit_socket.clone(),
+        adversary,
         nofile,
     })
 }
@@ -398,6 +424,12 @@ impl Prepared {
                 env.push((utf8(k)?, utf8(v)?));
             }
         }
+        if let Some((path, _)) = &self.adversary {
+            env.push((
+                crate::adversary::control::ENV_VAR.into(),
+                utf8(path.clone().into_os_string())?,
+            ));
+        }
         if let Some(sh) = &self.shims {
             env.extend(sandpit_shims::child_env(&sh.dir, &sh.path));
             env.push((
@@ -492,7 +524,11 @@ impl Prepared {
         let mut services = Services {
             net: None,
             interposed,
+            adversary: None,
         };
+        if let Some((_, listener)) = self.adversary.take() {
+            services.adversary = Some(start_adversary(&self.policy, listener)?);
+        }
         let Some(sockets) = self.sockets.as_mut() else {
             return Ok(services);
         };
@@ -584,6 +620,35 @@ struct Denials {
 }
 
 /// The proxy and DNS responder while the command runs.
+/// The adversary's reviewer serving its control socket while the command runs.
+struct AdversaryService {
+    rt: tokio::runtime::Runtime,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start_adversary(policy: &Policy, listener: UnixListener) -> Result<AdversaryService> {
+    let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("sandpit-adversary")
+        .enable_all()
+        .build()
+        .map_err(|e| err(&e))?;
+    let _enter = rt.enter();
+    let reviewer = crate::adversary::Reviewer::from_policy(policy, &env)
+        .map_err(|e| err(&e))?
+        .ok_or_else(|| err(&"no [adversary] in the policy"))?;
+    listener.set_nonblocking(true).map_err(|e| err(&e))?;
+    let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| err(&e))?;
+    let task = rt.spawn(crate::adversary::control::serve(
+        listener,
+        Arc::new(reviewer),
+    ));
+    drop(_enter);
+    Ok(AdversaryService { rt, task })
+}
+
 struct NetServices {
     rt: tokio::runtime::Runtime,
     _proxy: crate::proxy::Running,
@@ -595,6 +660,7 @@ struct NetServices {
 pub struct Services {
     net: Option<NetServices>,
     interposed: Arc<Mutex<Denials>>,
+    adversary: Option<AdversaryService>,
 }
 
 impl Services {
@@ -617,6 +683,10 @@ impl Services {
         }
         if let Some(net) = self.net {
             lines.extend(net.finish());
+        }
+        if let Some(a) = self.adversary {
+            a.task.abort();
+            a.rt.shutdown_background();
         }
         lines
     }
