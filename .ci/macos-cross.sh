@@ -23,7 +23,8 @@ fi
 start=$SECONDS
 for t in "${TARGETS[@]}"; do
 	echo "== macos-cross: clippy $t"
-	cargo clippy --target "$t" --workspace --all-targets -- -D warnings
+	# Through cargo-zigbuild so that C in dependencies (ring) has a compiler for the target.
+	cargo-zigbuild clippy --target "$t" --workspace --all-targets -- -D warnings
 	echo "== macos-cross: zigbuild $t"
 	cargo zigbuild --target "$t" --workspace
 	# The launcher really is a Mach-O for the target.

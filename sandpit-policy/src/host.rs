@@ -132,15 +132,7 @@ pub fn canonical_host(input: &str) -> Result<Host, HostError> {
     if s.is_empty() {
         return Err(HostError::Empty);
     }
-    if s.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(HostError::Control);
-    }
-    if let Some((scheme, _)) = s.split_once("://") {
-        return Err(HostError::Scheme(scheme.to_string()));
-    }
-    if s.contains('@') {
-        return Err(HostError::UserInfo);
-    }
+    reject_non_host(s)?;
     if let Some(inner) = s.strip_prefix('[') {
         let inner = inner
             .strip_suffix(']')
@@ -175,6 +167,21 @@ pub fn canonical_host(input: &str) -> Result<Host, HostError> {
         return Err(HostError::Invalid(s.into()));
     }
     Ok(Host::Name(name))
+}
+
+/// What can never be part of a host: white space and control characters (NUL
+/// included), a scheme, user info.
+fn reject_non_host(s: &str) -> Result<(), HostError> {
+    if s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(HostError::Control);
+    }
+    if let Some((scheme, _)) = s.split_once("://") {
+        return Err(HostError::Scheme(scheme.to_string()));
+    }
+    if s.contains('@') {
+        return Err(HostError::UserInfo);
+    }
+    Ok(())
 }
 
 fn strip_zone(s: &str) -> &str {
@@ -286,15 +293,7 @@ impl HostPattern {
     /// an address, or a CIDR range.
     pub fn parse(input: &str) -> Result<HostPattern, HostError> {
         let s = input.trim();
-        if s.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(HostError::Control);
-        }
-        if let Some((scheme, _)) = s.split_once("://") {
-            return Err(HostError::Scheme(scheme.to_string()));
-        }
-        if s.contains('@') {
-            return Err(HostError::UserInfo);
-        }
+        reject_non_host(s)?;
         if let Some((addr, len)) = s.split_once('/') {
             if let Ok(ip) = addr.trim_matches(['[', ']']).parse::<IpAddr>() {
                 let ip = canonical_ip(ip);

@@ -98,8 +98,17 @@ pub fn start_for_run(
     Ok(Some((reviewer, server)))
 }
 
-/// Bind the control socket at `path`.
+/// Bind the control socket at `path` (inside a tokio runtime).
 pub fn bind(path: &Path) -> Result<UnixListener, AdversaryError> {
+    let err = sock_err(path);
+    let l = bind_std(path)?;
+    l.set_nonblocking(true).map_err(&err)?;
+    UnixListener::from_std(l).map_err(&err)
+}
+
+/// Bind `path` as a std listener (parent made 0700, a stale socket replaced, socket
+/// 0600): for a launcher that binds before it forks and serves after it.
+pub fn bind_std(path: &Path) -> Result<std::os::unix::net::UnixListener, AdversaryError> {
     let err = sock_err(path);
     let dir = path
         .parent()
@@ -117,27 +126,6 @@ pub fn bind(path: &Path) -> Result<UnixListener, AdversaryError> {
         }
         Ok(_) => std::fs::remove_file(path).map_err(&err)?,
         Err(_) => {}
-    }
-    let listener = UnixListener::bind(path).map_err(&err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(&err)?;
-    Ok(listener)
-}
-
-/// [`bind`] for a launcher that binds before it forks (no runtime yet): the same
-/// directory and socket modes, as a std listener to hand to [`serve`] later.
-pub fn bind_std(path: &Path) -> Result<std::os::unix::net::UnixListener, AdversaryError> {
-    let err = sock_err(path);
-    let dir = path
-        .parent()
-        .ok_or_else(|| err(std::io::ErrorKind::InvalidInput.into()))?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(&err)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(&err)?;
-    if std::fs::symlink_metadata(path).is_ok() {
-        return Err(err(std::io::ErrorKind::AlreadyExists.into()));
     }
     let listener = std::os::unix::net::UnixListener::bind(path).map_err(&err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(&err)?;
