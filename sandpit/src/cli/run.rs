@@ -278,6 +278,8 @@ pub mod linux {
         scratch: &Path,
     ) -> Result<i32> {
         use crate::sandbox::linux;
+        // Before the audit session's and the launch's threads exist (they inherit it).
+        linux::block_forwarded_signals().context("blocking signals")?;
         let cmd0 = args.command.first().and_then(|c| c.to_str());
         let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
         // Audit log, audit socket and learn mode first: the launch's interposer

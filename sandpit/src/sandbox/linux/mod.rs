@@ -13,4 +13,4 @@ pub mod supervise;
 mod sys;
 
 pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
-pub use supervise::{run, spawn, Layer, Layers, Running, SpawnError};
+pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};

@@ -37,6 +37,14 @@ const FORWARD: [libc::c_int; 7] = [
     libc::SIGWINCH,
 ];
 
+/// Block the signals the launcher forwards, before it starts any thread: threads
+/// inherit the mask, so a SIGTERM can only reach the thread that forwards it (a
+/// helper thread with it unblocked would take the default action and kill the
+/// launcher without passing it on).
+pub fn block_forwarded_signals() -> std::io::Result<()> {
+    SigSet::of(&all_signals()).block()
+}
+
 fn all_signals() -> Vec<libc::c_int> {
     let mut v = FORWARD.to_vec();
     v.push(libc::SIGCHLD);
