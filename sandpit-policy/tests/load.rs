@@ -185,6 +185,12 @@ fn regexes_paths_and_globs_are_validated() {
         1,
         "model is missing",
     );
+    at(
+        &err("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"network\"]\n"),
+        3,
+        19,
+        "not supported yet",
+    );
 }
 
 #[test]
