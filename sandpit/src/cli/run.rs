@@ -73,9 +73,7 @@ pub mod linux {
             .create(root)
             .with_context(|| format!("creating {}", root.display()))?;
         let m = std::fs::symlink_metadata(root).with_context(|| format!("{}", root.display()))?;
-        let me = std::fs::metadata("/proc/self")
-            .map(|m| m.uid())
-            .unwrap_or(u32::MAX);
+        let me = crate::sys::uid();
         if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
             bail!(
                 "scratch root {} is not a private directory owned by this user; refusing to use it",
@@ -112,10 +110,7 @@ pub mod linux {
     /// manager, container engines): masked like credentials, since a read-only mount
     /// does not stop `connect()`.
     fn host_daemon_sockets() -> Vec<PathBuf> {
-        use std::os::unix::fs::MetadataExt;
-        let uid = std::fs::metadata("/proc/self")
-            .map(|m| m.uid())
-            .unwrap_or(u32::MAX);
+        let uid = crate::sys::uid();
         let mut v: Vec<PathBuf> = [
             "/run/docker.sock",
             "/var/run/docker.sock",

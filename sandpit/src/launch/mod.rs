@@ -138,12 +138,6 @@ pub struct Prepared {
     nofile: Option<libc::rlim_t>,
 }
 
-fn uid() -> u32 {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX)
-}
-
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
 /// else can write.
 fn private_dir(dir: &Path, recursive: bool) -> Result<()> {
@@ -157,7 +151,7 @@ fn private_dir(dir: &Path, recursive: bool) -> Result<()> {
         Err(e) => return Err(io(format!("creating {}", dir.display()))(e)),
     }
     let m = std::fs::symlink_metadata(dir).map_err(io(format!("{}", dir.display())))?;
-    if !m.is_dir() || m.uid() != uid() || m.mode() & 0o022 != 0 {
+    if !m.is_dir() || m.uid() != crate::sys::uid() || m.mode() & 0o022 != 0 {
         return Err(LaunchError::NotPrivate(dir.to_path_buf()));
     }
     Ok(())
