@@ -291,7 +291,8 @@ pub mod linux {
                 support,
                 scratch,
                 audit_socket: session.audit_socket(),
-                run_id: Some(session.run().to_string()),
+                run_id: session.run(),
+                run_dir: session.run_dir(),
             },
         )?;
         let proxy = match &args.proxy_socket {
@@ -310,7 +311,14 @@ pub mod linux {
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
-        let input = plan_input(&loaded.policy, mode, proxy, cwd);
+        let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
+        // Other runs' sockets (audit, adversary) and every run's log stay out of
+        // reach: only this run's directory shows through.
+        let state = &loaded.policy.context.state_dir;
+        input
+            .read_denied
+            .extend([state.join("run"), state.join("logs")]);
+        input.read_allowed.push(session.run_dir().to_path_buf());
         let mut plan = linux::plan(&input, &linux::HostFs)?;
         plan.env.extend(session.child_env());
         launch.apply(&mut plan)?;
