@@ -238,6 +238,42 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
     )
 }
 
+/// The allow rule that makes `ip:port` a loopback service of the host: the network
+/// is filtered, `ip` is a loopback address, an allow entry names it with this port
+/// (`127.0.0.1:8080`, `[::1]:8080`, or a loopback name such as `localhost:11434`,
+/// which stands for 127.0.0.1 and ::1), and no block entry covers it. Such a
+/// destination is reached at the same address and port from inside the sandbox by
+/// every client (the kernel layer relays it); every other loopback port is not.
+pub fn loopback_service(
+    policy: &Policy,
+    ip: IpAddr,
+    port: u16,
+) -> Option<&crate::Rule<crate::HostPattern>> {
+    let ip = canonical_ip(ip);
+    let net = &policy.network;
+    if net.mode.value != NetMode::Filtered || !ip.is_loopback() {
+        return None;
+    }
+    if net
+        .block
+        .iter()
+        .any(|b| b.value.matches(&Host::Ip(ip), port))
+    {
+        return None;
+    }
+    let lo4 = IpAddr::from([127, 0, 0, 1]);
+    let lo6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
+    net.allow.iter().find(|r| {
+        r.value.port == Some(port)
+            && r.value.is_loopback()
+            && match &r.value.host {
+                HostMatch::Ip(a) => canonical_ip(*a) == ip,
+                HostMatch::Exact(_) => ip == lo4 || ip == lo6,
+                HostMatch::Subdomains(_) | HostMatch::Cidr(..) => false,
+            }
+    })
+}
+
 fn decide_exec(policy: &Policy, argv: &[String]) -> Verdict {
     let line = command_line(argv);
     let shown = argv.join(" ");

@@ -181,6 +181,7 @@ pub mod linux {
             write_protected: values(&policy.files.block_write),
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
+            loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
         }
     }
