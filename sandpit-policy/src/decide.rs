@@ -183,12 +183,22 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
             ),
         );
     }
+    // Loopback is allowed one port at a time (a bare "localhost" is a load error).
+    let loopback = match host {
+        Host::Ip(ip) => ip.is_loopback(),
+        Host::Name(n) => n == "localhost" || n.ends_with(".localhost"),
+    };
+    let entry = if loopback {
+        dest.clone()
+    } else {
+        host.to_string()
+    };
     match net.allow.iter().find(|r| r.value.matches(host, port)) {
         Some(a) => Verdict::new(Decision::Allow, Some(&a.origin), format!("connection to {dest} allowed by {}", a.origin)),
         None => Verdict::new(
             Decision::Deny,
             None,
-            format!("blocked connection to {dest}: the host is not in network.allow; {NOT_RETRY}. To allow it, add \"{host}\" to [network] allow in ~/.sandpit/config.toml"),
+            format!("blocked connection to {dest}: the host is not in network.allow; {NOT_RETRY}. To allow it, add \"{entry}\" to [network] allow in ~/.sandpit/config.toml"),
         ),
     }
 }

@@ -391,6 +391,23 @@ pub mod linux {
             NetPlan::Offline => "network: none".to_string(),
             NetPlan::Host => "network: host (unrestricted)".to_string(),
         };
+        let mut net = net;
+        if !plan.loopback.is_empty() {
+            let at: Vec<String> = plan.loopback.iter().map(|l| l.listen.to_string()).collect();
+            net.push_str(&format!(
+                " + loopback services {} (relayed to this machine)",
+                at.join(", ")
+            ));
+        } else if let (Mode::LandlockOnly, Some(ports)) = (plan.mode, &plan.landlock.tcp_connect) {
+            if ports.len() > 1 {
+                net.push_str(" + loopback service ports by Landlock rule");
+            }
+        }
+        if plan.mirror {
+            net.push_str(
+                "; servers on loopback inside are mirrored on this machine (allow_local_binding)",
+            );
+        }
         let mut line = format!("kernel layer: {}; {net}", parts.join(" + "));
         for w in &plan.weaker {
             line.push_str("; weaker: ");

@@ -95,7 +95,7 @@ pub fn describe(policy: &Policy) -> Vec<String> {
             .map(|s| s.listen.port())
             .unwrap_or(0);
         lines.push(format!(
-            "loopback service {e:?}: inside the sandbox {} relayed by sandpit to this machine's same address and port, for every client (static binaries and clients that ignore proxy variables included); with --allow-degraded (no network namespace), Landlock lets TCP connect reach port {port} directly",
+            "loopback service {e:?}: inside the sandbox, sandpit listens at {} and relays to this machine's same address and port, for every client (static binaries and clients that ignore proxy variables included); with --allow-degraded (no network namespace), Landlock lets TCP connect reach port {port} directly",
             at.join(" and ")
         ));
     }
@@ -112,6 +112,34 @@ pub fn describe(policy: &Policy) -> Vec<String> {
         )
     });
     lines
+}
+
+/// How a connection to `host:port` reaches this machine's loopback, when `host` is
+/// a loopback address or name (`sandpit explain connect localhost:11434`).
+pub fn how_reached(policy: &Policy, host: &sandpit_policy::Host, port: u16) -> Option<String> {
+    use sandpit_policy::Host;
+    let candidates: Vec<IpAddr> = match host {
+        Host::Ip(ip) if sandpit_policy::host::is_loopback(*ip) => {
+            vec![sandpit_policy::host::canonical_ip(*ip)]
+        }
+        Host::Name(n) if n == "localhost" || n.ends_with(".localhost") => vec![LO4, LO6],
+        _ => return None,
+    };
+    let svcs: Vec<Loopback> = services(policy)
+        .into_iter()
+        .filter(|s| s.listen.port() == port && candidates.contains(&s.listen.ip()))
+        .collect();
+    if svcs.is_empty() {
+        return Some(format!(
+            "loopback inside the sandbox is the sandbox's own: this machine's {host}:{port} is not reachable (not a listed loopback service; list it with its port in [network] allow, e.g. \"localhost:{port}\")"
+        ));
+    }
+    let at: Vec<String> = svcs.iter().map(|s| s.listen.to_string()).collect();
+    Some(format!(
+        "a loopback service of this machine ({}): inside the sandbox, sandpit listens at {} and relays each connection to this machine's same address and port, for every client (static and proxy-unaware ones included); dynamic programs connect there directly; proxy-aware clients may go through the proxy, which dials it; without a network namespace (--allow-degraded) Landlock lets TCP connect reach port {port} directly",
+        svcs[0].entry,
+        at.join(" and ")
+    ))
 }
 
 /// Copy both directions between two streams until both are done.
