@@ -307,8 +307,7 @@ pub fn mirror(factory: OwnedFd, exclude: Vec<SocketAddr>) -> thread::JoinHandle<
     thread::spawn(move || {
         let mut active: BTreeMap<SocketAddr, Mirrored> = BTreeMap::new();
         let mut refused: Vec<SocketAddr> = vec![];
-        loop {
-            let Ok(now) = factory.listeners() else { break };
+        while let Ok(now) = factory.listeners() {
             let now: Vec<SocketAddr> = now.into_iter().filter(|a| !exclude.contains(a)).collect();
             for a in &now {
                 if active.contains_key(a) || refused.contains(a) {
@@ -403,7 +402,7 @@ mod tests {
     }
 
     fn policy(text: &str) -> Policy {
-        crate::proxy::policy_from_toml(text).unwrap()
+        crate::proxy::decide::policy_from_toml(text).unwrap()
     }
 
     #[test]

@@ -946,4 +946,38 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         i.network = Network::Offline;
         assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
     }
+
+    #[test]
+    fn loopback_services_become_listeners_inside_or_landlock_ports_in_fallback() {
+        use super::super::loopback::Loopback;
+        let svc = |a: &str| Loopback {
+            listen: a.parse().unwrap(),
+            targets: vec![a.parse().unwrap()],
+            entry: "localhost:11434".into(),
+        };
+        let mut i = input();
+        i.loopback = vec![
+            svc("127.0.0.1:11434"),
+            svc("[::1]:11434"),
+            svc("127.0.0.1:3128"),
+        ];
+        let p = plan(&i, &fs()).unwrap();
+        // The bridge's own address is not given away; the collision is reported.
+        assert_eq!(p.loopback, vec![svc("127.0.0.1:11434"), svc("[::1]:11434")]);
+        assert!(
+            p.weaker.iter().any(|w| w.contains("collides")),
+            "{:?}",
+            p.weaker
+        );
+        assert!(p.landlock.deny_tcp_bind);
+        assert!(!p.mirror);
+        i.allow_local_binding = true;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.mirror && !p.landlock.deny_tcp_bind);
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.loopback.is_empty() && !p.mirror);
+        assert_eq!(p.landlock.tcp_connect, Some(vec![3128, 11434]));
+        assert!(p.weaker.iter().any(|w| w.contains("allowed by port")));
+    }
 }
