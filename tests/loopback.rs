@@ -152,7 +152,7 @@ fn sandpit_run(h: &TestHome, flags: &[&str], script: &str) -> Command {
 
 fn clients_script(a: u16, b: u16) -> String {
     format!(
-        "./tcp_get 127.0.0.1 {a} 127.0.0.1 {b}; python3 client.py {a} {b}; \
+        "./tcp_get 127.0.0.1 {a} 127.0.0.1 {b} ::1 {a}; python3 client.py {a} {b}; \
          curl -sS -m 10 http://localhost:{a}/; echo; \
          curl -sS -m 10 --noproxy '*' http://127.0.0.1:{a}/; echo; \
          curl -sS -m 10 http://localhost:{b}/ || echo curl-b-failed; \
@@ -226,6 +226,14 @@ fn static_and_dynamic_clients_reach_the_listed_loopback_port_and_nothing_else() 
         t.matches(&a.body("A")).count() >= 6,
         "curl did not reach the service both ways:\n{t}"
     );
+    // `localhost:PORT` is also [::1]:PORT inside; the host service listens on
+    // 127.0.0.1 only, so the relay falls back to it.
+    if !common::machine_lacks("ipv6") {
+        assert!(
+            t.contains(&format!("static ::1:{}:{}", a.port, a.body("A"))),
+            "{t}"
+        );
+    }
     // The static client finds nothing at the unlisted port inside the namespace.
     assert!(
         t.contains(&format!(
@@ -430,6 +438,42 @@ fn check_and_explain_say_how_a_loopback_service_is_reached() {
         t.contains("config.toml:2")
             && t.contains("every loopback port")
             && t.contains("localhost:11434"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_project_file_turns_local_binding_off_and_never_on() {
+    let h = home_with("\"api.example\"", "allow_local_binding = true\n");
+    let port = free_port();
+    let script = format!(
+        "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", {port})); print(\"py-bound\")'"
+    );
+    // The user's own config allows it: the bind works (positive control).
+    let t = text(&sandpit_run(&h, &[], &script).output().unwrap());
+    assert!(t.contains("py-bound"), "{t}");
+    // The project turns it off: refused, naming the key and the project file.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[network]\nallow_local_binding = false\n",
+    );
+    let t = text(&sandpit_run(&h, &[], &script).output().unwrap());
+    assert!(!t.contains("py-bound"), "{t}");
+    assert!(
+        t.contains("network.allow_local_binding = false") && t.contains(".sandpit.toml"),
+        "{t}"
+    );
+    // A project file may not turn it on.
+    let h = home_with("\"api.example\"", "");
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[network]\nallow_local_binding = true\n",
+    );
+    let out = sandpit_run(&h, &[], &script).output().unwrap();
+    let t = text(&out);
+    assert!(!out.status.success() && !t.contains("py-bound"), "{t}");
+    assert!(
+        t.contains("never on") && t.contains(".sandpit.toml:2"),
         "{t}"
     );
 }
