@@ -357,12 +357,13 @@ fn without_allow_local_binding_a_bind_fails_naming_the_key() {
     let script = format!(
         "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", {port})); s.listen(); print(\"py-bound\")'; \
          python3 -c 'import socket; s = socket.socket(); s.bind((\"0.0.0.0\", {port})); print(\"py-any-bound\")'; \
+         python3 -c 'import socket; s = socket.socket(); s.listen(); print(\"py-autobind\", s.getsockname()[1])'; \
          ./tcp_get bind 127.0.0.1 {port}"
     );
     let bare = h.command("sh").arg("-c").arg(&script).output().unwrap();
     let tb = text(&bare);
     assert!(
-        tb.contains("py-bound") && tb.contains(":ok listening"),
+        tb.contains("py-bound") && tb.contains("py-autobind") && tb.contains(":ok listening"),
         "{tb}"
     );
     for fallback in [false, true] {
@@ -373,7 +374,12 @@ fn without_allow_local_binding_a_bind_fails_naming_the_key() {
         let out = c.output().unwrap();
         let t = text(&out);
         assert!(
-            !t.contains("py-bound") && !t.contains("py-any-bound"),
+            !t.contains("py-bound") && !t.contains("py-any-bound") && !t.contains("py-autobind"),
+            "{t}"
+        );
+        // listen() on a never-bound socket would take every address: refused too.
+        assert!(
+            t.contains("an unbound socket listens on every address"),
             "{t}"
         );
         assert!(

@@ -1,4 +1,4 @@
-//! `bind`: TCP servers only with `network.allow_local_binding = true`, and then only
+//! `bind` and `listen`: TCP servers only with `network.allow_local_binding = true`, and then only
 //! on loopback addresses. The kernel layer refuses the bind as well (Landlock's TCP
 //! bind right); this hook says which key decides, so the agent can tell the user.
 use super::decode;
@@ -37,5 +37,49 @@ hook! {
         }
         // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(fd, addr, len) })
+    }
+}
+
+/// The socket's local address, if it is an IPv4/IPv6 one.
+fn local_addr(fd: c_int) -> Option<std::net::SocketAddr> {
+    // SAFETY: zeroed storage is a valid out-parameter.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: `ss`/`len` describe a buffer of the right size.
+    let r = unsafe { libc::getsockname(fd, (&raw mut ss).cast(), &mut len) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: the kernel filled `len` bytes of `ss`.
+    unsafe { decode((&raw const ss).cast(), len) }
+}
+
+hook! {
+    fn listen(fd: c_int, backlog: c_int) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        let stream = super::sockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Ok(libc::SOCK_STREAM);
+        // A TCP socket never bound gets an ephemeral port on every address at
+        // listen(), without passing through bind (nor Landlock's bind rule).
+        let unbound = local_addr(fd).filter(|a| stream && a.port() == 0);
+        match unbound {
+            Some(a) if st.decider.net_mode() != crate::decide::NetMode::Unrestricted => {
+                let (allowed, origin) = st.decider.local_binding();
+                if allowed {
+                    crate::report::other(format_args!(
+                        "sandpit: blocked listening on {a} (an unbound socket listens on every address): allow_local_binding allows loopback addresses only; bind to 127.0.0.1 first"
+                    ));
+                } else {
+                    crate::report::other(format_args!(
+                        "sandpit: blocked listening on {a} (an unbound socket listens on every address): network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) and bind to 127.0.0.1",
+                        origin.location()
+                    ));
+                }
+                Err(libc::EACCES)
+            }
+            // SAFETY: the caller's arguments, forwarded.
+            _ => Ok(unsafe { real(fd, backlog) }),
+        }
     }
 }

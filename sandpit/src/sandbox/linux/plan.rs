@@ -558,6 +558,12 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     .into(),
             );
         }
+        if !input.allow_local_binding {
+            weaker.push(
+                "TCP listen() on a socket never bound (an ephemeral port on every address) is not a bind to Landlock: only the interposer refuses it"
+                    .into(),
+            );
+        }
         if input.allow_local_binding {
             weaker.push(
                 "allow_local_binding: Landlock cannot limit bind to loopback addresses (the interposer refuses others for dynamic programs)"
