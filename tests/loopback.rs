@@ -284,7 +284,12 @@ fn free_port() -> u16 {
 
 /// GET `path` from 127.0.0.1:port on the host; the body, or `None`.
 fn host_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    host_get_at("127.0.0.1", port, path)
+}
+
+fn host_get_at(ip: &str, port: u16, path: &str) -> Option<String> {
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    let mut s = TcpStream::connect((ip, port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
         .ok()?;
@@ -299,6 +304,15 @@ fn with_allow_local_binding_a_server_inside_answers_this_machine() {
     build_static(&h);
     h.write(&h.workspace().join("marker.txt"), "DEV-SERVER-INSIDE-7c1\n");
     let (port, any, stat) = (free_port(), free_port(), free_port());
+    let ipv6 = !common::machine_lacks("ipv6");
+    let port6 = TcpListener::bind("[::1]:0")
+        .map(|l| l.local_addr().unwrap().port())
+        .unwrap_or(0);
+    let v6 = if ipv6 {
+        format!("python3 -m http.server --bind ::1 {port6} & ")
+    } else {
+        String::new()
+    };
     assert!(
         host_get(port, "/marker.txt").is_none(),
         "port {port} is taken"
@@ -307,7 +321,7 @@ fn with_allow_local_binding_a_server_inside_answers_this_machine() {
         "python3 -m http.server --bind 0.0.0.0 {any}; \
          ./tcp_get bindwait 0.0.0.0 {stat} > \"$TMPDIR/b.out\" & \
          while ! grep -q listening \"$TMPDIR/b.out\"; do sleep 0.1; done; \
-         exec python3 -m http.server --bind 127.0.0.1 {port}"
+         {v6} exec python3 -m http.server --bind 127.0.0.1 {port}"
     );
     let child = sandpit_run(&h, &[], &script)
         .stdout(Stdio::piped())
@@ -317,10 +331,15 @@ fn with_allow_local_binding_a_server_inside_answers_this_machine() {
     // Wait (bounded) for the mirror: the server starts inside, then sandpit opens the
     // same address on this machine.
     let start = Instant::now();
-    let mut got = None;
+    let (mut got, mut got6) = (None, None);
     while start.elapsed() < Duration::from_secs(60) {
-        if let Some(b) = host_get(port, "/marker.txt") {
-            got = Some(b);
+        if got.is_none() {
+            got = host_get(port, "/marker.txt");
+        }
+        if ipv6 && got6.is_none() {
+            got6 = host_get_at("::1", port6, "/marker.txt");
+        }
+        if got.is_some() && (got6.is_some() || !ipv6) {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -335,6 +354,10 @@ fn with_allow_local_binding_a_server_inside_answers_this_machine() {
     let t = text(&out);
     let body = got.unwrap_or_else(|| panic!("the server inside never answered:\n{t}"));
     assert!(body.contains("DEV-SERVER-INSIDE-7c1"), "{body}\n{t}");
+    if ipv6 {
+        let body6 = got6.unwrap_or_else(|| panic!("the ::1 server never answered:\n{t}"));
+        assert!(body6.contains("DEV-SERVER-INSIDE-7c1"), "{body6}\n{t}");
+    }
     assert!(t.contains("reachable from this machine"), "{t}");
     assert!(any_reached.is_none(), "0.0.0.0 server reachable:\n{t}");
     assert!(!static_reached, "static 0.0.0.0 listener mirrored:\n{t}");

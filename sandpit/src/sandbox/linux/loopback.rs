@@ -296,6 +296,10 @@ impl Factory {
     }
 }
 
+/// At most this many of the sandbox's listeners are mirrored at once (each costs
+/// the launcher a descriptor and a thread).
+const MAX_MIRRORED: usize = 64;
+
 struct Mirrored {
     stop: Arc<AtomicBool>,
 }
@@ -311,6 +315,13 @@ pub fn mirror(factory: OwnedFd, exclude: Vec<SocketAddr>) -> thread::JoinHandle<
             let now: Vec<SocketAddr> = now.into_iter().filter(|a| !exclude.contains(a)).collect();
             for a in &now {
                 if active.contains_key(a) || refused.contains(a) {
+                    continue;
+                }
+                if active.len() >= MAX_MIRRORED {
+                    eprintln!(
+                        "sandpit: a server in the sandbox listens on {a}, but {MAX_MIRRORED} servers are already reachable from this machine; it stays reachable only inside"
+                    );
+                    refused.push(*a);
                     continue;
                 }
                 match TcpListener::bind(a) {
