@@ -523,3 +523,16 @@ fn loopback_services_are_exactly_the_listed_ports() {
     let offline = user("[network]\nmode = \"offline\"\nallow = [\"localhost:11434\"]\n").unwrap();
     assert!(loopback_service(&offline, ip("127.0.0.1"), 11434).is_none());
 }
+
+#[test]
+fn an_allowed_name_resolving_to_loopback_needs_the_port_listed() {
+    use sandpit_policy::{check_resolved, Host};
+    let p = user("[network]\nallow = [\"sneaky.example\", \"localhost:11434\"]\n").unwrap();
+    let lo = "127.0.0.1".parse().unwrap();
+    let name = |s: &str| Host::Name(s.into());
+    assert!(check_resolved(&p, &name("sneaky.example"), 11434, lo).is_denied());
+    assert!(check_resolved(&p, &name("sneaky.example"), 80, lo).is_denied());
+    assert!(check_resolved(&p, &name("localhost"), 11434, lo).is_allowed());
+    assert!(check_resolved(&p, &name("localhost"), 11434, "::1".parse().unwrap()).is_allowed());
+    assert!(check_resolved(&p, &name("localhost"), 11435, lo).is_denied());
+}
