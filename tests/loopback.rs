@@ -247,6 +247,20 @@ fn static_and_dynamic_clients_reach_the_listed_loopback_port_and_nothing_else() 
         "{t}"
     );
     assert_untouched(&t, &b, before);
+    // The relayed connections are in the run's audit log, with the rule.
+    let logs = h.home().join(".sandpit/logs");
+    let log: String = std::fs::read_dir(&logs)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .collect();
+    let relayed = log
+        .lines()
+        .find(|l| l.contains("loopback relay") && l.contains(&format!("127.0.0.1:{}", a.port)))
+        .unwrap_or_else(|| panic!("no loopback relay record:\n{log}"));
+    assert!(
+        relayed.contains("\"allow\"") && relayed.contains(&format!("localhost:{}", a.port)),
+        "{relayed}"
+    );
 }
 
 #[test]

@@ -330,6 +330,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
+            loopback_observer: Some(loopback_audit(session.sink())),
         };
         let running = match linux::spawn(&plan, &args.command, &layers) {
             Ok(r) => r,
@@ -354,6 +355,38 @@ pub mod linux {
         }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
+    }
+
+    /// Connections relayed to a host loopback service go to the audit log like the
+    /// proxy's decisions (the proxy is not on their path).
+    fn loopback_audit(
+        sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    ) -> crate::sandbox::linux::loopback::Observer {
+        use crate::proxy::{AuditEvent, Way};
+        crate::sandbox::linux::loopback::Observer(std::sync::Arc::new(move |svc, to| {
+            let host = sandpit_policy::Host::Ip(svc.listen.ip()).to_string();
+            let port = svc.listen.port();
+            let (allow, reason) = match to {
+                Some(a) => (
+                    true,
+                    format!("{host}:{port} is a loopback service of this machine, relayed to {a}"),
+                ),
+                None => (
+                    false,
+                    format!("allowed, but nothing answers at this machine's {host}:{port}"),
+                ),
+            };
+            sink.record(AuditEvent {
+                time: std::time::SystemTime::now(),
+                way: Way::Loopback,
+                host,
+                port,
+                addr: to,
+                allow,
+                rule: Some(svc.rule.clone()),
+                reason,
+            });
+        }))
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {

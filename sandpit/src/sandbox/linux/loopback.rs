@@ -36,6 +36,22 @@ pub struct Loopback {
     pub targets: Vec<SocketAddr>,
     /// The allow entry, as written (for messages).
     pub entry: String,
+    /// The rule and where it was written (for the audit log).
+    pub rule: String,
+}
+
+/// Told about each connection relayed to a loopback service, with the host address
+/// that answered (`None`: none did). `sandpit run` writes it to the audit log.
+#[derive(Clone)]
+pub struct Observer(pub Arc<ObserveFn>);
+
+/// The observer's callback: the service, and the host address that answered.
+pub type ObserveFn = dyn Fn(&Loopback, Option<SocketAddr>) + Send + Sync;
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 const LO4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
@@ -70,6 +86,7 @@ pub fn services(policy: &Policy) -> Vec<Loopback> {
                     .map(|t| SocketAddr::new(t, port))
                     .collect(),
                 entry: r.origin.entry.clone(),
+                rule: r.origin.to_string(),
             });
         }
     }
@@ -157,19 +174,30 @@ fn pipe(a: TcpStream, b: TcpStream) -> io::Result<()> {
 }
 
 /// Accept on a listener inside the sandbox forever (in a thread), relaying each
-/// connection to the first of `targets` on the host that answers. A service that is
-/// down closes the connection.
-pub fn serve(listener: TcpListener, targets: Vec<SocketAddr>) -> thread::JoinHandle<()> {
+/// connection to the first of the service's targets on the host that answers. A
+/// service that is down closes the connection.
+pub fn serve(
+    listener: TcpListener,
+    svc: Loopback,
+    observer: Option<Observer>,
+) -> thread::JoinHandle<()> {
+    let svc = Arc::new(svc);
     thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            let targets = targets.clone();
+            let (svc, observer) = (svc.clone(), observer.clone());
             thread::spawn(move || {
-                for t in &targets {
+                for t in &svc.targets {
                     if let Ok(up) = TcpStream::connect_timeout(t, Duration::from_secs(10)) {
+                        if let Some(o) = &observer {
+                            (o.0)(&svc, Some(*t));
+                        }
                         let _ = pipe(conn, up);
                         return;
                     }
+                }
+                if let Some(o) = &observer {
+                    (o.0)(&svc, None);
                 }
             });
         }

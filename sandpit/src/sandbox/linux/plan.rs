@@ -960,6 +960,7 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             listen: a.parse().unwrap(),
             targets: vec![a.parse().unwrap()],
             entry: "localhost:11434".into(),
+            rule: String::new(),
         };
         let mut i = input();
         i.loopback = vec![

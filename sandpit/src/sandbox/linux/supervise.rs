@@ -124,6 +124,8 @@ pub struct Layers {
     /// only by a run that can take it exclusively (no other run could be relying on
     /// them as mountpoints: deleting a mountpoint would unmount it in that run).
     pub placeholder_lock: Option<PathBuf>,
+    /// Told about each connection relayed to a loopback service (the audit log).
+    pub loopback_observer: Option<loopback::Observer>,
 }
 
 /// Everything the children need, converted before fork.
@@ -411,7 +413,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     for l in services {
         let at = l.local_addr().ok();
         if let Some(svc) = plan.loopback.iter().find(|s| Some(s.listen) == at) {
-            loopback::serve(l, svc.targets.clone());
+            loopback::serve(l, svc.clone(), layers.loopback_observer.clone());
         }
     }
     if let Some(f) = factory {
