@@ -181,6 +181,7 @@ pub mod linux {
             write_protected: values(&policy.files.block_write),
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
+            loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
         }
     }
@@ -337,6 +338,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
+            loopback_observer: Some(loopback_audit(session.sink())),
         };
         let running = match linux::spawn(&plan, &args.command, &layers) {
             Ok(r) => r,
@@ -361,6 +363,38 @@ pub mod linux {
         }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
+    }
+
+    /// Connections relayed to a host loopback service go to the audit log like the
+    /// proxy's decisions (the proxy is not on their path).
+    fn loopback_audit(
+        sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    ) -> crate::sandbox::linux::loopback::Observer {
+        use crate::proxy::{AuditEvent, Way};
+        crate::sandbox::linux::loopback::Observer(std::sync::Arc::new(move |svc, to| {
+            let host = sandpit_policy::Host::Ip(svc.listen.ip()).to_string();
+            let port = svc.listen.port();
+            let (allow, reason) = match to {
+                Some(a) => (
+                    true,
+                    format!("{host}:{port} is a loopback service of this machine, relayed to {a}"),
+                ),
+                None => (
+                    false,
+                    format!("allowed, but nothing answers at this machine's {host}:{port}"),
+                ),
+            };
+            sink.record(AuditEvent {
+                time: std::time::SystemTime::now(),
+                way: Way::Loopback,
+                host,
+                port,
+                addr: to,
+                allow,
+                rule: Some(svc.rule.clone()),
+                reason,
+            });
+        }))
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {
@@ -398,6 +432,23 @@ pub mod linux {
             NetPlan::Offline => "network: none".to_string(),
             NetPlan::Host => "network: host (unrestricted)".to_string(),
         };
+        let mut net = net;
+        if !plan.loopback.is_empty() {
+            let at: Vec<String> = plan.loopback.iter().map(|l| l.listen.to_string()).collect();
+            net.push_str(&format!(
+                " + loopback services {} (relayed to this machine)",
+                at.join(", ")
+            ));
+        } else if let (Mode::LandlockOnly, Some(ports)) = (plan.mode, &plan.landlock.tcp_connect) {
+            if ports.len() > 1 {
+                net.push_str(" + loopback service ports by Landlock rule");
+            }
+        }
+        if plan.mirror {
+            net.push_str(
+                "; servers on loopback inside are mirrored on this machine (allow_local_binding)",
+            );
+        }
         let mut line = format!("kernel layer: {}; {net}", parts.join(" + "));
         for w in &plan.weaker {
             line.push_str("; weaker: ");

@@ -13,6 +13,8 @@ pub enum Way {
     Connect,
     Socks5,
     Dns,
+    /// Not the proxy: the kernel layer's relay to a listed host loopback service.
+    Loopback,
 }
 
 impl Way {
@@ -23,6 +25,7 @@ impl Way {
             Way::Connect => "connect",
             Way::Socks5 => "socks5",
             Way::Dns => "dns",
+            Way::Loopback => "loopback relay",
         }
     }
 }
