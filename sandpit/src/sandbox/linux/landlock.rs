@@ -50,8 +50,8 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         });
     }
     let mut write = AccessFs::from_write(abi);
-    if !plan.truncate_and_ioctl {
-        write &= !(AccessFs::Truncate | AccessFs::IoctlDev);
+    if !plan.file_open_rights {
+        write &= !(AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
     }
     let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & write;
     let scopes = have >= 6;
@@ -87,7 +87,10 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         } else {
             write & AccessFs::from_file(abi)
         };
-        created = created.add_rule(PathBeneath::new(fd(p)?, access))?;
+        // A writable file gets no rule when its open rights are not handled.
+        if !access.is_empty() {
+            created = created.add_rule(PathBeneath::new(fd(p)?, access))?;
+        }
     }
     if let Some(reads) = &plan.reads {
         for p in &reads.read {
@@ -107,7 +110,7 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
             }
         }
     }
-    for p in &plan.devices {
+    for p in plan.devices.iter().filter(|_| !device.is_empty()) {
         let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
             path: p.display().to_string(),
             source,

@@ -179,12 +179,17 @@ pub struct LandlockPlan {
     pub tcp_connect: Option<Vec<u16>>,
     /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
     pub deny_tcp_bind: bool,
-    /// Also handle Truncate and IoctlDev. Landlock checks these "optional" rights on
-    /// *every* open, read-only ones included, walking the path: in namespace mode
-    /// the read-only mounts already refuse truncation outside the writable roots and
-    /// seccomp refuses the dangerous tty ioctls, so they are left out there and a
-    /// read-only open costs Landlock nothing.
-    pub truncate_and_ioctl: bool,
+    /// Also handle the rights Landlock checks when a file is *opened* — WriteFile,
+    /// Truncate, IoctlDev — each of which costs a walk up the path on every such
+    /// open (Truncate and IoctlDev on read-only opens too). In namespace mode they
+    /// are left out: the read-only bind mounts already refuse writing and truncating
+    /// every existing file outside the writable roots (and the protected paths
+    /// inside them), the sandboxed program holds no capability to remount them, and
+    /// seccomp refuses the mount calls and the dangerous tty ioctls. Landlock there
+    /// still refuses creating, removing, renaming and linking outside the writable
+    /// roots, and adds its scopes. In fallback mode Landlock is the file boundary and
+    /// handles everything.
+    pub file_open_rights: bool,
     /// Fallback mode: reads are handled too. `read` hierarchies may be read;
     /// `list_only` (the parents of read-denied paths) may only be listed.
     pub reads: Option<ReadRules>,
@@ -618,7 +623,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
             deny_tcp_bind: !input.allow_local_binding && net != NetPlan::Host,
-            truncate_and_ioctl: !ns,
+            file_open_rights: !ns,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
                 None
