@@ -282,7 +282,7 @@ pub mod linux {
         // then binds read-only).
         let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let mut launch = crate::launch::prepare(
-            &loaded.policy,
+            &with_private_tmp(&loaded.policy, mode),
             &crate::launch::Options {
                 command: &args.command,
                 shims: args.shims,
@@ -310,8 +310,17 @@ pub mod linux {
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
+        // Package caches of sandpit's own, writable (the host's stay read-only).
+        let cache = crate::caches::dir(&loaded.policy.context.home);
+        let caches = crate::caches::granted(&loaded.policy);
+        if caches {
+            crate::caches::ensure(&cache, crate::sys::uid())?;
+        }
         let input = plan_input(&loaded.policy, mode, proxy, cwd);
         let mut plan = linux::plan(&input, &linux::HostFs)?;
+        if caches {
+            plan.env.extend(crate::caches::env(&cache));
+        }
         plan.env.extend(session.child_env());
         launch.apply(&mut plan)?;
         let profile = loaded
@@ -353,6 +362,29 @@ pub mod linux {
         }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
+    }
+
+    /// The policy the interposer and shims decide with: in namespace mode `/tmp` and
+    /// `/dev/shm` are private tmpfs mounts of this run (the plan mounts them), so
+    /// writing there is allowed like the kernel allows it; in the fallback they are
+    /// the host's and stay unwritable. The plan itself is built from the policy as
+    /// loaded (it must not bind the host's /tmp writable).
+    fn with_private_tmp(
+        policy: &sandpit_policy::Policy,
+        mode: crate::sandbox::linux::Mode,
+    ) -> sandpit_policy::Policy {
+        let mut p = policy.clone();
+        if mode == crate::sandbox::linux::Mode::Namespaces {
+            for dir in ["/tmp", "/dev/shm"] {
+                let mut origin = sandpit_policy::Origin::builtin("files.allow_write", dir);
+                origin.file = "private tmpfs of this run".into();
+                p.files.allow_write.push(sandpit_policy::Rule {
+                    value: PathBuf::from(dir),
+                    origin,
+                });
+            }
+        }
+        p
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {

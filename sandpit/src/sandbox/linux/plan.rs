@@ -155,13 +155,16 @@ impl MountOp {
     }
 }
 
-/// A host path sandpit must create before the run (and removes after it if still
-/// empty) so that a protected path that does not exist yet can be a read-only
-/// mountpoint: the agent then cannot create it.
+/// An empty directory sandpit creates on the host before the run (and removes after
+/// it if it is still empty and no other run uses it) so that a protected path that
+/// does not exist yet can be a read-only mountpoint. Inside, the name is taken by a
+/// read-only mount: creating a file or directory there fails (EEXIST, EISDIR,
+/// EROFS), and renaming over it or removing it fails (EBUSY). Always a directory,
+/// whatever the protected path would have been: git never lists or adds an empty
+/// directory, so the placeholder is no junk in `git status` or `git add -A`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
-    pub dir: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -402,7 +405,6 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     continue;
                 }
                 placeholders.push(Placeholder {
-                    dir: &first_missing != p,
                     path: first_missing.clone(),
                 });
                 first_missing
@@ -685,11 +687,7 @@ mod tests {
     fn render(p: &Plan) -> String {
         let mut s = String::new();
         for ph in &p.placeholders {
-            s += &format!(
-                "create {} {}\n",
-                if ph.dir { "dir" } else { "file" },
-                ph.path.display()
-            );
+            s += &format!("create dir {}\n", ph.path.display());
         }
         for m in &p.mounts {
             s += &match m {
@@ -739,8 +737,8 @@ mod tests {
         let p = plan(&input(), &fs()).unwrap();
         let expected = "\
 create dir /home/u/proj/.claude
-create file /home/u/proj/.git/hooks
-create file /home/u/proj/.sandpit.toml
+create dir /home/u/proj/.git/hooks
+create dir /home/u/proj/.sandpit.toml
 tmpfs /tmp
 tmpfs /dev/shm
 rw /home/u/proj

@@ -257,16 +257,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     };
     let mut created: Vec<PathBuf> = vec![];
     for ph in &plan.placeholders {
-        let r = if ph.dir {
-            std::fs::create_dir(&ph.path)
-        } else {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&ph.path)
-                .map(drop)
-        };
-        match r {
+        match std::fs::create_dir(&ph.path) {
             Ok(()) => created.push(ph.path.clone()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -291,17 +282,11 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     }
 }
 
-/// Remove placeholders the run created, if they are still empty.
+/// Remove the placeholder directories the run created (rmdir: only if still empty).
 fn cleanup(created: &[PathBuf]) {
     for p in created.iter().rev() {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => {
-                let _ = std::fs::remove_dir(p);
-            }
-            Ok(m) if m.is_file() && m.len() == 0 => {
-                let _ = std::fs::remove_file(p);
-            }
-            _ => {}
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(p);
         }
     }
 }
