@@ -404,6 +404,14 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // can ever be created there.
                     continue;
                 }
+                if &first_missing != p && first_missing.file_name() == Some(".git".as_ref()) {
+                    // `.git/hooks` in a directory that is no repository: an empty
+                    // `.git` would be junk that git (`git init`), go (VCS stamping)
+                    // and every repository detector trip over. The kernel layer
+                    // leaves it; the interposer still refuses writing the protected
+                    // paths in a repository created during the run.
+                    continue;
+                }
                 placeholders.push(Placeholder {
                     path: first_missing.clone(),
                 });
@@ -842,6 +850,28 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
         let r = render(&plan(&input(), &f).unwrap());
         assert!(!r.contains(".git"), "{r}");
+    }
+
+    #[test]
+    fn no_placeholder_makes_a_directory_look_like_a_repository() {
+        let mut f = fs();
+        f.0.remove(&PathBuf::from("/home/u/proj/.git"));
+        f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
+        let p = plan(&input(), &f).unwrap();
+        let r = render(&p);
+        assert!(!r.contains(".git"), "{r}");
+        // The other absent protected paths still get their empty directories.
+        assert_eq!(
+            p.placeholders,
+            vec![
+                Placeholder {
+                    path: "/home/u/proj/.claude".into()
+                },
+                Placeholder {
+                    path: "/home/u/proj/.sandpit.toml".into()
+                }
+            ]
+        );
     }
 
     #[test]
