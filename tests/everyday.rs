@@ -29,6 +29,22 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// A fresh HOME and workspace for the test user under /var/tmp: the usual layout, a
+/// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private
+/// tmpfs, and then the interposer does not allow writing the rest of /tmp).
+fn home() -> TestHome {
+    let dir = tempfile::Builder::new()
+        .prefix("sandpit-everyday-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let h = TestHome { dir };
+    std::fs::create_dir_all(h.workspace()).unwrap();
+    for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
+        h.give_to_test_user(&p);
+    }
+    h
+}
+
 /// `sandpit run -- sh -c SCRIPT` in the workspace; the run must succeed.
 fn run(h: &TestHome, script: &str) -> String {
     let o = h
@@ -113,7 +129,7 @@ EOF"#,
 
 #[test]
 fn git_works_in_an_existing_repository_and_placeholders_are_no_junk() {
-    let h = TestHome::new();
+    let h = home();
     let ws = h.workspace();
     bare(
         &h,
@@ -123,11 +139,15 @@ fn git_works_in_an_existing_repository_and_placeholders_are_no_junk() {
     let script = r#"
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e
 set -e
-echo "STATUS[$(git status --porcelain --untracked-files=all --ignored | tr '\n' ' ')]"
+echo "STATUS[$(git status --porcelain --untracked-files=all | tr '\n' ' ')]"
 ls -a
 git add -A
 echo "STAGED[$(git diff --cached --name-only | tr '\n' ' ')]"
 git commit -qm one
+echo u > untracked.txt
+git stash -u -q && [ ! -e untracked.txt ] && echo STASH-U-OK
+git stash pop -q && [ -e untracked.txt ] && rm untracked.txt
+echo "CLEAN[$(git clean -fd 2>&1)]"
 git branch feature
 git switch -q feature
 echo more >> a.txt
@@ -161,6 +181,8 @@ echo END
         );
     }
     assert!(t.contains("DIFF-OK") && t.contains("STASHED"), "{t}");
+    // git neither stashes nor cleans the placeholders (nor warns that it cannot).
+    assert!(t.contains("STASH-U-OK") && t.contains("CLEAN[]"), "{t}");
     assert!(t.contains("two one init"), "{t}");
     for refused in [
         "HOOK-REFUSED",
@@ -191,7 +213,7 @@ echo END
 
 #[test]
 fn npm_pnpm_and_yarn_install_local_tarballs_into_sandpit_caches() {
-    let h = TestHome::new();
+    let h = home();
     let tgz = npm_tarball(&h);
     let tgz = tgz.display();
     let script = format!(
@@ -224,7 +246,7 @@ cd y && echo '{{"name":"y","version":"1.0.0"}}' > package.json && yarn add --no-
 
 #[test]
 fn pip_and_uv_install_a_local_wheel_into_venvs() {
-    let h = TestHome::new();
+    let h = home();
     let whl = wheel(&h);
     let whl = whl.display();
     let script = format!(
@@ -248,7 +270,7 @@ uv pip install -q --python .venv-uv {whl}
 
 #[test]
 fn cargo_go_make_and_cc_build_with_path_dependencies() {
-    let h = TestHome::new();
+    let h = home();
     let ws = h.workspace();
     h.write(
         &ws.join("rs/app/Cargo.toml"),
@@ -312,7 +334,7 @@ fn cargo_go_make_and_cc_build_with_path_dependencies() {
 
 #[test]
 fn temp_files_land_in_the_runs_scratch_dir_and_tmp_is_private() {
-    let h = TestHome::new();
+    let h = home();
     let marker = format!("sandpit-everyday-{}", std::process::id());
     let script = format!(
         r#"
@@ -345,7 +367,7 @@ echo shm > /dev/shm/{marker} && cat /dev/shm/{marker}
 
 #[test]
 fn sandpit_config_shows_the_caches_and_their_grant() {
-    let h = TestHome::new();
+    let h = home();
     let o = h.sandpit().arg("config").output().unwrap();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -440,7 +462,7 @@ impl Registry {
 
 #[test]
 fn npm_and_pip_reach_an_allowed_registry_through_the_proxy() {
-    let h = TestHome::new();
+    let h = home();
     let tgz = std::fs::read(npm_tarball(&h)).unwrap();
     let whl = std::fs::read(wheel(&h)).unwrap();
     let listener = TcpListener::bind(("127.0.0.3", 0)).unwrap();

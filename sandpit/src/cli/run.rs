@@ -367,15 +367,22 @@ pub mod linux {
     /// The policy the interposer and shims decide with: in namespace mode `/tmp` and
     /// `/dev/shm` are private tmpfs mounts of this run (the plan mounts them), so
     /// writing there is allowed like the kernel allows it; in the fallback they are
-    /// the host's and stay unwritable. The plan itself is built from the policy as
-    /// loaded (it must not bind the host's /tmp writable).
+    /// the host's and stay unwritable. Not when HOME or the state dir lies beneath
+    /// (the plan brings them back read-only there, and an allow of the whole tmpfs
+    /// would let the interposer pass writes the kernel then refuses unexplained).
+    /// The plan itself is built from the policy as loaded (it must not bind the
+    /// host's /tmp writable).
     fn with_private_tmp(
         policy: &sandpit_policy::Policy,
         mode: crate::sandbox::linux::Mode,
     ) -> sandpit_policy::Policy {
         let mut p = policy.clone();
         if mode == crate::sandbox::linux::Mode::Namespaces {
+            let ctx = &policy.context;
             for dir in ["/tmp", "/dev/shm"] {
+                if ctx.home.starts_with(dir) || ctx.state_dir.starts_with(dir) {
+                    continue;
+                }
                 let mut origin = sandpit_policy::Origin::builtin("files.allow_write", dir);
                 origin.file = "private tmpfs of this run".into();
                 p.files.allow_write.push(sandpit_policy::Rule {

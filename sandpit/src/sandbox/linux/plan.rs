@@ -30,6 +30,8 @@ pub trait FsView {
     /// Entries of one directory (fallback mode only: the parents of read-denied
     /// paths are listed once each, never recursively).
     fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
+    /// Whether `dir` is a directory with no entries (asked only of protected paths).
+    fn is_empty_dir(&self, dir: &Path) -> bool;
 }
 
 /// The real filesystem.
@@ -58,6 +60,9 @@ impl FsView for HostFs {
         let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         v.sort();
         Some(v)
+    }
+    fn is_empty_dir(&self, dir: &Path) -> bool {
+        std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
     }
 }
 
@@ -135,6 +140,10 @@ pub enum MountOp {
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
+    /// A read-only directory of sandpit's over an empty one (a placeholder): it
+    /// holds only a `.gitignore` of `*`, so git neither lists it nor tries to
+    /// remove it (`git clean -d`, `git stash -u`); the host's directory stays empty.
+    Sealed { path: PathBuf },
     /// A fresh procfs for the new pid namespace.
     Proc { path: PathBuf },
     /// A sandpit-written file bound read-only (resolv.conf).
@@ -149,6 +158,7 @@ impl MountOp {
             | MountOp::ReadOnly { path, .. }
             | MountOp::MaskDir { path, .. }
             | MountOp::MaskFile { path }
+            | MountOp::Sealed { path }
             | MountOp::Proc { path }
             | MountOp::File { path, .. } => path,
         }
@@ -306,7 +316,7 @@ fn rank(op: &MountOp) -> u8 {
     match op {
         MountOp::Tmpfs { .. } => 0,
         MountOp::Writable { .. } => 1,
-        MountOp::ReadOnly { .. } => 2,
+        MountOp::ReadOnly { .. } | MountOp::Sealed { .. } => 2,
         _ => 3,
     }
 }
@@ -387,8 +397,10 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
             // The deepest path that exists or, if the protected path is missing, the
             // first missing component: that is what gets the read-only mount.
-            let target = if fs.kind(p).is_some() {
-                p.clone()
+            let (target, sealed) = if let Some(kind) = fs.kind(p) {
+                // An empty directory (another run's placeholder, or the user's) gets
+                // the same sealed view as a placeholder of this run.
+                (p.clone(), kind == Kind::Dir && fs.is_empty_dir(p))
             } else {
                 let mut first_missing = p.clone();
                 let mut parent_kind = None;
@@ -415,7 +427,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 placeholders.push(Placeholder {
                     path: first_missing.clone(),
                 });
-                first_missing
+                (first_missing, true)
             };
             let mut a = target.parent();
             while let Some(anc) = a {
@@ -425,9 +437,13 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 pins.push(anc.to_path_buf());
                 a = anc.parent();
             }
-            binds.push(MountOp::ReadOnly {
-                path: target,
-                no_symlinks: true,
+            binds.push(if sealed {
+                MountOp::Sealed { path: target }
+            } else {
+                MountOp::ReadOnly {
+                    path: target,
+                    no_symlinks: true,
+                }
             });
         }
         pins.sort();
@@ -635,6 +651,9 @@ mod tests {
                     .collect(),
             )
         }
+        fn is_empty_dir(&self, dir: &Path) -> bool {
+            self.0.get(dir) == Some(&Kind::Dir) && self.list(dir).unwrap_or_default().is_empty()
+        }
     }
 
     fn input() -> Input {
@@ -731,6 +750,7 @@ mod tests {
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
+                MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
                 MountOp::File { path, contents } => {
                     format!("file {} {:?}\n", path.display(), contents)
@@ -751,11 +771,11 @@ tmpfs /tmp
 tmpfs /dev/shm
 rw /home/u/proj
 rw /home/u/proj/.git nofollow
-ro /home/u/proj/.claude nofollow
-ro /home/u/proj/.sandpit.toml nofollow
+sealed /home/u/proj/.claude
+sealed /home/u/proj/.sandpit.toml
 rw /home/u/.sandpit/run/1
 ro /home/u/proj/.git/config nofollow
-ro /home/u/proj/.git/hooks nofollow
+sealed /home/u/proj/.git/hooks
 mask-file /home/u/.netrc
 mask-dir /home/u/.ssh
 mask-dir /home/u/.config/gh +/home/u/.config/gh/config.yml
