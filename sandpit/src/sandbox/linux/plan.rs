@@ -167,11 +167,12 @@ impl MountOp {
 
 /// An empty directory sandpit creates on the host before the run (and removes after
 /// it if it is still empty and no other run uses it) so that a protected path that
-/// does not exist yet can be a read-only mountpoint. Inside, the name is taken by a
-/// read-only mount: creating a file or directory there fails (EEXIST, EISDIR,
+/// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
+/// `MountOp::Sealed`: creating a file or directory there fails (EEXIST, EISDIR,
 /// EROFS), and renaming over it or removing it fails (EBUSY). Always a directory,
-/// whatever the protected path would have been: git never lists or adds an empty
-/// directory, so the placeholder is no junk in `git status` or `git add -A`.
+/// whatever the protected path would have been: git lists, adds, stashes and cleans
+/// neither an empty directory (the host's view) nor one holding only ignored files
+/// (the sandbox's), so the placeholder is no junk for git.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
