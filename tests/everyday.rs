@@ -533,3 +533,73 @@ PIP_TRUSTED_HOST=registry.test .venv/bin/pip install --index-url {base}/simple/ 
     assert!(nonempty_dir(&c.join("pip")), "{t}");
     assert!(!h.home().join(".npm").exists() && !h.home().join(".cache/pip").exists());
 }
+
+#[test]
+fn absent_credential_files_read_as_absent_and_present_ones_stay_refused() {
+    // Tools probe config files that may hold tokens (`~/.npmrc`, `~/.yarnrc.yml`) and
+    // treat "absent" as "none" but "permission denied" as fatal (yarn).
+    let h = home();
+    let script = "cat ~/.npmrc; cat ~/.yarnrc.yml; echo END";
+    let t = run(&h, script);
+    assert_eq!(t.matches("No such file or directory").count(), 2, "{t}");
+    assert!(!t.contains("deny read"), "an absent file is no denial: {t}");
+    // Present, they are refused as before (interposer: EACCES with the rule; the
+    // kernel masks them underneath) and nothing of them shows.
+    const CANARY: &str = "CANARY-everyday-npmrc-5d1e";
+    h.write(
+        &h.home().join(".npmrc"),
+        &format!("//r/:_authToken={CANARY}\n"),
+    );
+    h.write(
+        &h.home().join(".yarnrc.yml"),
+        &format!("npmAuthToken: {CANARY}\n"),
+    );
+    let t = run(&h, script);
+    assert!(!t.contains(CANARY), "{t}");
+    assert_eq!(t.matches("Permission denied").count(), 2, "{t}");
+    assert!(t.contains("deny read ~/.npmrc"), "{t}");
+    let static_probe = h
+        .sandpit()
+        .args(["run", "--kernel-only", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(!text(&static_probe).contains(CANARY));
+}
+
+#[test]
+fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let h = home();
+    let ws = h.workspace();
+    let start = |script: &str| {
+        let mut c = h
+            .sandpit()
+            .args(["run", "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        (c, lines)
+    };
+    let (mut first, _) = start("echo ready; while [ ! -e go1 ]; do sleep 0.05; done");
+    let (mut second, mut second_out) = start(
+        "echo ready; while [ ! -e go2 ]; do sleep 0.05; done; \
+         echo '{}' > .mcp.json || echo REFUSED",
+    );
+    h.write(&ws.join("go1"), "");
+    assert!(first.wait().unwrap().success());
+    // The first run made them; the second still relies on them: they stay.
+    for p in PROTECTED {
+        assert!(ws.join(p).is_dir(), "{p} removed while a run relies on it");
+    }
+    h.write(&ws.join("go2"), "");
+    assert!(second.wait().unwrap().success());
+    assert_eq!(second_out.next().unwrap().unwrap(), "REFUSED");
+    // The last run out removed every placeholder, its own or not.
+    for p in PROTECTED {
+        assert!(!ws.join(p).exists(), "{p} left behind");
+    }
+}

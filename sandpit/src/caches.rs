@@ -150,6 +150,35 @@ mod tests {
     }
 
     #[test]
+    fn the_grant_is_an_allow_write_entry_unless_the_policy_protects_the_place() {
+        use sandpit_policy::{Context, LoadOptions, Source};
+        let load = |user: Option<&str>| {
+            let mut o = LoadOptions::new(Context {
+                home: "/h".into(),
+                workspace: "/h/p".into(),
+                scratch: "/run/s".into(),
+                state_dir: "/h/.sandpit".into(),
+            });
+            o.user = user.map(|u| Source::new(sandpit_policy::Layer::User, "u.toml", u));
+            sandpit_policy::load(&o).unwrap()
+        };
+        let mut p = load(None);
+        assert!(!granted(&p));
+        assert!(grant(&mut p) && granted(&p));
+        let r = p.files.allow_write.last().unwrap();
+        assert_eq!(r.value, Path::new("/h/.cache/sandpit"));
+        assert_eq!(r.origin.file, ORIGIN);
+        // Granting twice adds nothing.
+        let n = p.files.allow_write.len();
+        grant(&mut p);
+        assert_eq!(p.files.allow_write.len(), n);
+        let mut p = load(Some("[files]\nblock_write = [\"~/.cache\"]\n"));
+        assert!(!grant(&mut p) && !granted(&p));
+        let mut p = load(Some("[files]\nblock_read = [\"~/.cache/sandpit\"]\n"));
+        assert!(!grant(&mut p));
+    }
+
+    #[test]
     fn a_symlink_in_place_of_the_cache_is_refused() {
         let t = tempfile::tempdir().unwrap();
         let uid = std::fs::metadata(t.path()).unwrap().uid();
