@@ -461,10 +461,31 @@ impl Registry {
 }
 
 #[test]
-fn npm_and_pip_reach_an_allowed_registry_through_the_proxy() {
+fn npm_pip_uv_and_go_reach_an_allowed_registry_through_the_proxy() {
     let h = home();
     let tgz = std::fs::read(npm_tarball(&h)).unwrap();
     let whl = std::fs::read(wheel(&h)).unwrap();
+    // A Go module as a module proxy serves it (GOPROXY protocol: list, info, mod, zip).
+    let gomod = "module example.com/lib\n\ngo 1.19\n";
+    bare(
+        &h,
+        r#"python3 - <<'EOF'
+import os, zipfile
+with zipfile.ZipFile(os.path.expanduser("~/fx/lib.zip"), "w") as z:
+    z.writestr("example.com/lib@v1.0.0/go.mod", "module example.com/lib\n\ngo 1.19\n")
+    z.writestr("example.com/lib@v1.0.0/lib.go", 'package lib\n\nconst Msg = "GO-PROXY-LOADED"\n')
+EOF"#,
+    );
+    let gozip = std::fs::read(h.home().join("fx/lib.zip")).unwrap();
+    h.write(
+        &h.workspace().join("g/go.mod"),
+        "module example.com/app\n\ngo 1.19\n\nrequire example.com/lib v1.0.0\n",
+    );
+    h.write(
+        &h.workspace().join("g/main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/lib\"\n)\n\n\
+         func main() { fmt.Println(lib.Msg) }\n",
+    );
     let listener = TcpListener::bind(("127.0.0.3", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let base = format!("http://registry.test:{port}");
@@ -489,6 +510,23 @@ fn npm_and_pip_reach_an_allowed_registry_through_the_proxy() {
         "/files/lwheel-1.0-py3-none-any.whl".to_string(),
         ("application/octet-stream", whl),
     );
+    let v = "/example.com/lib/@v";
+    for (path, ctype, body) in [
+        (format!("{v}/list"), "text/plain", b"v1.0.0\n".to_vec()),
+        (
+            format!("{v}/v1.0.0.info"),
+            "application/json",
+            br#"{"Version":"v1.0.0","Time":"2024-01-01T00:00:00Z"}"#.to_vec(),
+        ),
+        (
+            format!("{v}/v1.0.0.mod"),
+            "text/plain",
+            gomod.as_bytes().to_vec(),
+        ),
+        (format!("{v}/v1.0.0.zip"), "application/zip", gozip),
+    ] {
+        files.insert(path, (ctype, body));
+    }
     let reg = Registry::serve(listener, files);
     assert_eq!(reg.port, port);
     h.write(
@@ -507,19 +545,28 @@ cd ..
 python3 -m venv .venv
 PIP_TRUSTED_HOST=registry.test .venv/bin/pip install --index-url {base}/simple/ lwheel
 .venv/bin/python -c 'import lwheel; print(lwheel.MSG)'
+uv venv -q .venv-uv
+uv pip install -q --python .venv-uv --index-url {base}/simple/ lwheel
+.venv-uv/bin/python -c 'import lwheel; print("UV", lwheel.MSG)'
+cd g && GOPROXY={base} GOSUMDB=off GOFLAGS=-mod=mod go build -o app . && ./app
 "#
     );
     let t = run(&h, &script);
-    assert!(
-        t.contains("LPKG-LOADED") && t.contains("LWHEEL-LOADED"),
-        "{t}"
-    );
+    for loaded in [
+        "LPKG-LOADED",
+        "LWHEEL-LOADED",
+        "UV LWHEEL-LOADED",
+        "GO-PROXY-LOADED",
+    ] {
+        assert!(t.contains(loaded), "{loaded}: {t}");
+    }
     let seen = reg.seen();
     for path in [
         "/lpkg",
         "/lpkg/-/lpkg-1.0.0.tgz",
         "/simple/lwheel/",
         "/files/lwheel-1.0-py3-none-any.whl",
+        "/example.com/lib/@v/v1.0.0.zip",
     ] {
         assert!(
             seen.iter().any(|s| s == path),
@@ -531,6 +578,12 @@ PIP_TRUSTED_HOST=registry.test .venv/bin/pip install --index-url {base}/simple/ 
     let c = cache(&h);
     assert!(nonempty_dir(&c.join("npm/_cacache/index-v5")), "{t}");
     assert!(nonempty_dir(&c.join("pip")), "{t}");
+    assert!(nonempty_dir(&c.join("uv")), "{t}");
+    assert!(
+        c.join("go/pkg/mod/example.com/lib@v1.0.0/lib.go").is_file(),
+        "{t}"
+    );
+    assert!(!h.home().join("go").exists());
     assert!(!h.home().join(".npm").exists() && !h.home().join(".cache/pip").exists());
 }
 
