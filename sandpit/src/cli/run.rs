@@ -181,6 +181,7 @@ pub mod linux {
             write_protected: values(&policy.files.block_write),
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
+            loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
         }
     }
@@ -291,7 +292,8 @@ pub mod linux {
                 support,
                 scratch,
                 audit_socket: session.audit_socket(),
-                run_id: Some(session.run().to_string()),
+                run_id: session.run(),
+                run_dir: session.run_dir(),
             },
         )?;
         let proxy = match &args.proxy_socket {
@@ -316,7 +318,14 @@ pub mod linux {
         if caches {
             crate::caches::ensure(&cache, crate::sys::uid())?;
         }
-        let input = plan_input(&loaded.policy, mode, proxy, cwd);
+        let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
+        // Other runs' sockets (audit, adversary) and every run's log stay out of
+        // reach: only this run's directory shows through.
+        let state = &loaded.policy.context.state_dir;
+        input
+            .read_denied
+            .extend([state.join("run"), state.join("logs")]);
+        input.read_allowed.push(session.run_dir().to_path_buf());
         let mut plan = linux::plan(&input, &linux::HostFs)?;
         if caches {
             plan.env.extend(crate::caches::env(&cache));
@@ -338,6 +347,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
+            loopback_observer: Some(loopback_audit(session.sink())),
         };
         let running = match linux::spawn(&plan, &args.command, &layers) {
             Ok(r) => r,
@@ -394,6 +404,38 @@ pub mod linux {
         p
     }
 
+    /// Connections relayed to a host loopback service go to the audit log like the
+    /// proxy's decisions (the proxy is not on their path).
+    fn loopback_audit(
+        sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    ) -> crate::sandbox::linux::loopback::Observer {
+        use crate::proxy::{AuditEvent, Way};
+        crate::sandbox::linux::loopback::Observer(std::sync::Arc::new(move |svc, to| {
+            let host = sandpit_policy::Host::Ip(svc.listen.ip()).to_string();
+            let port = svc.listen.port();
+            let (allow, reason) = match to {
+                Some(a) => (
+                    true,
+                    format!("{host}:{port} is a loopback service of this machine, relayed to {a}"),
+                ),
+                None => (
+                    false,
+                    format!("allowed, but nothing answers at this machine's {host}:{port}"),
+                ),
+            };
+            sink.record(AuditEvent {
+                time: std::time::SystemTime::now(),
+                way: Way::Loopback,
+                host,
+                port,
+                addr: to,
+                allow,
+                rule: Some(svc.rule.clone()),
+                reason,
+            });
+        }))
+    }
+
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {
         use crate::sandbox::linux::{plan::NetPlan, Mode};
         let mut parts = vec![];
@@ -429,6 +471,23 @@ pub mod linux {
             NetPlan::Offline => "network: none".to_string(),
             NetPlan::Host => "network: host (unrestricted)".to_string(),
         };
+        let mut net = net;
+        if !plan.loopback.is_empty() {
+            let at: Vec<String> = plan.loopback.iter().map(|l| l.listen.to_string()).collect();
+            net.push_str(&format!(
+                " + loopback services {} (relayed to this machine)",
+                at.join(", ")
+            ));
+        } else if let (Mode::LandlockOnly, Some(ports)) = (plan.mode, &plan.landlock.tcp_connect) {
+            if ports.len() > 1 {
+                net.push_str(" + loopback service ports by Landlock rule");
+            }
+        }
+        if plan.mirror {
+            net.push_str(
+                "; servers on loopback inside are mirrored on this machine (allow_local_binding)",
+            );
+        }
         let mut line = format!("kernel layer: {}; {net}", parts.join(" + "));
         for w in &plan.weaker {
             line.push_str("; weaker: ");

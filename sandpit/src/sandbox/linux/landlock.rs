@@ -39,7 +39,11 @@ pub enum LandlockError {
 pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
     let have = abi.ok_or(LandlockError::Unavailable)?;
     let abi = ABI::from(have as i32);
-    if (plan.tcp_connect.is_some() || plan.deny_tcp_bind) && have < 4 {
+    // In namespace mode (no TCP connect rules) a refused bind is policy fidelity,
+    // not containment: a listener in the sandbox's own network namespace is
+    // reachable only from inside. Kernels without TCP rules go without it there.
+    let deny_bind = plan.deny_tcp_bind && (have >= 4 || plan.tcp_connect.is_some());
+    if (plan.tcp_connect.is_some() || deny_bind) && have < 4 {
         return Err(LandlockError::TooOld {
             have,
             need: "TCP connect rules need ABI 4 (Linux 6.7)",
@@ -65,7 +69,7 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
     if plan.tcp_connect.is_some() {
         rs = rs.handle_access(AccessNet::ConnectTcp)?;
     }
-    if plan.deny_tcp_bind {
+    if deny_bind {
         rs = rs.handle_access(AccessNet::BindTcp)?;
     }
     let mut created = rs.create()?;

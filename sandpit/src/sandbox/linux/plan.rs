@@ -114,8 +114,12 @@ pub struct Input {
     /// read-only, including ones that do not exist yet).
     pub write_protected: Vec<PathBuf>,
     pub network: Network,
-    /// Policy `network.allow_local_binding` (fallback mode: TCP bind allowed).
+    /// Policy `network.allow_local_binding`: TCP bind allowed (else refused by
+    /// Landlock), and in namespace mode the sandbox's loopback listeners are
+    /// mirrored on the host.
     pub allow_local_binding: bool,
+    /// The host's loopback services the sandbox may reach (`loopback::services`).
+    pub loopback: Vec<super::loopback::Loopback>,
     /// The working directory of the command (inside the sandbox view).
     pub cwd: PathBuf,
 }
@@ -275,6 +279,11 @@ pub struct Plan {
     pub unmasked_missing: Vec<PathBuf>,
     /// What this plan cannot enforce, for the start-up line and `sandpit check`.
     pub weaker: Vec<String>,
+    /// Namespace mode: listeners inside at these addresses relay to the host's.
+    pub loopback: Vec<super::loopback::Loopback>,
+    /// Namespace mode with `allow_local_binding`: the sandbox's loopback listeners
+    /// are mirrored on the host while the run lasts.
+    pub mirror: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -557,12 +566,52 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     };
     let tcp_connect = match (&input.mode, &net) {
         (Mode::Namespaces, _) | (_, NetPlan::Host) => None,
-        (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => Some(vec![*port]),
+        (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => {
+            // No namespace to put relays in: the host's loopback services are
+            // reached directly, by port.
+            let mut ports = vec![*port];
+            ports.extend(input.loopback.iter().map(|l| l.listen.port()));
+            ports.sort_unstable();
+            ports.dedup();
+            Some(ports)
+        }
         (Mode::LandlockOnly, NetPlan::Offline) => Some(vec![]),
     };
     if !ns && net != NetPlan::Host {
         weaker.push("network confined by Landlock TCP rules and seccomp, not a namespace".into());
+        if matches!(net, NetPlan::Bridge { .. }) && !input.loopback.is_empty() {
+            weaker.push(
+                "loopback services are allowed by port: Landlock lets TCP connect reach those ports on any address"
+                    .into(),
+            );
+        }
+        if !input.allow_local_binding {
+            weaker.push(
+                "TCP listen() on a socket never bound (an ephemeral port on every address) is not a bind to Landlock: only the interposer refuses it"
+                    .into(),
+            );
+        }
+        if input.allow_local_binding {
+            weaker.push(
+                "allow_local_binding: Landlock cannot limit bind to loopback addresses (the interposer refuses others for dynamic programs)"
+                    .into(),
+            );
+        }
     }
+    let loopback = match (&net, ns) {
+        (NetPlan::Bridge { port, .. }, true) => {
+            let mut v = input.loopback.clone();
+            // The bridge owns its address inside.
+            v.retain(|l| l.listen != std::net::SocketAddr::from(([127, 0, 0, 1], *port)));
+            if v.len() < input.loopback.len() {
+                weaker.push(format!(
+                    "a loopback service on port {port} collides with the proxy bridge inside the sandbox and is reached through the proxy only"
+                ));
+            }
+            v
+        }
+        _ => vec![],
+    };
 
     let mut env = vec![(
         "TMPDIR".to_string(),
@@ -584,6 +633,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         env.push(("no_proxy".into(), String::new()));
     }
 
+    let mirror = ns && input.allow_local_binding && net != NetPlan::Host;
     let mut mounts = binds;
     mounts.extend(masks);
     mounts.extend(tail);
@@ -594,7 +644,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         landlock: LandlockPlan {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
-            deny_tcp_bind: !ns && !input.allow_local_binding && net != NetPlan::Host,
+            deny_tcp_bind: !input.allow_local_binding && net != NetPlan::Host,
             truncate_and_ioctl: !ns,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
@@ -613,6 +663,8 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         cwd: input.cwd.clone(),
         unmasked_missing,
         weaker,
+        loopback,
+        mirror,
     })
 }
 
@@ -687,6 +739,7 @@ mod tests {
                 dns_socket: None,
             },
             allow_local_binding: false,
+            loopback: vec![],
             cwd: "/home/u/proj".into(),
         }
     }
@@ -947,5 +1000,40 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         );
         i.network = Network::Offline;
         assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
+    }
+
+    #[test]
+    fn loopback_services_become_listeners_inside_or_landlock_ports_in_fallback() {
+        use super::super::loopback::Loopback;
+        let svc = |a: &str| Loopback {
+            listen: a.parse().unwrap(),
+            targets: vec![a.parse().unwrap()],
+            entry: "localhost:11434".into(),
+            rule: String::new(),
+        };
+        let mut i = input();
+        i.loopback = vec![
+            svc("127.0.0.1:11434"),
+            svc("[::1]:11434"),
+            svc("127.0.0.1:3128"),
+        ];
+        let p = plan(&i, &fs()).unwrap();
+        // The bridge's own address is not given away; the collision is reported.
+        assert_eq!(p.loopback, vec![svc("127.0.0.1:11434"), svc("[::1]:11434")]);
+        assert!(
+            p.weaker.iter().any(|w| w.contains("collides")),
+            "{:?}",
+            p.weaker
+        );
+        assert!(p.landlock.deny_tcp_bind);
+        assert!(!p.mirror);
+        i.allow_local_binding = true;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.mirror && !p.landlock.deny_tcp_bind);
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.loopback.is_empty() && !p.mirror);
+        assert_eq!(p.landlock.tcp_connect, Some(vec![3128, 11434]));
+        assert!(p.weaker.iter().any(|w| w.contains("allowed by port")));
     }
 }

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use super::plan::{Mode, NetPlan, Plan};
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, landlock, namespaces, seccomp};
+use super::{bridge, landlock, loopback, namespaces, seccomp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -124,6 +124,8 @@ pub struct Layers {
     /// only by a run that can take it exclusively (no other run could be relying on
     /// them as mountpoints: deleting a mountpoint would unmount it in that run).
     pub placeholder_lock: Option<PathBuf>,
+    /// Told about each connection relayed to a loopback service (the audit log).
+    pub loopback_observer: Option<loopback::Observer>,
 }
 
 /// Everything the children need, converted before fork.
@@ -380,6 +382,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
 
     // Setup phase: messages until EOF (exec done) or an error report.
     let mut dns: Option<std::net::UdpSocket> = None;
+    let mut services: Vec<TcpListener> = vec![];
+    let mut factory: Option<OwnedFd> = None;
     let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
@@ -394,6 +398,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         match (buf.first(), fd) {
             (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
             (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
+            (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
+            (Some(b'F'), Some(fd)) => factory = Some(fd),
             (Some(b'E'), _) if n >= 2 => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -424,6 +430,20 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     ) = (dns, &plan.net)
     {
         bridge::serve_dns(d, to.clone());
+    }
+    for l in services {
+        let at = l.local_addr().ok();
+        if let Some(svc) = plan.loopback.iter().find(|s| Some(s.listen) == at) {
+            loopback::serve(l, svc.clone(), layers.loopback_observer.clone());
+        }
+    }
+    if let Some(f) = factory {
+        // sandpit's own listeners inside are not the sandbox's servers.
+        let mut ours: Vec<std::net::SocketAddr> = plan.loopback.iter().map(|s| s.listen).collect();
+        if let NetPlan::Bridge { port, .. } = &plan.net {
+            ours.push(std::net::SocketAddr::from(([127, 0, 0, 1], *port)));
+        }
+        loopback::mirror(f, ours);
     }
     let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
     Ok(Running {
@@ -610,6 +630,50 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 Layer::Network,
                 &format!("DNS listener 127.0.0.1:53: {e}"),
             ),
+        }
+    }
+    for svc in &plan.loopback {
+        match TcpListener::bind(svc.listen) {
+            Ok(l) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"L", l.as_fd()) {
+                    fail(
+                        &ctl,
+                        Layer::Network,
+                        &format!("handing over loopback listener: {e}"),
+                    )
+                }
+            }
+            // No IPv6 in this kernel/namespace: clients cannot dial ::1 either.
+            Err(e) if svc.listen.is_ipv6() && e.kind() == io::ErrorKind::AddrNotAvailable => {}
+            Err(e) => fail(
+                &ctl,
+                Layer::Network,
+                &format!(
+                    "listener for loopback service {:?} at {}: {e}",
+                    svc.entry, svc.listen
+                ),
+            ),
+        }
+    }
+    if plan.mirror {
+        let (ours, theirs) = match sys::seqpacket_pair() {
+            Ok(p) => p,
+            Err(e) => fail(&ctl, Layer::Network, &format!("socketpair: {e}")),
+        };
+        match sys::fork() {
+            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+            Ok(Fork::Child) => {
+                drop(ctl);
+                drop(theirs);
+                let _ = sys::set_dumpable(false);
+                loopback::factory(ours)
+            }
+            Ok(Fork::Parent(_)) => {
+                drop(ours);
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"F", theirs.as_fd()) {
+                    fail(&ctl, Layer::Network, &format!("handing over mirror: {e}"))
+                }
+            }
         }
     }
     let _ = sys::sethostname(b"sandpit");
