@@ -656,3 +656,47 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
         assert!(!ws.join(p).exists(), "{p} left behind");
     }
 }
+
+/// The degraded mode (no user namespaces: Landlock + seccomp only) as it is: caches,
+/// `TMPDIR` and installs work; no placeholder is made (there is no mount to hold
+/// one), so protected paths are guarded by the interposer only (dynamic programs)
+/// and the start-up line says so; `/tmp` is the host's and stays unwritable.
+#[test]
+fn degraded_mode_keeps_caches_and_tmpdir_and_says_what_is_weaker() {
+    let h = home();
+    let tgz = npm_tarball(&h);
+    let marker = format!("sandpit-everyday-degraded-{}", std::process::id());
+    let script = format!(
+        "set -e; npm install --no-audit --no-fund {}; node -p \"require('lpkg')\"; \
+         f=$(mktemp); case \"$f\" in \"$TMPDIR\"/*) echo IN-TMPDIR ;; esac; \
+         ls -a; set +e; echo '{{}}' > .mcp.json || echo MCP-REFUSED; \
+         echo x > /tmp/{marker} || echo TMP-REFUSED",
+        tgz.display()
+    );
+    let o = h
+        .sandpit()
+        .args(["run", "--allow-degraded", "--network", "offline", "--"])
+        .args(["sh", "-c", &script])
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("DEGRADED"), "{t}");
+    assert!(
+        t.contains("weaker: protected paths inside the workspace stay writable"),
+        "{t}"
+    );
+    assert!(t.contains("LPKG-LOADED") && t.contains("IN-TMPDIR"), "{t}");
+    assert!(nonempty_dir(&cache(&h).join("npm/_cacache")), "{t}");
+    // No placeholder inside or out; the interposer still refuses the protected file.
+    for p in PROTECTED {
+        assert!(!t.contains(&format!("\n{p}\n")), "{p} inside: {t}");
+        assert!(!h.workspace().join(p).exists(), "{p} on the host");
+    }
+    assert!(
+        t.contains("MCP-REFUSED") && t.contains("TMP-REFUSED"),
+        "{t}"
+    );
+    assert!(!Path::new("/tmp").join(&marker).exists());
+}
