@@ -283,7 +283,7 @@ pub mod linux {
         // then binds read-only).
         let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let mut launch = crate::launch::prepare(
-            &loaded.policy,
+            &with_private_tmp(&loaded.policy, mode),
             &crate::launch::Options {
                 command: &args.command,
                 shims: args.shims,
@@ -312,6 +312,12 @@ pub mod linux {
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
+        // Package caches of sandpit's own, writable (the host's stay read-only).
+        let cache = crate::caches::dir(&loaded.policy.context.home);
+        let caches = crate::caches::granted(&loaded.policy);
+        if caches {
+            crate::caches::ensure(&cache, crate::sys::uid())?;
+        }
         let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
         // Other runs' sockets (audit, adversary) and every run's log stay out of
         // reach: only this run's directory shows through.
@@ -321,6 +327,9 @@ pub mod linux {
             .extend([state.join("run"), state.join("logs")]);
         input.read_allowed.push(session.run_dir().to_path_buf());
         let mut plan = linux::plan(&input, &linux::HostFs)?;
+        if caches {
+            plan.env.extend(crate::caches::env(&cache));
+        }
         plan.env.extend(session.child_env());
         launch.apply(&mut plan)?;
         let profile = loaded
@@ -363,6 +372,36 @@ pub mod linux {
         }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
+    }
+
+    /// The policy the interposer and shims decide with: in namespace mode `/tmp` and
+    /// `/dev/shm` are private tmpfs mounts of this run (the plan mounts them), so
+    /// writing there is allowed like the kernel allows it; in the fallback they are
+    /// the host's and stay unwritable. Not when HOME or the state dir lies beneath
+    /// (the plan brings them back read-only there, and an allow of the whole tmpfs
+    /// would let the interposer pass writes the kernel then refuses unexplained).
+    /// The plan itself is built from the policy as loaded (it must not bind the
+    /// host's /tmp writable).
+    fn with_private_tmp(
+        policy: &sandpit_policy::Policy,
+        mode: crate::sandbox::linux::Mode,
+    ) -> sandpit_policy::Policy {
+        let mut p = policy.clone();
+        if mode == crate::sandbox::linux::Mode::Namespaces {
+            let ctx = &policy.context;
+            for dir in ["/tmp", "/dev/shm"] {
+                if ctx.home.starts_with(dir) || ctx.state_dir.starts_with(dir) {
+                    continue;
+                }
+                let mut origin = sandpit_policy::Origin::builtin("files.allow_write", dir);
+                origin.file = "private tmpfs of this run".into();
+                p.files.allow_write.push(sandpit_policy::Rule {
+                    value: PathBuf::from(dir),
+                    origin,
+                });
+            }
+        }
+        p
     }
 
     /// Connections relayed to a host loopback service go to the audit log like the

@@ -30,6 +30,8 @@ pub trait FsView {
     /// Entries of one directory (fallback mode only: the parents of read-denied
     /// paths are listed once each, never recursively).
     fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
+    /// Whether `dir` is a directory with no entries (asked only of protected paths).
+    fn is_empty_dir(&self, dir: &Path) -> bool;
 }
 
 /// The real filesystem.
@@ -58,6 +60,9 @@ impl FsView for HostFs {
         let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         v.sort();
         Some(v)
+    }
+    fn is_empty_dir(&self, dir: &Path) -> bool {
+        std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
     }
 }
 
@@ -139,6 +144,10 @@ pub enum MountOp {
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
+    /// A read-only directory of sandpit's over an empty one (a placeholder): it
+    /// holds only a `.gitignore` of `*`, so git neither lists it nor tries to
+    /// remove it (`git clean -d`, `git stash -u`); the host's directory stays empty.
+    Sealed { path: PathBuf },
     /// A fresh procfs for the new pid namespace.
     Proc { path: PathBuf },
     /// A sandpit-written file bound read-only (resolv.conf).
@@ -153,19 +162,24 @@ impl MountOp {
             | MountOp::ReadOnly { path, .. }
             | MountOp::MaskDir { path, .. }
             | MountOp::MaskFile { path }
+            | MountOp::Sealed { path }
             | MountOp::Proc { path }
             | MountOp::File { path, .. } => path,
         }
     }
 }
 
-/// A host path sandpit must create before the run (and removes after it if still
-/// empty) so that a protected path that does not exist yet can be a read-only
-/// mountpoint: the agent then cannot create it.
+/// An empty directory sandpit creates on the host before the run (and removes after
+/// it if it is still empty and no other run uses it) so that a protected path that
+/// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
+/// `MountOp::Sealed`: creating a file or directory there fails (EEXIST, EISDIR,
+/// EROFS), and renaming over it or removing it fails (EBUSY). Always a directory,
+/// whatever the protected path would have been: git lists, adds, stashes and cleans
+/// neither an empty directory (the host's view) nor one holding only ignored files
+/// (the sandbox's), so the placeholder is no junk for git.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
-    pub dir: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -317,7 +331,7 @@ fn rank(op: &MountOp) -> u8 {
     match op {
         MountOp::Tmpfs { .. } => 0,
         MountOp::Writable { .. } => 1,
-        MountOp::ReadOnly { .. } => 2,
+        MountOp::ReadOnly { .. } | MountOp::Sealed { .. } => 2,
         _ => 3,
     }
 }
@@ -398,8 +412,10 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
             // The deepest path that exists or, if the protected path is missing, the
             // first missing component: that is what gets the read-only mount.
-            let target = if fs.kind(p).is_some() {
-                p.clone()
+            let (target, sealed) = if let Some(kind) = fs.kind(p) {
+                // An empty directory (another run's placeholder, or the user's) gets
+                // the same sealed view as a placeholder of this run.
+                (p.clone(), kind == Kind::Dir && fs.is_empty_dir(p))
             } else {
                 let mut first_missing = p.clone();
                 let mut parent_kind = None;
@@ -415,11 +431,18 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // can ever be created there.
                     continue;
                 }
+                if &first_missing != p && first_missing.file_name() == Some(".git".as_ref()) {
+                    // `.git/hooks` in a directory that is no repository: an empty
+                    // `.git` would be junk that git (`git init`), go (VCS stamping)
+                    // and every repository detector trip over. The kernel layer
+                    // leaves it; the interposer still refuses writing the protected
+                    // paths in a repository created during the run.
+                    continue;
+                }
                 placeholders.push(Placeholder {
-                    dir: &first_missing != p,
                     path: first_missing.clone(),
                 });
-                first_missing
+                (first_missing, true)
             };
             let mut a = target.parent();
             while let Some(anc) = a {
@@ -429,9 +452,13 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 pins.push(anc.to_path_buf());
                 a = anc.parent();
             }
-            binds.push(MountOp::ReadOnly {
-                path: target,
-                no_symlinks: true,
+            binds.push(if sealed {
+                MountOp::Sealed { path: target }
+            } else {
+                MountOp::ReadOnly {
+                    path: target,
+                    no_symlinks: true,
+                }
             });
         }
         pins.sort();
@@ -682,6 +709,9 @@ mod tests {
                     .collect(),
             )
         }
+        fn is_empty_dir(&self, dir: &Path) -> bool {
+            self.0.get(dir) == Some(&Kind::Dir) && self.list(dir).unwrap_or_default().is_empty()
+        }
     }
 
     fn input() -> Input {
@@ -743,11 +773,7 @@ mod tests {
     fn render(p: &Plan) -> String {
         let mut s = String::new();
         for ph in &p.placeholders {
-            s += &format!(
-                "create {} {}\n",
-                if ph.dir { "dir" } else { "file" },
-                ph.path.display()
-            );
+            s += &format!("create dir {}\n", ph.path.display());
         }
         for m in &p.mounts {
             s += &match m {
@@ -783,6 +809,7 @@ mod tests {
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
+                MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
                 MountOp::File { path, contents } => {
                     format!("file {} {:?}\n", path.display(), contents)
@@ -797,17 +824,17 @@ mod tests {
         let p = plan(&input(), &fs()).unwrap();
         let expected = "\
 create dir /home/u/proj/.claude
-create file /home/u/proj/.git/hooks
-create file /home/u/proj/.sandpit.toml
+create dir /home/u/proj/.git/hooks
+create dir /home/u/proj/.sandpit.toml
 tmpfs /tmp
 tmpfs /dev/shm
 rw /home/u/proj
 rw /home/u/proj/.git nofollow
-ro /home/u/proj/.claude nofollow
-ro /home/u/proj/.sandpit.toml nofollow
+sealed /home/u/proj/.claude
+sealed /home/u/proj/.sandpit.toml
 rw /home/u/.sandpit/run/1
 ro /home/u/proj/.git/config nofollow
-ro /home/u/proj/.git/hooks nofollow
+sealed /home/u/proj/.git/hooks
 mask-file /home/u/.netrc
 mask-dir /home/u/.ssh
 mask-dir /home/u/.config/gh +/home/u/.config/gh/config.yml
@@ -902,6 +929,28 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
         let r = render(&plan(&input(), &f).unwrap());
         assert!(!r.contains(".git"), "{r}");
+    }
+
+    #[test]
+    fn no_placeholder_makes_a_directory_look_like_a_repository() {
+        let mut f = fs();
+        f.0.remove(&PathBuf::from("/home/u/proj/.git"));
+        f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
+        let p = plan(&input(), &f).unwrap();
+        let r = render(&p);
+        assert!(!r.contains(".git"), "{r}");
+        // The other absent protected paths still get their empty directories.
+        assert_eq!(
+            p.placeholders,
+            vec![
+                Placeholder {
+                    path: "/home/u/proj/.claude".into()
+                },
+                Placeholder {
+                    path: "/home/u/proj/.sandpit.toml".into()
+                }
+            ]
+        );
     }
 
     #[test]

@@ -120,7 +120,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
-    /// A per-user lock file: every run holds it shared; placeholders are removed
+    /// A per-workspace lock file: every run holds it shared; placeholders are removed
     /// only by a run that can take it exclusively (no other run could be relying on
     /// them as mountpoints: deleting a mountpoint would unmount it in that run).
     pub placeholder_lock: Option<PathBuf>,
@@ -231,12 +231,45 @@ impl Running {
     }
 }
 
+/// The last run out of a workspace removes every placeholder any run there created
+/// (listed in the lock file, one path a line); while another run is active they stay.
 fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    use std::io::{Read, Seek};
+    use std::os::unix::ffi::OsStringExt;
     match lock {
-        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(created),
+        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => {
+            let mut listed = vec![];
+            let mut f = f;
+            if f.rewind().is_ok() && f.read_to_end(&mut listed).is_ok() {
+                let listed: Vec<PathBuf> = listed
+                    .split(|&b| b == b'\n')
+                    .filter(|l| l.first() == Some(&b'/'))
+                    .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
+                    .collect();
+                cleanup(&listed);
+            }
+            cleanup(created);
+            let _ = f.set_len(0);
+        }
         Some(_) => {} // another run is active: leave the (empty) placeholders
         None => cleanup(created),
     }
+}
+
+/// Note the placeholders this run created in the workspace's lock file.
+fn record_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    use std::io::Write;
+    let Some(mut f) = lock.as_ref() else { return };
+    let mut lines = vec![];
+    for p in created {
+        let b = p.as_os_str().as_bytes();
+        if !b.contains(&b'\n') {
+            lines.extend_from_slice(b);
+            lines.push(b'\n');
+        }
+    }
+    // One append (O_APPEND): concurrent runs' lines do not interleave.
+    let _ = f.write_all(&lines);
 }
 
 /// Fork the sandboxed command and wait until it has been exec'd with every layer
@@ -244,12 +277,14 @@ fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
 /// here; it may start threads (a proxy runtime) once this returns, then `wait`.
 pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
     let mut prep = prepare(plan, argv)?;
-    let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
-        (Some(path), false) => {
+    // Every run holds it, not only one that creates placeholders: a run that finds
+    // another run's placeholders relies on them as its own mountpoints.
+    let lock = match (&layers.placeholder_lock, plan.mode == Mode::Namespaces) {
+        (Some(path), true) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
-                .truncate(false)
-                .write(true)
+                .read(true)
+                .append(true)
                 .open(path)
                 .map_err(io_err(format!("opening {path:?}")))?;
             sys::flock(f.as_fd(), false, false).map_err(io_err(format!("locking {path:?}")))?;
@@ -259,16 +294,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     };
     let mut created: Vec<PathBuf> = vec![];
     for ph in &plan.placeholders {
-        let r = if ph.dir {
-            std::fs::create_dir(&ph.path)
-        } else {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&ph.path)
-                .map(drop)
-        };
-        match r {
+        match std::fs::create_dir(&ph.path) {
             Ok(()) => created.push(ph.path.clone()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -280,6 +306,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             }
         }
     }
+    record_placeholders(&lock, &created);
     match start(plan, &mut prep, layers) {
         Ok(mut r) => {
             r.created = created;
@@ -293,17 +320,11 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     }
 }
 
-/// Remove placeholders the run created, if they are still empty.
+/// Remove the placeholder directories the run created (rmdir: only if still empty).
 fn cleanup(created: &[PathBuf]) {
     for p in created.iter().rev() {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => {
-                let _ = std::fs::remove_dir(p);
-            }
-            Ok(m) if m.is_file() && m.len() == 0 => {
-                let _ = std::fs::remove_file(p);
-            }
-            _ => {}
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(p);
         }
     }
 }
