@@ -11,7 +11,7 @@
 //! `target/tmp/threats/<class>.md`).
 //!
 //! Scripts see: `$B`/`$BP` (blocked name/port; `$BP6` on ::1, `$BU` UDP), `$A`/`$AP`
-//! (allowed), `$OUT` (a directory outside the workspace), `$VICTIM` (a host process
+//! (allowed; `$RP` redirects to the blocked listener), `$OUT` (a directory outside the workspace), `$VICTIM` (a host process
 //! of the same user with the canary in its environment), `$DAEMON`/`$ADAEMON` (a host
 //! daemon on a pathname/abstract unix socket that runs code on request and hands out
 //! the canary), `$TAG` (a name for processes that try to outlive the run) and
@@ -212,6 +212,11 @@ fn writing_where_it_must_not() {
         case("chmod", Kernel, "chmod 600 $OUT/existing.txt"),
         case("utime", Kernel, "touch -d 2001-01-01 $OUT/existing.txt"),
         case("mkdir", Kernel, "mkdir $OUT/newdir"),
+        case(
+            "through /proc/self/root",
+            Kernel,
+            "echo pwned > /proc/self/root$OUT/new.txt",
+        ),
         case("unlink", Kernel, "rm -f $OUT/existing.txt"),
         case("raw syscall write", Kernel, RAW_WRITE),
         case(
@@ -510,6 +515,11 @@ fn getting_data_out() {
             &format!("{curl} --resolve allowed.test:$BP:127.0.0.1 http://allowed.test:$BP/; {curl} --noproxy '*' --resolve allowed.test:$BP:127.0.0.1 http://allowed.test:$BP/"),
         ),
         case("pipelined second host", Kernel, PIPELINED),
+        case(
+            "redirect from an allowed host",
+            Kernel,
+            &format!("{curl} -L http://$A:$RP/; {curl} -L --noproxy '*' http://$A:$RP/"),
+        ),
         case("stop the launcher, then send", Kernel, STOP_LAUNCHER),
     ];
     run_class("getting data out", cases);

@@ -114,7 +114,7 @@ pub fn content_text(c: &Value) -> String {
 fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     loop {
-        let Some((path, headers, body)) = read_request(&mut r) else {
+        let Some((path, body)) = read_request(&mut r) else {
             return;
         };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -136,7 +136,6 @@ fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
         let id = format!("call_{turn}");
         let mut w = &s;
         let ok = if !path.contains("completions") && !anthropic {
-            let _ = headers;
             respond(
                 &mut w,
                 404,
@@ -173,8 +172,8 @@ fn respond(w: &mut impl Write, status: u16, ctype: &str, body: &[u8]) -> bool {
     w.write_all(head.as_bytes()).is_ok() && w.write_all(body).is_ok() && w.flush().is_ok()
 }
 
-/// One request: path, lowercased headers, body (Content-Length or chunked).
-fn read_request(r: &mut impl BufRead) -> Option<(String, Vec<(String, String)>, Vec<u8>)> {
+/// One request: path and body (Content-Length or chunked).
+fn read_request(r: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
     let mut line = String::new();
     if r.read_line(&mut line).ok()? == 0 {
         return None;
@@ -212,7 +211,7 @@ fn read_request(r: &mut impl BufRead) -> Option<(String, Vec<(String, String)>, 
         body.resize(n, 0);
         r.read_exact(&mut body).ok()?;
     }
-    Some((path, headers, body))
+    Some((path, body))
 }
 
 fn openai_completion(step: &Step, model: &str, id: &str) -> Value {

@@ -127,6 +127,27 @@ fn serve_daemon(l: UnixListener, target: Arc<Mutex<PathBuf>>) {
     }
 }
 
+/// An allowed host's listener (127.0.0.2) that redirects every request to the
+/// blocked listener's address.
+fn start_redirect(to_port: u16) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(
+                format!(
+                    "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{to_port}/redirected\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
 /// A UDP socket that counts datagrams.
 struct UdpSink {
     port: u16,
@@ -156,6 +177,7 @@ pub struct Fixtures {
     blocked6: Sink,
     udp: UdpSink,
     allowed: Sink,
+    redirect: u16,
     daemon_dir: tempfile::TempDir,
     abstract_name: String,
     target: Arc<Mutex<PathBuf>>,
@@ -185,8 +207,10 @@ impl Fixtures {
                 .unwrap();
             serve_daemon(UnixListener::bind_addr(&a).unwrap(), target.clone());
         }
+        let blocked = Sink::start("127.0.0.1", "blocked");
         Fixtures {
-            blocked: Sink::start("127.0.0.1", "blocked"),
+            redirect: start_redirect(blocked.port),
+            blocked,
             blocked6: Sink::start("::1", "blocked6"),
             udp: UdpSink::start(),
             allowed: Sink::start("127.0.0.2", "allowed"),
@@ -457,6 +481,7 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         ("BP6", fx.blocked6.port.to_string()),
         ("BU", fx.udp.port.to_string()),
         ("AP", fx.allowed.port.to_string()),
+        ("RP", fx.redirect.to_string()),
         ("OUT", s.outside.display().to_string()),
         ("VICTIM", s.victim.id().to_string()),
         (
@@ -671,7 +696,7 @@ pub fn run_class(class: &str, cases: Vec<Case>) {
         ));
     }
     let mut table = format!(
-        "\n## {class}: {attacks} cases, held {held_all}/{attacks} with all layers, {held_kernel}/{attacks} by the kernel layer alone\n\n| {:<28} | {} | held by |\n|{}|\n",
+        "\n## {class}: {attacks} cases, held {held_all}/{attacks} with all layers, {held_kernel}/{attacks} by the kernel layer alone\n\n| {:<28} | {} | held by |\n|{}\n",
         "case",
         CONFIGS
             .iter()
@@ -695,20 +720,22 @@ pub fn run_class(class: &str, cases: Vec<Case>) {
 
 /// Which layer the pattern of held configurations shows holds the case.
 fn held_by(h: &[bool]) -> String {
-    let (all, no_interposer, no_ns, kernel, ll) = (h[0], h[1], h[2], h[3], h[4]);
+    let (all, no_interposer, no_ns, ns_kernel, degraded_kernel) = (h[0], h[1], h[2], h[3], h[4]);
     let mut s = if !all {
         "NOT HELD".to_string()
-    } else if ll {
-        "kernel (Landlock/seccomp)".to_string()
-    } else if kernel {
+    } else if ns_kernel && degraded_kernel {
+        "kernel (either mode)".to_string()
+    } else if ns_kernel {
         "kernel (namespaces)".to_string()
+    } else if degraded_kernel {
+        "kernel (Landlock, degraded mode only); interposer".to_string()
     } else if no_interposer {
         "shims".to_string()
     } else {
         "interposer".to_string()
     };
     if all && !no_ns {
-        s.push_str("; leaks without namespaces");
+        s.push_str("; leaks without namespaces even with the interposer");
     }
     s
 }
