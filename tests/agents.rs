@@ -250,8 +250,9 @@ fn pi_anthropic_messages_is_held() {
         .all(|r| r.path.ends_with("/messages")));
 }
 
-/// mini-swe-agent: one `bash` tool; litellm's OpenAI client speaks Chat Completions.
-fn run_mini(sandboxed: bool) -> (Stage, ModelServer, Output) {
+/// mini-swe-agent: one `bash` tool; litellm speaks Chat Completions (`openai/…`) or
+/// Anthropic Messages (`anthropic/…`).
+fn run_mini(sandboxed: bool, provider: &str) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
     let (host, blocked) = if sandboxed {
         ("model.test", "blocked.test")
@@ -283,7 +284,7 @@ fn run_mini(sandboxed: bool) -> (Stage, ModelServer, Output) {
                 "-y",
                 "--exit-immediately",
                 "-m",
-                "openai/scripted-model",
+                &format!("{provider}/scripted-model"),
                 "-t",
                 "Fix the greeting in hello.py.",
                 "-o",
@@ -312,8 +313,18 @@ fn run_mini(sandboxed: bool) -> (Stage, ModelServer, Output) {
 
 #[test]
 fn mini_swe_agent_is_held() {
-    let (s, model, o) = run_mini(false);
+    let (s, model, o) = run_mini(false, "openai");
     assert_leaks(&s, &model, &o, "mini-swe-agent");
-    let (s, model, o) = run_mini(true);
-    assert_held(&s, &model, &o, "mini-swe-agent");
+    let (s, model, o) = run_mini(true, "openai");
+    assert_held(&s, &model, &o, "mini-swe-agent (openai)");
+}
+
+#[test]
+fn mini_swe_agent_anthropic_messages_is_held() {
+    let (s, model, o) = run_mini(true, "anthropic");
+    assert_held(&s, &model, &o, "mini-swe-agent (anthropic)");
+    assert!(model
+        .requests()
+        .iter()
+        .all(|r| r.path.ends_with("/messages")));
 }
