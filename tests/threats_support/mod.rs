@@ -110,21 +110,19 @@ impl Case {
 /// makes it write `daemon-ran` into the current run's outside directory, and it
 /// answers with the canary (like an agent that hands out a secret).
 fn serve_daemon(l: UnixListener, target: Arc<Mutex<PathBuf>>) {
-    {
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { continue };
-                let t = target.clone();
-                std::thread::spawn(move || {
-                    let _ = s.write_all(format!("{CANARY}\n").as_bytes());
-                    let mut b = [0u8; 256];
-                    if matches!(s.read(&mut b), Ok(n) if n > 0) {
-                        let _ = std::fs::write(t.lock().unwrap().join("daemon-ran"), "ran");
-                    }
-                });
-            }
-        });
-    }
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let t = target.clone();
+            std::thread::spawn(move || {
+                let _ = s.write_all(format!("{CANARY}\n").as_bytes());
+                let mut b = [0u8; 256];
+                if matches!(s.read(&mut b), Ok(n) if n > 0) {
+                    let _ = std::fs::write(t.lock().unwrap().join("daemon-ran"), "ran");
+                }
+            });
+        }
+    });
 }
 
 /// An allowed host's listener (127.0.0.2) that redirects every request to the
@@ -539,8 +537,14 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
     if let Some(t) = late {
         t.join().unwrap();
     }
-    // Relays land asynchronously; the command has exited, so anything sent is in flight.
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    // Relays and the daemon's work land asynchronously; the command has exited, so
+    // anything sent is in flight. Only scripts that use the network or a socket wait.
+    if ["$B", "$A", "BU", "DAEMON", "RP", "BP", "PROXY"]
+        .iter()
+        .any(|v| script.contains(v))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
     let output = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
