@@ -299,7 +299,7 @@ fn running_what_is_blocked() {
             "$(printf 'forbidden\\055tool') ran-marker",
         ),
         c(
-            "base64 | sh",
+            "base64 piped to sh",
             Layers,
             "echo Zm9yYmlkZGVuLXRvb2wgcmFuLW1hcmtlcgo= | base64 -d | sh",
         ),
