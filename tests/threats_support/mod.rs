@@ -397,6 +397,23 @@ fn scan(dir: &Path, needle: &[u8], hits: &mut Vec<PathBuf>, ran: &mut bool) {
     }
 }
 
+/// Was the process signalled: dead, dying, stopped, or a signal still pending (a
+/// SIGKILL sent just before the run ended may not have been acted on yet)?
+fn signalled(pid: u32) -> bool {
+    let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    st.lines().any(|l| {
+        let (k, v) = l.split_once(':').unwrap_or(("", ""));
+        let v = v.trim();
+        match k {
+            "State" => v.starts_with(['Z', 'X', 'T', 't']),
+            "SigPnd" | "ShdPnd" => u64::from_str_radix(v, 16).is_ok_and(|m| m != 0),
+            _ => false,
+        }
+    })
+}
+
 /// Processes whose command line carries `tag`.
 fn tagged(tag: &str) -> Vec<i32> {
     let mut found = vec![];
@@ -586,14 +603,17 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         e.effects
             .push(format!("listener got {:?} (was {:?})", now, counters));
     }
-    match s.victim.try_wait() {
-        Ok(Some(_)) => e.effects.push("host process killed".into()),
-        _ => {
-            let _ = s.victim.kill();
-            let _ = s.victim.wait();
-        }
+    if matches!(s.victim.try_wait(), Ok(Some(_))) || signalled(s.victim.id()) {
+        e.effects.push("host process signalled".into());
     }
-    let left = tagged(&s.tag);
+    let _ = s.victim.kill();
+    let _ = s.victim.wait();
+    // A process the kernel is still tearing down (SIGKILL pending, zombie) did not
+    // outlive the run.
+    let left: Vec<i32> = tagged(&s.tag)
+        .into_iter()
+        .filter(|p| !signalled(*p as u32))
+        .collect();
     if !left.is_empty() {
         e.effects.push("a process outlived the run".into());
         for pid in left {
