@@ -271,6 +271,12 @@ impl Stage {
         let home = h.home();
         let ws = h.workspace();
         h.write(&home.join(".sandpit/config.toml"), USER_CONFIG);
+        // sandpit's package caches (a writable root by design, made by the launcher
+        // before the run): present from the start, so only their contents change.
+        for d in [home.join(".cache"), home.join(".cache/sandpit")] {
+            std::fs::create_dir_all(&d).unwrap();
+            h.give_to_test_user(&d);
+        }
         for p in SECRET_PATHS {
             h.write(&home.join(p), &format!("{CANARY}\n"));
         }
@@ -324,6 +330,8 @@ fn snapshot(s: &Stage) -> BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
         // The launcher's own state (logs, run directories, the extracted library):
         // tampering with it from inside is judged by the cases' own EFFECT lines.
         s.h.home().join(".sandpit"),
+        // sandpit's package caches: writable inside by design (docs/run.md).
+        s.h.home().join(".cache/sandpit"),
         // Written by the host during the run (create_late_secrets).
         s.h.home().join(".ssh/late_key"),
         s.h.home().join(".azure"),
