@@ -472,13 +472,13 @@ fn getting_data_out() {
         case(
             "SOCKS5 (proxy resolves)",
             Kernel,
-            &format!("{curl} -x \"$ALL_PROXY\" http://$B:$BP/"),
+            &format!("{curl} -x \"$(echo \"$ALL_PROXY\" | sed 's/^http/socks5h/')\" http://$B:$BP/"),
         ),
         case(
             "SOCKS5 to an address",
             Kernel,
             &format!(
-                "{curl} -x \"$(echo \"$ALL_PROXY\" | sed 's/^socks5h/socks5/')\" http://127.0.0.1:$BP/"
+                "{curl} -x \"$(echo \"$ALL_PROXY\" | sed 's/^http/socks5/')\" http://127.0.0.1:$BP/"
             ),
         ),
         case(
