@@ -88,7 +88,11 @@ fn decide_read(policy: &Policy, p: &Path) -> Verdict {
     let block = deepest(&policy.files.block_read, p);
     let allow = deepest(&policy.files.allow_read, p);
     match (block, allow) {
-        (Some(b), Some(a)) if depth(&a.value) > depth(&b.value) => {
+        // The deeper rule wins; for the same path, the later layer (a profile's
+        // carve-out of its own agent's auth file over the default's block).
+        (Some(b), Some(a))
+            if (depth(&a.value), a.origin.layer) > (depth(&b.value), b.origin.layer) =>
+        {
             Verdict::new(Decision::Allow, Some(&a.origin), format!("read of {shown} allowed by {}", a.origin))
         }
         (Some(b), _) => Verdict::new(

@@ -536,3 +536,40 @@ fn an_allowed_name_resolving_to_loopback_needs_the_port_listed() {
     assert!(check_resolved(&p, &name("localhost"), 11434, "::1".parse().unwrap()).is_allowed());
     assert!(check_resolved(&p, &name("localhost"), 11435, lo).is_denied());
 }
+
+#[test]
+fn a_later_layer_carves_out_the_exact_path_an_earlier_one_blocks() {
+    let auth = Path::new("/nonexistent-home/u/.pi/agent/auth.json");
+    // The built-in default blocks pi's auth file; pi's profile carves it out.
+    let mut o = LoadOptions::new(ctx());
+    o.profile = Some(Source::new(
+        Layer::Profile,
+        "profiles/pi.toml",
+        "[files]\nallow_read = [\"~/.pi/agent/auth.json\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let v = decide(&p, &Request::Read(auth));
+    assert_eq!(v.decision, Decision::Allow, "{}", v.reason);
+    assert_eq!(v.rule.unwrap().file, "profiles/pi.toml");
+    // The same carve-out in your own config works too (the denial's advice).
+    let p = user("[files]\nallow_read = [\"~/.aws\"]\n").unwrap();
+    let v = decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.aws/credentials")),
+    );
+    assert_eq!(v.decision, Decision::Allow, "{}", v.reason);
+    // A block in a later layer beats a profile's allow of the same path.
+    o.user = Some(Source::new(
+        Layer::User,
+        "/u/config.toml",
+        "[files]\nblock_read = [\"~/.pi/agent/auth.json\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let v = decide(&p, &Request::Read(auth));
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+    assert_eq!(v.rule.unwrap().file, "/u/config.toml");
+    // Same layer, same path: the block stands.
+    let p = user("[files]\nblock_read = [\"~/x\"]\nallow_read = [\"~/x\"]\n").unwrap();
+    let v = decide(&p, &Request::Read(Path::new("/nonexistent-home/u/x")));
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+}

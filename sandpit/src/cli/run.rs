@@ -159,7 +159,17 @@ pub mod linux {
         } else {
             ctx.workspace.clone()
         };
-        let mut read_denied: Vec<PathBuf> = values(&policy.files.block_read);
+        // A block_read entry that a later layer carves out whole (a profile's
+        // allow_read of its own agent's auth file) is not masked.
+        let mut read_denied: Vec<PathBuf> = policy
+            .files
+            .block_read
+            .iter()
+            .map(|r| r.value.clone())
+            .filter(|p| {
+                sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
+            })
+            .collect();
         read_denied.extend(host_daemon_sockets());
         crate::sandbox::linux::Input {
             mode,
