@@ -148,11 +148,12 @@ fn reading_secrets() {
             Kernel,
             "tr '\\0' '\\n' < /proc/$VICTIM/environ",
         ),
-        // Known hole: the first command keeps withheld variables (an agent needs its
-        // API key) and its children can read them from /proc/<its pid>/environ.
+        // The first command keeps withheld variables (an agent needs its API key); the
+        // interposer makes it non-dumpable, so its children cannot read them from
+        // /proc/<its pid>/environ (a static first command has no such guard).
         case(
             "ancestors' environ",
-            Measured,
+            Layers,
             "p=$$; while [ \"$p\" -gt 1 ] 2>/dev/null; do tr '\\0' '\\n' < /proc/$p/environ; p=$(cut -d' ' -f4 /proc/$p/stat); done",
         ),
         // Known hole in namespace mode: a credential directory absent at start

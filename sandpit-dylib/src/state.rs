@@ -229,6 +229,12 @@ fn load() -> Result<State, LoadError> {
     let mut engine = Engine::new(policy);
     engine.set_learn(var(LEARN_VAR).is_some_and(|v| v == "1"));
     engine.set_adversary_socket(var(ADVERSARY_VAR));
+    // The command sandpit started keeps the variables the policy withholds (an agent
+    // needs its API key; its children get them stripped): its children must not
+    // read them back from /proc/<its pid>/environ.
+    if std::env::vars_os().any(|(k, _)| engine.withhold(k.as_bytes())) {
+        crate::sys::hide_environ();
+    }
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
     if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
         return Err(LoadError::Outside {

@@ -16,6 +16,17 @@ pub fn set_errno(e: c_int) {
     }
 }
 
+/// Linux: mark this process non-dumpable, so no other process of the user — its own
+/// children included — can read its `/proc/PID/environ` or memory. A no-op on other
+/// systems. The mark is dropped again at the next `execve`.
+pub fn hide_environ() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments only; it changes no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
 #[inline]
 pub fn errno() -> c_int {
     // SAFETY: as above.
