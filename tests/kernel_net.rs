@@ -266,6 +266,40 @@ fn fallback_mode_limits_tcp_to_the_proxy_port_and_refuses_udp_and_fast_open() {
     assert!(got.is_empty(), "listeners received: {got:?} ({t})");
 }
 
+/// Fallback mode's bridge is a port of this machine: each run takes a free one, so
+/// runs at once (or a local squid on 3128) do not collide.
+#[test]
+fn fallback_runs_at_once_each_get_their_own_bridge_port() {
+    let h = probe_home();
+    let held = TcpListener::bind("127.0.0.1:3128").ok(); // taken, if we can
+    let spawn = || {
+        sandpit_cmd(
+            &h,
+            &["--allow-degraded"],
+            "echo \"port=${HTTP_PROXY##*:}\"; sleep 1",
+        )
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let (ta, tb) = (text(&a), text(&b));
+    assert!(a.status.success() && b.status.success(), "{ta}\n{tb}");
+    let port = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("port="))
+            .unwrap_or_else(|| panic!("no port in {t}"))
+            .to_string()
+    };
+    assert_ne!(port(&ta), port(&tb), "{ta}\n{tb}");
+    if held.is_some() {
+        assert_ne!(port(&ta), "3128", "{ta}");
+    }
+}
+
 const CONNECT_PY: &str = r#"
 import socket, sys
 s = socket.socket(socket.AF_UNIX)

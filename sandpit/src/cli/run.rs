@@ -26,9 +26,10 @@ pub struct RunArgs {
     /// the sandbox reaches it as 127.0.0.1:PORT.
     #[arg(long, value_name = "PATH")]
     pub proxy_socket: Option<PathBuf>,
-    /// Port the proxy appears on inside the sandbox.
-    #[arg(long, default_value_t = 3128)]
-    pub proxy_port: u16,
+    /// Port the proxy appears on inside the sandbox [default: 3128 in namespace
+    /// mode; a free port in the fallback mode, where it is a port of this machine].
+    #[arg(long)]
+    pub proxy_port: Option<u16>,
     /// With --proxy-socket: unix datagram socket of a DNS responder; the sandbox's
     /// resolv.conf points at 127.0.0.1 and queries are relayed there.
     #[arg(long, value_name = "PATH")]
@@ -306,10 +307,23 @@ pub mod linux {
                 run_dir: session.run_dir(),
             },
         )?;
+        // Fallback mode: the bridge listens on this machine's loopback, so it takes a
+        // free port (bound now, handed to the spawn) unless one was asked for.
+        let bridge_listener = match (mode, args.proxy_port) {
+            (linux::Mode::LandlockOnly, None) => Some(
+                std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .context("binding the proxy bridge on 127.0.0.1")?,
+            ),
+            _ => None,
+        };
+        let proxy_port = match &bridge_listener {
+            Some(l) => l.local_addr().context("proxy bridge address")?.port(),
+            None => args.proxy_port.unwrap_or(3128),
+        };
         let proxy = match &args.proxy_socket {
             Some(s) => Some((
                 std::path::absolute(s).context("proxy socket path")?,
-                args.proxy_port,
+                proxy_port,
                 match &args.dns_socket {
                     Some(d) => Some(std::path::absolute(d).context("DNS socket path")?),
                     None => None,
@@ -317,7 +331,7 @@ pub mod linux {
             )),
             None => launch
                 .network()
-                .map(|(proxy, dns)| (proxy, args.proxy_port, Some(dns))),
+                .map(|(proxy, dns)| (proxy, proxy_port, Some(dns))),
         };
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
@@ -358,6 +372,7 @@ pub mod linux {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
             loopback_observer: Some(loopback_audit(session.sink())),
+            bridge_listener,
         };
         let running = match linux::spawn(&plan, &args.command, &layers) {
             Ok(r) => r,

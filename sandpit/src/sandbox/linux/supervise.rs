@@ -116,7 +116,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 }
 
 /// Options that are not part of the pure plan: what the kernel offered.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
@@ -126,6 +126,9 @@ pub struct Layers {
     pub placeholder_lock: Option<PathBuf>,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
+    /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
+    /// caller (at the plan's port); `None` binds 127.0.0.1:<plan port> here.
+    pub bridge_listener: Option<TcpListener>,
 }
 
 /// Everything the children need, converted before fork.
@@ -354,10 +357,13 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     if !ns {
         sys::set_child_subreaper().map_err(io_err("PR_SET_CHILD_SUBREAPER"))?;
         if let NetPlan::Bridge { port, .. } = &plan.net {
-            listener = Some(
-                TcpListener::bind(("127.0.0.1", *port))
+            listener = Some(match &layers.bridge_listener {
+                Some(l) => l
+                    .try_clone()
+                    .map_err(io_err("the proxy bridge's listener"))?,
+                None => TcpListener::bind(("127.0.0.1", *port))
                     .map_err(io_err(format!("binding proxy bridge on 127.0.0.1:{port}")))?,
-            );
+            });
         }
     }
     let launcher = sys::getpid();
