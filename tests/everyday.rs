@@ -548,7 +548,7 @@ PIP_TRUSTED_HOST=registry.test .venv/bin/pip install --index-url {base}/simple/ 
 uv venv -q .venv-uv
 uv pip install -q --python .venv-uv --index-url {base}/simple/ lwheel
 .venv-uv/bin/python -c 'import lwheel; print("UV", lwheel.MSG)'
-cd g && GOPROXY={base} GOSUMDB=off GOFLAGS=-mod=mod go build -o app . && ./app
+cd g && GOPROXY={base} GOSUMDB=off GOFLAGS="$GOFLAGS -mod=mod" go build -o app . && ./app
 "#
     );
     let t = run(&h, &script);

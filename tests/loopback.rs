@@ -520,3 +520,21 @@ fn a_project_file_turns_local_binding_off_and_never_on() {
         "{t}"
     );
 }
+
+/// A bind to an ephemeral port (a client binding before it connects, Go's IPv6
+/// probe) is no server: it works without noise; listen() on it is the refusal.
+#[test]
+fn an_ephemeral_bind_is_no_server_until_it_listens() {
+    let h = home_with("\"api.example\"", "");
+    let script = "python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind((\"::1\", 0)); print(\"probe-ok\")'; \
+                  python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); print(\"listening\")'";
+    let out = sandpit_run(&h, &[], script).output().unwrap();
+    let t = text(&out);
+    assert!(t.contains("probe-ok"), "{t}");
+    assert!(!t.contains("blocked listening on [::1]"), "{t}");
+    assert!(!t.contains("\nlistening"), "{t}");
+    assert!(
+        t.contains("blocked listening on 127.0.0.1:") && t.contains("allow_local_binding = false"),
+        "{t}"
+    );
+}

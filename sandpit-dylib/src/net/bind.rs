@@ -22,6 +22,12 @@ hook! {
             return Ok(unsafe { real(fd, addr, len) });
         }
         let (allowed, origin) = st.decider.local_binding();
+        if !allowed && dest.port() == 0 {
+            // An ephemeral port: a client binding before it connects, or a runtime
+            // probing for IPv6 (Go). A server on it is refused at listen().
+            // SAFETY: the caller's arguments, forwarded.
+            return Ok(unsafe { real(fd, addr, len) });
+        }
         if !allowed {
             crate::report::other(format_args!(
                 "sandpit: blocked listening on {dest}: network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) to let a server in the sandbox be reached from this machine",
@@ -60,26 +66,33 @@ hook! {
     |real| {
         let st = crate::state::get()?;
         let stream = super::sockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Ok(libc::SOCK_STREAM);
+        let local = local_addr(fd).filter(|_| stream);
+        let Some(a) = local.filter(|_| st.decider.net_mode() != crate::decide::NetMode::Unrestricted) else {
+            // SAFETY: the caller's arguments, forwarded.
+            return Ok(unsafe { real(fd, backlog) });
+        };
         // A TCP socket never bound gets an ephemeral port on every address at
         // listen(), without passing through bind (nor Landlock's bind rule).
-        let unbound = local_addr(fd).filter(|a| stream && a.port() == 0);
-        match unbound {
-            Some(a) if st.decider.net_mode() != crate::decide::NetMode::Unrestricted => {
-                let (allowed, origin) = st.decider.local_binding();
-                if allowed {
-                    crate::report::other(format_args!(
-                        "sandpit: blocked listening on {a} (an unbound socket listens on every address): allow_local_binding allows loopback addresses only; bind to 127.0.0.1 first"
-                    ));
-                } else {
-                    crate::report::other(format_args!(
-                        "sandpit: blocked listening on {a} (an unbound socket listens on every address): network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) and bind to 127.0.0.1",
-                        origin.location()
-                    ));
-                }
-                Err(libc::EACCES)
-            }
-            // SAFETY: the caller's arguments, forwarded.
-            _ => Ok(unsafe { real(fd, backlog) }),
+        let unbound = if a.port() == 0 {
+            " (an unbound socket listens on every address)"
+        } else {
+            ""
+        };
+        let (allowed, origin) = st.decider.local_binding();
+        if !allowed {
+            crate::report::other(format_args!(
+                "sandpit: blocked listening on {a}{unbound}: network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) to let a server in the sandbox be reached from this machine",
+                origin.location()
+            ));
+            return Err(libc::EACCES);
         }
+        if a.port() == 0 || !super::canonical_ip(a.ip()).is_loopback() {
+            crate::report::other(format_args!(
+                "sandpit: blocked listening on {a}{unbound}: allow_local_binding allows loopback addresses only; bind to 127.0.0.1 first"
+            ));
+            return Err(libc::EACCES);
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(fd, backlog) })
     }
 }

@@ -355,6 +355,14 @@ pub mod linux {
             plan.env.extend(crate::caches::env(&cache));
         }
         plan.env.extend(session.child_env());
+        if plan.sealed_git() {
+            // The sealed `.git` of a directory that is no repository is not one go
+            // can stamp a build from.
+            let mut flags = std::env::var("GOFLAGS").unwrap_or_default();
+            flags.push_str(if flags.is_empty() { "" } else { " " });
+            flags.push_str("-buildvcs=false");
+            plan.env.push(("GOFLAGS".into(), flags));
+        }
         launch.apply(&mut plan)?;
         let profile = loaded
             .profile

@@ -117,6 +117,9 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         })?;
         created = created.add_rule(PathBeneath::new(fd, device))?;
     }
+    if deny_bind && plan.bind_ephemeral {
+        created = created.add_rule(NetPort::new(0, AccessNet::BindTcp))?;
+    }
     if let Some(ports) = &plan.tcp_connect {
         for port in ports {
             created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;

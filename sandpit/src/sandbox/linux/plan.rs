@@ -193,6 +193,11 @@ pub struct LandlockPlan {
     pub tcp_connect: Option<Vec<u16>>,
     /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
     pub deny_tcp_bind: bool,
+    /// With `deny_tcp_bind`: still let `bind` take an ephemeral port (port 0: a client
+    /// binding before connect, Go's IPv6 probe). Namespace mode only: there a server
+    /// on it is unreachable from outside; in fallback mode it would listen on this
+    /// machine's interfaces.
+    pub bind_ephemeral: bool,
     /// Also handle the rights Landlock checks when a file is *opened* — WriteFile,
     /// Truncate, IoctlDev — each of which costs a walk up the path on every such
     /// open (Truncate and IoctlDev on read-only opens too). In namespace mode they
@@ -289,6 +294,16 @@ pub struct Plan {
     /// Namespace mode with `allow_local_binding`: the sandbox's loopback listeners
     /// are mirrored on the host while the run lasts.
     pub mirror: bool,
+}
+
+impl Plan {
+    /// Whether a `.git` that did not exist is sealed for the run (the workspace is
+    /// no repository): go's VCS stamping would fail on it.
+    pub fn sealed_git(&self) -> bool {
+        self.mounts.iter().any(
+            |m| matches!(m, MountOp::Sealed { path } if path.file_name() == Some(".git".as_ref())),
+        )
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -431,14 +446,12 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // can ever be created there.
                     continue;
                 }
-                if &first_missing != p && first_missing.file_name() == Some(".git".as_ref()) {
-                    // `.git/hooks` in a directory that is no repository: an empty
-                    // `.git` would be junk that git (`git init`), go (VCS stamping)
-                    // and every repository detector trip over. The kernel layer
-                    // leaves it; the interposer still refuses writing the protected
-                    // paths in a repository created during the run.
-                    continue;
-                }
+                // `.git/hooks` in a directory that is no repository yet seals `.git`
+                // itself: otherwise a raw-syscall or static program could create a
+                // repository whose config (core.fsmonitor, hooks) runs code the next
+                // time the user runs git there. git (which skips an invalid `.git`)
+                // and the interposer cope; `git init` must happen before the run, and
+                // go's VCS stamping is turned off for the run (`sealed_git`).
                 placeholders.push(Placeholder {
                     path: first_missing.clone(),
                 });
@@ -650,6 +663,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
             deny_tcp_bind: !input.allow_local_binding && net != NetPlan::Host,
+            bind_ephemeral: ns,
             file_open_rights: !ns,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
@@ -932,25 +946,20 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
     }
 
     #[test]
-    fn no_placeholder_makes_a_directory_look_like_a_repository() {
+    fn a_directory_that_is_no_repository_gets_a_sealed_git() {
         let mut f = fs();
         f.0.remove(&PathBuf::from("/home/u/proj/.git"));
         f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
         let p = plan(&input(), &f).unwrap();
-        let r = render(&p);
-        assert!(!r.contains(".git"), "{r}");
-        // The other absent protected paths still get their empty directories.
-        assert_eq!(
-            p.placeholders,
-            vec![
-                Placeholder {
-                    path: "/home/u/proj/.claude".into()
-                },
-                Placeholder {
-                    path: "/home/u/proj/.sandpit.toml".into()
-                }
-            ]
-        );
+        assert!(p.sealed_git());
+        assert!(p.mounts.contains(&MountOp::Sealed {
+            path: "/home/u/proj/.git".into()
+        }));
+        assert!(p.placeholders.contains(&Placeholder {
+            path: "/home/u/proj/.git".into()
+        }));
+        // In a repository nothing seals `.git` itself.
+        assert!(!plan(&input(), &fs()).unwrap().sealed_git());
     }
 
     #[test]
