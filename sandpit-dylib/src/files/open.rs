@@ -4,7 +4,8 @@
 //! `open`/`openat` are variadic in C. On x86_64 and aarch64 Linux a variadic
 //! argument travels exactly like a fixed one, so the hooks declare `mode` as a
 //! fixed third/fourth argument (read only with `O_CREAT`/`O_TMPFILE`). Apple arm64
-//! passes variadic arguments on the stack: there these need a trampoline.
+//! passes variadic arguments on the stack: there the `__interpose` replacement is a
+//! C trampoline (`csrc/darwin.c`) that fetches the mode and calls the same body.
 //!
 //! Fast path: when the policy allows the lexically folded absolute path and the
 //! path has no `..`, the file is opened by that path with `openat2(…,
@@ -34,7 +35,7 @@ pub enum Opened {
     CallReal,
 }
 
-fn wants(flags: c_int) -> (bool, bool) {
+pub(crate) fn wants(flags: c_int) -> (bool, bool) {
     let acc = flags & libc::O_ACCMODE;
     let write = acc != libc::O_RDONLY
         || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
@@ -130,10 +131,12 @@ pub unsafe fn open_impl(
 }
 
 macro_rules! open_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
             fail = -1;
+            macos_variadic = [$($syms)*];
             |real| {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
@@ -144,13 +147,19 @@ macro_rules! open_hooks {
         }
     )*};
 }
-open_hooks!(open, open64);
+open_hooks!(
+    open = ["open", "open$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    open64 = ["open64"]
+);
 
 macro_rules! openat_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
             fail = -1;
+            macos_variadic = [$($syms)*];
             |real| {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(dirfd, path, flags, mode) }? {
@@ -161,13 +170,19 @@ macro_rules! openat_hooks {
         }
     )*};
 }
-openat_hooks!(openat, openat64);
+openat_hooks!(
+    openat = ["openat", "openat$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    openat64 = ["openat64"]
+);
 
 macro_rules! creat_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(path: *const c_char, mode: mode_t) -> c_int;
             fail = -1;
+            macos = [$($syms)*];
             |real| {
                 let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
                 // SAFETY: the caller's arguments, forwarded.
@@ -179,11 +194,17 @@ macro_rules! creat_hooks {
         }
     )*};
 }
-creat_hooks!(creat, creat64);
+creat_hooks!(
+    creat = ["creat", "creat$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    creat64 = ["creat64"]
+);
 
-// Fortified variants (`_FORTIFY_SOURCE`): no mode, they refuse O_CREAT themselves.
+// Fortified variants (`_FORTIFY_SOURCE`, glibc): no mode, they refuse O_CREAT
+// themselves.
 macro_rules! open2_hooks {
     ($($name:ident),*) => {$(
+        #[cfg(target_os = "linux")]
         hook! {
             fn $name(path: *const c_char, flags: c_int) -> c_int;
             fail = -1;
@@ -201,6 +222,7 @@ open2_hooks!(__open_2, __open64_2);
 
 macro_rules! openat2_hooks {
     ($($name:ident),*) => {$(
+        #[cfg(target_os = "linux")]
         hook! {
             fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
             fail = -1;
