@@ -60,3 +60,23 @@ pub fn command(profile: &Profile, program: &OsStr, args: &[&OsStr]) -> Result<(C
     }
     Err(Error::Unavailable)
 }
+
+/// Wait for the command started from [`command`]: its exit status, or 128 + the
+/// signal that killed it. The launcher ignores the terminal's SIGINT/SIGQUIT
+/// meanwhile (the command decides what they mean). If the kernel refused the
+/// profile, `spawn` already failed: the command never runs without Seatbelt.
+pub fn wait_for(mut child: std::process::Child) -> Result<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let old = sys::ignore_terminal_signals();
+    let status = child.wait();
+    sys::restore_signals(old);
+    let status = status.map_err(|source| Error::Io {
+        what: "waiting for the command".into(),
+        source,
+    })?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => 125,
+    })
+}

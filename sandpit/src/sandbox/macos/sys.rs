@@ -125,3 +125,26 @@ pub(super) fn apply_in_child(
         cmd.pre_exec(hook);
     }
 }
+
+/// Ignore SIGINT and SIGQUIT in the launcher while the command runs (the terminal
+/// sends them to the whole foreground group; the command decides, as with
+/// `system(3)`), returning the previous handlers for [`restore_signals`]. Called
+/// after the fork: the child keeps the default dispositions.
+pub(super) fn ignore_terminal_signals() -> [libc::sighandler_t; 2] {
+    // SAFETY: installing SIG_IGN for two valid signal numbers has no memory effects.
+    unsafe {
+        [
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+        ]
+    }
+}
+
+/// Put back the handlers [`ignore_terminal_signals`] returned.
+pub(super) fn restore_signals(old: [libc::sighandler_t; 2]) {
+    // SAFETY: re-installing handlers signal(2) returned for the same signals.
+    unsafe {
+        libc::signal(libc::SIGINT, old[0]);
+        libc::signal(libc::SIGQUIT, old[1]);
+    }
+}
