@@ -32,10 +32,13 @@ for t in "${TARGETS[@]}"; do
 	# a Mach-O dylib of the same CPU with an __interpose section, whose bytes are
 	# inside the launcher. (tests/macos_interpose.rs checks the section's tuples.)
 	bin="target/$t/debug/sandpit"
-	lib=$(ls -t target/"$t"/debug/build/sandpit-*/out/libsandpit.dylib | head -n1)
-	python3 - "$bin" "$lib" "$t" <<'PY'
-import struct, sys
-exe, lib, target = sys.argv[1], sys.argv[2], sys.argv[3]
+	python3 - "$bin" "target/$t/debug/build" "$t" <<'PY'
+import glob, os, struct, sys
+exe, build, target = sys.argv[1], sys.argv[2], sys.argv[3]
+# The build script's output of the newest build (stale ones may linger).
+libs = glob.glob(os.path.join(build, "sandpit-*", "out", "libsandpit.dylib"))
+assert libs, f"no embedded interposer under {build}"
+lib = max(libs, key=os.path.getmtime)
 want = {"aarch64-apple-darwin": 0x0100000C, "x86_64-apple-darwin": 0x01000007}[target]
 
 def macho(path, filetype):

@@ -157,6 +157,20 @@ pub unsafe fn fd_path(fd: c_int, buf: *mut libc::c_char, len: usize) -> Result<u
     Ok(unsafe { libc::strlen(buf) })
 }
 
+/// `O_TMPFILE` is set in `flags` (Linux; never elsewhere).
+#[inline]
+pub fn is_tmpfile(flags: c_int) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        flags & O_TMPFILE == O_TMPFILE
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = flags;
+        false
+    }
+}
+
 /// Flags that only some platforms have: zero where absent, so `flags & X` is false.
 #[cfg(target_os = "linux")]
 mod flags {

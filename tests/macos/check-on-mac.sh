@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# `cond && ok … || bad …` is if-then-else here: ok and bad only echo and count.
+# shellcheck disable=SC2015
 # End-to-end check of sandpit's macOS layers, for a person to run on a Mac.
 #
 # Nothing in sandpit's CI runs on a Mac: the macOS code is cross-built and its pure
@@ -137,7 +139,7 @@ sb /bin/mv "$WS/.git" "$WS/.git2" 2>/dev/null
 sb /bin/sh -c "echo x > '$WS/.sandpit.toml'" 2>/dev/null
 [ ! -e "$WS/.sandpit.toml" ] && ok "denied creating .sandpit.toml" || bad ".sandpit.toml was created"
 sb /bin/mkdir -p "$HOME/.sandpit/lib" 2>/dev/null
-[ ! -e "$HOME/.sandpit" ] && ok "denied writing sandpit's state dir" || bad "~/.sandpit was created"
+[ ! -e "$HOME/.sandpit" ] && ok "denied writing sandpit's state dir" || bad "\$HOME/.sandpit was created"
 
 # Network: only the proxy port is reachable.
 out=$(sb /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$PROXY_PORT/" 2>&1)
@@ -146,8 +148,11 @@ sb /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" >/dev/null 2>&
 sleep 0.5
 [ ! -s "$work/other.hits" ] && ok "blocked destination: the other loopback listener got nothing" ||
 	bad "a connection reached the non-proxy listener"
-out=$(sb /usr/bin/curl -sS --max-time 5 "http://localhost.invalid:$OTHER_PORT/" 2>&1)
-[ $? -ne 0 ] && ok "blocked name resolution outside the proxy ($out)" || bad "name resolved and connected: $out"
+if out=$(sb /usr/bin/curl -sS --max-time 5 "http://localhost.invalid:$OTHER_PORT/" 2>&1); then
+	bad "name resolved and connected: $out"
+else
+	ok "blocked name resolution outside the proxy ($out)"
+fi
 
 # Unix sockets: sandpit's control socket is reachable, another socket is not.
 unix_listener() { # unix_listener PATH HITFILE

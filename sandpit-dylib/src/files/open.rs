@@ -15,7 +15,6 @@
 use super::{absolute, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
-use crate::sys::O_TMPFILE;
 use libc::{c_char, c_int, mode_t};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -39,13 +38,13 @@ pub(crate) fn wants(flags: c_int) -> (bool, bool) {
     let acc = flags & libc::O_ACCMODE;
     let write = acc != libc::O_RDONLY
         || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
-        || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE);
+        || crate::sys::is_tmpfile(flags);
     let read = acc != libc::O_WRONLY;
     (read, write)
 }
 
 fn creates(flags: c_int) -> bool {
-    flags & libc::O_CREAT != 0 || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE)
+    flags & libc::O_CREAT != 0 || crate::sys::is_tmpfile(flags)
 }
 
 /// The decision (and, on the fast path, the open itself) for every open-like hook.

@@ -375,6 +375,7 @@ fn utf8(s: OsString) -> Result<String> {
 }
 
 /// Set `k=v` in the plan's environment, replacing an earlier value.
+#[cfg(target_os = "linux")]
 fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
     env.retain(|(e, _)| *e != k);
     env.push((k, v));
@@ -513,6 +514,11 @@ impl Prepared {
         });
         if let Some(sh) = &self.shims {
             parts.push(format!("shims ({} tools)", sh.tools.len()));
+        }
+        if let Some(n) = self.nofile {
+            if n < 4096 {
+                parts.push(format!("open-file limit {n}"));
+            }
         }
         parts
     }
