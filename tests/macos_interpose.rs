@@ -258,6 +258,17 @@ fn interpose_section_binds_every_hook_to_libsystem() {
     let Some(built) = build() else { return };
     for (target, path) in built {
         let bytes = std::fs::read(&path).unwrap();
+        if target.starts_with("aarch64") {
+            // arm64 macOS loads no unsigned code: zig's linker signs ad hoc.
+            let macho = MachO::parse(&bytes, 0).unwrap();
+            assert!(
+                macho.load_commands.iter().any(|lc| matches!(
+                    lc.command,
+                    goblin::mach::load_command::CommandVariant::CodeSignature(_)
+                )),
+                "{target}: the dylib has no code signature; arm64 macOS would refuse to load it"
+            );
+        }
         let tuples = tuples(&bytes);
         let mut want: BTreeSet<&str> = HOOKED.iter().copied().collect();
         if target.starts_with("x86_64") {
