@@ -99,11 +99,17 @@ fn run_with_scratch(
     let mut parts = vec![match applied {
         apply::Applied::InProcess => "kernel (Seatbelt, applied by sandpit before exec)".into(),
         apply::Applied::SandboxExec => format!(
-            "kernel (Seatbelt through {}; SIP strips DYLD_* from it, so no interposer)",
+            "kernel (Seatbelt through {}, the fallback)",
             apply::SANDBOX_EXEC
         ),
     }];
-    parts.extend(launch.describe_unbridged());
+    parts.extend(launch.describe_unbridged().into_iter().map(|p| {
+        if applied == apply::Applied::SandboxExec && p == "interposer" {
+            "interposer OFF (stripped with DYLD_* by sandbox-exec)".to_string()
+        } else {
+            p
+        }
+    }));
     let profile_name = loaded
         .profile
         .as_deref()
