@@ -1,5 +1,7 @@
-//! `open`, `open64`, `openat`, `openat64`, `creat`, `creat64` and the fortified
-//! `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2`.
+//! `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, the fortified
+//! `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2` (glibc), and macOS's
+//! `open_dprotected_np`, `openat_dprotected_np`, `guarded_open_np`,
+//! `guarded_open_dprotected_np`, `openat_authenticated_np`.
 //!
 //! `open`/`openat` are variadic in C. On x86_64 and aarch64 Linux a variadic
 //! argument travels exactly like a fixed one, so the hooks declare `mode` as a
@@ -236,3 +238,82 @@ macro_rules! openat2_hooks {
     )*};
 }
 openat2_hooks!(__openat_2, __openat64_2);
+
+/// macOS: judge an open for the variants below; the real call does the open (the
+/// `openat2` fast path does not exist there, but an fd it returned is closed so the
+/// caller's protection class or guard is never skipped).
+#[cfg(target_os = "macos")]
+unsafe fn judge_only(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> Result<(), c_int> {
+    // SAFETY: the caller's string, per the contract.
+    if let Opened::Fd(fd) = unsafe { open_impl(dirfd, path, flags, mode) }? {
+        // SAFETY: an fd we opened and nobody else has seen.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+// macOS data-protection and guarded opens: C-variadic like `open` (the mode follows
+// the last named argument), and each would otherwise open a path unjudged.
+#[cfg(target_os = "macos")]
+hook! {
+    fn open_dprotected_np(path: *const c_char, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["open_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn openat_dprotected_np(dirfd: c_int, path: *const c_char, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["openat_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(dirfd, path, flags, mode) }?;
+        Ok(unsafe { real(dirfd, path, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn guarded_open_np(path: *const c_char, guard: *const u64, guardflags: libc::c_uint, flags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["guarded_open_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, guard, guardflags, flags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn guarded_open_dprotected_np(path: *const c_char, guard: *const u64, guardflags: libc::c_uint, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["guarded_open_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, guard, guardflags, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn openat_authenticated_np(dirfd: c_int, path: *const c_char, flags: c_int, authfd: c_int) -> c_int;
+    fail = -1;
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(dirfd, path, flags, 0) }?;
+        Ok(unsafe { real(dirfd, path, flags, authfd) })
+    }
+}
