@@ -205,6 +205,10 @@ cat >"$work/probe.c" <<'C'
 #include <unistd.h>
 extern char **environ;
 int main(int argc, char **argv) {
+    if (argc == 2) { /* run as `#!/usr/bin/env probe`: argv is [probe, script] */
+        const char *v = getenv("DYLD_INSERT_LIBRARIES");
+        printf("%s\n", v ? v : "(unset)"); return 0;
+    }
     if (argc < 3) return 2;
     const char *op = argv[1], *arg = argv[2];
     if (!strcmp(op, "read")) {
@@ -248,6 +252,13 @@ mode=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["mode"])' <<<"$ou
 # Seatbelt applied in the child by sandpit: DYLD_INSERT_LIBRARIES survives.
 out=$(run -- "$PROBE" env DYLD_INSERT_LIBRARIES 2>/dev/null)
 case "$out" in *libsandpit*) ok "run: DYLD_INSERT_LIBRARIES reaches the program ($out)" ;; *) bad "run: no interposer in the program: $out" ;; esac
+
+# A `#!/usr/bin/env probe` script: sandpit starts probe itself, so the SIP-protected
+# env does not strip the interposer on the way.
+printf '#!/usr/bin/env probe\n' >"$work/bin/envscript"
+chmod +x "$work/bin/envscript"
+out=$(PATH="$work/bin:$PATH" run -- "$work/bin/envscript" 2>/dev/null)
+case "$out" in *libsandpit*) ok "run: a #!/usr/bin/env script keeps the interposer" ;; *) bad "run: #!/usr/bin/env script lost the interposer: $out" ;; esac
 
 # Denied read, both layers; positive control first.
 out=$(run -- "$PROBE" read "$WS/src/readme.txt" 2>&1)

@@ -76,7 +76,8 @@ fn run_with_scratch(
     input.report_sockets.extend(audit);
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
 
-    let (program, rest) = args.command.split_first().context("no command given")?;
+    let command = launch_argv(&args.command);
+    let (program, rest) = command.split_first().context("no command given")?;
     let rest: Vec<&std::ffi::OsStr> = rest.iter().map(|a| a.as_os_str()).collect();
     let (mut cmd, applied) = apply::command(&profile, program, &rest)?;
 
@@ -144,4 +145,26 @@ fn run_with_scratch(
     }
     session.finish(result.as_ref().ok().copied());
     Ok(result?)
+}
+
+/// The argv to exec: for a script whose shebang is `#!/usr/bin/env X`, X (resolved
+/// through PATH, as `sandpit check` reports) is started directly, so the
+/// SIP-protected `/usr/bin/env` never sits between sandpit and the program — dyld
+/// would strip `DYLD_INSERT_LIBRARIES` there and the interposer the mode choice
+/// promised would be lost. Anything else runs as given.
+fn launch_argv(command: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let Some(program) = command.first().and_then(|c| c.to_str()) else {
+        return command.to_vec();
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
+        Ok(i) if i.shebangs.iter().any(|h| h.resolved_via_env.is_some()) => i
+            .launch
+            .into_iter()
+            .map(std::path::PathBuf::into_os_string)
+            .chain(command[1..].iter().cloned())
+            .collect(),
+        _ => command.to_vec(),
+    }
 }
