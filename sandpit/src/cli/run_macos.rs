@@ -37,6 +37,8 @@ fn run_with_scratch(
     support: &crate::sandbox::KernelSupport,
     scratch: &std::path::Path,
 ) -> Result<i32> {
+    // Before the audit session's and the launch's threads exist (they inherit it).
+    apply::block_forwarded_signals()?;
     let cmd0 = args.command.first().and_then(|c| c.to_str());
     let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
     let policy = &loaded.policy;
