@@ -4,6 +4,7 @@
 //! the caller's toolchain/linker environment forwarded so cross builds for apple
 //! targets (cargo-zigbuild) keep working — and exposes its bytes to the launcher
 //! through `$OUT_DIR/dylib.rs` (`include_bytes!`).
+use sha2::Digest;
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
@@ -107,14 +108,29 @@ fn main() {
     write_source(&out, &embedded, name);
 }
 
-/// `$OUT_DIR/dylib.rs`: the embedded bytes and the name they are extracted under.
+/// `$OUT_DIR/dylib.rs`: the embedded bytes, their SHA-256 (computed here, so a run
+/// never hashes the library) and the name they are extracted under.
 fn write_source(out: &Path, embedded: &Path, name: &str) {
+    let bytes = match std::fs::read(embedded) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("build.rs: read {}: {e}", embedded.display());
+            exit(1)
+        }
+    };
+    let hash: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let src = format!(
         "/// The interposition library, as built for this target.\n\
          pub const DYLIB: &[u8] = include_bytes!({:?});\n\
+         /// Hex SHA-256 of [`DYLIB`]: the directory it is extracted to.\n\
+         pub const DYLIB_SHA256: &str = {:?};\n\
          /// The file name it is extracted under.\n\
          pub const DYLIB_FILE_NAME: &str = {:?};\n",
         embedded.display().to_string(),
+        hash,
         name
     );
     if let Err(e) = std::fs::write(out.join("dylib.rs"), src) {

@@ -61,13 +61,13 @@ async fn curl_through_the_child_environment() {
     let o = curl(&env, &["-p", "-f", &blocked]).await;
     assert!(!o.status.success(), "{}", text(&o));
 
-    // SOCKS5 with proxy-side resolution (ALL_PROXY=socks5h://…).
+    // SOCKS5 with proxy-side resolution on the same port (socks5h://, same token).
     let socks = env
         .iter()
         .find(|(k, _)| k == "ALL_PROXY")
         .unwrap()
         .1
-        .clone();
+        .replacen("http://", "socks5h://", 1);
     let o = curl(&[], &["--proxy", &socks, &allowed]).await;
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("sink:allowed"),
@@ -160,7 +160,7 @@ async fn killed_proxy_fails_closed() {
         .find(|(k, _)| k == "ALL_PROXY")
         .unwrap()
         .1
-        .clone();
+        .replacen("http://", "socks5h://", 1);
     let o = curl(&[], &["--proxy", &socks, &allowed]).await;
     assert!(!o.status.success(), "{}", text(&o));
     assert_eq!(

@@ -298,6 +298,19 @@ impl Engine {
         r
     }
 
+    /// Whether `ip:port` is a host loopback service the policy lists with its port
+    /// (`localhost:11434`): the kernel layer makes it reachable directly, so the
+    /// connect goes there rather than to the proxy.
+    pub fn loopback_service(&self, ip: std::net::IpAddr, port: u16) -> bool {
+        sandpit_policy::loopback_service(&self.policy, ip, port).is_some()
+    }
+
+    /// `network.allow_local_binding`, and where it was set.
+    pub fn local_binding(&self) -> (bool, &sandpit_policy::Origin) {
+        let b = &self.policy.network.allow_local_binding;
+        (b.value, &b.origin)
+    }
+
     /// The home directory the policy was written against (to print `~/…`).
     pub fn home(&self) -> &[u8] {
         &self.home

@@ -88,7 +88,11 @@ fn decide_read(policy: &Policy, p: &Path) -> Verdict {
     let block = deepest(&policy.files.block_read, p);
     let allow = deepest(&policy.files.allow_read, p);
     match (block, allow) {
-        (Some(b), Some(a)) if depth(&a.value) > depth(&b.value) => {
+        // The deeper rule wins; for the same path, the later layer (a profile's
+        // carve-out of its own agent's auth file over the default's block).
+        (Some(b), Some(a))
+            if (depth(&a.value), a.origin.layer) > (depth(&b.value), b.origin.layer) =>
+        {
             Verdict::new(Decision::Allow, Some(&a.origin), format!("read of {shown} allowed by {}", a.origin))
         }
         (Some(b), _) => Verdict::new(
@@ -183,12 +187,22 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
             ),
         );
     }
+    // Loopback is allowed one port at a time (a bare "localhost" is a load error).
+    let loopback = match host {
+        Host::Ip(ip) => ip.is_loopback(),
+        Host::Name(n) => n == "localhost" || n.ends_with(".localhost"),
+    };
+    let entry = if loopback {
+        dest.clone()
+    } else {
+        host.to_string()
+    };
     match net.allow.iter().find(|r| r.value.matches(host, port)) {
         Some(a) => Verdict::new(Decision::Allow, Some(&a.origin), format!("connection to {dest} allowed by {}", a.origin)),
         None => Verdict::new(
             Decision::Deny,
             None,
-            format!("blocked connection to {dest}: the host is not in network.allow; {NOT_RETRY}. To allow it, add \"{host}\" to [network] allow in ~/.sandpit/config.toml"),
+            format!("blocked connection to {dest}: the host is not in network.allow; {NOT_RETRY}. To allow it, add \"{entry}\" to [network] allow in ~/.sandpit/config.toml"),
         ),
     }
 }
@@ -236,6 +250,42 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
         None,
         format!("blocked connection to {dest}: the name resolved to a non-public address that the policy does not name; {NOT_RETRY}"),
     )
+}
+
+/// The allow rule that makes `ip:port` a loopback service of the host: the network
+/// is filtered, `ip` is a loopback address, an allow entry names it with this port
+/// (`127.0.0.1:8080`, `[::1]:8080`, or a loopback name such as `localhost:11434`,
+/// which stands for 127.0.0.1 and ::1), and no block entry covers it. Such a
+/// destination is reached at the same address and port from inside the sandbox by
+/// every client (the kernel layer relays it); every other loopback port is not.
+pub fn loopback_service(
+    policy: &Policy,
+    ip: IpAddr,
+    port: u16,
+) -> Option<&crate::Rule<crate::HostPattern>> {
+    let ip = canonical_ip(ip);
+    let net = &policy.network;
+    if net.mode.value != NetMode::Filtered || !ip.is_loopback() {
+        return None;
+    }
+    if net
+        .block
+        .iter()
+        .any(|b| b.value.matches(&Host::Ip(ip), port))
+    {
+        return None;
+    }
+    let lo4 = IpAddr::from([127, 0, 0, 1]);
+    let lo6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
+    net.allow.iter().find(|r| {
+        r.value.port == Some(port)
+            && r.value.is_loopback()
+            && match &r.value.host {
+                HostMatch::Ip(a) => canonical_ip(*a) == ip,
+                HostMatch::Exact(_) => ip == lo4 || ip == lo6,
+                HostMatch::Subdomains(_) | HostMatch::Cidr(..) => false,
+            }
+    })
 }
 
 fn decide_exec(policy: &Policy, argv: &[String]) -> Verdict {

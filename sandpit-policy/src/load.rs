@@ -823,9 +823,14 @@ fn span_of(cx: &Cx, o: &Origin) -> std::ops::Range<usize> {
     0..0
 }
 
+/// Add `r` unless the list has its value already; a later layer restating a value
+/// takes it over (its origin is the one that decides against another layer's rule
+/// for the same value, e.g. your own block_read against a profile's allow_read).
 fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
-    if !list.iter().any(|x| x.value == r.value) {
-        list.push(r);
+    match list.iter_mut().find(|x| x.value == r.value) {
+        Some(x) if r.origin.layer > x.origin.layer => x.origin = r.origin,
+        Some(_) => {}
+        None => list.push(r),
     }
 }
 

@@ -496,3 +496,80 @@ fn snapshot_round_trips() {
     bytes.truncate(bytes.len() / 2);
     assert!(Policy::from_snapshot(&bytes).is_err());
 }
+
+#[test]
+fn loopback_services_are_exactly_the_listed_ports() {
+    use sandpit_policy::loopback_service;
+    let p = user(
+        "[network]\nallow = [\"localhost:11434\", \"127.0.0.2:8080\", \"[::1]:9000\", \"api.example\"]\nblock = [\"localhost:11435\"]\n",
+    )
+    .unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert!(loopback_service(&p, ip("127.0.0.1"), 11434).is_some());
+    assert!(loopback_service(&p, ip("::1"), 11434).is_some());
+    assert!(loopback_service(&p, ip("::ffff:127.0.0.1"), 11434).is_some());
+    // localhost stands for 127.0.0.1 and ::1, not the whole of 127/8.
+    assert!(loopback_service(&p, ip("127.0.0.3"), 11434).is_none());
+    assert!(loopback_service(&p, ip("127.0.0.1"), 11433).is_none());
+    assert!(loopback_service(&p, ip("127.0.0.2"), 8080).is_some());
+    assert!(loopback_service(&p, ip("127.0.0.1"), 8080).is_none());
+    assert!(loopback_service(&p, ip("::1"), 9000).is_some());
+    assert!(loopback_service(&p, ip("127.0.0.1"), 9000).is_none());
+    assert!(loopback_service(&p, ip("10.0.0.1"), 11434).is_none());
+    let blocked =
+        user("[network]\nallow = [\"localhost:11434\"]\nblock = [\"127.0.0.1:11434\"]\n").unwrap();
+    assert!(loopback_service(&blocked, ip("127.0.0.1"), 11434).is_none());
+    assert!(loopback_service(&blocked, ip("::1"), 11434).is_some());
+    let offline = user("[network]\nmode = \"offline\"\nallow = [\"localhost:11434\"]\n").unwrap();
+    assert!(loopback_service(&offline, ip("127.0.0.1"), 11434).is_none());
+}
+
+#[test]
+fn an_allowed_name_resolving_to_loopback_needs_the_port_listed() {
+    use sandpit_policy::{check_resolved, Host};
+    let p = user("[network]\nallow = [\"sneaky.example\", \"localhost:11434\"]\n").unwrap();
+    let lo = "127.0.0.1".parse().unwrap();
+    let name = |s: &str| Host::Name(s.into());
+    assert!(check_resolved(&p, &name("sneaky.example"), 11434, lo).is_denied());
+    assert!(check_resolved(&p, &name("sneaky.example"), 80, lo).is_denied());
+    assert!(check_resolved(&p, &name("localhost"), 11434, lo).is_allowed());
+    assert!(check_resolved(&p, &name("localhost"), 11434, "::1".parse().unwrap()).is_allowed());
+    assert!(check_resolved(&p, &name("localhost"), 11435, lo).is_denied());
+}
+
+#[test]
+fn a_later_layer_carves_out_the_exact_path_an_earlier_one_blocks() {
+    let auth = Path::new("/nonexistent-home/u/.pi/agent/auth.json");
+    // The built-in default blocks pi's auth file; pi's profile carves it out.
+    let mut o = LoadOptions::new(ctx());
+    o.profile = Some(Source::new(
+        Layer::Profile,
+        "profiles/pi.toml",
+        "[files]\nallow_read = [\"~/.pi/agent/auth.json\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let v = decide(&p, &Request::Read(auth));
+    assert_eq!(v.decision, Decision::Allow, "{}", v.reason);
+    assert_eq!(v.rule.unwrap().file, "profiles/pi.toml");
+    // The same carve-out in your own config works too (the denial's advice).
+    let p = user("[files]\nallow_read = [\"~/.aws\"]\n").unwrap();
+    let v = decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.aws/credentials")),
+    );
+    assert_eq!(v.decision, Decision::Allow, "{}", v.reason);
+    // A block in a later layer beats a profile's allow of the same path.
+    o.user = Some(Source::new(
+        Layer::User,
+        "/u/config.toml",
+        "[files]\nblock_read = [\"~/.pi/agent/auth.json\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let v = decide(&p, &Request::Read(auth));
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+    assert_eq!(v.rule.unwrap().file, "/u/config.toml");
+    // Same layer, same path: the block stands.
+    let p = user("[files]\nblock_read = [\"~/x\"]\nallow_read = [\"~/x\"]\n").unwrap();
+    let v = decide(&p, &Request::Read(Path::new("/nonexistent-home/u/x")));
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+}

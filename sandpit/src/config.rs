@@ -227,7 +227,15 @@ pub fn load(
             None => {}
         }
     }
-    if let Some(src) = Source::read(Layer::Project, &ws.join(".sandpit.toml"))? {
+    // A directory there is the empty placeholder another run in this workspace keeps
+    // while `.sandpit.toml` does not exist (see `sandbox::linux::plan::Placeholder`).
+    let project = ws.join(".sandpit.toml");
+    let placeholder = std::fs::symlink_metadata(&project).is_ok_and(|m| m.is_dir());
+    if let Some(src) = (!placeholder)
+        .then(|| Source::read(Layer::Project, &project))
+        .transpose()?
+        .flatten()
+    {
         sources.push((Layer::Project, src.name.clone()));
         opts.project = Some(src);
     }
@@ -235,7 +243,10 @@ pub fn load(
         sources.push((Layer::Flags, src.name.clone()));
         opts.flags = Some(src);
     }
-    let policy = sandpit_policy::load(&opts)?;
+    #[allow(unused_mut)]
+    let mut policy = sandpit_policy::load(&opts)?;
+    #[cfg(target_os = "linux")]
+    crate::caches::grant(&mut policy);
     Ok(Loaded {
         policy,
         profile,

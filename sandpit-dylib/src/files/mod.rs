@@ -49,6 +49,18 @@ pub fn judge(
         }
     };
     if read {
+        if !write
+            && kind == Kind::Missing
+            && !st.decider.path_allowed_fast(Access::Read, resolved)
+            && absent(resolved)
+        {
+            // Nothing there to read: the kernel's own answer, and no denial to report.
+            // Tools probe absent config files (`~/.npmrc`, `~/.yarnrc.yml`) and treat
+            // ENOENT as "none" but EACCES as fatal (yarn). Judged at each call, so a
+            // file created later is refused like any other; a path hidden behind a
+            // mask (lstat: EACCES) is still a reported denial.
+            return Err(libc::ENOENT);
+        }
         ask(Access::Read)?;
     }
     // Writing into an existing device, FIFO or socket changes no file.
@@ -56,6 +68,25 @@ pub fn judge(
         ask(Access::Write)?;
     }
     Ok(())
+}
+
+/// Whether nothing exists at the absolute path `p` (lstat fails with ENOENT or
+/// ENOTDIR), as opposed to a path sandpit's masks make unreachable.
+fn absent(p: &[u8]) -> bool {
+    let mut c = PBuf::new();
+    if c.set(p).is_err() {
+        return false;
+    }
+    // SAFETY: zeroed stat is a valid out-parameter; `c` is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::lstat(c.as_ptr(), &mut st) } == 0 {
+        return false;
+    }
+    matches!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR)
+    )
 }
 
 /// Resolve `path` (relative to `dirfd`) and judge it. `follow`: whether the last

@@ -61,6 +61,11 @@ hook! {
                         }
                         Err(libc::ECONNREFUSED)
                     }
+                    // An allowed loopback service of the host: the kernel layer
+                    // relays it (namespace mode) or Landlock allows its port
+                    // (fallback), at the address the program asked for.
+                    // SAFETY: the caller's arguments, forwarded.
+                    NetMode::Filtered if st.decider.loopback_service(dest.ip(), dest.port()) => Ok(unsafe { real(fd, addr, len) }),
                     NetMode::Filtered => {
                         let mut host = [0u8; names::HOST_MAX];
                         let n = names::lookup(dest.ip(), &mut host);

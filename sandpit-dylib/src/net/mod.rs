@@ -6,6 +6,7 @@ use libc::{c_int, sockaddr, socklen_t};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 pub mod audit;
+pub mod bind;
 pub mod connect;
 pub mod names;
 pub mod redirect;

@@ -53,6 +53,7 @@ impl Session {
         let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;
+        remove_stale_runs(&runs);
         let run_dir = runs.join(&run);
         private_dir(&run_dir)?;
         let mut s = Session {
@@ -112,6 +113,11 @@ impl Session {
         self.log.run()
     }
     /// The socket layers inside the sandbox report denials to.
+    /// `<state>/run/<id>`: this run's private directory, removed when the session ends.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
     pub fn audit_socket(&self) -> Option<PathBuf> {
         self.audit_sock.clone()
     }
@@ -185,6 +191,27 @@ impl Drop for Session {
             l.finish();
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+/// Remove run directories left by launchers that no longer exist (killed with
+/// SIGKILL, a crash): named `<time>-<pid>`, and that pid is gone.
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.rsplit_once('-'))
+            .and_then(|(_, p)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

@@ -44,6 +44,23 @@ struct Report<'a> {
     choice: &'a ModeChoice,
     #[serde(skip_serializing_if = "Option::is_none")]
     seatbelt: Option<SeatbeltReport>,
+    /// How the host's loopback services are reached and what allow_local_binding does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    loopback: Vec<String>,
+}
+
+/// The policy's loopback lines (Linux: how the kernel layer carries them).
+fn loopback_lines(args: &CheckArgs, program: &str) -> Vec<String> {
+    #[cfg(target_os = "linux")]
+    return match load(&args.policy, Some(program), scratch_root().join("RUN")) {
+        Ok(l) => crate::sandbox::linux::loopback::describe(&l.policy),
+        Err(e) => vec![format!("the policy does not load: {e}")],
+    };
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (args, program);
+        vec![]
+    }
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -89,16 +106,21 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
+    let loopback = loopback_lines(&args, program);
     if args.json {
         let report = Report {
             inspection: &inspection,
             kernel_support: &kernel,
             choice: &choice,
             seatbelt,
+            loopback,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", human(&inspection, &kernel, &choice));
+        for l in &loopback {
+            println!("{:<15}{l}", "loopback:");
+        }
         if let Some(sb) = seatbelt {
             println!("\nseatbelt profile (proxy port {}):", args.proxy_port);
             print!("{}", sb.sbpl);

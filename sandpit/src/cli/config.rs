@@ -26,6 +26,11 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             "profile": loaded.profile,
             "sources": loaded.sources.iter().map(|(l, n)| serde_json::json!({"layer": l, "file": n})).collect::<Vec<_>>(),
             "policy": loaded.policy,
+            "caches": crate::caches::granted(&loaded.policy).then(|| {
+                crate::caches::env(&crate::caches::dir(&loaded.policy.context.home))
+                    .into_iter()
+                    .collect::<std::collections::BTreeMap<_, _>>()
+            }),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -66,10 +71,21 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     let _ = writeln!(o, "# $TMPDIR   = {} (per run)", ctx.scratch.display());
     let _ = writeln!(
         o,
-        "# state     = {} (read-only inside the sandbox)\n",
+        "# state     = {} (read-only inside the sandbox)",
         ctx.state_dir.display()
     );
-    let _ = writeln!(o, "[files]");
+    let cache = crate::caches::dir(&ctx.home);
+    if crate::caches::granted(p) {
+        let _ = writeln!(
+            o,
+            "# caches    = {} (writable inside, per user; the host's caches stay read-only)",
+            path(&cache)
+        );
+        for (tool, var, sub) in crate::caches::VARS {
+            let _ = writeln!(o, "#   {var:<22} = {}  ({tool})", path(&cache.join(sub)));
+        }
+    }
+    let _ = writeln!(o, "\n[files]");
     list(&mut o, "block_read", &p.files.block_read, path);
     list(&mut o, "allow_read", &p.files.allow_read, path);
     list(&mut o, "allow_write", &p.files.allow_write, path);

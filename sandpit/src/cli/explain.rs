@@ -71,6 +71,8 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
     };
     let loaded = load(&args.policy, cmd, scratch_root().join("RUN"))?;
     let p = &loaded.policy;
+    #[allow(unused_mut)]
+    let mut reached: Option<String> = None;
     let (subject, verdicts, layers): (String, Vec<Verdict>, &[&str]) = match &args.what {
         What::Read { path } => {
             let abs = absolute(path)?;
@@ -101,6 +103,10 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                     }
                 }
             }
+            #[cfg(target_os = "linux")]
+            if let Some(how) = crate::sandbox::linux::loopback::how_reached(p, &h, port) {
+                reached = Some(how);
+            }
             (format!("connect {h}:{port}"), vs, NET_LAYERS)
         }
         What::Exec { argv } => (
@@ -123,6 +129,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             "verdicts": verdicts,
             "profile": loaded.profile,
             "layers": layers,
+            "reached": reached,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -138,6 +145,9 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 None => println!("  rule:   (none: the default for this kind of request)"),
             }
             println!("  reason: {}", v.reason);
+        }
+        if let Some(how) = &reached {
+            println!("  reached: {how}");
         }
         println!("  enforced by:");
         for l in layers {

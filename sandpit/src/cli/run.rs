@@ -166,7 +166,17 @@ pub mod linux {
         } else {
             ctx.workspace.clone()
         };
-        let mut read_denied: Vec<PathBuf> = values(&policy.files.block_read);
+        // A block_read entry that a later layer carves out whole (a profile's
+        // allow_read of its own agent's auth file) is not masked.
+        let mut read_denied: Vec<PathBuf> = policy
+            .files
+            .block_read
+            .iter()
+            .map(|r| r.value.clone())
+            .filter(|p| {
+                sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
+            })
+            .collect();
         read_denied.extend(host_daemon_sockets());
         crate::sandbox::linux::Input {
             mode,
@@ -188,6 +198,7 @@ pub mod linux {
             write_protected: values(&policy.files.block_write),
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
+            loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
         }
     }
@@ -289,7 +300,7 @@ pub mod linux {
         // then binds read-only).
         let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let mut launch = crate::launch::prepare(
-            &loaded.policy,
+            &with_private_tmp(&loaded.policy, mode),
             &crate::launch::Options {
                 command: &args.command,
                 shims: args.shims,
@@ -298,7 +309,8 @@ pub mod linux {
                 support,
                 scratch,
                 audit_socket: session.audit_socket(),
-                run_id: Some(session.run().to_string()),
+                run_id: session.run(),
+                run_dir: session.run_dir(),
                 loopback_proxy: false,
             },
         )?;
@@ -318,8 +330,24 @@ pub mod linux {
         let cwd = std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
-        let input = plan_input(&loaded.policy, mode, proxy, cwd);
+        // Package caches of sandpit's own, writable (the host's stay read-only).
+        let cache = crate::caches::dir(&loaded.policy.context.home);
+        let caches = crate::caches::granted(&loaded.policy);
+        if caches {
+            crate::caches::ensure(&cache, crate::sys::uid())?;
+        }
+        let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
+        // Other runs' sockets (audit, adversary) and every run's log stay out of
+        // reach: only this run's directory shows through.
+        let state = &loaded.policy.context.state_dir;
+        input
+            .read_denied
+            .extend([state.join("run"), state.join("logs")]);
+        input.read_allowed.push(session.run_dir().to_path_buf());
         let mut plan = linux::plan(&input, &linux::HostFs)?;
+        if caches {
+            plan.env.extend(crate::caches::env(&cache));
+        }
         plan.env.extend(session.child_env());
         launch.apply(&mut plan)?;
         let profile = loaded
@@ -337,6 +365,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
+            loopback_observer: Some(loopback_audit(session.sink())),
         };
         let running = match linux::spawn(&plan, &args.command, &layers) {
             Ok(r) => r,
@@ -361,6 +390,68 @@ pub mod linux {
         }
         session.finish(result.as_ref().ok().copied());
         Ok(result?)
+    }
+
+    /// The policy the interposer and shims decide with: in namespace mode `/tmp` and
+    /// `/dev/shm` are private tmpfs mounts of this run (the plan mounts them), so
+    /// writing there is allowed like the kernel allows it; in the fallback they are
+    /// the host's and stay unwritable. Not when HOME or the state dir lies beneath
+    /// (the plan brings them back read-only there, and an allow of the whole tmpfs
+    /// would let the interposer pass writes the kernel then refuses unexplained).
+    /// The plan itself is built from the policy as loaded (it must not bind the
+    /// host's /tmp writable).
+    fn with_private_tmp(
+        policy: &sandpit_policy::Policy,
+        mode: crate::sandbox::linux::Mode,
+    ) -> sandpit_policy::Policy {
+        let mut p = policy.clone();
+        if mode == crate::sandbox::linux::Mode::Namespaces {
+            let ctx = &policy.context;
+            for dir in ["/tmp", "/dev/shm"] {
+                if ctx.home.starts_with(dir) || ctx.state_dir.starts_with(dir) {
+                    continue;
+                }
+                let mut origin = sandpit_policy::Origin::builtin("files.allow_write", dir);
+                origin.file = "private tmpfs of this run".into();
+                p.files.allow_write.push(sandpit_policy::Rule {
+                    value: PathBuf::from(dir),
+                    origin,
+                });
+            }
+        }
+        p
+    }
+
+    /// Connections relayed to a host loopback service go to the audit log like the
+    /// proxy's decisions (the proxy is not on their path).
+    fn loopback_audit(
+        sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    ) -> crate::sandbox::linux::loopback::Observer {
+        use crate::proxy::{AuditEvent, Way};
+        crate::sandbox::linux::loopback::Observer(std::sync::Arc::new(move |svc, to| {
+            let host = sandpit_policy::Host::Ip(svc.listen.ip()).to_string();
+            let port = svc.listen.port();
+            let (allow, reason) = match to {
+                Some(a) => (
+                    true,
+                    format!("{host}:{port} is a loopback service of this machine, relayed to {a}"),
+                ),
+                None => (
+                    false,
+                    format!("allowed, but nothing answers at this machine's {host}:{port}"),
+                ),
+            };
+            sink.record(AuditEvent {
+                time: std::time::SystemTime::now(),
+                way: Way::Loopback,
+                host,
+                port,
+                addr: to,
+                allow,
+                rule: Some(svc.rule.clone()),
+                reason,
+            });
+        }))
     }
 
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {
@@ -398,6 +489,23 @@ pub mod linux {
             NetPlan::Offline => "network: none".to_string(),
             NetPlan::Host => "network: host (unrestricted)".to_string(),
         };
+        let mut net = net;
+        if !plan.loopback.is_empty() {
+            let at: Vec<String> = plan.loopback.iter().map(|l| l.listen.to_string()).collect();
+            net.push_str(&format!(
+                " + loopback services {} (relayed to this machine)",
+                at.join(", ")
+            ));
+        } else if let (Mode::LandlockOnly, Some(ports)) = (plan.mode, &plan.landlock.tcp_connect) {
+            if ports.len() > 1 {
+                net.push_str(" + loopback service ports by Landlock rule");
+            }
+        }
+        if plan.mirror {
+            net.push_str(
+                "; servers on loopback inside are mirrored on this machine (allow_local_binding)",
+            );
+        }
         let mut line = format!("kernel layer: {}; {net}", parts.join(" + "));
         for w in &plan.weaker {
             line.push_str("; weaker: ");

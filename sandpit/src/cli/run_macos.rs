@@ -53,7 +53,8 @@ fn run_with_scratch(
             support,
             scratch,
             audit_socket: session.audit_socket(),
-            run_id: Some(session.run().to_string()),
+            run_id: session.run(),
+            run_dir: session.run_dir(),
             loopback_proxy: true,
         },
     )?;

@@ -4,12 +4,14 @@
 //! is extracted to `~/.sandpit/lib/<sha256>/libsandpit.so`: directories created
 //! 0700, the file written to a temporary name and renamed into place (atomic), and
 //! before *each* use the directories and file are checked — owned by this user, not
-//! writable by group or others — and the file's content hashed again. Anything off
-//! is an error: the command does not run.
+//! writable by group or others — and the file's bytes compared with the embedded
+//! ones (the hash naming the directory is computed at build time, so a run never
+//! hashes the library). Anything off is an error: the command does not run.
 //!
 //! [`child_env`] composes the variables the sandboxed child starts with; the
 //! library itself puts them back into every grandchild.
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -98,12 +100,12 @@ fn ensure_dir(dir: &Path) -> Result<()> {
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub path: PathBuf,
-    hash: String,
+    expected: Cow<'static, [u8]>,
 }
 
 impl Installed {
     /// Re-check before use: directories and file ours and not group/other
-    /// writable, content hash unchanged.
+    /// writable, content byte for byte the embedded library.
     pub fn verify(&self) -> Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("/"));
         check_owned(dir, true)?;
@@ -111,29 +113,68 @@ impl Installed {
             check_owned(lib, true)?;
         }
         check_owned(&self.path, false)?;
-        let bytes = std::fs::read(&self.path).map_err(io(&self.path))?;
-        if content_hash(&bytes) != self.hash {
+        if !same_content(&self.path, &self.expected).map_err(io(&self.path))? {
             return Err(InjectError::Tampered(self.path.clone()));
         }
         Ok(())
     }
 }
 
+/// Whether the file at `path` holds exactly `expected`: compared in chunks through
+/// one small buffer (reading the library whole costs more than the comparison).
+fn same_content(path: &Path, expected: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    if f.metadata()?.len() != expected.len() as u64 {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut rest = expected;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(rest.is_empty());
+        }
+        match rest.split_at_checked(n) {
+            Some((want, tail)) if want == &buf[..n] => rest = tail,
+            _ => return Ok(false),
+        }
+    }
+}
+
 /// Extract the embedded library under `state_dir` (normally `~/.sandpit`).
 pub fn install(state_dir: &Path) -> Result<Installed> {
-    install_bytes(state_dir, DYLIB, DYLIB_FILE_NAME)
+    install_hashed(
+        state_dir,
+        Cow::Borrowed(DYLIB),
+        DYLIB_SHA256,
+        DYLIB_FILE_NAME,
+    )
 }
 
 /// [`install`] for given bytes (tests use it with fixtures).
 pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Installed> {
     let hash = content_hash(bytes);
+    install_hashed(state_dir, Cow::Owned(bytes.to_vec()), &hash, name)
+}
+
+/// Extract `bytes`, whose hex SHA-256 is `hash`, as `state_dir/lib/<hash>/<name>`.
+pub fn install_hashed(
+    state_dir: &Path,
+    bytes: Cow<'static, [u8]>,
+    hash: &str,
+    name: &str,
+) -> Result<Installed> {
     ensure_dir(state_dir)?;
     let lib = state_dir.join("lib");
     ensure_dir(&lib)?;
-    let dir = lib.join(&hash);
+    let dir = lib.join(hash);
     ensure_dir(&dir)?;
     let path = dir.join(name);
-    let inst = Installed { path, hash };
+    let inst = Installed {
+        path,
+        expected: bytes,
+    };
     if inst.path.exists() && inst.verify().is_ok() {
         return Ok(inst);
     }
@@ -146,7 +187,7 @@ pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Insta
         .mode(0o500)
         .open(&tmp)
         .map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
+    f.write_all(&inst.expected).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o500)).map_err(io(&tmp))?;
@@ -234,6 +275,23 @@ mod tests {
         // MH_MAGIC_64, little-endian.
         #[cfg(target_os = "macos")]
         assert_eq!(&DYLIB[..4], b"\xcf\xfa\xed\xfe");
+    }
+
+    #[test]
+    fn build_time_hash_is_the_embedded_librarys() {
+        assert_eq!(DYLIB_SHA256, content_hash(DYLIB));
+    }
+
+    #[test]
+    fn same_length_tampering_is_caught() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("state");
+        let inst = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        let mut p = std::fs::metadata(&inst.path).unwrap().permissions();
+        p.set_mode(0o700);
+        std::fs::set_permissions(&inst.path, p).unwrap();
+        std::fs::write(&inst.path, b"library-bytez").unwrap();
+        assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
     }
 
     #[test]

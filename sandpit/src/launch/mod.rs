@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sandpit_policy::{NetMode, Policy};
@@ -75,11 +76,12 @@ pub struct Options<'a> {
     /// private scratch root that the sandbox does not see.
     pub scratch: &'a Path,
     /// The audit session's socket (`SANDPIT_AUDIT`): the interposer reports there.
-    /// `None`: the launch binds its own, for the end-of-run count.
     pub audit_socket: Option<PathBuf>,
-    /// The run's id: the adversary's control socket lives in the session's run
-    /// directory, `<state>/run/<id>/` (read-only inside the sandbox, reachable).
-    pub run_id: Option<String>,
+    /// The run's id and the audit session's run directory, `<state>/run/<id>/`
+    /// (read-only inside the sandbox): the snapshot, the shims and the adversary's
+    /// control socket go there too. The session removes it.
+    pub run_id: &'a str,
+    pub run_dir: &'a Path,
     /// Serve the proxy on 127.0.0.1 (TCP, the per-run token required) instead of a
     /// unix socket behind the kernel layer's bridge, and start no DNS responder
     /// (macOS: the Seatbelt profile lets the command reach exactly that port; names
@@ -114,18 +116,8 @@ impl Drop for Sockets {
     }
 }
 
-/// `~/.sandpit/runs/<id>`: removed when dropped.
-struct RunDir(PathBuf);
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Everything set up for one run before the fork.
 pub struct Prepared {
-    _run_dir: RunDir,
     state_dir: PathBuf,
     snapshot: PathBuf,
     token: String,
@@ -135,11 +127,8 @@ pub struct Prepared {
     sockets: Option<Sockets>,
     /// The loopback proxy listener (`Options::loopback_proxy`), bound before the fork.
     loopback: Option<(SocketAddr, std::net::TcpListener)>,
-    /// The interposer's denials arrive here (`SANDPIT_AUDIT`); inside the run
-    /// directory, which the sandbox sees read-only (a datagram can still be sent).
-    audit: Option<(PathBuf, UnixDatagram)>,
-    /// The audit session's socket, when the session owns it.
-    external_audit: Option<PathBuf>,
+    /// The audit session's socket, where the interposer reports (`SANDPIT_AUDIT`).
+    audit: Option<PathBuf>,
     /// The adversary's control socket, bound before the fork, served after it.
     adversary: Option<(PathBuf, UnixListener)>,
     nofile: Option<libc::rlim_t>,
@@ -173,7 +162,8 @@ fn random_hex(n: usize) -> Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Write `bytes` to `path` (0600) through a temporary file renamed into place.
+/// Write `bytes` to `path` (0600) through a temporary file renamed into place. No
+/// fsync: the file lives as long as this run and is only read while it lasts.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::OpenOptions::new()
@@ -183,7 +173,6 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .open(&tmp)
         .map_err(io(format!("creating {}", tmp.display())))?;
     f.write_all(bytes)
-        .and_then(|()| f.sync_all())
         .map_err(io(format!("writing {}", tmp.display())))?;
     drop(f);
     std::fs::rename(&tmp, path).map_err(io(format!("renaming to {}", path.display())))
@@ -198,23 +187,15 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         "resolving the state directory {}",
         state_dir.display()
     )))?;
-    let runs = state_dir.join("runs");
-    private_dir(&runs, false)?;
-    remove_stale_runs(&runs);
-    let run_dir = RunDir(runs.join(format!("{}-{}", std::process::id(), random_hex(6)?)));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&run_dir.0)
-        .map_err(io(format!("creating {}", run_dir.0.display())))?;
-
+    let run_dir = o.run_dir;
     // The snapshot the interposer and `sandpit exec` read.
-    let snapshot = run_dir.0.join("policy.snapshot");
+    let snapshot = run_dir.join("policy.snapshot");
     write_atomic(&snapshot, &policy.snapshot())?;
 
     let interposer = choose_interposer(o, &state_dir)?;
 
     let shims = if o.shims || policy.shims.enabled {
-        let dir = run_dir.0.join("shims");
+        let dir = run_dir.join("shims");
         let exe = std::env::current_exe().map_err(io("locating the sandpit binary"))?;
         let path = std::env::var("PATH").unwrap_or_default();
         let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
@@ -241,36 +222,13 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
-    let audit = match &interposer {
-        Interposer::On(_) if o.audit_socket.is_some() => None,
-        Interposer::On(_) => {
-            let path = run_dir.0.join("audit.sock");
-            // sun_path holds 108 bytes: a very long HOME goes without the summary.
-            if path.as_os_str().len() < 100 {
-                let sock =
-                    UnixDatagram::bind(&path).map_err(io(format!("binding {}", path.display())))?;
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(io(format!("setting permissions on {}", path.display())))?;
-                Some((path, sock))
-            } else {
-                None
-            }
-        }
-        Interposer::Off(_) => None,
-    };
-
     // The adversary's socket is bound now (before the fork: the command may ask at
     // once) and served after it; with [adversary] configured, failing to set it up
     // means no run (an unreviewed run would be fail-open).
-    let adversary = match (&policy.adversary, &o.run_id) {
-        (None, _) => None,
-        (Some(_), None) => {
-            return Err(LaunchError::Adversary(
-                "no run directory for its control socket".into(),
-            ))
-        }
-        (Some(_), Some(run)) => {
-            let path = crate::adversary::control::socket_path(&policy.context.state_dir, run);
+    let adversary = match &policy.adversary {
+        None => None,
+        Some(_) => {
+            let path = crate::adversary::control::socket_path(&policy.context.state_dir, o.run_id);
             let l = crate::adversary::control::bind_std(&path)
                 .map_err(|e| LaunchError::Adversary(e.to_string()))?;
             Some((path, l))
@@ -278,7 +236,6 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     };
 
     Ok(Prepared {
-        _run_dir: run_dir,
         state_dir,
         snapshot,
         token: random_hex(16)?,
@@ -287,32 +244,10 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         shims,
         sockets,
         loopback,
-        audit,
-        external_audit: o.audit_socket.clone(),
+        audit: o.audit_socket.clone(),
         adversary,
         nofile,
     })
-}
-
-/// Remove run directories left by launchers that no longer exist (killed with
-/// SIGKILL, a crash): named `<pid>-<random>`, and that pid is gone.
-fn remove_stale_runs(runs: &Path) {
-    let Ok(entries) = std::fs::read_dir(runs) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(p, _)| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !sys::alive(pid) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
 }
 
 /// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
@@ -426,10 +361,7 @@ impl Prepared {
     pub fn reachable_sockets(&self) -> (Option<PathBuf>, Option<PathBuf>) {
         (
             self.adversary.as_ref().map(|(p, _)| p.clone()),
-            self.audit
-                .as_ref()
-                .map(|(p, _)| p.clone())
-                .or_else(|| self.external_audit.clone()),
+            self.audit.clone(),
         )
     }
 
@@ -452,11 +384,7 @@ impl Prepared {
                 proxy,
                 proxy_token: token.clone(),
                 dns,
-                audit: self
-                    .audit
-                    .as_ref()
-                    .map(|(p, _)| p.clone())
-                    .or_else(|| self.external_audit.clone()),
+                audit: self.audit.clone(),
             };
             let existing = std::env::var_os(inject::PRELOAD_VAR);
             for (k, v) in inject::child_env(
@@ -573,31 +501,8 @@ impl Prepared {
     /// Serve the proxy and DNS sockets (after the fork: this starts threads).
     /// `log`, when given, also receives every proxy and DNS decision.
     pub fn start(&mut self, log: Option<Arc<dyn crate::proxy::AuditSink>>) -> Result<Services> {
-        let interposed: Arc<Mutex<Denials>> = Arc::default();
-        if let Some((_, sock)) = self.audit.take() {
-            let d = interposed.clone();
-            std::thread::Builder::new()
-                .name("sandpit-audit".into())
-                .spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n) = sock.recv(&mut buf) {
-                        let text = String::from_utf8_lossy(&buf[..n]);
-                        let text = text.trim().trim_start_matches("sandpit: ");
-                        // The verdict without its rule and advice (already on stderr).
-                        let line = text.split(" (").next().unwrap_or(text).to_string();
-                        if let Ok(mut d) = d.lock() {
-                            d.count += 1;
-                            if d.hosts.len() < 3 && !d.hosts.contains(&line) {
-                                d.hosts.push(line);
-                            }
-                        }
-                    }
-                })
-                .map_err(|e| LaunchError::Proxy(format!("audit thread: {e}")))?;
-        }
         let mut services = Services {
             net: None,
-            interposed,
             adversary: None,
         };
         if let Some((_, listener)) = self.adversary.take() {
@@ -621,6 +526,8 @@ impl Prepared {
         let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
+        let sent = sink.sent();
+        let handled = Arc::new(AtomicU64::new(0));
         let sink: Arc<dyn crate::proxy::AuditSink> = Arc::new(sink);
         let proxy = crate::proxy::Proxy::new(
             decide.clone(),
@@ -642,12 +549,16 @@ impl Prepared {
 
         let denied: Arc<Mutex<Denials>> = Arc::default();
         let d = denied.clone();
+        let h = handled.clone();
+        // With an audit log, its summary names the denials; this line is the fallback.
+        let summarize = log.is_none();
         rt.spawn(async move {
             while let Some(ev) = rx.recv().await {
                 if let Some(log) = &log {
                     log.record(ev.clone());
                 }
-                if ev.allow {
+                let _counted = Counted(&h);
+                if ev.allow || !summarize {
                     continue;
                 }
                 if let Ok(mut d) = d.lock() {
@@ -668,6 +579,8 @@ impl Prepared {
             rt,
             _proxy: running,
             denied,
+            sent,
+            handled,
         });
         Ok(services)
     }
@@ -710,6 +623,15 @@ fn serve_dns(
     Ok(())
 }
 
+/// Counts one handled event when dropped (however the loop body ends).
+struct Counted<'a>(&'a AtomicU64);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
 #[derive(Default)]
 struct Denials {
     count: u64,
@@ -750,34 +672,22 @@ struct NetServices {
     rt: tokio::runtime::Runtime,
     _proxy: crate::proxy::Running,
     denied: Arc<Mutex<Denials>>,
+    /// Events the proxy and DNS put into the channel, and those the logger handled.
+    sent: Arc<AtomicU64>,
+    handled: Arc<AtomicU64>,
 }
 
 /// What runs in the launcher while the command runs: the audit receiver and the
 /// proxy and DNS responder.
 pub struct Services {
     net: Option<NetServices>,
-    interposed: Arc<Mutex<Denials>>,
     adversary: Option<AdversaryService>,
 }
 
 impl Services {
     /// Stop serving; lines summarising what was denied, if anything.
     pub fn finish(self) -> Vec<String> {
-        // Let the last audit events arrive.
-        std::thread::sleep(std::time::Duration::from_millis(20));
         let mut lines = vec![];
-        if let Some(line) = self.interposed.lock().ok().and_then(|d| {
-            (d.count > 0).then(|| {
-                format!(
-                    "sandpit: the interposer denied {} operation{} (reported from inside the sandbox), first: {}",
-                    d.count,
-                    if d.count == 1 { "" } else { "s" },
-                    d.hosts.first().map(String::as_str).unwrap_or("")
-                )
-            })
-        }) {
-            lines.push(line);
-        }
         if let Some(net) = self.net {
             lines.extend(net.finish());
         }
@@ -791,6 +701,13 @@ impl Services {
 
 impl NetServices {
     fn finish(self) -> Option<String> {
+        // Wait (briefly, bounded) until the logger has handled every event sent so
+        // far: the decisions about the command's last connections.
+        let sent = self.sent.load(Ordering::Acquire);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while self.handled.load(Ordering::Acquire) < sent && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
         let line = self.denied.lock().ok().and_then(|d| {
             (d.count > 0).then(|| {
                 format!(

@@ -1,4 +1,4 @@
-//! The few system calls the launcher needs that std does not wrap.
+//! The one system call the launcher needs that std does not wrap.
 
 /// Raise the soft limit on open files to the hard limit (the proxy holds two
 /// descriptors per relayed connection). Returns the new soft limit.
@@ -31,14 +31,4 @@ pub fn terminate_self() {
     unsafe {
         libc::kill(libc::getpid(), libc::SIGTERM);
     }
-}
-
-/// Whether process `pid` exists (it may belong to another user).
-pub fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }

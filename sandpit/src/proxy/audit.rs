@@ -2,7 +2,7 @@
 //! plugs in as an [`AuditSink`]; a full or closed sink never blocks a connection.
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// How the connection or query reached sandpit.
@@ -13,6 +13,8 @@ pub enum Way {
     Connect,
     Socks5,
     Dns,
+    /// Not the proxy: the kernel layer's relay to a listed host loopback service.
+    Loopback,
 }
 
 impl Way {
@@ -23,6 +25,7 @@ impl Way {
             Way::Connect => "connect",
             Way::Socks5 => "socks5",
             Way::Dns => "dns",
+            Way::Loopback => "loopback relay",
         }
     }
 }
@@ -76,6 +79,7 @@ impl AuditSink for MemorySink {
 pub struct ChannelSink {
     tx: tokio::sync::mpsc::Sender<AuditEvent>,
     dropped: AtomicU64,
+    sent: Arc<AtomicU64>,
 }
 
 impl ChannelSink {
@@ -85,6 +89,7 @@ impl ChannelSink {
             ChannelSink {
                 tx,
                 dropped: AtomicU64::new(0),
+                sent: Arc::default(),
             },
             rx,
         )
@@ -92,12 +97,18 @@ impl ChannelSink {
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+    /// How many events went into the channel so far: a receiver that counts what it
+    /// handled knows when it has caught up.
+    pub fn sent(&self) -> Arc<AtomicU64> {
+        self.sent.clone()
+    }
 }
 
 impl AuditSink for ChannelSink {
     fn record(&self, event: AuditEvent) {
-        if self.tx.try_send(event).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        match self.tx.try_send(event) {
+            Ok(()) => self.sent.fetch_add(1, Ordering::Release),
+            Err(_) => self.dropped.fetch_add(1, Ordering::Relaxed),
+        };
     }
 }

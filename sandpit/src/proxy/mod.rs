@@ -273,15 +273,18 @@ impl Proxy {
 
 /// The environment a sandboxed child gets for a proxy at `addr` with `token`:
 /// HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in both cases, and NO_PROXY emptied (it never
-/// exempts anything: the kernel layer sends everything here anyway).
+/// exempts anything: the kernel layer sends everything here anyway). ALL_PROXY is
+/// the HTTP URL too: every client that reads it speaks HTTP CONNECT, while a
+/// `socks5h://` value makes httpx (under the OpenAI and Anthropic Python SDKs)
+/// refuse to start without the optional `socksio` package. The same port speaks
+/// SOCKS5 (`socks5h://` with the same user and token) for clients told to use it.
 pub fn child_env(addr: SocketAddr, token: &str) -> Vec<(String, String)> {
     let http = format!("http://sandpit:{token}@{addr}");
-    let socks = format!("socks5h://sandpit:{token}@{addr}");
     let mut env = Vec::new();
     for (k, v) in [
         ("HTTP_PROXY", &http),
         ("HTTPS_PROXY", &http),
-        ("ALL_PROXY", &socks),
+        ("ALL_PROXY", &http),
         ("NO_PROXY", &String::new()),
     ] {
         env.push((k.to_string(), v.clone()));

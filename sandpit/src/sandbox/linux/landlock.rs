@@ -39,15 +39,19 @@ pub enum LandlockError {
 pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
     let have = abi.ok_or(LandlockError::Unavailable)?;
     let abi = ABI::from(have as i32);
-    if (plan.tcp_connect.is_some() || plan.deny_tcp_bind) && have < 4 {
+    // In namespace mode (no TCP connect rules) a refused bind is policy fidelity,
+    // not containment: a listener in the sandbox's own network namespace is
+    // reachable only from inside. Kernels without TCP rules go without it there.
+    let deny_bind = plan.deny_tcp_bind && (have >= 4 || plan.tcp_connect.is_some());
+    if (plan.tcp_connect.is_some() || deny_bind) && have < 4 {
         return Err(LandlockError::TooOld {
             have,
             need: "TCP connect rules need ABI 4 (Linux 6.7)",
         });
     }
     let mut write = AccessFs::from_write(abi);
-    if !plan.truncate_and_ioctl {
-        write &= !(AccessFs::Truncate | AccessFs::IoctlDev);
+    if !plan.file_open_rights {
+        write &= !(AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev);
     }
     let device = (AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev) & write;
     let scopes = have >= 6;
@@ -65,7 +69,7 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
     if plan.tcp_connect.is_some() {
         rs = rs.handle_access(AccessNet::ConnectTcp)?;
     }
-    if plan.deny_tcp_bind {
+    if deny_bind {
         rs = rs.handle_access(AccessNet::BindTcp)?;
     }
     let mut created = rs.create()?;
@@ -83,7 +87,10 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
         } else {
             write & AccessFs::from_file(abi)
         };
-        created = created.add_rule(PathBeneath::new(fd(p)?, access))?;
+        // A writable file gets no rule when its open rights are not handled.
+        if !access.is_empty() {
+            created = created.add_rule(PathBeneath::new(fd(p)?, access))?;
+        }
     }
     if let Some(reads) = &plan.reads {
         for p in &reads.read {
@@ -103,7 +110,7 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
             }
         }
     }
-    for p in &plan.devices {
+    for p in plan.devices.iter().filter(|_| !device.is_empty()) {
         let fd = PathFd::new(p).map_err(|source| LandlockError::Path {
             path: p.display().to_string(),
             source,

@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod landlock;
+pub mod loopback;
 pub mod namespaces;
 pub mod plan;
 pub mod probe;

@@ -52,6 +52,7 @@ const BASE: &str = "/tmp";
 const NEWROOT: &str = "/newroot";
 const OLDROOT: &str = "/oldroot";
 const MASK_FILE: &str = "/mask-file";
+const SEALED_DIR: &str = "/sealed";
 
 fn under(prefix: &str, p: &Path) -> PathBuf {
     let rel = p.strip_prefix("/").unwrap_or(p);
@@ -113,6 +114,24 @@ pub fn apply_mounts(plan: &Plan) -> Result<(), StepError> {
         let f = std::fs::File::create(MASK_FILE).ctx(|| "creating mask file".into())?;
         f.set_permissions(std::fs::Permissions::from_mode(0o000))
             .ctx(|| "chmod mask file".into())?;
+    }
+
+    if plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, MountOp::Sealed { .. }))
+    {
+        std::fs::create_dir(SEALED_DIR).ctx(|| "creating the sealed directory".into())?;
+        let ignore = Path::new(SEALED_DIR).join(".gitignore");
+        std::fs::write(
+            &ignore,
+            "# sandpit: a protected path, read-only for this run\n*\n",
+        )
+        .ctx(|| "writing the sealed directory's .gitignore".into())?;
+        for (p, mode) in [(ignore.as_path(), 0o444), (Path::new(SEALED_DIR), 0o555)] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+                .ctx(|| format!("chmod {p:?}"))?;
+        }
     }
 
     for (i, op) in plan.mounts.iter().enumerate() {
@@ -245,6 +264,24 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
                 .ctx(|| format!("opening {path:?}"))?;
             sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))
+        }
+        MountOp::Sealed { path } => {
+            let src = sys::open_path(c"/sealed", false).ctx(|| "opening sealed dir".into())?;
+            let tree = sys::clone_mount(src.as_fd(), false).ctx(|| "cloning sealed dir".into())?;
+            sys::set_mount_attr(
+                tree.as_fd(),
+                false,
+                sys::MOUNT_ATTR_RDONLY
+                    | sys::MOUNT_ATTR_NOSUID
+                    | sys::MOUNT_ATTR_NODEV
+                    | sys::MOUNT_ATTR_NOEXEC,
+                0,
+            )
+            .ctx(|| "sealing sealed dir".into())?;
+            // The placeholder lies inside a writable root: never follow a symlink.
+            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, true)
+                .ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("sealing {path:?}"))
         }
         MountOp::Proc { path } => {
             let m = sys::new_mount(

@@ -30,6 +30,8 @@ pub trait FsView {
     /// Entries of one directory (fallback mode only: the parents of read-denied
     /// paths are listed once each, never recursively).
     fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
+    /// Whether `dir` is a directory with no entries (asked only of protected paths).
+    fn is_empty_dir(&self, dir: &Path) -> bool;
 }
 
 /// The real filesystem.
@@ -58,6 +60,9 @@ impl FsView for HostFs {
         let mut v: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
         v.sort();
         Some(v)
+    }
+    fn is_empty_dir(&self, dir: &Path) -> bool {
+        std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
     }
 }
 
@@ -109,8 +114,12 @@ pub struct Input {
     /// read-only, including ones that do not exist yet).
     pub write_protected: Vec<PathBuf>,
     pub network: Network,
-    /// Policy `network.allow_local_binding` (fallback mode: TCP bind allowed).
+    /// Policy `network.allow_local_binding`: TCP bind allowed (else refused by
+    /// Landlock), and in namespace mode the sandbox's loopback listeners are
+    /// mirrored on the host.
     pub allow_local_binding: bool,
+    /// The host's loopback services the sandbox may reach (`loopback::services`).
+    pub loopback: Vec<super::loopback::Loopback>,
     /// The working directory of the command (inside the sandbox view).
     pub cwd: PathBuf,
 }
@@ -135,6 +144,10 @@ pub enum MountOp {
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
+    /// A read-only directory of sandpit's over an empty one (a placeholder): it
+    /// holds only a `.gitignore` of `*`, so git neither lists it nor tries to
+    /// remove it (`git clean -d`, `git stash -u`); the host's directory stays empty.
+    Sealed { path: PathBuf },
     /// A fresh procfs for the new pid namespace.
     Proc { path: PathBuf },
     /// A sandpit-written file bound read-only (resolv.conf).
@@ -149,19 +162,24 @@ impl MountOp {
             | MountOp::ReadOnly { path, .. }
             | MountOp::MaskDir { path, .. }
             | MountOp::MaskFile { path }
+            | MountOp::Sealed { path }
             | MountOp::Proc { path }
             | MountOp::File { path, .. } => path,
         }
     }
 }
 
-/// A host path sandpit must create before the run (and removes after it if still
-/// empty) so that a protected path that does not exist yet can be a read-only
-/// mountpoint: the agent then cannot create it.
+/// An empty directory sandpit creates on the host before the run (and removes after
+/// it if it is still empty and no other run uses it) so that a protected path that
+/// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
+/// `MountOp::Sealed`: creating a file or directory there fails (EEXIST, EISDIR,
+/// EROFS), and renaming over it or removing it fails (EBUSY). Always a directory,
+/// whatever the protected path would have been: git lists, adds, stashes and cleans
+/// neither an empty directory (the host's view) nor one holding only ignored files
+/// (the sandbox's), so the placeholder is no junk for git.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
-    pub dir: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -175,12 +193,17 @@ pub struct LandlockPlan {
     pub tcp_connect: Option<Vec<u16>>,
     /// Refuse TCP `bind` (fallback mode, unless the policy allows local binding).
     pub deny_tcp_bind: bool,
-    /// Also handle Truncate and IoctlDev. Landlock checks these "optional" rights on
-    /// *every* open, read-only ones included, walking the path: in namespace mode
-    /// the read-only mounts already refuse truncation outside the writable roots and
-    /// seccomp refuses the dangerous tty ioctls, so they are left out there and a
-    /// read-only open costs Landlock nothing.
-    pub truncate_and_ioctl: bool,
+    /// Also handle the rights Landlock checks when a file is *opened* — WriteFile,
+    /// Truncate, IoctlDev — each of which costs a walk up the path on every such
+    /// open (Truncate and IoctlDev on read-only opens too). In namespace mode they
+    /// are left out: the read-only bind mounts already refuse writing and truncating
+    /// every existing file outside the writable roots (and the protected paths
+    /// inside them), the sandboxed program holds no capability to remount them, and
+    /// seccomp refuses the mount calls and the dangerous tty ioctls. Landlock there
+    /// still refuses creating, removing, renaming and linking outside the writable
+    /// roots, and adds its scopes. In fallback mode Landlock is the file boundary and
+    /// handles everything.
+    pub file_open_rights: bool,
     /// Fallback mode: reads are handled too. `read` hierarchies may be read;
     /// `list_only` (the parents of read-denied paths) may only be listed.
     pub reads: Option<ReadRules>,
@@ -261,6 +284,11 @@ pub struct Plan {
     pub unmasked_missing: Vec<PathBuf>,
     /// What this plan cannot enforce, for the start-up line and `sandpit check`.
     pub weaker: Vec<String>,
+    /// Namespace mode: listeners inside at these addresses relay to the host's.
+    pub loopback: Vec<super::loopback::Loopback>,
+    /// Namespace mode with `allow_local_binding`: the sandbox's loopback listeners
+    /// are mirrored on the host while the run lasts.
+    pub mirror: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,7 +331,7 @@ fn rank(op: &MountOp) -> u8 {
     match op {
         MountOp::Tmpfs { .. } => 0,
         MountOp::Writable { .. } => 1,
-        MountOp::ReadOnly { .. } => 2,
+        MountOp::ReadOnly { .. } | MountOp::Sealed { .. } => 2,
         _ => 3,
     }
 }
@@ -384,8 +412,10 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
             // The deepest path that exists or, if the protected path is missing, the
             // first missing component: that is what gets the read-only mount.
-            let target = if fs.kind(p).is_some() {
-                p.clone()
+            let (target, sealed) = if let Some(kind) = fs.kind(p) {
+                // An empty directory (another run's placeholder, or the user's) gets
+                // the same sealed view as a placeholder of this run.
+                (p.clone(), kind == Kind::Dir && fs.is_empty_dir(p))
             } else {
                 let mut first_missing = p.clone();
                 let mut parent_kind = None;
@@ -401,11 +431,18 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // can ever be created there.
                     continue;
                 }
+                if &first_missing != p && first_missing.file_name() == Some(".git".as_ref()) {
+                    // `.git/hooks` in a directory that is no repository: an empty
+                    // `.git` would be junk that git (`git init`), go (VCS stamping)
+                    // and every repository detector trip over. The kernel layer
+                    // leaves it; the interposer still refuses writing the protected
+                    // paths in a repository created during the run.
+                    continue;
+                }
                 placeholders.push(Placeholder {
-                    dir: &first_missing != p,
                     path: first_missing.clone(),
                 });
-                first_missing
+                (first_missing, true)
             };
             let mut a = target.parent();
             while let Some(anc) = a {
@@ -415,9 +452,13 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 pins.push(anc.to_path_buf());
                 a = anc.parent();
             }
-            binds.push(MountOp::ReadOnly {
-                path: target,
-                no_symlinks: true,
+            binds.push(if sealed {
+                MountOp::Sealed { path: target }
+            } else {
+                MountOp::ReadOnly {
+                    path: target,
+                    no_symlinks: true,
+                }
             });
         }
         pins.sort();
@@ -530,12 +571,52 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     };
     let tcp_connect = match (&input.mode, &net) {
         (Mode::Namespaces, _) | (_, NetPlan::Host) => None,
-        (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => Some(vec![*port]),
+        (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => {
+            // No namespace to put relays in: the host's loopback services are
+            // reached directly, by port.
+            let mut ports = vec![*port];
+            ports.extend(input.loopback.iter().map(|l| l.listen.port()));
+            ports.sort_unstable();
+            ports.dedup();
+            Some(ports)
+        }
         (Mode::LandlockOnly, NetPlan::Offline) => Some(vec![]),
     };
     if !ns && net != NetPlan::Host {
         weaker.push("network confined by Landlock TCP rules and seccomp, not a namespace".into());
+        if matches!(net, NetPlan::Bridge { .. }) && !input.loopback.is_empty() {
+            weaker.push(
+                "loopback services are allowed by port: Landlock lets TCP connect reach those ports on any address"
+                    .into(),
+            );
+        }
+        if !input.allow_local_binding {
+            weaker.push(
+                "TCP listen() on a socket never bound (an ephemeral port on every address) is not a bind to Landlock: only the interposer refuses it"
+                    .into(),
+            );
+        }
+        if input.allow_local_binding {
+            weaker.push(
+                "allow_local_binding: Landlock cannot limit bind to loopback addresses (the interposer refuses others for dynamic programs)"
+                    .into(),
+            );
+        }
     }
+    let loopback = match (&net, ns) {
+        (NetPlan::Bridge { port, .. }, true) => {
+            let mut v = input.loopback.clone();
+            // The bridge owns its address inside.
+            v.retain(|l| l.listen != std::net::SocketAddr::from(([127, 0, 0, 1], *port)));
+            if v.len() < input.loopback.len() {
+                weaker.push(format!(
+                    "a loopback service on port {port} collides with the proxy bridge inside the sandbox and is reached through the proxy only"
+                ));
+            }
+            v
+        }
+        _ => vec![],
+    };
 
     let mut env = vec![(
         "TMPDIR".to_string(),
@@ -557,6 +638,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         env.push(("no_proxy".into(), String::new()));
     }
 
+    let mirror = ns && input.allow_local_binding && net != NetPlan::Host;
     let mut mounts = binds;
     mounts.extend(masks);
     mounts.extend(tail);
@@ -567,8 +649,8 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         landlock: LandlockPlan {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
-            deny_tcp_bind: !ns && !input.allow_local_binding && net != NetPlan::Host,
-            truncate_and_ioctl: !ns,
+            deny_tcp_bind: !input.allow_local_binding && net != NetPlan::Host,
+            file_open_rights: !ns,
             tcp_connect,
             reads: if ns || input.read_denied.is_empty() {
                 None
@@ -586,6 +668,8 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         cwd: input.cwd.clone(),
         unmasked_missing,
         weaker,
+        loopback,
+        mirror,
     })
 }
 
@@ -625,6 +709,9 @@ mod tests {
                     .collect(),
             )
         }
+        fn is_empty_dir(&self, dir: &Path) -> bool {
+            self.0.get(dir) == Some(&Kind::Dir) && self.list(dir).unwrap_or_default().is_empty()
+        }
     }
 
     fn input() -> Input {
@@ -657,6 +744,7 @@ mod tests {
                 dns_socket: None,
             },
             allow_local_binding: false,
+            loopback: vec![],
             cwd: "/home/u/proj".into(),
         }
     }
@@ -685,11 +773,7 @@ mod tests {
     fn render(p: &Plan) -> String {
         let mut s = String::new();
         for ph in &p.placeholders {
-            s += &format!(
-                "create {} {}\n",
-                if ph.dir { "dir" } else { "file" },
-                ph.path.display()
-            );
+            s += &format!("create dir {}\n", ph.path.display());
         }
         for m in &p.mounts {
             s += &match m {
@@ -725,6 +809,7 @@ mod tests {
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
+                MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
                 MountOp::File { path, contents } => {
                     format!("file {} {:?}\n", path.display(), contents)
@@ -739,17 +824,17 @@ mod tests {
         let p = plan(&input(), &fs()).unwrap();
         let expected = "\
 create dir /home/u/proj/.claude
-create file /home/u/proj/.git/hooks
-create file /home/u/proj/.sandpit.toml
+create dir /home/u/proj/.git/hooks
+create dir /home/u/proj/.sandpit.toml
 tmpfs /tmp
 tmpfs /dev/shm
 rw /home/u/proj
 rw /home/u/proj/.git nofollow
-ro /home/u/proj/.claude nofollow
-ro /home/u/proj/.sandpit.toml nofollow
+sealed /home/u/proj/.claude
+sealed /home/u/proj/.sandpit.toml
 rw /home/u/.sandpit/run/1
 ro /home/u/proj/.git/config nofollow
-ro /home/u/proj/.git/hooks nofollow
+sealed /home/u/proj/.git/hooks
 mask-file /home/u/.netrc
 mask-dir /home/u/.ssh
 mask-dir /home/u/.config/gh +/home/u/.config/gh/config.yml
@@ -847,6 +932,28 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
     }
 
     #[test]
+    fn no_placeholder_makes_a_directory_look_like_a_repository() {
+        let mut f = fs();
+        f.0.remove(&PathBuf::from("/home/u/proj/.git"));
+        f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
+        let p = plan(&input(), &f).unwrap();
+        let r = render(&p);
+        assert!(!r.contains(".git"), "{r}");
+        // The other absent protected paths still get their empty directories.
+        assert_eq!(
+            p.placeholders,
+            vec![
+                Placeholder {
+                    path: "/home/u/proj/.claude".into()
+                },
+                Placeholder {
+                    path: "/home/u/proj/.sandpit.toml".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
     fn symlinked_protected_path_is_refused() {
         let mut f = fs();
         f.1.push("/home/u/proj/.git".into());
@@ -898,5 +1005,40 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         );
         i.network = Network::Offline;
         assert_eq!(plan(&i, &fs()).unwrap().landlock.tcp_connect, Some(vec![]));
+    }
+
+    #[test]
+    fn loopback_services_become_listeners_inside_or_landlock_ports_in_fallback() {
+        use super::super::loopback::Loopback;
+        let svc = |a: &str| Loopback {
+            listen: a.parse().unwrap(),
+            targets: vec![a.parse().unwrap()],
+            entry: "localhost:11434".into(),
+            rule: String::new(),
+        };
+        let mut i = input();
+        i.loopback = vec![
+            svc("127.0.0.1:11434"),
+            svc("[::1]:11434"),
+            svc("127.0.0.1:3128"),
+        ];
+        let p = plan(&i, &fs()).unwrap();
+        // The bridge's own address is not given away; the collision is reported.
+        assert_eq!(p.loopback, vec![svc("127.0.0.1:11434"), svc("[::1]:11434")]);
+        assert!(
+            p.weaker.iter().any(|w| w.contains("collides")),
+            "{:?}",
+            p.weaker
+        );
+        assert!(p.landlock.deny_tcp_bind);
+        assert!(!p.mirror);
+        i.allow_local_binding = true;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.mirror && !p.landlock.deny_tcp_bind);
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &fs()).unwrap();
+        assert!(p.loopback.is_empty() && !p.mirror);
+        assert_eq!(p.landlock.tcp_connect, Some(vec![3128, 11434]));
+        assert!(p.weaker.iter().any(|w| w.contains("allowed by port")));
     }
 }

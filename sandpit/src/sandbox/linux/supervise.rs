@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use super::plan::{Mode, NetPlan, Plan};
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, landlock, namespaces, seccomp};
+use super::{bridge, landlock, loopback, namespaces, seccomp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -120,10 +120,12 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
-    /// A per-user lock file: every run holds it shared; placeholders are removed
+    /// A per-workspace lock file: every run holds it shared; placeholders are removed
     /// only by a run that can take it exclusively (no other run could be relying on
     /// them as mountpoints: deleting a mountpoint would unmount it in that run).
     pub placeholder_lock: Option<PathBuf>,
+    /// Told about each connection relayed to a loopback service (the audit log).
+    pub loopback_observer: Option<loopback::Observer>,
 }
 
 /// Everything the children need, converted before fork.
@@ -229,12 +231,45 @@ impl Running {
     }
 }
 
+/// The last run out of a workspace removes every placeholder any run there created
+/// (listed in the lock file, one path a line); while another run is active they stay.
 fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    use std::io::{Read, Seek};
+    use std::os::unix::ffi::OsStringExt;
     match lock {
-        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => cleanup(created),
+        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => {
+            let mut listed = vec![];
+            let mut f = f;
+            if f.rewind().is_ok() && f.read_to_end(&mut listed).is_ok() {
+                let listed: Vec<PathBuf> = listed
+                    .split(|&b| b == b'\n')
+                    .filter(|l| l.first() == Some(&b'/'))
+                    .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
+                    .collect();
+                cleanup(&listed);
+            }
+            cleanup(created);
+            let _ = f.set_len(0);
+        }
         Some(_) => {} // another run is active: leave the (empty) placeholders
         None => cleanup(created),
     }
+}
+
+/// Note the placeholders this run created in the workspace's lock file.
+fn record_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+    use std::io::Write;
+    let Some(mut f) = lock.as_ref() else { return };
+    let mut lines = vec![];
+    for p in created {
+        let b = p.as_os_str().as_bytes();
+        if !b.contains(&b'\n') {
+            lines.extend_from_slice(b);
+            lines.push(b'\n');
+        }
+    }
+    // One append (O_APPEND): concurrent runs' lines do not interleave.
+    let _ = f.write_all(&lines);
 }
 
 /// Fork the sandboxed command and wait until it has been exec'd with every layer
@@ -242,12 +277,14 @@ fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
 /// here; it may start threads (a proxy runtime) once this returns, then `wait`.
 pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
     let mut prep = prepare(plan, argv)?;
-    let lock = match (&layers.placeholder_lock, plan.placeholders.is_empty()) {
-        (Some(path), false) => {
+    // Every run holds it, not only one that creates placeholders: a run that finds
+    // another run's placeholders relies on them as its own mountpoints.
+    let lock = match (&layers.placeholder_lock, plan.mode == Mode::Namespaces) {
+        (Some(path), true) => {
             let f = std::fs::OpenOptions::new()
                 .create(true)
-                .truncate(false)
-                .write(true)
+                .read(true)
+                .append(true)
                 .open(path)
                 .map_err(io_err(format!("opening {path:?}")))?;
             sys::flock(f.as_fd(), false, false).map_err(io_err(format!("locking {path:?}")))?;
@@ -257,16 +294,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     };
     let mut created: Vec<PathBuf> = vec![];
     for ph in &plan.placeholders {
-        let r = if ph.dir {
-            std::fs::create_dir(&ph.path)
-        } else {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&ph.path)
-                .map(drop)
-        };
-        match r {
+        match std::fs::create_dir(&ph.path) {
             Ok(()) => created.push(ph.path.clone()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -278,6 +306,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             }
         }
     }
+    record_placeholders(&lock, &created);
     match start(plan, &mut prep, layers) {
         Ok(mut r) => {
             r.created = created;
@@ -291,17 +320,11 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
     }
 }
 
-/// Remove placeholders the run created, if they are still empty.
+/// Remove the placeholder directories the run created (rmdir: only if still empty).
 fn cleanup(created: &[PathBuf]) {
     for p in created.iter().rev() {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => {
-                let _ = std::fs::remove_dir(p);
-            }
-            Ok(m) if m.is_file() && m.len() == 0 => {
-                let _ = std::fs::remove_file(p);
-            }
-            _ => {}
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(p);
         }
     }
 }
@@ -359,6 +382,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
 
     // Setup phase: messages until EOF (exec done) or an error report.
     let mut dns: Option<std::net::UdpSocket> = None;
+    let mut services: Vec<TcpListener> = vec![];
+    let mut factory: Option<OwnedFd> = None;
     let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
@@ -373,6 +398,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         match (buf.first(), fd) {
             (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
             (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
+            (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
+            (Some(b'F'), Some(fd)) => factory = Some(fd),
             (Some(b'E'), _) if n >= 2 => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -403,6 +430,20 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     ) = (dns, &plan.net)
     {
         bridge::serve_dns(d, to.clone());
+    }
+    for l in services {
+        let at = l.local_addr().ok();
+        if let Some(svc) = plan.loopback.iter().find(|s| Some(s.listen) == at) {
+            loopback::serve(l, svc.clone(), layers.loopback_observer.clone());
+        }
+    }
+    if let Some(f) = factory {
+        // sandpit's own listeners inside are not the sandbox's servers.
+        let mut ours: Vec<std::net::SocketAddr> = plan.loopback.iter().map(|s| s.listen).collect();
+        if let NetPlan::Bridge { port, .. } = &plan.net {
+            ours.push(std::net::SocketAddr::from(([127, 0, 0, 1], *port)));
+        }
+        loopback::mirror(f, ours);
     }
     let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
     Ok(Running {
@@ -589,6 +630,50 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 Layer::Network,
                 &format!("DNS listener 127.0.0.1:53: {e}"),
             ),
+        }
+    }
+    for svc in &plan.loopback {
+        match TcpListener::bind(svc.listen) {
+            Ok(l) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"L", l.as_fd()) {
+                    fail(
+                        &ctl,
+                        Layer::Network,
+                        &format!("handing over loopback listener: {e}"),
+                    )
+                }
+            }
+            // No IPv6 in this kernel/namespace: clients cannot dial ::1 either.
+            Err(e) if svc.listen.is_ipv6() && e.kind() == io::ErrorKind::AddrNotAvailable => {}
+            Err(e) => fail(
+                &ctl,
+                Layer::Network,
+                &format!(
+                    "listener for loopback service {:?} at {}: {e}",
+                    svc.entry, svc.listen
+                ),
+            ),
+        }
+    }
+    if plan.mirror {
+        let (ours, theirs) = match sys::seqpacket_pair() {
+            Ok(p) => p,
+            Err(e) => fail(&ctl, Layer::Network, &format!("socketpair: {e}")),
+        };
+        match sys::fork() {
+            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+            Ok(Fork::Child) => {
+                drop(ctl);
+                drop(theirs);
+                let _ = sys::set_dumpable(false);
+                loopback::factory(ours)
+            }
+            Ok(Fork::Parent(_)) => {
+                drop(ours);
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"F", theirs.as_fd()) {
+                    fail(&ctl, Layer::Network, &format!("handing over mirror: {e}"))
+                }
+            }
         }
     }
     let _ = sys::sethostname(b"sandpit");

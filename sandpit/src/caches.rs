@@ -1,0 +1,193 @@
+//! Package caches the sandbox may write: one directory per user, `~/.cache/sandpit`,
+//! handed to each tool through its own variable (`npm_config_cache`, `PIP_CACHE_DIR`,
+//! `GOCACHE`…), so `npm install` or `go build` neither fails on the host's read-only
+//! caches nor writes into them. It is added to the policy's `allow_write` (origin
+//! "sandpit package caches"), so every layer and `sandpit config` agree.
+//!
+//! Why this place is safe: nothing outside the sandbox reads it. The host's tools keep
+//! their own caches (`~/.npm`, `~/.cache/pip`, `~/.cargo`, `~/go`), which stay
+//! read-only inside, so a package poisoned inside the sandbox is only ever trusted by
+//! later sandboxed runs. sandpit itself never reads, runs or follows anything in it:
+//! the launcher only creates the directory (mode 0700) and refuses a symlink or a
+//! directory of another user in its place. It is not under `~/.sandpit`, whose
+//! `block_write` entry keeps sandpit's own state (policy snapshots, the extracted
+//! library, shims, logs) read-only with no exception.
+#![forbid(unsafe_code)]
+use sandpit_policy::{Origin, Policy, Rule};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The cache directory for the user whose home is `home`.
+pub fn dir(home: &Path) -> PathBuf {
+    home.join(".cache/sandpit")
+}
+
+/// Where the grant in the policy says it came from.
+pub const ORIGIN: &str = "sandpit package caches";
+
+/// Make the cache a writable root of `policy`, unless the policy protects it (a
+/// `block_write` or `block_read` entry covering it wins: no cache then, and `env` is
+/// not used). Returns whether the cache is writable.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub fn grant(policy: &mut Policy) -> bool {
+    let cache = dir(&policy.context.home);
+    let probe = cache.join("x");
+    let blocked = policy
+        .files
+        .block_write
+        .iter()
+        .chain(&policy.files.block_read)
+        .any(|r| probe.starts_with(&r.value));
+    if blocked {
+        return false;
+    }
+    if !policy.files.allow_write.iter().any(|r| r.value == cache) {
+        let mut origin = Origin::builtin("files.allow_write", "~/.cache/sandpit");
+        origin.file = ORIGIN.into();
+        policy.files.allow_write.push(Rule {
+            value: cache,
+            origin,
+        });
+    }
+    true
+}
+
+/// Whether `policy` (after `grant`) lets the sandbox write the cache.
+pub fn granted(policy: &Policy) -> bool {
+    let cache = dir(&policy.context.home);
+    policy.files.allow_write.iter().any(|r| r.value == cache)
+        && !policy
+            .files
+            .block_write
+            .iter()
+            .chain(&policy.files.block_read)
+            .any(|r| cache.join("x").starts_with(&r.value))
+}
+
+/// Each tool's variable and the directory under the cache it points to.
+pub const VARS: &[(&str, &str, &str)] = &[
+    ("npm", "npm_config_cache", "npm"),
+    ("pnpm", "pnpm_config_store_dir", "pnpm/store"),
+    ("pnpm", "pnpm_config_cache_dir", "pnpm/cache"),
+    ("pnpm", "pnpm_config_state_dir", "pnpm/state"),
+    ("yarn", "YARN_CACHE_FOLDER", "yarn"),
+    ("pip", "PIP_CACHE_DIR", "pip"),
+    ("uv", "UV_CACHE_DIR", "uv"),
+    ("cargo", "CARGO_HOME", "cargo"),
+    ("go", "GOPATH", "go"),
+    ("go", "GOMODCACHE", "go/pkg/mod"),
+    ("go", "GOCACHE", "go-build"),
+];
+
+/// The variables for a sandboxed command, values absolute paths under `cache`.
+pub fn env(cache: &Path) -> Vec<(String, String)> {
+    VARS.iter()
+        .map(|(_, k, sub)| {
+            (
+                k.to_string(),
+                cache.join(sub).to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("creating the package cache {path}: {source}")]
+    Create {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "package cache {0} is not a directory owned by this user (a symlink?); \
+         remove it and run again"
+    )]
+    NotOurs(String),
+}
+
+/// Create the cache directory (and `~/.cache`) if missing, mode 0700, and check it
+/// is a real directory of ours, so the bind mount lands where the plan says.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub fn ensure(cache: &Path, uid: u32) -> Result<(), CacheError> {
+    let shown = || cache.display().to_string();
+    match std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(cache)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(source) => {
+            return Err(CacheError::Create {
+                path: shown(),
+                source,
+            })
+        }
+    }
+    match std::fs::symlink_metadata(cache) {
+        Ok(m) if m.is_dir() && m.uid() == uid => Ok(()),
+        Ok(_) => Err(CacheError::NotOurs(shown())),
+        Err(source) => Err(CacheError::Create {
+            path: shown(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_is_inside_the_cache_and_go_modules_live_in_gopath() {
+        let e = env(&dir(Path::new("/h")));
+        assert!(e.iter().all(|(_, v)| v.starts_with("/h/.cache/sandpit/")));
+        let get = |k: &str| e.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(get("GOMODCACHE"), format!("{}/pkg/mod", get("GOPATH")));
+        assert_eq!(get("npm_config_cache"), "/h/.cache/sandpit/npm");
+    }
+
+    #[test]
+    fn the_grant_is_an_allow_write_entry_unless_the_policy_protects_the_place() {
+        use sandpit_policy::{Context, LoadOptions, Source};
+        let load = |user: Option<&str>| {
+            let mut o = LoadOptions::new(Context {
+                home: "/h".into(),
+                workspace: "/h/p".into(),
+                scratch: "/run/s".into(),
+                state_dir: "/h/.sandpit".into(),
+            });
+            o.user = user.map(|u| Source::new(sandpit_policy::Layer::User, "u.toml", u));
+            sandpit_policy::load(&o).unwrap()
+        };
+        let mut p = load(None);
+        assert!(!granted(&p));
+        assert!(grant(&mut p) && granted(&p));
+        let r = p.files.allow_write.last().unwrap();
+        assert_eq!(r.value, Path::new("/h/.cache/sandpit"));
+        assert_eq!(r.origin.file, ORIGIN);
+        // Granting twice adds nothing.
+        let n = p.files.allow_write.len();
+        grant(&mut p);
+        assert_eq!(p.files.allow_write.len(), n);
+        let mut p = load(Some("[files]\nblock_write = [\"~/.cache\"]\n"));
+        assert!(!grant(&mut p) && !granted(&p));
+        let mut p = load(Some("[files]\nblock_read = [\"~/.cache/sandpit\"]\n"));
+        assert!(!grant(&mut p));
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_cache_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let uid = std::fs::metadata(t.path()).unwrap().uid();
+        std::os::unix::fs::symlink(t.path(), t.path().join("cache")).unwrap();
+        assert!(matches!(
+            ensure(&t.path().join("cache"), uid),
+            Err(CacheError::NotOurs(_))
+        ));
+        ensure(&t.path().join("fresh"), uid).unwrap();
+        assert!(t.path().join("fresh").is_dir());
+    }
+}

@@ -1,0 +1,334 @@
+//! A scripted model server for driving real agents in tests: a loopback HTTP/1.1
+//! server that speaks OpenAI Chat Completions (`POST …/chat/completions`, tool calls,
+//! streaming SSE) and Anthropic Messages (`POST …/messages`, `tool_use` blocks,
+//! streaming SSE), answers each request with the next step of a script, and records
+//! every request body so a test can read what the agent sent back (its tool results).
+//!
+//! The step is chosen by the number of assistant turns already in the request's
+//! history, not by a request counter: an agent that retries, or asks a side question
+//! (a title, a summary) with a short history, gets a consistent answer.
+#![allow(dead_code)]
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+/// One model turn.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A tool call: the tool's name and its arguments.
+    Tool(&'static str, Value),
+    /// Plain assistant text (a text-protocol agent parses commands out of it).
+    Text(String),
+}
+
+/// One recorded request.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub path: String,
+    pub body: Value,
+}
+
+pub struct ModelServer {
+    pub port: u16,
+    pub requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl ModelServer {
+    /// Listen on `ip:0` and answer with `script`; past its end, a final text turn.
+    pub fn start(ip: &str, script: Vec<Step>) -> ModelServer {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (r, script) = (requests.clone(), Arc::new(script));
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                let (r, script) = (r.clone(), script.clone());
+                std::thread::spawn(move || serve(s, &r, &script));
+            }
+        });
+        ModelServer { port, requests }
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// Every request body, as text: what the agent sent to the model.
+    pub fn sent_text(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The tool results (OpenAI `role: tool` messages, Anthropic `tool_result` blocks)
+    /// and user messages of the longest history the agent sent, in order, as text.
+    pub fn tool_results(&self) -> Vec<String> {
+        let longest = self
+            .requests()
+            .into_iter()
+            .max_by_key(|r| messages(&r.body).len());
+        let Some(req) = longest else { return vec![] };
+        let mut out = vec![];
+        for m in messages(&req.body) {
+            let role = m["role"].as_str().unwrap_or("");
+            if role == "tool" || role == "user" {
+                out.push(content_text(&m["content"]));
+            }
+        }
+        out
+    }
+}
+
+fn messages(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// The text in a message's content: a string, or the text of every block (including
+/// the content of `tool_result` blocks).
+pub fn content_text(c: &Value) -> String {
+    match c {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| match b {
+                Value::String(s) => s.clone(),
+                _ => {
+                    let mut t = b["text"].as_str().unwrap_or("").to_string();
+                    if !b["content"].is_null() {
+                        t.push_str(&content_text(&b["content"]));
+                    }
+                    t
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    loop {
+        let Some((path, body)) = read_request(&mut r) else {
+            return;
+        };
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        requests.lock().unwrap().push(Request {
+            path: path.clone(),
+            body: body.clone(),
+        });
+        let anthropic = path.ends_with("/messages");
+        let turn = messages(&body)
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        let step = script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Step::Text("All done.".into()));
+        let stream = body["stream"].as_bool().unwrap_or(false);
+        let model = body["model"].as_str().unwrap_or("scripted").to_string();
+        let id = format!("call_{turn}");
+        let mut w = &s;
+        let ok = if !path.contains("completions") && !anthropic {
+            respond(
+                &mut w,
+                404,
+                "application/json",
+                b"{\"error\":\"not found\"}",
+            )
+        } else if stream {
+            let events = if anthropic {
+                anthropic_stream(&step, &model, &id)
+            } else {
+                openai_stream(&step, &model, &id)
+            };
+            respond(&mut w, 200, "text/event-stream", events.as_bytes())
+        } else {
+            let v = if anthropic {
+                anthropic_message(&step, &model, &id)
+            } else {
+                openai_completion(&step, &model, &id)
+            };
+            respond(&mut w, 200, "application/json", v.to_string().as_bytes())
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn respond(w: &mut impl Write, status: u16, ctype: &str, body: &[u8]) -> bool {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n\r\n",
+        if status == 200 { "OK" } else { "Not Found" },
+        body.len()
+    );
+    w.write_all(head.as_bytes()).is_ok() && w.write_all(body).is_ok() && w.flush().is_ok()
+}
+
+/// One request: path and body (Content-Length or chunked).
+fn read_request(r: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let path = line.split_whitespace().nth(1)?.to_string();
+    let mut headers = vec![];
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let get = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let mut body = vec![];
+    if get("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+            let mut chunk = vec![0u8; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(n, 0);
+        r.read_exact(&mut body).ok()?;
+    }
+    Some((path, body))
+}
+
+fn openai_completion(step: &Step, model: &str, id: &str) -> Value {
+    let (message, finish) = match step {
+        Step::Tool(name, args) => (
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": id, "type": "function",
+                "function": {"name": name, "arguments": args.to_string()}}]}),
+            "tool_calls",
+        ),
+        Step::Text(t) => (json!({"role": "assistant", "content": t}), "stop"),
+    };
+    json!({
+        "id": format!("chatcmpl-{id}"), "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+    })
+}
+
+fn openai_stream(step: &Step, model: &str, id: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        let v = json!({
+            "id": format!("chatcmpl-{id}"), "object": "chat.completion.chunk", "created": 1,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        });
+        format!("data: {v}\n\n")
+    };
+    let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    let finish = match step {
+        Step::Tool(name, args) => {
+            out += &chunk(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]}),
+                Value::Null,
+            );
+            out += &chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+                Value::Null,
+            );
+            "tool_calls"
+        }
+        Step::Text(t) => {
+            out += &chunk(json!({"content": t}), Value::Null);
+            "stop"
+        }
+    };
+    out += &chunk(json!({}), json!(finish));
+    let usage = json!({
+        "id": format!("chatcmpl-{id}"), "object": "chat.completion.chunk", "created": 1,
+        "model": model, "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+    });
+    out += &format!("data: {usage}\n\ndata: [DONE]\n\n");
+    out
+}
+
+fn anthropic_message(step: &Step, model: &str, id: &str) -> Value {
+    let (content, stop) = match step {
+        Step::Tool(name, args) => (
+            json!([{"type": "tool_use", "id": id, "name": name, "input": args}]),
+            "tool_use",
+        ),
+        Step::Text(t) => (json!([{"type": "text", "text": t}]), "end_turn"),
+    };
+    json!({
+        "id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 10}
+    })
+}
+
+fn anthropic_stream(step: &Step, model: &str, id: &str) -> String {
+    let ev = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
+    let mut out = ev(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    );
+    let stop = match step {
+        Step::Tool(name, args) => {
+            out += &ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            );
+            out += &ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": args.to_string()}}),
+            );
+            "tool_use"
+        }
+        Step::Text(t) => {
+            out += &ev(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "text", "text": ""}}),
+            );
+            out += &ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "text_delta", "text": t}}),
+            );
+            "end_turn"
+        }
+    };
+    out += &ev(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    );
+    out += &ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+            "usage": {"output_tokens": 10}}),
+    );
+    out += &ev("message_stop", json!({"type": "message_stop"}));
+    out
+}
