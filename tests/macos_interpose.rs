@@ -69,6 +69,8 @@ const HOOKED: &[&str] = &[
     "connect",
     "connect$NOCANCEL",
     "connectx",
+    "bind",
+    "listen",
     "sendto",
     "sendto$NOCANCEL",
     "sendmsg",
