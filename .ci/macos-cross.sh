@@ -27,16 +27,42 @@ for t in "${TARGETS[@]}"; do
 	cargo-zigbuild clippy --target "$t" --workspace --all-targets -- -D warnings
 	echo "== macos-cross: zigbuild $t"
 	cargo zigbuild --target "$t" --workspace
-	# The launcher really is a Mach-O for the target.
+	# The launcher really is a Mach-O for the target, and it embeds the interposer
+	# built for the same target (the nested build in build.rs, through zig too):
+	# a Mach-O dylib of the same CPU with an __interpose section, whose bytes are
+	# inside the launcher. (tests/macos_interpose.rs checks the section's tuples.)
 	bin="target/$t/debug/sandpit"
-	python3 - "$bin" "$t" <<'PY'
-import struct, sys
-path, target = sys.argv[1], sys.argv[2]
-magic, cputype = struct.unpack("<II", open(path, "rb").read(8))
+	python3 - "$bin" "target/$t/debug/build" "$t" <<'PY'
+import glob, os, struct, sys
+exe, build, target = sys.argv[1], sys.argv[2], sys.argv[3]
+# The build script's output of the newest build (stale ones may linger).
+libs = glob.glob(os.path.join(build, "sandpit-*", "out", "libsandpit.dylib"))
+assert libs, f"no embedded interposer under {build}"
+lib = max(libs, key=os.path.getmtime)
 want = {"aarch64-apple-darwin": 0x0100000C, "x86_64-apple-darwin": 0x01000007}[target]
-assert magic == 0xFEEDFACF, f"{path}: not a 64-bit Mach-O (magic {magic:#x})"
-assert cputype == want, f"{path}: cputype {cputype:#x}, want {want:#x}"
-print(f"{path}: Mach-O 64-bit, cputype {cputype:#x}")
+
+def macho(path, filetype):
+    data = open(path, "rb").read()
+    magic, cputype, _, ftype, ncmds = struct.unpack_from("<IiiII", data, 0)
+    assert magic == 0xFEEDFACF, f"{path}: not a 64-bit Mach-O (magic {magic:#x})"
+    assert cputype == want, f"{path}: cputype {cputype:#x}, want {want:#x}"
+    assert ftype == filetype, f"{path}: file type {ftype}, want {filetype}"
+    sections, off = [], 32
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", data, off)
+        if cmd == 0x19:  # LC_SEGMENT_64
+            (nsects,) = struct.unpack_from("<I", data, off + 64)
+            for j in range(nsects):
+                s = off + 72 + 80 * j
+                sections.append((data[s + 16:s + 32].rstrip(b"\0"), data[s:s + 16].rstrip(b"\0")))
+        off += size
+    return data, sections
+
+exe_bytes, _ = macho(exe, 2)  # MH_EXECUTE
+lib_bytes, sections = macho(lib, 6)  # MH_DYLIB
+assert (b"__DATA", b"__interpose") in sections, f"{lib}: no __DATA,__interpose section"
+assert lib_bytes in exe_bytes, f"{exe} does not embed {lib}"
+print(f"{exe}: Mach-O executable, cputype {want:#x}, embeds {lib} ({len(lib_bytes)} bytes, __interpose present)")
 PY
 done
 echo "== macos-cross: both Apple targets built in $((SECONDS - start))s"

@@ -1,14 +1,20 @@
-//! Compiles the C shim for the variadic exec entry points.
+//! Compiles the C shims: the variadic exec entry points (both platforms) and, on
+//! macOS, the trampolines for the variadic file entry points (`csrc/darwin.c`).
 fn main() {
     println!("cargo:rerun-if-changed=csrc/variadic.c");
-    // The hooks are Linux-only so far (macOS `__interpose` registration is still to
-    // come); other targets build an empty library.
-    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
-        return;
+    println!("cargo:rerun-if-changed=csrc/darwin.c");
+    let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let mut b = cc::Build::new();
+    b.file("csrc/variadic.c");
+    match os.as_str() {
+        "linux" => {}
+        "macos" => {
+            b.file("csrc/darwin.c");
+        }
+        // Other targets build an empty library.
+        _ => return,
     }
-    cc::Build::new()
-        .file("csrc/variadic.c")
-        .flag_if_supported("-fvisibility=hidden")
+    b.flag_if_supported("-fvisibility=hidden")
         .warnings(true)
         .compile("sandpit_variadic");
 }

@@ -62,6 +62,7 @@ fn agent() -> Input {
         allow_local_binding: false,
         weaker_network_isolation: false,
         control_socket: Some(p("/Users/me/.sandpit/run/1234/control.sock")),
+        report_sockets: vec![],
     }
 }
 
@@ -292,6 +293,7 @@ fn network_shapes() {
     let offline = compile(&Input {
         network: Network::Offline,
         control_socket: None,
+        report_sockets: vec![],
         ..agent()
     })
     .unwrap()
@@ -394,6 +396,7 @@ fn hostile_paths_cannot_change_the_profile() {
             block_write: vec![p(&format!("/Users/me/w{name}/{name}"))],
             protected: vec![p(&format!("/Users/me/w{name}/.git/{name}"))],
             control_socket: Some(p(&format!("/Users/me/{name}.sock"))),
+            report_sockets: vec![],
             network: Network::Proxy { port: 9 },
             ..Input::default()
         };

@@ -1,3 +1,6 @@
+// Linux only: the fixtures use abstract unix sockets and the attacks target the
+// Linux kernel layer (macOS is cross-checked, see .ci/macos-cross.sh).
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The attack suite, one test per class of ../shared/THREATS.md (`tests/threats_support`
 //! is the harness). Each case runs as the unprivileged test user: first without

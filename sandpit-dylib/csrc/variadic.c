@@ -7,7 +7,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#ifdef __APPLE__
+/* In a dylib `environ` is not linkable; libSystem hands out its address. On macOS
+ * these functions are C-variadic, so they are the `__interpose` replacements
+ * themselves (no assembly trampoline). */
+#include <crt_externs.h>
+#define environ (*_NSGetEnviron())
+#else
 extern char **environ;
+#endif
 int sandpit_execve_impl(const char *path, char *const argv[], char *const envp[]);
 int sandpit_execvpe_impl(const char *file, char *const argv[], char *const envp[]);
 

@@ -100,7 +100,7 @@ impl<T: Copy, const N: usize> Drop for Scratch<T, N> {
     }
 }
 
-const PRELOAD: &[u8] = b"LD_PRELOAD=";
+const PRELOAD: &[u8] = crate::sys::PRELOAD_ENTRY;
 
 /// A composed environment: pointers into the caller's strings, this library's
 /// saved entries and a local `LD_PRELOAD=` buffer.
@@ -161,7 +161,7 @@ impl Envp {
             if name.starts_with(b"SANDPIT_") || st.decider.withhold(name) {
                 continue;
             }
-            if name == b"LD_PRELOAD" {
+            if name == crate::sys::PRELOAD_NAME {
                 old_preload = Some(e);
                 continue;
             }

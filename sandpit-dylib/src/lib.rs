@@ -1,10 +1,12 @@
 //! The injected interposition library (L1).
 //!
 //! Loaded into every dynamically linked process of the sandboxed tree with
-//! `LD_PRELOAD` (Linux). Each hooked libc entry point is a thin exported function:
-//! init → decode args → decide → act. Hook bodies are platform-neutral; the
-//! `hook!` macro is the only place that knows how a symbol is registered (Linux:
-//! `#[no_mangle]` export + `dlsym(RTLD_NEXT)`; macOS `__DATA,__interpose` later).
+//! `LD_PRELOAD` (Linux) or `DYLD_INSERT_LIBRARIES` (macOS). Each hooked libc entry
+//! point is a thin exported function: init → decode args → decide → act. Hook
+//! bodies are platform-neutral; the `hook!` macro is the only place that knows how
+//! a symbol is registered (Linux: `#[no_mangle]` export + `dlsym(RTLD_NEXT)`;
+//! macOS: a `__DATA,__interpose` tuple per libSystem symbol, the original called by
+//! name). C-variadic entry points go through C trampolines (`csrc/`).
 //!
 //! Rules every hook follows:
 //! - a panic never crosses `extern "C"`: bodies run under `catch_unwind` and fail
@@ -15,9 +17,11 @@
 //!   this library itself;
 //! - the exec path composes the child's environment without allocating or locking.
 #![allow(clippy::missing_safety_doc)]
-// Linux only so far: on macOS the crate is empty until the `__DATA,__interpose`
-// registration lands (cross-built, not run).
-#![cfg(target_os = "linux")]
+// Linux and macOS (the macOS build is cross-built and checked here, not run).
+#![cfg(any(target_os = "linux", target_os = "macos"))]
+// Unit tests link no `__interpose` tuples (as they export nothing on Linux): on
+// macOS the hook bodies are then unused.
+#![cfg_attr(all(test, target_os = "macos"), allow(dead_code))]
 
 #[macro_use]
 pub mod hook;

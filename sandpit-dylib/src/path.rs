@@ -139,13 +139,28 @@ pub fn base_dir(dirfd: c_int, out: &mut PBuf) -> Result<(), c_int> {
         }
         return Ok(());
     }
-    let mut link = PBuf::new();
-    fd_link(dirfd, &mut link)?;
-    let n = readlink(&link, out)?;
+    let n = fd_path(dirfd, out)?;
     if n.first() != Some(&b'/') {
         return Err(libc::ENOTDIR);
     }
     Ok(())
+}
+
+/// The path behind `fd` (Linux: its `/proc/self/fd/N` link read).
+#[cfg(not(target_os = "macos"))]
+fn fd_path(fd: c_int, out: &mut PBuf) -> Result<&[u8], c_int> {
+    let mut link = PBuf::new();
+    fd_link(fd, &mut link)?;
+    readlink(&link, out)
+}
+
+/// The path behind `fd` (macOS: `fcntl(F_GETPATH)`).
+#[cfg(target_os = "macos")]
+fn fd_path(fd: c_int, out: &mut PBuf) -> Result<&[u8], c_int> {
+    // SAFETY: `out` has MAX+1 bytes of room.
+    let n = unsafe { crate::sys::fd_path(fd, out.raw().cast(), MAX + 1) }?;
+    out.assume(n);
+    Ok(out.as_bytes())
 }
 
 /// `/proc/self/fd/N` for `fd`, without allocating.

@@ -24,7 +24,10 @@ pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
 pub const LEARN_VAR: &str = "SANDPIT_LEARN";
 /// The adversary's control socket (see `sandpit_shims::review::SOCKET_VAR`).
 pub const ADVERSARY_VAR: &str = sandpit_shims::review::SOCKET_VAR;
+#[cfg(not(target_os = "macos"))]
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+#[cfg(target_os = "macos")]
+pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
 
 pub struct State {
     pub decider: Engine,

@@ -1,4 +1,5 @@
-//! Small platform helpers: errno, raw writes.
+//! Small platform helpers: errno, raw writes, the loader's preload variable, the
+//! process environment pointer, the path behind a directory fd.
 use libc::c_int;
 
 #[inline]
@@ -119,6 +120,65 @@ pub unsafe fn openat2(
             let _ = (dirfd, path, how, size);
             Err(libc::ENOSYS)
         }
+    }
+}
+
+/// The loader variable that injects this library, and its `NAME=` prefix.
+#[cfg(not(target_os = "macos"))]
+pub const PRELOAD_NAME: &[u8] = b"LD_PRELOAD";
+#[cfg(not(target_os = "macos"))]
+pub const PRELOAD_ENTRY: &[u8] = b"LD_PRELOAD=";
+#[cfg(target_os = "macos")]
+pub const PRELOAD_NAME: &[u8] = b"DYLD_INSERT_LIBRARIES";
+#[cfg(target_os = "macos")]
+pub const PRELOAD_ENTRY: &[u8] = b"DYLD_INSERT_LIBRARIES=";
+
+/// Where libc keeps the process environment (`&environ`). In a macOS dylib
+/// `environ` is not linkable; `_NSGetEnviron()` is the documented way.
+pub fn environ_ptr() -> *mut *const *const libc::c_char {
+    #[cfg(not(target_os = "macos"))]
+    {
+        extern "C" {
+            static mut environ: *const *const libc::c_char;
+        }
+        // Taking the address of libc's global (not reading it) needs no unsafe.
+        &raw mut environ
+    }
+    #[cfg(target_os = "macos")]
+    {
+        // SAFETY: _NSGetEnviron has no preconditions and returns libc's pointer.
+        unsafe { libc::_NSGetEnviron() }.cast()
+    }
+}
+
+/// The absolute path of the directory (or file) `fd` names, into `buf` (at least
+/// PATH_MAX bytes): its length. macOS: `fcntl(F_GETPATH)`; Linux reads
+/// `/proc/self/fd/N` instead (see `path::base_dir`).
+///
+/// # Safety
+/// `buf` points to `len` writable bytes, `len >= PATH_MAX`.
+#[cfg(target_os = "macos")]
+pub unsafe fn fd_path(fd: c_int, buf: *mut libc::c_char, len: usize) -> Result<usize, c_int> {
+    if len < libc::PATH_MAX as usize {
+        return Err(libc::ENAMETOOLONG);
+    }
+    // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL included, into `buf`.
+    check(unsafe { libc::fcntl(fd, libc::F_GETPATH, buf) })?;
+    // SAFETY: the kernel wrote a NUL-terminated string.
+    Ok(unsafe { libc::strlen(buf) })
+}
+
+/// `O_TMPFILE` is set in `flags` (Linux; never elsewhere).
+#[inline]
+pub fn is_tmpfile(flags: c_int) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        flags & O_TMPFILE == O_TMPFILE
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = flags;
+        false
     }
 }
 

@@ -8,7 +8,6 @@ pub mod config;
 pub mod dns;
 pub mod inject;
 pub mod inspect;
-#[cfg(target_os = "linux")]
 pub mod launch;
 pub mod proxy;
 pub mod sandbox;

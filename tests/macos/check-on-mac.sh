@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# `cond && ok … || bad …` is if-then-else here: ok and bad only echo and count.
+# shellcheck disable=SC2015
 # End-to-end check of sandpit's macOS layers, for a person to run on a Mac.
 #
 # Nothing in sandpit's CI runs on a Mac: the macOS code is cross-built and its pure
@@ -16,8 +18,10 @@
 # Part 2  the Seatbelt profile through /usr/bin/sandbox-exec (the fallback path):
 #         denied read, denied write, protected paths, blocked destinations, blocked
 #         host launchers (open, osascript, launchctl), each beside a positive control.
-# Part 3  `sandpit run` (when it exists on this build): the same attacks through the
-#         whole stack, with Seatbelt applied by sandpit itself in the child.
+# Part 3  `sandpit run`: the whole stack, Seatbelt applied by sandpit itself in the
+#         child. Denied read, denied write, blocked exec (execv and posix_spawn),
+#         blocked domain, a SIP binary falling back to Seatbelt alone — each beside
+#         a positive control. Builds a small probe with `cc` (Xcode tools).
 set -u
 SANDPIT=${1:-target/debug/sandpit}
 SANDPIT=$(cd "$(dirname "$SANDPIT")" && pwd -P)/$(basename "$SANDPIT")
@@ -135,7 +139,7 @@ sb /bin/mv "$WS/.git" "$WS/.git2" 2>/dev/null
 sb /bin/sh -c "echo x > '$WS/.sandpit.toml'" 2>/dev/null
 [ ! -e "$WS/.sandpit.toml" ] && ok "denied creating .sandpit.toml" || bad ".sandpit.toml was created"
 sb /bin/mkdir -p "$HOME/.sandpit/lib" 2>/dev/null
-[ ! -e "$HOME/.sandpit" ] && ok "denied writing sandpit's state dir" || bad "~/.sandpit was created"
+[ ! -e "$HOME/.sandpit" ] && ok "denied writing sandpit's state dir" || bad "\$HOME/.sandpit was created"
 
 # Network: only the proxy port is reachable.
 out=$(sb /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$PROXY_PORT/" 2>&1)
@@ -144,8 +148,11 @@ sb /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" >/dev/null 2>&
 sleep 0.5
 [ ! -s "$work/other.hits" ] && ok "blocked destination: the other loopback listener got nothing" ||
 	bad "a connection reached the non-proxy listener"
-out=$(sb /usr/bin/curl -sS --max-time 5 "http://localhost.invalid:$OTHER_PORT/" 2>&1)
-[ $? -ne 0 ] && ok "blocked name resolution outside the proxy ($out)" || bad "name resolved and connected: $out"
+if out=$(sb /usr/bin/curl -sS --max-time 5 "http://localhost.invalid:$OTHER_PORT/" 2>&1); then
+	bad "name resolved and connected: $out"
+else
+	ok "blocked name resolution outside the proxy ($out)"
+fi
 
 # Unix sockets: sandpit's control socket is reachable, another socket is not.
 unix_listener() { # unix_listener PATH HITFILE
@@ -177,28 +184,124 @@ sb /usr/bin/osascript -e 'return 1' >/dev/null 2>&1 && bad "osascript ran" || ok
 sb /usr/bin/open -g -a TextEdit >/dev/null 2>&1 && bad "open ran" || ok "denied open"
 sb /bin/launchctl list >/dev/null 2>&1 && bad "launchctl ran" || ok "denied launchctl"
 
-echo "== Part 3: sandpit run (the whole stack)"
-if ! "$SANDPIT" run --help >/dev/null 2>&1; then
-	bad "this build has no 'sandpit run': Part 3 not checked"
-else
-	run() { "$SANDPIT" run -- "$@"; }
-	out=$(run /bin/cat "$HOME/.ssh/id_ed25519" 2>&1)
-	case "$out" in *"$CANARY"*) bad "run: canary leaked" ;; *) ok "run: denied read (SIP /bin/cat: Seatbelt only)" ;; esac
-	run /bin/sh -c "echo pwned > '$HOME/outside.txt'" >/dev/null 2>&1
-	[ "$(cat "$HOME/outside.txt")" = original ] && ok "run: denied write" || bad "run: write outside happened"
-	out=$(run /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" 2>&1)
-	sleep 0.5
-	[ ! -s "$work/other.hits" ] && ok "run: blocked destination got nothing" || bad "run: a connection reached the blocked listener"
-	out=$("$SANDPIT" run --block-host blocked.example -- /usr/bin/curl -sS --max-time 5 http://blocked.example/ 2>&1)
-	case "$out" in *blocked*|*denied*|*refused*|*403*) ok "run: blocked domain refused ($out)" ;; *) bad "run: blocked domain: $out" ;; esac
-	mkdir -p "$work/pybin"
-	printf '#!/usr/bin/env python3\nimport os; print(os.environ.get("DYLD_INSERT_LIBRARIES", "none"))\n' >"$work/pybin/showdyld"
-	chmod +x "$work/pybin/showdyld"
-	"$SANDPIT" check -- "$work/pybin/showdyld"
-	out=$(run "$work/pybin/showdyld" 2>&1)
-	echo "  DYLD_INSERT_LIBRARIES inside a python run: $out (expect a path when python3 is outside SIP, e.g. Homebrew)"
-	run /usr/bin/osascript -e 'return 1' >/dev/null 2>&1 && bad "run: osascript ran" || ok "run: denied osascript"
+echo "== Part 3: sandpit run (the whole stack: Seatbelt applied by sandpit, interposer, proxy)"
+# A small probe built here: ad-hoc signed, outside SIP, no hardened runtime, so
+# sandpit runs it in full mode (Seatbelt + DYLD interposer). /bin/* programs are
+# SIP-protected platform binaries: sandpit runs them with Seatbelt alone.
+if ! command -v cc >/dev/null; then
+	bad "no C compiler (xcode-select --install): Part 3 not checked"
+	echo "$pass passed, $fail failed"
+	exit 1
 fi
+mkdir -p "$work/bin"
+cat >"$work/probe.c" <<'C'
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    if (argc == 2) { /* run as `#!/usr/bin/env probe`: argv is [probe, script] */
+        const char *v = getenv("DYLD_INSERT_LIBRARIES");
+        printf("%s\n", v ? v : "(unset)"); return 0;
+    }
+    if (argc < 3) return 2;
+    const char *op = argv[1], *arg = argv[2];
+    if (!strcmp(op, "read")) {
+        char buf[256]; int fd = open(arg, O_RDONLY);
+        if (fd < 0) { printf("open: %s\n", strerror(errno)); return 1; }
+        ssize_t n = read(fd, buf, sizeof buf - 1); buf[n > 0 ? n : 0] = 0;
+        printf("%s", buf); return 0;
+    }
+    if (!strcmp(op, "write")) {
+        int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) { printf("open: %s\n", strerror(errno)); return 1; }
+        write(fd, "pwned\n", 6); close(fd); return 0;
+    }
+    if (!strcmp(op, "exec")) {
+        execv(arg, argv + 2);
+        printf("execv: %s\n", strerror(errno)); return 1;
+    }
+    if (!strcmp(op, "spawn")) {
+        pid_t pid; int st;
+        int r = posix_spawn(&pid, arg, NULL, NULL, argv + 2, environ);
+        if (r) { printf("posix_spawn: %s\n", strerror(r)); return 1; }
+        waitpid(pid, &st, 0); return WEXITSTATUS(st);
+    }
+    if (!strcmp(op, "env")) { const char *v = getenv(arg); printf("%s\n", v ? v : "(unset)"); return 0; }
+    return 2;
+}
+C
+cc -O1 -o "$work/bin/probe" "$work/probe.c" || { bad "building the probe failed"; exit 1; }
+PROBE="$work/bin/probe"
+printf '#!/bin/sh\necho RAN-OK\n' >"$work/bin/ok-tool"
+printf '#!/bin/sh\necho RAN-BLOCKED\n' >"$work/bin/sandpit-blocked-tool"
+chmod +x "$work/bin/ok-tool" "$work/bin/sandpit-blocked-tool"
+# The project's own policy may only tighten: block one command by name.
+printf '[exec]\nblock = ["sandpit-blocked-tool"]\n' >"$WS/.sandpit.toml"
+run() { "$SANDPIT" run "$@"; }
+
+out=$("$SANDPIT" check --json -- "$PROBE")
+mode=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["mode"])' <<<"$out")
+[ "$mode" = full ] && ok "probe: full mode (Seatbelt + interposer)" || bad "probe: mode $mode, want full: $out"
+
+# Seatbelt applied in the child by sandpit: DYLD_INSERT_LIBRARIES survives.
+out=$(run -- "$PROBE" env DYLD_INSERT_LIBRARIES 2>/dev/null)
+case "$out" in *libsandpit*) ok "run: DYLD_INSERT_LIBRARIES reaches the program ($out)" ;; *) bad "run: no interposer in the program: $out" ;; esac
+
+# A `#!/usr/bin/env probe` script: sandpit starts probe itself, so the SIP-protected
+# env does not strip the interposer on the way.
+printf '#!/usr/bin/env probe\n' >"$work/bin/envscript"
+chmod +x "$work/bin/envscript"
+out=$(PATH="$work/bin:$PATH" run -- "$work/bin/envscript" 2>/dev/null)
+case "$out" in *libsandpit*) ok "run: a #!/usr/bin/env script keeps the interposer" ;; *) bad "run: #!/usr/bin/env script lost the interposer: $out" ;; esac
+
+# Denied read, both layers; positive control first.
+out=$(run -- "$PROBE" read "$WS/src/readme.txt" 2>&1)
+case "$out" in *hello*) ok "run: control read inside the workspace" ;; *) bad "run: control read failed: $out" ;; esac
+out=$(run -- "$PROBE" read "$HOME/.ssh/id_ed25519" 2>&1)
+case "$out" in
+*"$CANARY"*) bad "run: denied read: canary leaked" ;;
+*sandpit*) ok "run: denied read, the interposer named the rule" ;;
+*) ok "run: denied read (no interposer message: Seatbelt denied it; output: $out)" ;;
+esac
+
+# Denied write; positive control first.
+run -- "$PROBE" write "$WS/src/written.txt" >/dev/null 2>&1
+[ "$(cat "$WS/src/written.txt" 2>/dev/null)" = pwned ] && ok "run: control write inside the workspace" || bad "run: control write failed"
+run -- "$PROBE" write "$HOME/outside.txt" >/dev/null 2>&1
+[ "$(cat "$HOME/outside.txt")" = original ] && ok "run: denied write outside the workspace" || bad "run: write outside happened"
+
+# Blocked exec (judged by the interposer in the probe), through execv and
+# posix_spawn; positive control first.
+out=$(run -- "$PROBE" exec "$work/bin/ok-tool" 2>&1)
+case "$out" in *RAN-OK*) ok "run: control exec" ;; *) bad "run: control exec failed: $out" ;; esac
+for how in exec spawn; do
+	out=$(run -- "$PROBE" "$how" "$work/bin/sandpit-blocked-tool" 2>&1)
+	case "$out" in *RAN-BLOCKED*) bad "run: blocked command ran through $how" ;; *) ok "run: blocked exec through $how ($out)" ;; esac
+done
+run -- /usr/bin/osascript -e 'return 1' >/dev/null 2>&1 && bad "run: osascript ran" || ok "run: denied osascript"
+
+# Blocked domain at the proxy; the other loopback listener gets nothing.
+out=$(run --block-host blocked.example -- /usr/bin/curl -sS --max-time 5 http://blocked.example/ 2>&1)
+case "$out" in *blocked*|*denied*|*refused*|*403*) ok "run: blocked domain refused ($out)" ;; *) bad "run: blocked domain: $out" ;; esac
+: >"$work/other.hits"
+run -- "$PROBE" exec /usr/bin/curl -sS --noproxy '*' --max-time 5 "http://127.0.0.1:$OTHER_PORT/" >/dev/null 2>&1
+sleep 0.5
+[ ! -s "$work/other.hits" ] && ok "run: a direct connection to another port got nothing" || bad "run: a connection reached the blocked listener"
+out=$(run --network unrestricted -- /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" 2>&1)
+[ "$out" = ok ] && ok "run: control connection with network unrestricted" || bad "run: control connection failed: $out"
+
+# A SIP binary falls back to Seatbelt alone: the start-up line says so and the
+# read is still denied.
+out=$(run -- /bin/cat "$HOME/.ssh/id_ed25519" 2>&1)
+case "$out" in *"$CANARY"*) bad "run /bin/cat: canary leaked" ;; *) ok "run /bin/cat (SIP): denied read by Seatbelt alone" ;; esac
+case "$out" in *"interposer OFF"*) ok "run /bin/cat: start-up line reports the interposer off" ;; *) bad "run /bin/cat: start-up line: $out" ;; esac
+rm -f "$WS/.sandpit.toml"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

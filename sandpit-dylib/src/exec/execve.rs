@@ -2,6 +2,7 @@
 //! (C shim + naked trampolines, see `csrc/variadic.c`).
 use super::{environ, prepare};
 use crate::envp::Envp;
+#[cfg(target_os = "linux")]
 use crate::path::{fd_link, PBuf};
 use libc::{c_char, c_int};
 
@@ -10,12 +11,7 @@ type ExecveFn =
 
 /// The real `execve`.
 pub fn real_execve() -> Result<ExecveFn, c_int> {
-    let a = execve::REAL.get(execve as *const () as usize);
-    if a == 0 {
-        return Err(libc::ENOSYS);
-    }
-    // SAFETY: dlsym result for `execve`, whose type is `ExecveFn`.
-    Ok(unsafe { std::mem::transmute::<usize, ExecveFn>(a) })
+    execve::real()
 }
 
 /// Judge and exec `path argv` with `envp` made safe. Returns only on failure.
@@ -55,6 +51,7 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
     fn execveat(dir: c_int, path: *const c_char, argv: *const *const c_char, envp: *const *const c_char, flags: c_int) -> c_int;
     fail = -1;
@@ -75,6 +72,7 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
     fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     fail = -1;
@@ -100,12 +98,14 @@ pub unsafe extern "C" fn sandpit_execve_impl(
     crate::guard::run(-1, move || unsafe { execve_impl(path, argv, envp) })
 }
 
+#[cfg(not(target_os = "macos"))]
 extern "C" {
     fn sandpit_c_execl();
     fn sandpit_c_execle();
     fn sandpit_c_execlp();
 }
 
+#[cfg(not(target_os = "macos"))]
 macro_rules! trampoline {
     ($name:ident => $target:ident) => {
         /// Variadic entry point: jumps to the C shim with registers and stack as the
@@ -120,6 +120,14 @@ macro_rules! trampoline {
         }
     };
 }
+#[cfg(not(target_os = "macos"))]
 trampoline!(execl => sandpit_c_execl);
+#[cfg(not(target_os = "macos"))]
 trampoline!(execle => sandpit_c_execle);
+#[cfg(not(target_os = "macos"))]
 trampoline!(execlp => sandpit_c_execlp);
+
+// macOS: the C functions are C-variadic themselves and interpose directly.
+crate::__interpose!(c_only; "execl");
+crate::__interpose!(c_only; "execle");
+crate::__interpose!(c_only; "execlp");

@@ -109,6 +109,7 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
     fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int;
     fail = -1;

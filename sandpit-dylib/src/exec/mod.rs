@@ -95,9 +95,6 @@ pub unsafe fn prepare(
 
 /// The process environment (`environ`).
 pub fn environ() -> *const *const c_char {
-    extern "C" {
-        static environ: *const *const c_char;
-    }
     // SAFETY: reading the pointer value of libc's global.
-    unsafe { environ }
+    unsafe { *crate::sys::environ_ptr() }
 }

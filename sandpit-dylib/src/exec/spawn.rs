@@ -1,6 +1,12 @@
 //! `posix_spawn`, `posix_spawnp`: judged and given a composed environment; glibc's
 //! spawned child then calls its internal execve, which needs no hook because the
-//! environment already carries the preload.
+//! environment already carries the preload. (On macOS `posix_spawn` is a system
+//! call: this hook is the only place the interposer sees the new program.)
+//!
+//! macOS: `posix_spawn_file_actions_addopen` names a file the kernel opens in the
+//! child, where no hook runs: the path is judged like an `open` when the action is
+//! recorded. (It is resolved against the caller's current directory; a later
+//! `addchdir_np` action can change what the kernel opens — Seatbelt still holds.)
 use super::prepare;
 use crate::envp::Envp;
 use libc::{c_char, c_int, pid_t, posix_spawn_file_actions_t, posix_spawnattr_t};
@@ -34,3 +40,28 @@ macro_rules! spawn_hooks {
     )*};
 }
 spawn_hooks!(posix_spawn, posix_spawnp);
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn posix_spawn_file_actions_addopen(
+        actions: *mut posix_spawn_file_actions_t,
+        fd: c_int,
+        path: *const c_char,
+        flags: c_int,
+        mode: libc::mode_t
+    ) -> c_int;
+    // Reports errors in its return value, not errno.
+    fail = libc::EPERM;
+    |real| {
+        let st = crate::state::get()?;
+        let (read, write) = crate::files::open::wants(flags);
+        let follow = flags & libc::O_NOFOLLOW == 0
+            && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
+        // SAFETY: the caller's string.
+        if let Err(e) = unsafe { crate::files::check(st, libc::AT_FDCWD, path, follow, read, write) } {
+            return Ok(e);
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(actions, fd, path, flags, mode) })
+    }
+}

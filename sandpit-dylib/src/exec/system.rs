@@ -7,10 +7,6 @@ use super::prepare;
 use crate::envp::Envp;
 use libc::{c_char, c_int, FILE};
 
-extern "C" {
-    static mut environ: *const *const c_char;
-}
-
 /// Run `f` with `environ` set to the composed child environment.
 ///
 /// # Safety
@@ -20,17 +16,19 @@ unsafe fn with_child_env<R>(cmd: *const c_char, f: impl FnOnce() -> R) -> Result
     let mut env = Envp::new();
     // SAFETY: a NULL-terminated argv of valid strings; the process environment.
     let child = unsafe { prepare(Some(b"/bin/sh"), argv.as_ptr(), super::environ(), &mut env) }?;
+    let env = crate::sys::environ_ptr();
     // SAFETY: swapping libc's global environment pointer around the real call.
-    let old = unsafe { std::ptr::replace(&raw mut environ, child) };
+    let old = unsafe { std::ptr::replace(env, child) };
     let r = crate::guard::released(f);
     // SAFETY: as above.
-    unsafe { std::ptr::write(&raw mut environ, old) };
+    unsafe { std::ptr::write(env, old) };
     Ok(r)
 }
 
 hook! {
     fn system(cmd: *const c_char) -> c_int;
     fail = -1;
+    macos = ["system", "system$NOCANCEL"];
     |real| {
         if cmd.is_null() {
             // SAFETY: system(NULL) only asks whether a shell exists.
@@ -45,6 +43,7 @@ hook! {
 hook! {
     fn popen(cmd: *const c_char, mode: *const c_char) -> *mut FILE;
     fail = std::ptr::null_mut();
+    macos = ["popen", "popen$DARWIN_EXTSN"];
     |real| {
         if cmd.is_null() {
             return Err(libc::EINVAL);

@@ -58,12 +58,14 @@ unsafe fn fopen_impl(
 hook! {
     fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE;
     fail = std::ptr::null_mut();
+    macos = ["fopen", "fopen$DARWIN_EXTSN"];
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { fopen_impl(path, mode, real) }
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
     fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE;
     fail = std::ptr::null_mut();
@@ -96,11 +98,15 @@ macro_rules! freopen_hooks {
         }
     )*};
 }
-freopen_hooks!(freopen, freopen64);
+freopen_hooks!(freopen);
+#[cfg(target_os = "linux")]
+freopen_hooks!(freopen64);
 
 hook! {
     fn opendir(path: *const c_char) -> *mut DIR;
     fail = std::ptr::null_mut();
+    // x86_64 programs call the 64-bit-inode variant; arm64 has only one.
+    macos = ["opendir", #[cfg(target_arch = "x86_64")] "opendir$INODE64"];
     |real| {
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_DIRECTORY | libc::O_CLOEXEC;
         // SAFETY: the caller's path, forwarded.

@@ -8,6 +8,8 @@ use libc::{c_char, c_int};
 
 pub mod attr;
 pub mod chmod;
+#[cfg(target_os = "macos")]
+pub mod clone;
 pub mod fopen;
 pub mod link;
 pub mod mkdir;

@@ -1,10 +1,13 @@
-//! `open`, `open64`, `openat`, `openat64`, `creat`, `creat64` and the fortified
-//! `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2`.
+//! `open`, `open64`, `openat`, `openat64`, `creat`, `creat64`, the fortified
+//! `__open_2`, `__open64_2`, `__openat_2`, `__openat64_2` (glibc), and macOS's
+//! `open_dprotected_np`, `openat_dprotected_np`, `guarded_open_np`,
+//! `guarded_open_dprotected_np`, `openat_authenticated_np`.
 //!
 //! `open`/`openat` are variadic in C. On x86_64 and aarch64 Linux a variadic
 //! argument travels exactly like a fixed one, so the hooks declare `mode` as a
 //! fixed third/fourth argument (read only with `O_CREAT`/`O_TMPFILE`). Apple arm64
-//! passes variadic arguments on the stack: there these need a trampoline.
+//! passes variadic arguments on the stack: there the `__interpose` replacement is a
+//! C trampoline (`csrc/darwin.c`) that fetches the mode and calls the same body.
 //!
 //! Fast path: when the policy allows the lexically folded absolute path and the
 //! path has no `..`, the file is opened by that path with `openat2(…,
@@ -14,7 +17,6 @@
 use super::{absolute, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
-use crate::sys::O_TMPFILE;
 use libc::{c_char, c_int, mode_t};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,17 +36,17 @@ pub enum Opened {
     CallReal,
 }
 
-fn wants(flags: c_int) -> (bool, bool) {
+pub(crate) fn wants(flags: c_int) -> (bool, bool) {
     let acc = flags & libc::O_ACCMODE;
     let write = acc != libc::O_RDONLY
         || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
-        || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE);
+        || crate::sys::is_tmpfile(flags);
     let read = acc != libc::O_WRONLY;
     (read, write)
 }
 
 fn creates(flags: c_int) -> bool {
-    flags & libc::O_CREAT != 0 || (O_TMPFILE != 0 && flags & O_TMPFILE == O_TMPFILE)
+    flags & libc::O_CREAT != 0 || crate::sys::is_tmpfile(flags)
 }
 
 /// The decision (and, on the fast path, the open itself) for every open-like hook.
@@ -130,10 +132,12 @@ pub unsafe fn open_impl(
 }
 
 macro_rules! open_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
             fail = -1;
+            macos_variadic = [$($syms)*];
             |real| {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
@@ -144,13 +148,19 @@ macro_rules! open_hooks {
         }
     )*};
 }
-open_hooks!(open, open64);
+open_hooks!(
+    open = ["open", "open$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    open64 = ["open64"]
+);
 
 macro_rules! openat_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int;
             fail = -1;
+            macos_variadic = [$($syms)*];
             |real| {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(dirfd, path, flags, mode) }? {
@@ -161,13 +171,19 @@ macro_rules! openat_hooks {
         }
     )*};
 }
-openat_hooks!(openat, openat64);
+openat_hooks!(
+    openat = ["openat", "openat$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    openat64 = ["openat64"]
+);
 
 macro_rules! creat_hooks {
-    ($($name:ident),*) => {$(
+    ($($(#[$m:meta])* $name:ident = [$($syms:tt)*]),*) => {$(
+        $(#[$m])*
         hook! {
             fn $name(path: *const c_char, mode: mode_t) -> c_int;
             fail = -1;
+            macos = [$($syms)*];
             |real| {
                 let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
                 // SAFETY: the caller's arguments, forwarded.
@@ -179,11 +195,17 @@ macro_rules! creat_hooks {
         }
     )*};
 }
-creat_hooks!(creat, creat64);
+creat_hooks!(
+    creat = ["creat", "creat$NOCANCEL"],
+    #[cfg(target_os = "linux")]
+    creat64 = ["creat64"]
+);
 
-// Fortified variants (`_FORTIFY_SOURCE`): no mode, they refuse O_CREAT themselves.
+// Fortified variants (`_FORTIFY_SOURCE`, glibc): no mode, they refuse O_CREAT
+// themselves.
 macro_rules! open2_hooks {
     ($($name:ident),*) => {$(
+        #[cfg(target_os = "linux")]
         hook! {
             fn $name(path: *const c_char, flags: c_int) -> c_int;
             fail = -1;
@@ -201,6 +223,7 @@ open2_hooks!(__open_2, __open64_2);
 
 macro_rules! openat2_hooks {
     ($($name:ident),*) => {$(
+        #[cfg(target_os = "linux")]
         hook! {
             fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int;
             fail = -1;
@@ -215,3 +238,82 @@ macro_rules! openat2_hooks {
     )*};
 }
 openat2_hooks!(__openat_2, __openat64_2);
+
+/// macOS: judge an open for the variants below; the real call does the open (the
+/// `openat2` fast path does not exist there, but an fd it returned is closed so the
+/// caller's protection class or guard is never skipped).
+#[cfg(target_os = "macos")]
+unsafe fn judge_only(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> Result<(), c_int> {
+    // SAFETY: the caller's string, per the contract.
+    if let Opened::Fd(fd) = unsafe { open_impl(dirfd, path, flags, mode) }? {
+        // SAFETY: an fd we opened and nobody else has seen.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+// macOS data-protection and guarded opens: C-variadic like `open` (the mode follows
+// the last named argument), and each would otherwise open a path unjudged.
+#[cfg(target_os = "macos")]
+hook! {
+    fn open_dprotected_np(path: *const c_char, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["open_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn openat_dprotected_np(dirfd: c_int, path: *const c_char, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["openat_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(dirfd, path, flags, mode) }?;
+        Ok(unsafe { real(dirfd, path, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn guarded_open_np(path: *const c_char, guard: *const u64, guardflags: libc::c_uint, flags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["guarded_open_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, guard, guardflags, flags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn guarded_open_dprotected_np(path: *const c_char, guard: *const u64, guardflags: libc::c_uint, flags: c_int, class: c_int, dpflags: c_int, mode: mode_t) -> c_int;
+    fail = -1;
+    macos_variadic = ["guarded_open_dprotected_np"];
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        Ok(unsafe { real(path, guard, guardflags, flags, class, dpflags, mode) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn openat_authenticated_np(dirfd: c_int, path: *const c_char, flags: c_int, authfd: c_int) -> c_int;
+    fail = -1;
+    |real| {
+        // SAFETY: the caller's arguments, forwarded.
+        unsafe { judge_only(dirfd, path, flags, 0) }?;
+        Ok(unsafe { real(dirfd, path, flags, authfd) })
+    }
+}

@@ -1,6 +1,7 @@
-//! `rename`, `renameat`, `renameat2`: both names are written (neither is followed).
+//! `rename`, `renameat`, `renameat2` (Linux), `renamex_np`, `renameatx_np` (macOS):
+//! both names are written (neither is followed).
 use super::check;
-use libc::{c_char, c_int, c_uint};
+use libc::{c_char, c_int};
 
 hook! {
     fn rename(old: *const c_char, new: *const c_char) -> c_int;
@@ -32,8 +33,41 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
-    fn renameat2(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char, flags: c_uint) -> c_int;
+    fn renameat2(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char, flags: libc::c_uint) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        // SAFETY: the caller's strings.
+        unsafe {
+            check(st, olddir, old, false, false, true)?;
+            check(st, newdir, new, false, false, true)?;
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(olddir, old, newdir, new, flags) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn renamex_np(old: *const c_char, new: *const c_char, flags: libc::c_uint) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        // SAFETY: the caller's strings.
+        unsafe {
+            check(st, libc::AT_FDCWD, old, false, false, true)?;
+            check(st, libc::AT_FDCWD, new, false, false, true)?;
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(old, new, flags) })
+    }
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    fn renameatx_np(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char, flags: libc::c_uint) -> c_int;
     fail = -1;
     |real| {
         let st = crate::state::get()?;

@@ -17,4 +17,6 @@ macro_rules! truncate_hooks {
         }
     )*};
 }
-truncate_hooks!(truncate, truncate64);
+truncate_hooks!(truncate);
+#[cfg(target_os = "linux")]
+truncate_hooks!(truncate64);

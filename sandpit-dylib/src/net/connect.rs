@@ -1,4 +1,4 @@
-//! `connect`, `sendto`, `sendmsg`, `sendmmsg`.
+//! `connect`, `sendto`, `sendmsg`, `sendmmsg` (Linux), `connectx` (macOS).
 use super::{decode, names, redirect, same, sockopt_int};
 use crate::decide::NetMode;
 use crate::state::State;
@@ -30,6 +30,7 @@ fn sock_type(fd: c_int) -> Result<c_int, c_int> {
 hook! {
     fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int;
     fail = -1;
+    macos = ["connect", "connect$NOCANCEL"];
     |real| {
         let st = crate::state::get()?;
         // SAFETY: the caller's buffer of `len` bytes.
@@ -130,6 +131,7 @@ unsafe fn judge_send(
 hook! {
     fn sendto(fd: c_int, buf: *const libc::c_void, n: libc::size_t, flags: c_int, addr: *const sockaddr, len: socklen_t) -> ssize_t;
     fail = -1;
+    macos = ["sendto", "sendto$NOCANCEL"];
     |real| {
         let st = crate::state::get()?;
         // SAFETY: the caller's address buffer.
@@ -142,6 +144,7 @@ hook! {
 hook! {
     fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t;
     fail = -1;
+    macos = ["sendmsg", "sendmsg$NOCANCEL"];
     |real| {
         let st = crate::state::get()?;
         if !msg.is_null() {
@@ -171,5 +174,49 @@ hook! {
         }
         // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(fd, vec, vlen, flags) })
+    }
+}
+
+// macOS `connectx`: a connect that can carry data and pick interfaces. It is not
+// redirected: stream connections go only to sandpit's proxy or DNS responder (or
+// anywhere when unrestricted), datagram ones as for `sendto`; anything else is
+// refused with a pointer to `connect()`, which is redirected. Seatbelt's
+// network-outbound rule gives the same answer in the kernel.
+#[cfg(target_os = "macos")]
+hook! {
+    fn connectx(
+        fd: c_int,
+        endpoints: *const libc::sa_endpoints_t,
+        associd: libc::sae_associd_t,
+        flags: libc::c_uint,
+        iov: *const libc::iovec,
+        iovcnt: libc::c_uint,
+        len: *mut libc::size_t,
+        connid: *mut libc::sae_connid_t
+    ) -> c_int;
+    fail = -1;
+    |real| {
+        let st = crate::state::get()?;
+        if endpoints.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's endpoints structure.
+        let ep = unsafe { &*endpoints };
+        // SAFETY: sae_dstaddr/sae_dstaddrlen describe the caller's buffer.
+        if let Some(dest) = unsafe { decode(ep.sae_dstaddr, ep.sae_dstaddrlen) } {
+            let ours = st.proxy.is_some_and(|p| same(p, dest)) || st.dns.is_some_and(|d| same(d, dest));
+            match sock_type(fd)? {
+                _ if ours || st.decider.net_mode() == NetMode::Unrestricted => {}
+                libc::SOCK_DGRAM => udp_allowed(st, dest)?,
+                _ => refuse(
+                    "connectx",
+                    dest,
+                    "connectx is not redirected to sandpit's proxy; use connect()",
+                    libc::EPERM,
+                )?,
+            }
+        }
+        // SAFETY: the caller's arguments, forwarded.
+        Ok(unsafe { real(fd, endpoints, associd, flags, iov, iovcnt, len, connid) })
     }
 }

@@ -2,7 +2,7 @@
 //! `gethostbyname2_r`: the real lookup, then each answer is remembered with the
 //! name asked for (see [`super::names`]).
 use super::names;
-use libc::{addrinfo, c_char, c_int, hostent, size_t};
+use libc::{addrinfo, c_char, c_int, hostent};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// # Safety
@@ -103,8 +103,9 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
-    fn gethostbyname_r(name: *const c_char, ret: *mut hostent, buf: *mut c_char, len: size_t, result: *mut *mut hostent, herr: *mut c_int) -> c_int;
+    fn gethostbyname_r(name: *const c_char, ret: *mut hostent, buf: *mut c_char, len: libc::size_t, result: *mut *mut hostent, herr: *mut c_int) -> c_int;
     fail = libc::EPERM;
     |real| {
         crate::state::get()?;
@@ -118,8 +119,9 @@ hook! {
     }
 }
 
+#[cfg(target_os = "linux")]
 hook! {
-    fn gethostbyname2_r(name: *const c_char, af: c_int, ret: *mut hostent, buf: *mut c_char, len: size_t, result: *mut *mut hostent, herr: *mut c_int) -> c_int;
+    fn gethostbyname2_r(name: *const c_char, af: c_int, ret: *mut hostent, buf: *mut c_char, len: libc::size_t, result: *mut *mut hostent, herr: *mut c_int) -> c_int;
     fail = libc::EPERM;
     |real| {
         crate::state::get()?;

@@ -50,50 +50,57 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> Result<i32> {
     #[cfg(target_os = "linux")]
     return linux::run(args);
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    return macos::run(args);
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = args;
         anyhow::bail!("sandpit run: this platform's kernel layer is not implemented yet")
     }
 }
 
+/// A fresh per-run scratch directory (mode 0700) under `root`, which must be ours.
+fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
+    use anyhow::{bail, Context};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .with_context(|| format!("creating {}", root.display()))?;
+    let m = std::fs::symlink_metadata(root).with_context(|| format!("{}", root.display()))?;
+    let me = crate::sys::uid();
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        bail!(
+            "scratch root {} is not a private directory owned by this user; refusing to use it",
+            root.display()
+        );
+    }
+    for n in 0..1000u32 {
+        let p = root.join(format!("run-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
+        }
+    }
+    bail!(
+        "could not create a scratch directory under {}",
+        root.display()
+    )
+}
+
+#[cfg(target_os = "macos")]
+#[path = "run_macos.rs"]
+pub mod macos;
+
 #[cfg(target_os = "linux")]
 pub mod linux {
     //! The Linux side: policy → `sandbox::linux::Input` → plan → run.
-    use super::RunArgs;
+    use super::{make_scratch, RunArgs};
     use crate::config::{load, scratch_root};
     use anyhow::{bail, Context, Result};
     use std::path::{Path, PathBuf};
-
-    /// A fresh per-run scratch directory (mode 0700) under `root`, which must be ours.
-    fn make_scratch(root: &Path) -> Result<PathBuf> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
-            .with_context(|| format!("creating {}", root.display()))?;
-        let m = std::fs::symlink_metadata(root).with_context(|| format!("{}", root.display()))?;
-        let me = crate::sys::uid();
-        if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
-            bail!(
-                "scratch root {} is not a private directory owned by this user; refusing to use it",
-                root.display()
-            );
-        }
-        for n in 0..1000u32 {
-            let p = root.join(format!("run-{}-{n}", std::process::id()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Ok(()) => return Ok(p),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
-            }
-        }
-        bail!(
-            "could not create a scratch directory under {}",
-            root.display()
-        )
-    }
 
     /// One lock per workspace (placeholders live in the workspace): FNV-1a of its
     /// path, stable across sandpit versions.
@@ -305,6 +312,7 @@ pub mod linux {
                 audit_socket: session.audit_socket(),
                 run_id: session.run(),
                 run_dir: session.run_dir(),
+                loopback_proxy: false,
             },
         )?;
         // Fallback mode: the bridge listens on this machine's loopback, so it takes a

@@ -23,7 +23,10 @@ mod sys;
 
 include!(concat!(env!("OUT_DIR"), "/dylib.rs"));
 
+#[cfg(not(target_os = "macos"))]
 pub const PRELOAD_VAR: &str = "LD_PRELOAD";
+#[cfg(target_os = "macos")]
+pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
 pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
 pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
 pub const PROXY_VAR: &str = "SANDPIT_PROXY";
@@ -269,6 +272,9 @@ mod tests {
         assert!(DYLIB.len() > 1000);
         #[cfg(target_os = "linux")]
         assert_eq!(&DYLIB[..4], b"\x7fELF");
+        // MH_MAGIC_64, little-endian.
+        #[cfg(target_os = "macos")]
+        assert_eq!(&DYLIB[..4], b"\xcf\xfa\xed\xfe");
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub struct Options<'a> {
     /// control socket go there too. The session removes it.
     pub run_id: &'a str,
     pub run_dir: &'a Path,
+    /// Serve the proxy on 127.0.0.1 (TCP, the per-run token required) instead of a
+    /// unix socket behind the kernel layer's bridge, and start no DNS responder
+    /// (macOS: the Seatbelt profile lets the command reach exactly that port; names
+    /// are resolved by the system and the proxy decides by name).
+    pub loopback_proxy: bool,
 }
 
 /// Whether the interposer is injected, and why not.
@@ -120,6 +125,8 @@ pub struct Prepared {
     interposer: Interposer,
     shims: Option<Shims>,
     sockets: Option<Sockets>,
+    /// The loopback proxy listener (`Options::loopback_proxy`), bound before the fork.
+    loopback: Option<(SocketAddr, std::net::TcpListener)>,
     /// The audit session's socket, where the interposer reports (`SANDPIT_AUDIT`).
     audit: Option<PathBuf>,
     /// The adversary's control socket, bound before the fork, served after it.
@@ -198,8 +205,19 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
-    let sockets = if !o.external_proxy && policy.network.mode.value == NetMode::Filtered {
+    let ours = !o.external_proxy && policy.network.mode.value == NetMode::Filtered;
+    let sockets = if ours && !o.loopback_proxy {
         Some(bind_sockets(o.scratch)?)
+    } else {
+        None
+    };
+    let loopback = if ours && o.loopback_proxy {
+        let l = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .map_err(io("binding the proxy on 127.0.0.1"))?;
+        let addr = l
+            .local_addr()
+            .map_err(io("reading the proxy's loopback address"))?;
+        Some((addr, l))
     } else {
         None
     };
@@ -225,6 +243,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         interposer,
         shims,
         sockets,
+        loopback,
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
@@ -291,6 +310,7 @@ fn utf8(s: OsString) -> Result<String> {
 }
 
 /// Set `k=v` in the plan's environment, replacing an earlier value.
+#[cfg(target_os = "linux")]
 fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
     env.retain(|(e, _)| *e != k);
     env.push((k, v));
@@ -309,9 +329,9 @@ impl Prepared {
         &self.interposer
     }
 
-    /// Add the child's variables to the plan: proxy variables with this run's token,
-    /// the preload and what the interposer needs (snapshot, state dir, the proxy and
-    /// DNS addresses as the sandbox sees them), and the shim PATH.
+    /// Add the child's variables to the plan (see [`Prepared::child_env`]), with the
+    /// proxy and DNS addresses as the sandbox sees them through the bridge.
+    #[cfg(target_os = "linux")]
     pub fn apply(&self, plan: &mut crate::sandbox::linux::Plan) -> Result<()> {
         use crate::sandbox::linux::plan::NetPlan;
         let (proxy, dns) = match &plan.net {
@@ -325,7 +345,35 @@ impl Prepared {
             ),
             _ => (None, None),
         };
-        let ours = self.sockets.is_some();
+        for (k, v) in self.child_env(proxy, dns)? {
+            set(&mut plan.env, k, v);
+        }
+        Ok(())
+    }
+
+    /// The loopback proxy's address (`Options::loopback_proxy`), `None` otherwise.
+    pub fn loopback_proxy(&self) -> Option<SocketAddr> {
+        self.loopback.as_ref().map(|(a, _)| *a)
+    }
+
+    /// Unix sockets the command must be able to reach: the adversary's control
+    /// socket, then the interposer's audit socket.
+    pub fn reachable_sockets(&self) -> (Option<PathBuf>, Option<PathBuf>) {
+        (
+            self.adversary.as_ref().map(|(p, _)| p.clone()),
+            self.audit.clone(),
+        )
+    }
+
+    /// The child's variables: proxy variables with this run's token, the preload and
+    /// what the interposer needs (snapshot, state dir, the proxy and DNS addresses as
+    /// the command sees them), the adversary's socket and the shim PATH.
+    pub fn child_env(
+        &self,
+        proxy: Option<SocketAddr>,
+        dns: Option<SocketAddr>,
+    ) -> Result<Vec<(String, String)>> {
+        let ours = self.sockets.is_some() || self.loopback.is_some();
         let token = ours.then(|| self.token.clone());
         let mut env: Vec<(String, String)> = vec![];
         if let (Some(addr), Some(t)) = (proxy, &token) {
@@ -338,7 +386,7 @@ impl Prepared {
                 dns,
                 audit: self.audit.clone(),
             };
-            let existing = std::env::var_os("LD_PRELOAD");
+            let existing = std::env::var_os(inject::PRELOAD_VAR);
             for (k, v) in inject::child_env(
                 existing.as_deref(),
                 lib,
@@ -369,14 +417,43 @@ impl Prepared {
                 env.push((crate::cli::exec::PROXY_URL_VAR.into(), url));
             }
         }
-        for (k, v) in env {
-            set(&mut plan.env, k, v);
+        Ok(env)
+    }
+
+    /// The layers part of the start-up line after the kernel layer, for a run whose
+    /// network is not bridged (macOS): e.g. `interposer, proxy (filtered, 3 allowed
+    /// hosts on 127.0.0.1:PORT), shims (17 tools)`.
+    pub fn describe_unbridged(&self) -> Vec<String> {
+        let mut parts = vec![match &self.interposer {
+            Interposer::On(_) => "interposer".into(),
+            Interposer::Off(why) => format!("interposer OFF ({why})"),
+        }];
+        parts.push(match (self.policy.network.mode.value, &self.loopback) {
+            (NetMode::Filtered, Some((addr, _))) => {
+                let n = self.policy.network.allow.len();
+                format!(
+                    "proxy (filtered, {n} allowed host{} on {addr})",
+                    if n == 1 { "" } else { "s" }
+                )
+            }
+            (NetMode::Filtered, None) => "proxy (external)".into(),
+            (NetMode::Offline, _) => "network off".into(),
+            (NetMode::Unrestricted, _) => "network unrestricted".into(),
+        });
+        if let Some(sh) = &self.shims {
+            parts.push(format!("shims ({} tools)", sh.tools.len()));
         }
-        Ok(())
+        if let Some(n) = self.nofile {
+            if n < 4096 {
+                parts.push(format!("open-file limit {n}"));
+            }
+        }
+        parts
     }
 
     /// The layers part of the start-up line, e.g. `kernel (namespaces+Landlock ABI
     /// 6+seccomp), interposer, proxy (filtered, 3 hosts), dns, shims (17 tools)`.
+    #[cfg(target_os = "linux")]
     pub fn describe(&self, plan: &crate::sandbox::linux::Plan, s: &KernelSupport) -> String {
         use crate::sandbox::linux::{plan::NetPlan, Mode};
         let mut k = vec![];
@@ -431,11 +508,13 @@ impl Prepared {
         if let Some((_, listener)) = self.adversary.take() {
             services.adversary = Some(start_adversary(&self.policy, listener)?);
         }
-        let Some(sockets) = self.sockets.as_mut() else {
-            return Ok(services);
-        };
-        let (Some(listener), Some(dns_sock)) = (sockets.proxy.take(), sockets.dns.take()) else {
-            return Ok(services);
+        let listener = match (self.sockets.as_mut(), self.loopback.take()) {
+            (Some(s), _) => match (s.proxy.take(), s.dns.take()) {
+                (Some(l), Some(d)) => Listener::Bridge(l, d),
+                _ => return Ok(services),
+            },
+            (None, Some((_, l))) => Listener::Loopback(l),
+            (None, None) => return Ok(services),
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -459,30 +538,14 @@ impl Prepared {
                 ..crate::proxy::ProxyConfig::default()
             },
         );
-        let running = proxy
-            .serve_unix_std(listener)
-            .map_err(|e| LaunchError::Proxy(e.to_string()))?;
-
-        let dns = crate::dns::DnsServer::new(decide, resolver, sink);
-        let dns_sock = Arc::new(dns_sock);
-        let handle = rt.handle().clone();
-        std::thread::Builder::new()
-            .name("sandpit-dns".into())
-            .spawn(move || {
-                let mut buf = [0u8; 4096];
-                loop {
-                    let Ok((n, from)) = dns_sock.recv_from(&mut buf) else {
-                        continue;
-                    };
-                    let (packet, dns, out) = (buf[..n].to_vec(), dns.clone(), dns_sock.clone());
-                    handle.spawn(async move {
-                        if let Some(reply) = dns.handle(&packet).await {
-                            let _ = out.send_to_addr(&reply, &from);
-                        }
-                    });
-                }
-            })
-            .map_err(|e| LaunchError::Proxy(format!("DNS thread: {e}")))?;
+        let (running, dns_sock) = match listener {
+            Listener::Bridge(l, d) => (proxy.serve_unix_std(l), Some(d)),
+            Listener::Loopback(l) => (proxy.serve_tcp_std(l), None),
+        };
+        let running = running.map_err(|e| LaunchError::Proxy(e.to_string()))?;
+        if let Some(dns_sock) = dns_sock {
+            serve_dns(decide, resolver, sink, dns_sock, rt.handle().clone())?;
+        }
 
         let denied: Arc<Mutex<Denials>> = Arc::default();
         let d = denied.clone();
@@ -521,6 +584,43 @@ impl Prepared {
         });
         Ok(services)
     }
+}
+
+/// The proxy's listener: a unix socket behind the bridge (with the DNS responder's
+/// socket), or loopback TCP.
+enum Listener {
+    Bridge(UnixListener, UnixDatagram),
+    Loopback(std::net::TcpListener),
+}
+
+/// Answer DNS queries arriving on `dns_sock` (the bridge's relay).
+fn serve_dns(
+    decide: Arc<dyn crate::proxy::Decide>,
+    resolver: Arc<crate::dns::Resolver>,
+    sink: Arc<dyn crate::proxy::AuditSink>,
+    dns_sock: UnixDatagram,
+    handle: tokio::runtime::Handle,
+) -> Result<()> {
+    let dns = crate::dns::DnsServer::new(decide, resolver, sink);
+    let dns_sock = Arc::new(dns_sock);
+    std::thread::Builder::new()
+        .name("sandpit-dns".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                let Ok((n, from)) = dns_sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let (packet, dns, out) = (buf[..n].to_vec(), dns.clone(), dns_sock.clone());
+                handle.spawn(async move {
+                    if let Some(reply) = dns.handle(&packet).await {
+                        let _ = out.send_to_addr(&reply, &from);
+                    }
+                });
+            }
+        })
+        .map_err(|e| LaunchError::Proxy(format!("DNS thread: {e}")))?;
+    Ok(())
 }
 
 /// Counts one handled event when dropped (however the loop body ends).

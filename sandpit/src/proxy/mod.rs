@@ -154,6 +154,30 @@ impl Proxy {
         };
         let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
+        Ok(self.serve_tcp_listener(listener, local))
+    }
+
+    /// Serve on a loopback TCP listener bound earlier (`sandpit run` on macOS binds
+    /// before it forks, so the Seatbelt profile can name the port, and serves once
+    /// the command runs). Every client must present the per-run token.
+    pub fn serve_tcp_std(
+        self: &Arc<Self>,
+        listener: std::net::TcpListener,
+    ) -> Result<Running, ProxyError> {
+        if self.cfg.token.as_deref().is_none_or(str::is_empty) {
+            return Err(ProxyError::TokenRequired);
+        }
+        let err = |source| ProxyError::Bind {
+            addr: "a TCP listener".into(),
+            source,
+        };
+        let local = listener.local_addr().map_err(err)?;
+        listener.set_nonblocking(true).map_err(err)?;
+        let listener = TcpListener::from_std(listener).map_err(err)?;
+        Ok(self.serve_tcp_listener(listener, local))
+    }
+
+    fn serve_tcp_listener(self: &Arc<Self>, listener: TcpListener, local: SocketAddr) -> Running {
         let me = self.clone();
         let task = tokio::spawn(async move {
             let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
@@ -179,7 +203,7 @@ impl Proxy {
                 });
             }
         });
-        Ok(Running::new(local, task))
+        Running::new(local, task)
     }
 
     /// Listen on a unix socket at `path` (created 0600; must not exist). The kernel

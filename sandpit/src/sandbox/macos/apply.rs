@@ -60,3 +60,39 @@ pub fn command(profile: &Profile, program: &OsStr, args: &[&OsStr]) -> Result<(C
     }
     Err(Error::Unavailable)
 }
+
+/// Block the signals the launcher forwards (SIGTERM, SIGHUP) before any launcher
+/// thread starts: every thread inherits the mask, so only the forwarder takes them.
+pub fn block_forwarded_signals() -> Result<()> {
+    sys::block_forwarded_signals().map_err(|source| Error::Io {
+        what: "blocking SIGTERM and SIGHUP".into(),
+        source,
+    })
+}
+
+/// Wait for the command started from [`command`]: its exit status, or 128 + the
+/// signal that killed it. SIGTERM/SIGHUP sent to the launcher are forwarded to the
+/// command (see [`block_forwarded_signals`]); the terminal's SIGINT/SIGQUIT are
+/// ignored by the launcher meanwhile (the command decides what they mean). If the kernel refused the
+/// profile, `spawn` already failed: the command never runs without Seatbelt.
+pub fn wait_for(mut child: std::process::Child) -> Result<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    sys::forward_signals(child.id(), done.clone()).map_err(|source| Error::Io {
+        what: "starting the signal forwarder".into(),
+        source,
+    })?;
+    let old = sys::ignore_terminal_signals();
+    let status = child.wait();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    sys::restore_signals(old);
+    let status = status.map_err(|source| Error::Io {
+        what: "waiting for the command".into(),
+        source,
+    })?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => 125,
+    })
+}

@@ -70,6 +70,9 @@ pub struct Input {
     pub weaker_network_isolation: bool,
     /// sandpit's control socket (shim re-entry, exec review), reachable from inside.
     pub control_socket: Option<PathBuf>,
+    /// Datagram sockets the layers inside report to (the interposer's audit socket),
+    /// reachable from inside.
+    pub report_sockets: Vec<PathBuf>,
 }
 
 impl Default for Input {
@@ -84,6 +87,7 @@ impl Default for Input {
             allow_local_binding: false,
             weaker_network_isolation: false,
             control_socket: None,
+            report_sockets: vec![],
         }
     }
 }
@@ -122,6 +126,7 @@ impl Input {
             allow_local_binding: policy.network.allow_local_binding.value,
             weaker_network_isolation: false,
             control_socket: None,
+            report_sockets: vec![],
         }
     }
 
@@ -270,6 +275,11 @@ pub fn compile(input: &Input) -> Result<Profile> {
         Some(p) => Some(canonical(p)?),
         None => None,
     };
+    let report_sockets = input
+        .report_sockets
+        .iter()
+        .map(|p| canonical(p))
+        .collect::<Result<Vec<_>>>()?;
 
     let mut e = Emitter {
         sbpl: String::with_capacity(BASE.len() + 4096),
@@ -383,6 +393,15 @@ pub fn compile(input: &Input) -> Result<Profile> {
     if let Some(sock) = &control_socket {
         e.line("; sandpit's control socket: shims re-enter sandpit and ask for review here");
         let r = e.param("CONTROL_SOCKET", sock);
+        e.line(&format!(
+            "(allow network-outbound (remote unix-socket (path-literal {r})))"
+        ));
+    }
+    for (i, sock) in report_sockets.iter().enumerate() {
+        if i == 0 {
+            e.line("; sandpit's audit socket: the interposer reports its denials here");
+        }
+        let r = e.param("REPORT_SOCKET", sock);
         e.line(&format!(
             "(allow network-outbound (remote unix-socket (path-literal {r})))"
         ));

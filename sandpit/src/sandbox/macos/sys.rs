@@ -125,3 +125,78 @@ pub(super) fn apply_in_child(
         cmd.pre_exec(hook);
     }
 }
+
+/// Ignore SIGINT and SIGQUIT in the launcher while the command runs (the terminal
+/// sends them to the whole foreground group; the command decides, as with
+/// `system(3)`), returning the previous handlers for [`restore_signals`]. Called
+/// after the fork: the child keeps the default dispositions.
+pub(super) fn ignore_terminal_signals() -> [libc::sighandler_t; 2] {
+    // SAFETY: installing SIG_IGN for two valid signal numbers has no memory effects.
+    unsafe {
+        [
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+        ]
+    }
+}
+
+/// Put back the handlers [`ignore_terminal_signals`] returned.
+pub(super) fn restore_signals(old: [libc::sighandler_t; 2]) {
+    // SAFETY: re-installing handlers signal(2) returned for the same signals.
+    unsafe {
+        libc::signal(libc::SIGINT, old[0]);
+        libc::signal(libc::SIGQUIT, old[1]);
+    }
+}
+
+/// SIGTERM and SIGHUP: what the launcher forwards to the command.
+fn forwarded_set() -> libc::sigset_t {
+    // SAFETY: an all-zero sigset_t is a valid value for sigemptyset to initialise;
+    // sigemptyset/sigaddset only write the local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Block SIGTERM and SIGHUP in this thread (and every thread it starts later), so
+/// they wait for [`forward_signals`]. The command's mask is reset by `Command`.
+pub(super) fn block_forwarded_signals() -> std::io::Result<()> {
+    let set = forwarded_set();
+    // SAFETY: `set` is an initialised sigset_t; the old mask is not wanted.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+/// Forward every SIGTERM/SIGHUP the launcher receives to `pid` until `done` is set
+/// (after the command was reaped, so a reused pid is never signalled).
+pub(super) fn forward_signals(
+    pid: u32,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<()> {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    };
+    std::thread::Builder::new()
+        .name("sandpit-signals".into())
+        .spawn(move || loop {
+            let set = forwarded_set();
+            let mut sig: c_int = 0;
+            // SAFETY: `set` is initialised and `sig` a valid out-pointer.
+            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                continue;
+            }
+            if done.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            // SAFETY: signalling the command we started, which has not been reaped.
+            unsafe { libc::kill(pid, sig) };
+        })?;
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! The macOS side of `sandpit run` (cross-built, not run here): policy → Seatbelt
+//! profile applied to the forked child before exec, with the interposer injected
+//! through `DYLD_INSERT_LIBRARIES` unless the mode choice says the program cannot
+//! load it (SIP location, platform binary, hardened runtime without the DYLD
+//! entitlements, `__RESTRICT`, setuid): then Seatbelt alone.
+//!
+//! The same launch path as Linux (`crate::launch`: snapshot, interposer, shims,
+//! proxy, adversary, audit session); what differs is the kernel layer and the
+//! network: no namespace and no bridge, so the proxy listens on 127.0.0.1 (token
+//! required) and the profile lets the command reach only that port.
+use super::{make_scratch, RunArgs};
+use crate::config::{load, scratch_root};
+use crate::sandbox::macos::{apply, seatbelt};
+use anyhow::{bail, Context, Result};
+use sandpit_policy::NetMode;
+
+pub fn run(args: RunArgs) -> Result<i32> {
+    if args.proxy_socket.is_some() || args.dns_socket.is_some() {
+        bail!("--proxy-socket and --dns-socket are not supported on macOS (no network bridge)");
+    }
+    let support = crate::sandbox::probe();
+    if !support.seatbelt {
+        bail!(
+            "Seatbelt is not available (neither sandbox_init_with_parameters nor {}); \
+             the command was not started",
+            apply::SANDBOX_EXEC
+        );
+    }
+    let scratch = make_scratch(&scratch_root())?;
+    let result = run_with_scratch(&args, &support, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn run_with_scratch(
+    args: &RunArgs,
+    support: &crate::sandbox::KernelSupport,
+    scratch: &std::path::Path,
+) -> Result<i32> {
+    // Before the audit session's and the launch's threads exist (they inherit it).
+    apply::block_forwarded_signals()?;
+    let cmd0 = args.command.first().and_then(|c| c.to_str());
+    let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+    let policy = &loaded.policy;
+    let session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
+    let mut launch = crate::launch::prepare(
+        policy,
+        &crate::launch::Options {
+            command: &args.command,
+            shims: args.shims,
+            kernel_only: args.kernel_only,
+            external_proxy: false,
+            support,
+            scratch,
+            audit_socket: session.audit_socket(),
+            run_id: session.run(),
+            run_dir: session.run_dir(),
+            loopback_proxy: true,
+        },
+    )?;
+
+    // The profile: the policy's files, the proxy's port, the sockets the layers
+    // inside report to, the run's scratch directory writable.
+    let proxy = launch.loopback_proxy();
+    let mut input = seatbelt::Input::from_policy(policy, proxy.map_or(0, |a| a.port()));
+    input.network = match (policy.network.mode.value, proxy) {
+        (NetMode::Filtered, Some(a)) => seatbelt::Network::Proxy { port: a.port() },
+        // The same as Linux's host network: no proxy, no restriction.
+        (NetMode::Unrestricted, _) => seatbelt::Network::Unrestricted,
+        _ => seatbelt::Network::Offline,
+    };
+    if !input.allow_write.contains(&policy.context.scratch) {
+        input.allow_write.push(policy.context.scratch.clone());
+    }
+    let (control, audit) = launch.reachable_sockets();
+    if let Some(c) = control {
+        input = input.with_control_socket(c);
+    }
+    input.report_sockets.extend(audit);
+    let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
+
+    let command = launch_argv(&args.command);
+    let (program, rest) = command.split_first().context("no command given")?;
+    let rest: Vec<&std::ffi::OsStr> = rest.iter().map(|a| a.as_os_str()).collect();
+    let (mut cmd, applied) = apply::command(&profile, program, &rest)?;
+
+    let mut env = vec![(
+        "TMPDIR".to_string(),
+        policy.context.scratch.to_string_lossy().into_owned(),
+    )];
+    env.extend(session.child_env());
+    env.extend(launch.child_env(proxy, None)?);
+    cmd.envs(env);
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .context("current directory")?;
+    cmd.current_dir(if cwd.starts_with(&policy.context.workspace) {
+        cwd
+    } else {
+        policy.context.workspace.clone()
+    });
+
+    let mut parts = vec![match applied {
+        apply::Applied::InProcess => "kernel (Seatbelt, applied by sandpit before exec)".into(),
+        apply::Applied::SandboxExec => format!(
+            "kernel (Seatbelt through {}, the fallback)",
+            apply::SANDBOX_EXEC
+        ),
+    }];
+    parts.extend(launch.describe_unbridged().into_iter().map(|p| {
+        if applied == apply::Applied::SandboxExec && p == "interposer" {
+            "interposer OFF (stripped with DYLD_* by sandbox-exec)".to_string()
+        } else {
+            p
+        }
+    }));
+    let profile_name = loaded
+        .profile
+        .as_deref()
+        .map(|p| format!(" [profile {p}]"))
+        .unwrap_or_default();
+    let line = format!("layers: {}{profile_name}", parts.join(", "));
+    eprintln!("sandpit: {line}");
+    session.kernel_layer(&line);
+
+    // Threads (the proxy runtime) start after the fork; connections made before
+    // the proxy serves wait in the listener's backlog.
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            session.finish(None);
+            return Err(anyhow::Error::from(e).context("starting the command under Seatbelt"));
+        }
+    };
+    let services = match launch.start(Some(session.sink())) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            session.finish(None);
+            return Err(e.into());
+        }
+    };
+    let result = apply::wait_for(child);
+    for line in services.finish() {
+        eprintln!("{line}");
+    }
+    session.finish(result.as_ref().ok().copied());
+    Ok(result?)
+}
+
+/// The argv to exec: for a script whose shebang is `#!/usr/bin/env X`, X (resolved
+/// through PATH, as `sandpit check` reports) is started directly, so the
+/// SIP-protected `/usr/bin/env` never sits between sandpit and the program — dyld
+/// would strip `DYLD_INSERT_LIBRARIES` there and the interposer the mode choice
+/// promised would be lost. Anything else runs as given.
+fn launch_argv(command: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let Some(program) = command.first().and_then(|c| c.to_str()) else {
+        return command.to_vec();
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
+        Ok(i) if i.shebangs.iter().any(|h| h.resolved_via_env.is_some()) => i
+            .launch
+            .into_iter()
+            .map(std::path::PathBuf::into_os_string)
+            .chain(command[1..].iter().cloned())
+            .collect(),
+        _ => command.to_vec(),
+    }
+}
