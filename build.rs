@@ -3,7 +3,9 @@
 //! `cargo build` — its own target dir under OUT_DIR, the same profile and target,
 //! the caller's toolchain/linker environment forwarded so cross builds for apple
 //! targets (cargo-zigbuild) keep working — and exposes its bytes to the launcher
-//! through `$OUT_DIR/dylib.rs` (`include_bytes!`).
+//! through `$OUT_DIR/dylib.rs` (`include_bytes!`). The same nested build makes the
+//! small `sandpit-shim` binary (from `sandpit-shims`) that the PATH shims link to,
+//! embedded the same way.
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
@@ -49,6 +51,7 @@ fn main() {
         ("libsandpit_dylib.so", "libsandpit.so")
     };
     let embedded = out.join(name);
+    let embedded_shim = out.join("sandpit-shim");
 
     // `cargo clippy` only checks: no binary is produced, so nothing is embedded and
     // no linker for the target is needed (the macOS cross-check lints without one).
@@ -57,17 +60,27 @@ fn main() {
         .map(|w| w.contains("clippy-driver"))
         .unwrap_or(false);
     if checking {
-        if let Err(e) = std::fs::write(&embedded, b"") {
-            eprintln!("build.rs: write {}: {e}", embedded.display());
-            exit(1)
+        for f in [&embedded, &embedded_shim] {
+            if let Err(e) = std::fs::write(f, b"") {
+                eprintln!("build.rs: write {}: {e}", f.display());
+                exit(1)
+            }
         }
-        write_source(&out, &embedded, name);
+        write_source(&out, &embedded, name, &embedded_shim);
         return;
     }
 
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "-p", "sandpit-dylib", "--lib", "--target", &target])
+        .args([
+            "build",
+            "-p",
+            "sandpit-dylib",
+            "--lib",
+            "-p",
+            "sandpit-shims",
+        ])
+        .args(["--bin", "sandpit-shim", "--target", &target])
         .arg("--target-dir")
         .arg(&target_dir);
     if release {
@@ -96,26 +109,34 @@ fn main() {
         }
     }
 
-    let built = target_dir
+    let built_dir = target_dir
         .join(&target)
-        .join(if release { "release" } else { "debug" })
-        .join(built);
-    if let Err(e) = std::fs::copy(&built, &embedded) {
-        eprintln!("build.rs: copy {}: {e}", built.display());
-        exit(1)
+        .join(if release { "release" } else { "debug" });
+    for (from, to) in [
+        (built_dir.join(built), &embedded),
+        (built_dir.join("sandpit-shim"), &embedded_shim),
+    ] {
+        if let Err(e) = std::fs::copy(&from, to) {
+            eprintln!("build.rs: copy {}: {e}", from.display());
+            exit(1)
+        }
     }
-    write_source(&out, &embedded, name);
+    write_source(&out, &embedded, name, &embedded_shim);
 }
 
-/// `$OUT_DIR/dylib.rs`: the embedded bytes and the name they are extracted under.
-fn write_source(out: &Path, embedded: &Path, name: &str) {
+/// `$OUT_DIR/dylib.rs`: the embedded bytes and the name they are extracted under,
+/// and the shim binary's bytes.
+fn write_source(out: &Path, embedded: &Path, name: &str, shim: &Path) {
     let src = format!(
         "/// The interposition library, as built for this target.\n\
          pub const DYLIB: &[u8] = include_bytes!({:?});\n\
          /// The file name it is extracted under.\n\
-         pub const DYLIB_FILE_NAME: &str = {:?};\n",
+         pub const DYLIB_FILE_NAME: &str = {:?};\n\
+         /// The small binary the PATH shims link to (`sandpit-shims`' `sandpit-shim`).\n\
+         pub const SHIM_BIN: &[u8] = include_bytes!({:?});\n",
         embedded.display().to_string(),
-        name
+        name,
+        shim.display().to_string()
     );
     if let Err(e) = std::fs::write(out.join("dylib.rs"), src) {
         eprintln!("build.rs: write dylib.rs: {e}");

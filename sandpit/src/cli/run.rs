@@ -330,7 +330,7 @@ pub mod linux {
             landlock_abi: support.landlock_abi,
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
         };
-        let running = match linux::spawn(&plan, &args.command, &layers) {
+        let running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
             Ok(r) => r,
             Err(e) => {
                 session.finish(None);

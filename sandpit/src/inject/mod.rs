@@ -121,6 +121,19 @@ pub fn install(state_dir: &Path) -> Result<Installed> {
     install_bytes(state_dir, DYLIB, DYLIB_FILE_NAME)
 }
 
+/// Extract the embedded shim binary (`sandpit-shim`, what the PATH shims link to)
+/// the same way: `~/.sandpit/lib/<sha256>/sandpit-shim`, checked before use.
+pub fn install_shim(state_dir: &Path) -> Result<Installed> {
+    if SHIM_BIN.is_empty() {
+        // A `cargo clippy` build embeds nothing; such a binary cannot make shims.
+        return Err(InjectError::WrongKind(
+            state_dir.join("lib"),
+            "build with the shim binary embedded",
+        ));
+    }
+    install_bytes(state_dir, SHIM_BIN, sandpit_shims::exec::SHIM_BIN_NAME)
+}
+
 /// [`install`] for given bytes (tests use it with fixtures).
 pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Installed> {
     let hash = content_hash(bytes);

@@ -46,6 +46,10 @@ pub enum LaunchError {
     Interposer(#[source] inject::InjectError),
     #[error("the PATH shims could not be built ({0}); the command was not started")]
     Shims(#[source] sandpit_shims::Error),
+    #[error(
+        "the shim binary could not be installed or verified ({0}); the command was not started"
+    )]
+    ShimBinary(#[source] inject::InjectError),
     #[error("{0:?} is not valid UTF-8; sandpit cannot pass it to the sandboxed command")]
     NotUtf8(OsString),
     #[error("the proxy could not be started: {0}")]
@@ -208,7 +212,9 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.0.join("shims");
-        let exe = std::env::current_exe().map_err(io("locating the sandpit binary"))?;
+        // The shims link to the small shim binary, not to this one (bench/shim_exec.sh).
+        let shim = inject::install_shim(&state_dir).map_err(LaunchError::ShimBinary)?;
+        let exe = shim.path;
         let path = std::env::var("PATH").unwrap_or_default();
         let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
             .map_err(LaunchError::Shims)?;
@@ -442,6 +448,21 @@ impl Prepared {
             set(&mut plan.env, k, v);
         }
         Ok(())
+    }
+
+    /// The command as the child runs it. With shims on, a bare program name that has
+    /// a shim goes through it (`curl URL` runs `<shims>/curl URL`), as it would when
+    /// typed inside the sandbox: the launcher execs with its own PATH, which does not
+    /// start with the shim directory.
+    pub fn command(&self, command: &[OsString]) -> Vec<OsString> {
+        let mut argv = command.to_vec();
+        if let (Some(sh), Some(first)) = (&self.shims, argv.first_mut()) {
+            let bare = first.to_str().filter(|n| !n.contains('/'));
+            if let Some(name) = bare.filter(|n| sh.tools.iter().any(|t| t == n)) {
+                *first = sh.dir.join(name).into_os_string();
+            }
+        }
+        argv
     }
 
     /// The layers part of the start-up line, e.g. `kernel (namespaces+Landlock ABI
