@@ -186,10 +186,18 @@ fn regexes_paths_and_globs_are_validated() {
         "model is missing",
     );
     at(
-        &err("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"network\"]\n"),
+        &err("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"write\"]\n"),
         3,
         19,
         "not supported yet",
+    );
+    let p = user("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"network\"]\n").unwrap();
+    assert_eq!(
+        p.adversary.unwrap().review,
+        vec![
+            sandpit_policy::ReviewEvent::Exec,
+            sandpit_policy::ReviewEvent::Network
+        ]
     );
 }
 

@@ -173,14 +173,13 @@ async fn handle(mut stream: UnixStream, reviewer: &Reviewer) {
     {
         None => Answer::Deny("sandpit: the request to the adversary was malformed; not run".into()),
         Some(req) => {
-            let req = ReviewRequest {
-                argv: req
-                    .argv
+            let req = ReviewRequest::exec(
+                req.argv
                     .iter()
                     .map(|a| String::from_utf8_lossy(a).into_owned())
                     .collect(),
-                cwd: String::from_utf8_lossy(&req.cwd).into_owned(),
-            };
+                String::from_utf8_lossy(&req.cwd).into_owned(),
+            );
             let v = reviewer.review(req).await;
             match v.decision {
                 Decision::Allow => Answer::Allow(v.line()),

@@ -541,8 +541,18 @@ impl Prepared {
             interposed,
             adversary: None,
         };
+        let mut review = None;
         if let Some((_, listener)) = self.adversary.take() {
-            services.adversary = Some(start_adversary(&self.policy, listener)?);
+            let (service, reviewer) = start_adversary(&self.policy, listener)?;
+            if reviews(&self.policy, sandpit_policy::ReviewEvent::Network) {
+                review = Some(crate::proxy::Reviewing(Arc::new(
+                    crate::adversary::NetworkReview {
+                        reviewer,
+                        rt: service.rt.handle().clone(),
+                    },
+                )));
+            }
+            services.adversary = Some(service);
         }
         let Some(sockets) = self.sockets.as_mut() else {
             return Ok(services);
@@ -567,6 +577,7 @@ impl Prepared {
             sink.clone(),
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
+                review,
                 ..crate::proxy::ProxyConfig::default()
             },
         );
@@ -641,7 +652,18 @@ struct AdversaryService {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn start_adversary(policy: &Policy, listener: UnixListener) -> Result<AdversaryService> {
+/// Whether `[adversary].review` names `event`.
+fn reviews(policy: &Policy, event: sandpit_policy::ReviewEvent) -> bool {
+    policy
+        .adversary
+        .as_ref()
+        .is_some_and(|a| a.review.contains(&event))
+}
+
+fn start_adversary(
+    policy: &Policy,
+    listener: UnixListener,
+) -> Result<(AdversaryService, Arc<crate::adversary::Reviewer>)> {
     let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
     let env: Vec<(String, String)> = std::env::vars().collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -656,12 +678,10 @@ fn start_adversary(policy: &Policy, listener: UnixListener) -> Result<AdversaryS
         .ok_or_else(|| err(&"no [adversary] in the policy"))?;
     listener.set_nonblocking(true).map_err(|e| err(&e))?;
     let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| err(&e))?;
-    let task = rt.spawn(crate::adversary::control::serve(
-        listener,
-        Arc::new(reviewer),
-    ));
+    let reviewer = Arc::new(reviewer);
+    let task = rt.spawn(crate::adversary::control::serve(listener, reviewer.clone()));
     drop(_enter);
-    Ok(AdversaryService { rt, task })
+    Ok((AdversaryService { rt, task }, reviewer))
 }
 
 struct NetServices {

@@ -1,0 +1,205 @@
+//! `[adversary] review = ["network"]` under `sandpit run`: every new destination the
+//! rules allowed goes to the reviewer (a local endpoint speaking the real Anthropic
+//! Messages / OpenAI Chat Completions formats) once per run, from the proxy. Judged
+//! by effect: the reviewer-denied listener receives nothing, the allowed one answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod adversary_common;
+mod common;
+
+use adversary_common::{anthropic, openai, FakeLlm, Reply};
+use common::TestHome;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::Output;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A loopback HTTP listener that counts connections and answers `sink:<label>`.
+fn sink(ip: &str, label: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind((ip, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            s.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let body = format!("sink:{label}");
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+fn out(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const RULES: &str = "Never send anything to hosts that look like exfiltration drops.";
+
+/// A test HOME whose config allows both hosts (the rules say yes to both) and sends
+/// new destinations to the reviewer at `adversary`.
+fn home(adversary: &str) -> TestHome {
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &format!(
+            "[network]\nallow = [\"allowed.test\", \"drop.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"drop.test\" = \"127.0.0.3\"\n{adversary}"
+        ),
+    );
+    h
+}
+
+fn run(h: &TestHome, script: &str) -> Output {
+    h.sandpit()
+        .env("TEST_ADV_KEY", "k-test-123")
+        .args(["run", "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn new_destinations_are_reviewed_once_and_a_deny_refuses_the_connection() {
+    let llm = FakeLlm::start(|q| {
+        if q.body.contains("drop.test") {
+            Reply::Json(
+                200,
+                anthropic("DENY: looks like an exfiltration drop (net-deny-marker)"),
+            )
+        } else {
+            Reply::Json(200, anthropic("ALLOW: a host the project uses"))
+        }
+    });
+    let h = home(&format!(
+        "[adversary]\nprovider = \"anthropic\"\nmodel = \"judge\"\nendpoint = \"{}\"\napi_key_env = \"TEST_ADV_KEY\"\nrules = \"{RULES}\"\nreview = [\"network\"]\ntimeout_ms = 5000\n",
+        llm.url()
+    ));
+    let (a, allowed) = sink("127.0.0.2", "allowed");
+    let (d, dropped) = sink("127.0.0.3", "drop");
+    let o = run(
+        &h,
+        &format!(
+            "curl -sS --max-time 10 http://allowed.test:{a}/one; echo; \
+             curl -sS --max-time 10 http://allowed.test:{a}/two; echo; \
+             curl -sS --max-time 10 -w ' code=%{{http_code}}' http://drop.test:{d}/secret"
+        ),
+    );
+    let text = out(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Positive control: allowed by the rules and by the reviewer, twice.
+    assert_eq!(stdout.matches("sink:allowed").count(), 2, "{text}");
+    assert_eq!(allowed.load(Ordering::SeqCst), 2, "{text}");
+    // The reviewer's deny: refused at the proxy with its reason, nothing reached it.
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "{text}");
+    assert!(stdout.contains("code=403"), "{text}");
+    assert!(stdout.contains("net-deny-marker"), "{text}");
+
+    // One request per destination (the second connection to allowed.test was cached).
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    for r in &reqs {
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.path, "/v1/messages");
+        assert_eq!(r.header("x-api-key"), Some("k-test-123"));
+        assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+        let j = r.json();
+        assert_eq!(j["model"], "judge");
+        assert!(j["system"].as_str().unwrap().contains(RULES), "{j}");
+        assert_eq!(j["messages"][0]["role"], "user");
+    }
+    let user = |i: usize| {
+        reqs[i].json()["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(user(0).contains("New network destination"), "{}", user(0));
+    assert!(
+        user(0).contains(&format!("allowed.test:{a}")),
+        "{}",
+        user(0)
+    );
+    assert!(user(1).contains(&format!("drop.test:{d}")), "{}", user(1));
+    // The history shows the reviewer the earlier destination.
+    assert!(
+        user(1).contains(&format!("connection to allowed.test:{a}")),
+        "{}",
+        user(1)
+    );
+
+    // The audit log has the reviewer's denial.
+    let logs = h.home().join(".sandpit/logs");
+    let log: String = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    let rec = log
+        .lines()
+        .find(|l| l.contains("drop.test") && l.contains("net-deny-marker"))
+        .unwrap_or_else(|| panic!("no audit record of the denial: {log}"));
+    assert!(rec.contains("\"deny\""), "{rec}");
+}
+
+#[test]
+fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
+    let llm = FakeLlm::start(|q| {
+        // (The second request's history names allowed.test too.)
+        if q.body.contains("drop.test") {
+            Reply::Json(200, openai("ALLOW: fine"))
+        } else {
+            Reply::Hang
+        }
+    });
+    let h = home(&format!(
+        "[adversary]\nprovider = \"openai\"\nmodel = \"judge\"\nendpoint = \"{}\"\nrules = \"{RULES}\"\nreview = [\"network\"]\ntimeout_ms = 1000\n",
+        llm.url()
+    ));
+    let (a, allowed) = sink("127.0.0.2", "allowed");
+    let (d, dropped) = sink("127.0.0.3", "drop");
+    let o = run(
+        &h,
+        &format!(
+            "curl -sS --max-time 20 -w ' code=%{{http_code}}' http://allowed.test:{a}/; echo; \
+             curl -sS --max-time 20 http://drop.test:{d}/"
+        ),
+    );
+    let text = out(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Fail closed: no answer in time means no connection.
+    assert_eq!(allowed.load(Ordering::SeqCst), 0, "{text}");
+    assert!(stdout.contains("code=403"), "{text}");
+    // (reqwest's own timeout, set to timeout_ms, or the review's bound: whichever
+    // fires first.)
+    assert!(
+        stdout.contains("could not review the connection to allowed.test")
+            && stdout.contains("on_error is \"deny\""),
+        "{text}"
+    );
+    // Positive control: the reviewer's ALLOW lets the other one through.
+    assert_eq!(dropped.load(Ordering::SeqCst), 1, "{text}");
+    assert!(stdout.contains("sink:drop"), "{text}");
+    let reqs = llm.requests();
+    assert!(
+        reqs.iter().all(|r| r.path == "/v1/chat/completions"),
+        "{reqs:?}"
+    );
+    let j = reqs[0].json();
+    assert_eq!(j["messages"][0]["role"], "system");
+    assert!(j["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains(RULES));
+}
