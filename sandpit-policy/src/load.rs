@@ -747,9 +747,7 @@ impl Builder {
                 ev.push(match e.get_ref().as_str() {
                     "exec" => ReviewEvent::Exec,
                     "network" => ReviewEvent::Network,
-                    // Accepting this while nothing asks the reviewer about it would be
-                    // a silent no-op: refuse it until the interposer asks.
-                    "write" => return Err(cx.diag(e.span(), format!("adversary.review {:?} is not supported yet: commands and network destinations are reviewed", e.get_ref()), "use review = [\"exec\", \"network\"]; writes are decided by the rules alone")),
+                    "write" => ReviewEvent::Write,
                     other => {
                         return Err(cx.diag(
                             e.span(),

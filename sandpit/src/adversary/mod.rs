@@ -244,7 +244,10 @@ pub fn cache_key(req: &ReviewRequest) -> String {
         k.push('\0');
     }
     k.push('\0');
-    k.push_str(&req.cwd);
+    // A write is the same event from any directory (its path is absolute).
+    if req.event != ReviewEvent::Write {
+        k.push_str(&req.cwd);
+    }
     k
 }
 
