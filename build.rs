@@ -70,42 +70,55 @@ fn main() {
         return;
     }
 
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args([
-            "build",
-            "-p",
-            "sandpit-dylib",
-            "--lib",
-            "-p",
-            "sandpit-shims",
-        ])
-        .args(["--bin", "sandpit-shim", "--target", &target])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if release {
-        cmd.arg("--release");
-    }
-    // Our own target dir; clippy's wrapper is for the outer build only; the rest of
-    // the environment (RUSTC, CARGO_ENCODED_RUSTFLAGS, linker and CC variables set by
-    // cargo-zigbuild, the jobserver) is forwarded as is.
-    for k in [
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET_DIR",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(k);
-    }
-    match cmd.status() {
-        Ok(s) if s.success() => {}
-        Ok(s) => {
-            eprintln!("build.rs: building sandpit-dylib failed ({s})");
-            exit(1)
+    // The interposer, then the shim binary in the same target dir (its dependencies
+    // are built once, with the same flags). On Linux the shim is linked static and
+    // not position-independent (flags for the final binary only, via `cargo
+    // rustc`): no dynamic loader, no libgcc_s, and none of the ~10k start-up
+    // relocations a PIE of this size has — each touches a page. That halves its
+    // start-up cost (bench/shim_exec.sh). It also never loads the interposer (a
+    // static binary ignores LD_PRELOAD); the tool it execs does.
+    let mut dylib = Command::new(&cargo);
+    dylib.args(["build", "-p", "sandpit-dylib", "--lib"]);
+    let mut shim = Command::new(&cargo);
+    shim.args(["rustc", "-p", "sandpit-shims", "--bin", "sandpit-shim"]);
+    for (what, mut cmd) in [("sandpit-dylib", dylib), ("sandpit-shim", shim)] {
+        cmd.current_dir(&root)
+            .args(["--target", &target])
+            .arg("--target-dir")
+            .arg(&target_dir);
+        if release {
+            cmd.arg("--release");
         }
-        Err(e) => {
-            eprintln!("build.rs: cannot run cargo: {e}");
-            exit(1)
+        if what == "sandpit-shim" && target.contains("-linux-") {
+            cmd.args([
+                "--",
+                "-C",
+                "relocation-model=static",
+                "-C",
+                "target-feature=+crt-static",
+            ]);
+        }
+        // Our own target dir; clippy's wrapper is for the outer build only; the rest
+        // of the environment (RUSTC, CARGO_ENCODED_RUSTFLAGS, linker and CC variables
+        // set by cargo-zigbuild, the jobserver) is forwarded as is.
+        for k in [
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_TARGET_DIR",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            cmd.env_remove(k);
+        }
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                eprintln!("build.rs: building {what} failed ({s})");
+                exit(1)
+            }
+            Err(e) => {
+                eprintln!("build.rs: cannot run cargo: {e}");
+                exit(1)
+            }
         }
     }
 

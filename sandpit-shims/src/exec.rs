@@ -418,7 +418,12 @@ fn relay(from: &mut dyn Read, to: &mut dyn Write) -> std::io::Result<()> {
 
 fn tunnel(host: &str, port: u16) -> Result<(), String> {
     let (proxy, cred) = proxy_endpoint()?;
-    let mut sock = std::net::TcpStream::connect(&proxy)
+    // The launcher always names a literal address; parsing it here keeps the
+    // (static) shim binary away from getaddrinfo and NSS.
+    let addr: std::net::SocketAddr = proxy
+        .parse()
+        .map_err(|_| format!("{PROXY_URL_VAR} must name an IP address and port, not {proxy:?}"))?;
+    let mut sock = std::net::TcpStream::connect(addr)
         .map_err(|e| format!("cannot reach sandpit's proxy at {proxy}: {e}"))?;
     let target = if host.contains(':') {
         format!("[{host}]:{port}")
