@@ -469,6 +469,31 @@ mod tests {
     }
 
     #[test]
+    fn writes_outside_the_workspace_go_to_review_and_fail_closed_without_a_socket() {
+        let e = engine(
+            "[files]\nallow_write = [\"~/extra\"]\n[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"write\"]\n",
+        );
+        // The workspace and the scratch dir: allowed on the fast path, never reviewed.
+        for p in ["/h/p/a", "/tmp/run/a"] {
+            assert!(e.path_allowed_fast(Access::Write, p.as_bytes()), "{p}");
+            assert!(e.path(Access::Write, p.as_bytes()).is_ok(), "{p}");
+        }
+        // An extra allow_write root: the rules allow it, the adversary decides; with
+        // no control socket that is a denial.
+        let p = "/h/extra/x";
+        assert!(!e.path_allowed_fast(Access::Write, p.as_bytes()));
+        let v = sandpit_policy::decide(e.policy(), &Request::Write(Path::new(p)));
+        assert_eq!(v.decision, Decision::Review);
+        let d = e.path(Access::Write, p.as_bytes()).unwrap_err();
+        assert!(d.0.contains("needs the adversary's review"), "{}", d.0);
+        // Reads there are not reviewed.
+        assert!(e.path(Access::Read, p.as_bytes()).is_ok());
+        // Without review = ["write"] the same write is simply allowed.
+        let e = engine("[files]\nallow_write = [\"~/extra\"]\n");
+        assert!(e.path_allowed_fast(Access::Write, p.as_bytes()));
+    }
+
+    #[test]
     fn exec_matching() {
         let e = engine("[exec]\nblock = [\"curl --data\"]\n");
         assert!(e.exec_plain.is_some());

@@ -174,6 +174,9 @@ pub fn run_tool(tool: &OsStr, args: Vec<OsString>, fallback: Fallback<'_>) -> i3
     if judged.needs_review() {
         // Every rule allowed it; the adversary has the last word (docs/adversary.md).
         if let Err(line) = ask_adversary(&policy, tool_s, &sargs) {
+            let mut subject: Vec<&str> = vec![tool_s];
+            subject.extend(sargs.iter().map(String::as_str));
+            report(&line, &subject);
             return blocked(&line);
         }
     }
