@@ -151,6 +151,15 @@ fn new_destinations_are_reviewed_once_and_a_deny_refuses_the_connection() {
         .find(|l| l.contains("drop.test") && l.contains("net-deny-marker"))
         .unwrap_or_else(|| panic!("no audit record of the denial: {log}"));
     assert!(rec.contains("\"deny\""), "{rec}");
+    assert!(rec.contains("\"key\":\"adversary\""), "{rec}");
+    // The run's summary names the reviewer, and does not advise adding an allow
+    // rule that is already there.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("refused it after the rules allowed it"),
+        "{text}"
+    );
+    assert!(!stderr.contains("allow = [\"drop.test"), "{text}");
 }
 
 #[test]
