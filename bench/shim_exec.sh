@@ -71,3 +71,37 @@ small=$(ms "${total[small]}")
 awk -v l="$small" -v b="$bare" -v t="$(ms "${total[true]}")" 'BEGIN {
   printf "the sandpit-shim link adds %.2f process start-ups (/bin/true) on this machine\n", (l - b) / t }'
 echo "($N interleaved runs each; goal: added <= 1 ms)"
+
+# CPU time (user+sys of the commands, from the shell's `times`): what a shim costs
+# in work, less sensitive than wall time to a loaded machine's scheduling delays.
+children_us() { # the children's user+sys in a saved `times` output, in µs
+  tail -1 "$1" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); s += p[1] * 60 + p[2] }; printf "%d", s * 1e6 }'
+}
+declare -A cpu
+cpu_run() { # name, command…: N runs in a row
+  local name=$1; shift
+  times > "$WORK/t0"
+  for ((j = 0; j < N; j++)); do "$@" > /dev/null; done
+  times > "$WORK/t1"
+  cpu[$name]=$(( $(children_us "$WORK/t1") - $(children_us "$WORK/t0") ))
+}
+cpu_run true /bin/true
+cpu_run bare "$REAL" --version
+cpu_run exec "$SANDPIT" exec curl --version
+PATH=$WORK/small:$BASE_PATH SANDPIT_SHIM_DIR=$WORK/small cpu_run small curl --version
+PATH=$WORK/link:$BASE_PATH SANDPIT_SHIM_DIR=$WORK/link cpu_run link curl --version
+cbare=$(ms "${cpu[bare]}")
+printf '\nCPU (user+sys)\n'
+printf '%-36s %8s ms/run\n' "/bin/true" "$(ms "${cpu[true]}")"
+printf '%-36s %8s ms/run\n' "bare curl --version" "$cbare"
+for k in exec small link; do
+  v=$(ms "${cpu[$k]}")
+  case $k in
+    exec) label="sandpit exec curl --version" ;;
+    small) label="shim: symlink to sandpit-shim" ;;
+    link) label="shim: symlink to sandpit" ;;
+  esac
+  printf '%-36s %8s ms/run   added %s ms\n' "$label" "$v" \
+    "$(awk -v a="$v" -v b="$cbare" 'BEGIN { printf "%+.3f", a - b }')"
+done
+echo "($N runs each; CPU time has the clock tick's resolution over the whole batch)"

@@ -212,3 +212,40 @@ fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
         .unwrap()
         .contains(RULES));
 }
+
+#[test]
+fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
+    let llm = FakeLlm::start(|_| Reply::Json(200, openai("ALLOW: fine")));
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &format!(
+            "[network]\nmode = \"unrestricted\"\n[adversary]\nprovider = \"openai\"\nmodel = \"judge\"\nendpoint = \"{}\"\nreview = [\"network\"]\n",
+            llm.url()
+        ),
+    );
+    let marker = h.workspace().join("ran");
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(125), "{text}");
+    assert!(text.contains("do not go through sandpit's proxy"), "{text}");
+    assert!(!marker.exists(), "{text}");
+    // Positive control: the same run without network review starts.
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[network]\nmode = \"unrestricted\"\n",
+    );
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(marker.exists());
+}

@@ -229,6 +229,19 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
+    // Network review happens in sandpit's proxy; without it the user's
+    // `review = ["network"]` would silently review nothing.
+    if reviews(policy, sandpit_policy::ReviewEvent::Network)
+        && sockets.is_none()
+        && policy.network.mode.value != NetMode::Offline
+    {
+        return Err(LaunchError::Adversary(
+            "adversary.review includes \"network\", but connections do not go through \
+             sandpit's proxy (network.mode = \"unrestricted\", or --proxy-socket)"
+                .into(),
+        ));
+    }
+
     let audit = match &interposer {
         Interposer::On(_) if o.audit_socket.is_some() => None,
         Interposer::On(_) => {
