@@ -70,7 +70,8 @@ fn writes_outside_the_workspace_are_reviewed_and_a_deny_is_eacces() {
          echo c >> ~/extra/ok.txt; \
          echo d > inside.txt && echo wrote-inside",
     );
-    let text = out(&o);
+    let bodies: Vec<String> = llm.requests().into_iter().map(|r| r.body).collect();
+    let text = format!("{}\nreviewer requests: {bodies:#?}", out(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     // Positive controls: the reviewer's ALLOW, and a write inside the workspace
