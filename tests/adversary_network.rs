@@ -55,7 +55,7 @@ fn home(adversary: &str) -> TestHome {
     h.write(
         &h.home().join(".sandpit/config.toml"),
         &format!(
-            "[network]\nallow = [\"allowed.test\", \"drop.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"drop.test\" = \"127.0.0.3\"\n{adversary}"
+            "[network]\nallow = [\"allowed.test\", \"drop.test\", \"busy.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"drop.test\" = \"127.0.0.3\"\n\"busy.test\" = \"127.0.0.2\"\n{adversary}"
         ),
     );
     h
@@ -248,4 +248,36 @@ fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
         .unwrap();
     assert!(o.status.success(), "{}", out(&o));
     assert!(marker.exists());
+}
+
+#[test]
+fn parallel_connections_to_a_new_destination_are_reviewed_once() {
+    // A slow reviewer: without single-flight every parallel connection would ask.
+    let llm = FakeLlm::start(|_| {
+        Reply::Slow(
+            std::time::Duration::from_millis(500),
+            anthropic("ALLOW: a host the project uses"),
+        )
+    });
+    let h = home(&format!(
+        "[adversary]\nprovider = \"anthropic\"\nmodel = \"judge\"\nendpoint = \"{}\"\napi_key_env = \"TEST_ADV_KEY\"\nrules = \"{RULES}\"\nreview = [\"network\"]\ntimeout_ms = 10000\n",
+        llm.url()
+    ));
+    let (a, seen) = sink("127.0.0.2", "busy");
+    let o = run(
+        &h,
+        &format!(
+            "for i in 1 2 3 4; do curl -sS --max-time 20 http://busy.test:{a}/$i & done; wait"
+        ),
+    );
+    let text = out(&o);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .matches("sink:busy")
+            .count(),
+        4,
+        "{text}"
+    );
+    assert_eq!(seen.load(Ordering::SeqCst), 4, "{text}");
+    assert_eq!(llm.requests().len(), 1, "{text}");
 }

@@ -563,11 +563,23 @@ impl Reviewer {
 
 /// The proxy's [`Review`](crate::proxy::Review) for `review = ["network"]`: each
 /// connection the policy allowed goes to the reviewer as a [`ReviewRequest::network`]
-/// (the cache makes that once per destination per run). The review runs on the
-/// reviewer's own runtime (`rt`), where its HTTP client lives.
+/// (the cache makes that once per destination per run; connections to a destination
+/// under review wait for that review instead of asking again). The review runs on
+/// the reviewer's own runtime (`rt`), where its HTTP client lives.
 pub struct NetworkReview {
-    pub reviewer: std::sync::Arc<Reviewer>,
-    pub rt: tokio::runtime::Handle,
+    reviewer: std::sync::Arc<Reviewer>,
+    rt: tokio::runtime::Handle,
+    in_flight: Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl NetworkReview {
+    pub fn new(reviewer: std::sync::Arc<Reviewer>, rt: tokio::runtime::Handle) -> NetworkReview {
+        NetworkReview {
+            reviewer,
+            rt,
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 impl crate::proxy::Review for NetworkReview {
@@ -578,10 +590,21 @@ impl crate::proxy::Review for NetworkReview {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::proxy::Verdict> + Send + 'a>>
     {
         let req = ReviewRequest::network(&host.to_string(), port);
+        let turn = self.in_flight.lock().ok().map(|mut m| {
+            if m.len() >= CACHE_MAX {
+                m.clear();
+            }
+            m.entry(req.argv.concat()).or_default().clone()
+        });
         let reviewer = self.reviewer.clone();
-        let task = self.rt.spawn(async move { reviewer.review(req).await });
+        let rt = self.rt.clone();
         Box::pin(async move {
-            match task.await {
+            // One review of a destination at a time: the next one is a cache hit.
+            let _turn = match &turn {
+                Some(t) => Some(t.lock().await),
+                None => None,
+            };
+            match rt.spawn(async move { reviewer.review(req).await }).await {
                 Ok(v) => crate::proxy::Verdict {
                     allow: v.decision == Decision::Allow,
                     rule: v.rule.map(|o| o.to_string()),

@@ -559,10 +559,7 @@ impl Prepared {
             let (service, reviewer) = start_adversary(&self.policy, listener)?;
             if reviews(&self.policy, sandpit_policy::ReviewEvent::Network) {
                 review = Some(crate::proxy::Reviewing(Arc::new(
-                    crate::adversary::NetworkReview {
-                        reviewer,
-                        rt: service.rt.handle().clone(),
-                    },
+                    crate::adversary::NetworkReview::new(reviewer, service.rt.handle().clone()),
                 )));
             }
             services.adversary = Some(service);
