@@ -165,8 +165,12 @@ fn new_destinations_are_reviewed_once_and_a_deny_refuses_the_connection() {
 #[test]
 fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
     let llm = FakeLlm::start(|q| {
-        // (The second request's history names allowed.test too.)
-        if q.body.contains("drop.test") {
+        // Judge the event line (the history names earlier destinations too).
+        let user = q.json()["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if user.lines().next().unwrap_or("").contains("drop.test") {
             Reply::Json(200, openai("ALLOW: fine"))
         } else {
             Reply::Hang
@@ -182,7 +186,8 @@ fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
         &h,
         &format!(
             "curl -sS --max-time 20 -w ' code=%{{http_code}}' http://allowed.test:{a}/; echo; \
-             curl -sS --max-time 20 http://drop.test:{d}/"
+             curl -sS --max-time 20 http://drop.test:{d}/; echo; \
+             for i in 1 2 3; do curl -sS --max-time 20 http://busy.test:{a}/$i & done; wait"
         ),
     );
     let text = out(&o);
@@ -204,6 +209,27 @@ fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
     assert!(
         reqs.iter().all(|r| r.path == "/v1/chat/completions"),
         "{reqs:?}"
+    );
+    // Three parallel connections to a destination whose review hangs: one request,
+    // whose failure refuses all three (the waiters do not each ask and wait again).
+    let about_busy = reqs
+        .iter()
+        .filter(|r| {
+            let user = r.json()["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            user.lines().next().unwrap_or("").contains("busy.test")
+        })
+        .count();
+    assert_eq!(about_busy, 1, "{text}");
+    assert_eq!(allowed.load(Ordering::SeqCst), 0, "{text}");
+    assert_eq!(
+        stdout
+            .matches("could not review the connection to busy.test")
+            .count(),
+        3,
+        "{text}"
     );
     let j = reqs[0].json();
     assert_eq!(j["messages"][0]["role"], "system");

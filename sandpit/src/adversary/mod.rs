@@ -569,8 +569,12 @@ impl Reviewer {
 pub struct NetworkReview {
     reviewer: std::sync::Arc<Reviewer>,
     rt: tokio::runtime::Handle,
-    in_flight: Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    /// Per destination: held while it is reviewed; holds the last verdict, which
+    /// the connections that waited take as theirs.
+    in_flight: Mutex<HashMap<String, Slot>>,
 }
+
+type Slot = std::sync::Arc<tokio::sync::Mutex<Option<crate::proxy::Verdict>>>;
 
 impl NetworkReview {
     pub fn new(reviewer: std::sync::Arc<Reviewer>, rt: tokio::runtime::Handle) -> NetworkReview {
@@ -599,12 +603,24 @@ impl crate::proxy::Review for NetworkReview {
         let reviewer = self.reviewer.clone();
         let rt = self.rt.clone();
         Box::pin(async move {
-            // One review of a destination at a time: the next one is a cache hit.
-            let _turn = match &turn {
-                Some(t) => Some(t.lock().await),
+            // One review of a destination at a time. A connection that had to wait
+            // for one takes its verdict (so a reviewer that times out costs the
+            // waiters one timeout, not one each); one that did not wait asks (the
+            // reviewer's cache answers repeats).
+            let mut slot = match &turn {
+                Some(t) => match t.try_lock() {
+                    Ok(g) => Some(g),
+                    Err(_) => {
+                        let g = t.lock().await;
+                        if let Some(v) = g.as_ref() {
+                            return v.clone();
+                        }
+                        Some(g)
+                    }
+                },
                 None => None,
             };
-            match rt.spawn(async move { reviewer.review(req).await }).await {
+            let v = match rt.spawn(async move { reviewer.review(req).await }).await {
                 Ok(v) => crate::proxy::Verdict {
                     allow: v.decision == Decision::Allow,
                     rule: v.rule.map(|o| o.to_string()),
@@ -615,7 +631,11 @@ impl crate::proxy::Review for NetworkReview {
                     None,
                     format!("the adversary could not review the connection ({e})"),
                 ),
+            };
+            if let Some(g) = slot.as_mut() {
+                **g = Some(v.clone());
             }
+            v
         })
     }
 }
