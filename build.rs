@@ -90,12 +90,16 @@ fn main() {
             cmd.arg("--release");
         }
         if what == "sandpit-shim" && target.contains("-linux-") {
+            // Without debug info: the launcher embeds it and hashes it on every
+            // run with shims (30 MB in a debug build otherwise).
             cmd.args([
                 "--",
                 "-C",
                 "relocation-model=static",
                 "-C",
                 "target-feature=+crt-static",
+                "-C",
+                "strip=debuginfo",
             ]);
         }
         // Our own target dir; clippy's wrapper is for the outer build only; the rest
