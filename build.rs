@@ -3,7 +3,9 @@
 //! `cargo build` — its own target dir under OUT_DIR, the same profile and target,
 //! the caller's toolchain/linker environment forwarded so cross builds for apple
 //! targets (cargo-zigbuild) keep working — and exposes its bytes to the launcher
-//! through `$OUT_DIR/dylib.rs` (`include_bytes!`).
+//! through `$OUT_DIR/dylib.rs` (`include_bytes!`). The same nested build makes the
+//! small `sandpit-shim` binary (from `sandpit-shims`) that the PATH shims link to,
+//! embedded the same way.
 use sha2::Digest;
 use std::env;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,7 @@ fn main() {
         ("libsandpit_dylib.so", "libsandpit.so")
     };
     let embedded = out.join(name);
+    let embedded_shim = out.join("sandpit-shim");
 
     // `cargo clippy` only checks: no binary is produced, so nothing is embedded and
     // no linker for the target is needed (the macOS cross-check lints without one).
@@ -58,80 +61,119 @@ fn main() {
         .map(|w| w.contains("clippy-driver"))
         .unwrap_or(false);
     if checking {
-        if let Err(e) = std::fs::write(&embedded, b"") {
-            eprintln!("build.rs: write {}: {e}", embedded.display());
-            exit(1)
+        for f in [&embedded, &embedded_shim] {
+            if let Err(e) = std::fs::write(f, b"") {
+                eprintln!("build.rs: write {}: {e}", f.display());
+                exit(1)
+            }
         }
-        write_source(&out, &embedded, name);
+        write_source(&out, &embedded, name, &embedded_shim);
         return;
     }
 
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args(["build", "-p", "sandpit-dylib", "--lib", "--target", &target])
-        .arg("--target-dir")
-        .arg(&target_dir);
-    if release {
-        cmd.arg("--release");
-    }
-    // Our own target dir; clippy's wrapper is for the outer build only; the rest of
-    // the environment (RUSTC, CARGO_ENCODED_RUSTFLAGS, linker and CC variables set by
-    // cargo-zigbuild, the jobserver) is forwarded as is.
-    for k in [
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET_DIR",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(k);
-    }
-    match cmd.status() {
-        Ok(s) if s.success() => {}
-        Ok(s) => {
-            eprintln!("build.rs: building sandpit-dylib failed ({s})");
-            exit(1)
+    // The interposer, then the shim binary in the same target dir (its dependencies
+    // are built once, with the same flags). On Linux the shim is linked static and
+    // not position-independent (flags for the final binary only, via `cargo
+    // rustc`): no dynamic loader, no libgcc_s, and none of the ~10k start-up
+    // relocations a PIE of this size has — each touches a page. That halves its
+    // start-up cost (bench/shim_exec.sh). It also never loads the interposer (a
+    // static binary ignores LD_PRELOAD); the tool it execs does.
+    let mut dylib = Command::new(&cargo);
+    dylib.args(["build", "-p", "sandpit-dylib", "--lib"]);
+    let mut shim = Command::new(&cargo);
+    shim.args(["rustc", "-p", "sandpit-shims", "--bin", "sandpit-shim"]);
+    for (what, mut cmd) in [("sandpit-dylib", dylib), ("sandpit-shim", shim)] {
+        cmd.current_dir(&root)
+            .args(["--target", &target])
+            .arg("--target-dir")
+            .arg(&target_dir);
+        if release {
+            cmd.arg("--release");
         }
-        Err(e) => {
-            eprintln!("build.rs: cannot run cargo: {e}");
-            exit(1)
+        if what == "sandpit-shim" && target.contains("-linux-") {
+            // Without debug info: the launcher embeds it and hashes it on every
+            // run with shims (30 MB in a debug build otherwise).
+            cmd.args([
+                "--",
+                "-C",
+                "relocation-model=static",
+                "-C",
+                "target-feature=+crt-static",
+                "-C",
+                "strip=debuginfo",
+            ]);
+        }
+        // Our own target dir; clippy's wrapper is for the outer build only; the rest
+        // of the environment (RUSTC, CARGO_ENCODED_RUSTFLAGS, linker and CC variables
+        // set by cargo-zigbuild, the jobserver) is forwarded as is.
+        for k in [
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_TARGET_DIR",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            cmd.env_remove(k);
+        }
+        match cmd.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                eprintln!("build.rs: building {what} failed ({s})");
+                exit(1)
+            }
+            Err(e) => {
+                eprintln!("build.rs: cannot run cargo: {e}");
+                exit(1)
+            }
         }
     }
 
-    let built = target_dir
+    let built_dir = target_dir
         .join(&target)
-        .join(if release { "release" } else { "debug" })
-        .join(built);
-    if let Err(e) = std::fs::copy(&built, &embedded) {
-        eprintln!("build.rs: copy {}: {e}", built.display());
-        exit(1)
+        .join(if release { "release" } else { "debug" });
+    for (from, to) in [
+        (built_dir.join(built), &embedded),
+        (built_dir.join("sandpit-shim"), &embedded_shim),
+    ] {
+        if let Err(e) = std::fs::copy(&from, to) {
+            eprintln!("build.rs: copy {}: {e}", from.display());
+            exit(1)
+        }
     }
-    write_source(&out, &embedded, name);
+    write_source(&out, &embedded, name, &embedded_shim);
 }
 
-/// `$OUT_DIR/dylib.rs`: the embedded bytes, their SHA-256 (computed here, so a run
-/// never hashes the library) and the name they are extracted under.
-fn write_source(out: &Path, embedded: &Path, name: &str) {
-    let bytes = match std::fs::read(embedded) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("build.rs: read {}: {e}", embedded.display());
-            exit(1)
-        }
+/// `$OUT_DIR/dylib.rs`: the embedded bytes of the library and of the shim binary,
+/// their SHA-256 (computed here, so a run never hashes them) and the library's name.
+fn write_source(out: &Path, embedded: &Path, name: &str, shim: &Path) {
+    let hash = |p: &Path| -> String {
+        let bytes = match std::fs::read(p) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("build.rs: read {}: {e}", p.display());
+                exit(1)
+            }
+        };
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     };
-    let hash: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let src = format!(
         "/// The interposition library, as built for this target.\n\
          pub const DYLIB: &[u8] = include_bytes!({:?});\n\
          /// Hex SHA-256 of [`DYLIB`]: the directory it is extracted to.\n\
          pub const DYLIB_SHA256: &str = {:?};\n\
          /// The file name it is extracted under.\n\
-         pub const DYLIB_FILE_NAME: &str = {:?};\n",
+         pub const DYLIB_FILE_NAME: &str = {:?};\n\
+         /// The small binary the PATH shims link to (`sandpit-shims`' `sandpit-shim`).\n\
+         pub const SHIM_BIN: &[u8] = include_bytes!({:?});\n\
+         /// Hex SHA-256 of [`SHIM_BIN`].\n\
+         pub const SHIM_SHA256: &str = {:?};\n",
         embedded.display().to_string(),
-        hash,
-        name
+        hash(embedded),
+        name,
+        shim.display().to_string(),
+        hash(shim)
     );
     if let Err(e) = std::fs::write(out.join("dylib.rs"), src) {
         eprintln!("build.rs: write dylib.rs: {e}");

@@ -116,10 +116,10 @@ fn main() {
     let env = vec![("BENCH_KEY".to_string(), "bench-key-0000".to_string())];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let reviewer = Arc::new(Reviewer::from_policy(&p, &env).unwrap().unwrap());
-    let req = ReviewRequest {
-        argv: vec!["cargo".into(), "build".into(), "--release".into()],
-        cwd: "/work/project".into(),
-    };
+    let req = ReviewRequest::exec(
+        vec!["cargo".into(), "build".into(), "--release".into()],
+        "/work/project".into(),
+    );
 
     // 1. In-process cache hit.
     let first = rt.block_on(reviewer.review(req.clone()));

@@ -37,6 +37,12 @@ fn write_exe(path: &Path, text: &str) {
 
 impl Fx {
     fn new() -> Fx {
+        Fx::build(false)
+    }
+
+    /// `small`: the shims link to the small `sandpit-shim` binary, as in
+    /// `sandpit run --shims`.
+    fn build(small: bool) -> Fx {
         let llm = FakeLlm::start(|q| {
             if q.body.contains("evil") {
                 Reply::Json(
@@ -93,14 +99,18 @@ timeout_ms = 5000
         let snapshot = state.join("policy.snapshot");
         std::fs::write(&snapshot, policy.snapshot()).unwrap();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
-        sandpit_shims::build_shim_dir(
-            &shims,
-            &common::sandpit_bin(),
-            &[],
-            &path,
-            ShimKind::Symlink,
-        )
-        .unwrap();
+        let target = if small {
+            let out = h
+                .sandpit()
+                .args(["exec", "--install-shim"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        } else {
+            common::sandpit_bin()
+        };
+        sandpit_shims::build_shim_dir(&shims, &target, &[], &path, ShimKind::Symlink).unwrap();
 
         // The launcher's side.
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -163,8 +173,15 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn the_adversary_decides_shimmed_commands() {
-    let fx = Fx::new();
+    the_adversary_decides(&Fx::new());
+}
 
+#[test]
+fn the_adversary_decides_commands_through_the_small_shim() {
+    the_adversary_decides(&Fx::build(true));
+}
+
+fn the_adversary_decides(fx: &Fx) {
     // Positive control: allowed by the rules and by the adversary → it runs.
     let o = fx.curl(&["http://good.test/page"], Some(&fx.socket));
     assert!(o.status.success(), "{o:?}");

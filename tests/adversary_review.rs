@@ -40,10 +40,10 @@ fn reviewer(root: &Path, toml: &str, env: &[(String, String)]) -> Reviewer {
 }
 
 fn req(argv: &[&str]) -> ReviewRequest {
-    ReviewRequest {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        cwd: "/work/project".into(),
-    }
+    ReviewRequest::exec(
+        argv.iter().map(|s| s.to_string()).collect(),
+        "/work/project".into(),
+    )
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -434,10 +434,10 @@ async fn canary_secrets_never_leave() {
     ];
     for c in &cmds {
         let v = r
-            .review(ReviewRequest {
-                argv: c.clone(),
-                cwd: format!("/work/{ENV_CANARY}"),
-            })
+            .review(ReviewRequest::exec(
+                c.clone(),
+                format!("/work/{ENV_CANARY}"),
+            ))
             .await;
         assert_eq!(v.decision, Decision::Allow);
     }

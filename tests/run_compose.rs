@@ -355,6 +355,46 @@ fn shims_refuse_blocked_destinations_before_running() {
 }
 
 #[test]
+fn the_top_level_command_goes_through_its_shim() {
+    let w = World::new("");
+    let (a, b) = (w.allowed.port, w.blocked.port);
+    let run = |args: &[&str]| {
+        let mut c = w.h.sandpit();
+        c.args(["run", "--shims", "--"]).args(args);
+        c.output().unwrap()
+    };
+    let before = w.blocked.seen();
+    let url = format!("http://blocked.test:{b}/");
+    let o = run(&["curl", "-sS", "--max-time", "10", &url]);
+    assert_eq!(o.status.code(), Some(126), "{}", out(&o));
+    let err = stderr(&o);
+    let refusal: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("sandpit: curl"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{}", out(&o));
+    assert!(refusal[0].contains("blocked.test"), "{}", out(&o));
+    assert!(stdout(&o).is_empty(), "{}", out(&o));
+    w.assert_blocked_untouched(before, "top-level curl");
+
+    // Positive control: the top-level curl to an allowed host runs the real curl.
+    let url = format!("http://allowed.test:{a}/");
+    let o = run(&["curl", "-sS", "--max-time", "10", &url]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(stdout(&o), "sink:allowed");
+
+    // Without --shims the top-level curl is not the shim's to refuse: curl runs and
+    // the proxy answers it 403 (not 126, and no shim line).
+    let mut c = w.h.sandpit();
+    let url = format!("http://blocked.test:{b}/");
+    c.args(["run", "--", "curl", "-sS", "--max-time", "10", &url]);
+    let o = c.output().unwrap();
+    assert_ne!(o.status.code(), Some(126), "{}", out(&o));
+    assert!(!stderr(&o).contains("sandpit: curl"), "{}", out(&o));
+    w.assert_blocked_untouched(before, "top-level curl without shims");
+}
+
+#[test]
 fn a_static_program_runs_in_kernel_mode_and_the_kernel_still_holds() {
     let w = World::new("");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -27,6 +27,8 @@ const FAKE_TOOLS: &[&str] = &[
 
 struct Fx {
     h: TestHome,
+    /// What the shims point at: the sandpit binary, or the small shim binary.
+    target: PathBuf,
     bin: PathBuf,
     shims: PathBuf,
     snapshot: PathBuf,
@@ -38,9 +40,46 @@ fn write_exe(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// The small `sandpit-shim` binary, extracted by the launcher into `h`'s state
+/// directory the way `sandpit run --shims` does.
+fn install_small_shim(h: &TestHome) -> PathBuf {
+    let out = h
+        .sandpit()
+        .args(["exec", "--install-shim"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(p.ends_with("sandpit-shim") && p.is_file(), "{p:?}");
+    p
+}
+
 impl Fx {
     fn new(kind: ShimKind) -> Fx {
+        Fx::build(kind, false)
+    }
+
+    /// Symlink shims to the small shim binary (what `sandpit run --shims` makes).
+    fn small() -> Fx {
+        Fx::build(ShimKind::Symlink, true)
+    }
+
+    /// The three kinds of shim directory.
+    fn every_kind() -> [Fx; 3] {
+        [
+            Fx::new(ShimKind::Symlink),
+            Fx::new(ShimKind::Script),
+            Fx::small(),
+        ]
+    }
+
+    fn build(kind: ShimKind, small: bool) -> Fx {
         let h = TestHome::new();
+        let target = if small {
+            install_small_shim(&h)
+        } else {
+            common::sandpit_bin()
+        };
         let root = h.dir.path().to_path_buf();
         let bin = root.join("bin");
         let shims = root.join("shims");
@@ -85,14 +124,13 @@ impl Fx {
             .iter()
             .map(|r| r.value.source.clone())
             .collect();
-        let made =
-            sandpit_shims::build_shim_dir(&shims, &common::sandpit_bin(), &patterns, &path, kind)
-                .unwrap();
+        let made = sandpit_shims::build_shim_dir(&shims, &target, &patterns, &path, kind).unwrap();
         for t in FAKE_TOOLS {
             assert!(made.contains(&t.to_string()), "no shim for {t}: {made:?}");
         }
         Fx {
             h,
+            target,
             bin,
             shims,
             snapshot,
@@ -308,8 +346,18 @@ fn shims_judge_each_tools_argument_forms_script() {
 }
 
 #[test]
+fn small_shim_judges_each_tools_argument_forms() {
+    check_cases(&Fx::small());
+}
+
+#[test]
 fn blocked_reason_names_the_rule() {
-    let fx = Fx::new(ShimKind::Symlink);
+    for fx in [Fx::new(ShimKind::Symlink), Fx::small()] {
+        blocked_reason_names_the_rule_with(&fx);
+    }
+}
+
+fn blocked_reason_names_the_rule_with(fx: &Fx) {
     let out = fx.run("curl", &["https://bad.good.test/"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(126), "{err}");
@@ -331,8 +379,8 @@ fn blocked_reason_names_the_rule() {
 
 #[test]
 fn exec_replaces_the_process() {
-    for kind in [ShimKind::Symlink, ShimKind::Script] {
-        let fx = Fx::new(kind);
+    for fx in Fx::every_kind() {
+        let kind = &fx.target;
         let child = fx
             .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
             .stdout(Stdio::piped())
@@ -353,8 +401,8 @@ fn exec_replaces_the_process() {
 
 #[test]
 fn loop_guard_shim_dir_twice_and_through_a_symlink() {
-    for kind in [ShimKind::Symlink, ShimKind::Script] {
-        let fx = Fx::new(kind);
+    for fx in Fx::every_kind() {
+        let kind = &fx.target;
         let alias = fx.h.dir.path().join("shims-alias");
         std::os::unix::fs::symlink(&fx.shims, &alias).unwrap();
         let path = format!(
@@ -382,8 +430,8 @@ fn loop_guard_shim_dir_twice_and_through_a_symlink() {
 
 #[test]
 fn tool_missing_from_path_is_a_clear_error_not_a_loop() {
-    for kind in [ShimKind::Symlink, ShimKind::Script] {
-        let fx = Fx::new(kind);
+    for fx in Fx::every_kind() {
+        let kind = &fx.target;
         // Only shim directories on PATH: the real curl is nowhere.
         let alias = fx.h.dir.path().join("shims-alias");
         std::os::unix::fs::symlink(&fx.shims, &alias).unwrap();
@@ -422,7 +470,24 @@ fn sandpit_exec_subcommand_judges_and_runs() {
 
 #[test]
 fn unreadable_snapshot_fails_closed() {
-    let fx = Fx::new(ShimKind::Symlink);
+    for fx in [Fx::new(ShimKind::Symlink), Fx::small()] {
+        unreadable_snapshot_fails_closed_with(&fx);
+    }
+    // The small shim has no configuration of its own: without a snapshot (outside
+    // `sandpit run`) it refuses.
+    let fx = Fx::small();
+    let out = fx
+        .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
+        .env_remove("SANDPIT_SNAPSHOT")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(126), "{err}");
+    assert!(err.contains("SANDPIT_SNAPSHOT is not set"), "{err}");
+    assert!(fx.take_ran().is_empty());
+}
+
+fn unreadable_snapshot_fails_closed_with(fx: &Fx) {
     let out = fx
         .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
         .env("SANDPIT_SNAPSHOT", fx.h.dir.path().join("missing"))
@@ -443,7 +508,12 @@ fn unreadable_snapshot_fails_closed() {
 
 #[test]
 fn a_wrapper_that_calls_itself_through_the_shim_stops() {
-    let fx = Fx::new(ShimKind::Symlink);
+    for fx in [Fx::new(ShimKind::Symlink), Fx::small()] {
+        a_wrapper_that_calls_itself_through_the_shim_stops_with(&fx);
+    }
+}
+
+fn a_wrapper_that_calls_itself_through_the_shim_stops_with(fx: &Fx) {
     // A "curl" earlier on PATH than the real one that runs `curl` again by name.
     let wrap = fx.h.dir.path().join("wrap");
     std::fs::create_dir_all(&wrap).unwrap();
@@ -467,8 +537,13 @@ fn a_wrapper_that_calls_itself_through_the_shim_stops() {
 
 #[test]
 fn ssh_family_gets_sandpits_proxy_command_first() {
-    let fx = Fx::new(ShimKind::Symlink);
-    let bin = common::sandpit_bin();
+    for fx in [Fx::new(ShimKind::Symlink), Fx::small()] {
+        ssh_family_gets_sandpits_proxy_command_first_with(&fx);
+    }
+}
+
+fn ssh_family_gets_sandpits_proxy_command_first_with(fx: &Fx) {
+    let bin = &fx.target;
     let want_pc = format!("ProxyCommand='{}' exec --connect %h %p", bin.display());
     for (tool, args) in [
         ("ssh", vec!["-p", "2222", "u@ssh.test", "uptime"]),

@@ -171,6 +171,12 @@ struct Fx {
 
 impl Fx {
     fn new() -> Fx {
+        Fx::build(false)
+    }
+
+    /// `small`: the shims link to the small `sandpit-shim` binary (as in
+    /// `sandpit run --shims`), which is then also ssh's ProxyCommand.
+    fn build(small: bool) -> Fx {
         let h = TestHome::new();
         let root = h.dir.path().to_path_buf();
         let state = root.join("state");
@@ -210,9 +216,20 @@ impl Fx {
         let snapshot = state.join("policy.snapshot");
         std::fs::write(&snapshot, policy.snapshot()).unwrap();
         let shims = root.join("shims");
+        let target = if small {
+            let out = h
+                .sandpit()
+                .args(["exec", "--install-shim"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        } else {
+            common::sandpit_bin()
+        };
         let made = sandpit_shims::build_for_policy(
             &shims,
-            &common::sandpit_bin(),
+            &target,
             &policy,
             "/usr/local/bin:/usr/bin:/bin",
         )
@@ -282,7 +299,15 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn ssh_to_an_allowed_host_goes_through_the_tunnel_and_a_blocked_host_nowhere() {
-    let fx = Fx::new();
+    ssh_tunnel_and_blocked_host(&Fx::new());
+}
+
+#[test]
+fn ssh_through_the_small_shim_goes_through_the_tunnel_and_a_blocked_host_nowhere() {
+    ssh_tunnel_and_blocked_host(&Fx::build(true));
+}
+
+fn ssh_tunnel_and_blocked_host(fx: &Fx) {
     let target = format!("ssh.test:{}", fx.ssh_port);
 
     // Allowed: a real session, through the proxy.

@@ -3,12 +3,12 @@
 //! lines (round trip where they decode), the model's answer text, and redaction.
 use libfuzzer_sys::fuzz_target;
 use sandpit::adversary::{answer, redact::Redactor};
-use sandpit_shims::review::{decode_answer, decode_request, encode_answer, encode_request};
+use sandpit_shims::review::{decode_answer, decode_request, encode_answer, encode_event_request};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(r) = decode_request(data) {
         let argv: Vec<&[u8]> = r.argv.iter().map(|a| a.as_slice()).collect();
-        let again = decode_request(&encode_request(&r.cwd, &argv));
+        let again = decode_request(&encode_event_request(r.event, &r.cwd, &argv));
         assert_eq!(again.as_ref(), Some(&r));
     }
     if let Some(a) = decode_answer(data) {

@@ -120,6 +120,9 @@ pub struct Engine {
     /// The adversary's control socket (`SANDPIT_ADVERSARY_SOCKET` as this process
     /// received it): asked, blocking, for every exec the rules send to review.
     adversary_socket: Option<std::ffi::OsString>,
+    /// `adversary.review` names writes: a write outside these two directories (the
+    /// workspace, the scratch `$TMPDIR`) is not allowed on the fast path.
+    review_write: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Engine {
@@ -146,7 +149,18 @@ impl Engine {
         for r in &policy.exec.block {
             let _ = r.value.matches("");
         }
+        let review_write = policy
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Write))
+            .then(|| {
+                (
+                    policy.context.workspace.as_os_str().as_bytes().to_vec(),
+                    policy.context.scratch.as_os_str().as_bytes().to_vec(),
+                )
+            });
         Engine {
+            review_write,
             block_read: rules(&policy.files.block_read),
             allow_read: rules(&policy.files.allow_read),
             block_write: rules(&policy.files.block_write),
@@ -210,6 +224,10 @@ impl Engine {
                 self.read_ok(p)
                     && deepest(&self.block_write, p).is_none()
                     && deepest(&self.allow_write, p).is_some()
+                    && self
+                        .review_write
+                        .as_ref()
+                        .is_none_or(|(ws, scratch)| under(p, ws) || under(p, scratch))
             }
         }
     }
@@ -224,11 +242,27 @@ impl Engine {
             Access::Read => (Request::Read(path), b"read"),
             Access::Write => (Request::Write(path), b"write"),
         };
-        self.audited(
-            action,
-            &[p],
-            verdict(sandpit_policy::decide(&self.policy, &req)),
-        )
+        let v = sandpit_policy::decide(&self.policy, &req);
+        let r = if v.decision == Decision::Review && access == Access::Write {
+            // A write outside the workspace that the rules allowed: the adversary has
+            // the last word, and every failure to get its ALLOW denies.
+            crate::guard::with_guard(|| {
+                let cwd = std::env::current_dir()
+                    .map(|c| c.into_os_string().into_vec())
+                    .unwrap_or_default();
+                sandpit_shims::review::review_write(
+                    &self.policy,
+                    self.adversary_socket.as_deref(),
+                    &cwd,
+                    p,
+                )
+                .map(|_| ())
+                .map_err(Denied)
+            })
+        } else {
+            verdict(v)
+        };
+        self.audited(action, &[p], r)
     }
 
     /// The whole command line (argv joined by spaces) against `exec.block`.
@@ -445,6 +479,31 @@ mod tests {
             "{}",
             d.0
         );
+    }
+
+    #[test]
+    fn writes_outside_the_workspace_go_to_review_and_fail_closed_without_a_socket() {
+        let e = engine(
+            "[files]\nallow_write = [\"~/extra\"]\n[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"write\"]\n",
+        );
+        // The workspace and the scratch dir: allowed on the fast path, never reviewed.
+        for p in ["/h/p/a", "/tmp/run/a"] {
+            assert!(e.path_allowed_fast(Access::Write, p.as_bytes()), "{p}");
+            assert!(e.path(Access::Write, p.as_bytes()).is_ok(), "{p}");
+        }
+        // An extra allow_write root: the rules allow it, the adversary decides; with
+        // no control socket that is a denial.
+        let p = "/h/extra/x";
+        assert!(!e.path_allowed_fast(Access::Write, p.as_bytes()));
+        let v = sandpit_policy::decide(e.policy(), &Request::Write(Path::new(p)));
+        assert_eq!(v.decision, Decision::Review);
+        let d = e.path(Access::Write, p.as_bytes()).unwrap_err();
+        assert!(d.0.contains("needs the adversary's review"), "{}", d.0);
+        // Reads there are not reviewed.
+        assert!(e.path(Access::Read, p.as_bytes()).is_ok());
+        // Without review = ["write"] the same write is simply allowed.
+        let e = engine("[files]\nallow_write = [\"~/extra\"]\n");
+        assert!(e.path_allowed_fast(Access::Write, p.as_bytes()));
     }
 
     #[test]

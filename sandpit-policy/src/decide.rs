@@ -123,6 +123,10 @@ fn decide_write(policy: &Policy, p: &Path) -> Verdict {
         );
     }
     match deepest(&policy.files.allow_write, p) {
+        Some(_) if reviews_write(policy, p) => {
+            let adv = policy.adversary.as_ref().map(|a| &a.origin);
+            Verdict::new(Decision::Review, adv, format!("write to {shown} (outside the workspace) goes to the adversary for review"))
+        }
         Some(a) => Verdict::new(Decision::Allow, Some(&a.origin), format!("write to {shown} allowed by {}", a.origin)),
         None => Verdict::new(
             Decision::Deny,
@@ -133,6 +137,18 @@ fn decide_write(policy: &Policy, p: &Path) -> Verdict {
             ),
         ),
     }
+}
+
+/// Whether a write to `p` that the rules allow goes to the adversary: with
+/// `adversary.review = ["write"]`, every write outside the workspace and the run's
+/// scratch directory (`$TMPDIR`), e.g. under an extra `allow_write` root.
+pub fn reviews_write(policy: &Policy, p: &Path) -> bool {
+    policy
+        .adversary
+        .as_ref()
+        .is_some_and(|a| a.review.contains(&ReviewEvent::Write))
+        && !p.starts_with(&policy.context.workspace)
+        && !p.starts_with(&policy.context.scratch)
 }
 
 /// Whether an allow entry names this address itself (not through a wildcard name).

@@ -746,9 +746,8 @@ impl Builder {
             for e in rv.get_ref() {
                 ev.push(match e.get_ref().as_str() {
                     "exec" => ReviewEvent::Exec,
-                    // Accepting these while nothing asks the reviewer about them would
-                    // be a silent no-op: refuse them until the layers ask.
-                    "network" | "write" => return Err(cx.diag(e.span(), format!("adversary.review {:?} is not supported yet: only commands are reviewed", e.get_ref()), "use review = [\"exec\"]; network destinations and writes are decided by the rules alone")),
+                    "network" => ReviewEvent::Network,
+                    "write" => ReviewEvent::Write,
                     other => {
                         return Err(cx.diag(
                             e.span(),

@@ -186,11 +186,15 @@ fn regexes_paths_and_globs_are_validated() {
         "model is missing",
     );
     at(
-        &err("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"network\"]\n"),
+        &err("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"reads\"]\n"),
         3,
         19,
-        "not supported yet",
+        "not an event",
     );
+    let p =
+        user("[adversary]\nmodel = \"m\"\nreview = [\"exec\", \"network\", \"write\"]\n").unwrap();
+    use sandpit_policy::ReviewEvent::{Exec, Network, Write};
+    assert_eq!(p.adversary.unwrap().review, vec![Exec, Network, Write]);
 }
 
 #[test]

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod exec;
 pub mod getopt;
 pub mod judge;
 pub mod review;

@@ -10,7 +10,8 @@
 //! The protocol, one request per connection, one line each way:
 //!
 //! ```text
-//! client → launcher:  EXEC <cwd> <arg0> <arg1> …\n
+//! client → launcher:  EXEC <cwd> <arg0> <arg1> …\n     (a command about to run)
+//!               or:   WRITE <cwd> <path>\n             (a write outside the workspace)
 //! launcher → client:  ALLOW <reason>\n    or    DENY <reason>\n
 //! ```
 //!
@@ -73,6 +74,8 @@ pub enum AskError {
 /// A decoded request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecRequest {
+    /// `Exec` (`argv` is the command) or `Write` (`argv` is the one path).
+    pub event: ReviewEvent,
     pub cwd: Vec<u8>,
     pub argv: Vec<Vec<u8>>,
 }
@@ -132,9 +135,18 @@ fn decode_field(f: &[u8]) -> Option<Vec<u8>> {
 
 /// The request line for `argv` run in `cwd` (newline included).
 pub fn encode_request(cwd: &[u8], argv: &[&[u8]]) -> Vec<u8> {
+    encode_event_request(ReviewEvent::Exec, cwd, argv)
+}
+
+/// The request line for an event: `Exec` with the command, `Write` with the path
+/// (`Network` is reviewed inside the launcher and has no line: it is sent as EXEC).
+pub fn encode_event_request(event: ReviewEvent, cwd: &[u8], argv: &[&[u8]]) -> Vec<u8> {
     let mut out =
         Vec::with_capacity(16 + cwd.len() + argv.iter().map(|a| a.len() + 1).sum::<usize>());
-    out.extend_from_slice(b"EXEC ");
+    out.extend_from_slice(match event {
+        ReviewEvent::Write => b"WRITE ",
+        ReviewEvent::Exec | ReviewEvent::Network => b"EXEC ",
+    });
     encode_field(&mut out, cwd);
     for a in argv {
         out.push(b' ');
@@ -148,15 +160,17 @@ pub fn encode_request(cwd: &[u8], argv: &[&[u8]]) -> Vec<u8> {
 pub fn decode_request(line: &[u8]) -> Option<ExecRequest> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let mut fields = line.split(|b| *b == b' ');
-    if fields.next()? != b"EXEC" {
-        return None;
-    }
+    let event = match fields.next()? {
+        b"EXEC" => ReviewEvent::Exec,
+        b"WRITE" => ReviewEvent::Write,
+        _ => return None,
+    };
     let cwd = decode_field(fields.next()?)?;
     let argv = fields.map(decode_field).collect::<Option<Vec<_>>>()?;
-    if argv.is_empty() {
+    if argv.is_empty() || (event == ReviewEvent::Write && argv.len() != 1) {
         return None;
     }
-    Some(ExecRequest { cwd, argv })
+    Some(ExecRequest { event, cwd, argv })
 }
 
 /// Text made safe for one line of a terminal: control characters become spaces.
@@ -214,7 +228,18 @@ pub fn socket_trusted(socket: &Path, state_dir: &Path) -> bool {
 /// Ask the launcher about `argv` in `cwd` and wait at most `wait` for the answer.
 /// Blocking, std-only. Any failure is an error: the caller must not run the command.
 pub fn ask(socket: &Path, cwd: &[u8], argv: &[&[u8]], wait: Duration) -> Result<Answer, AskError> {
-    let req = encode_request(cwd, argv);
+    ask_event(socket, ReviewEvent::Exec, cwd, argv, wait)
+}
+
+/// [`ask`] for any event with a request line (exec, write).
+pub fn ask_event(
+    socket: &Path,
+    event: ReviewEvent,
+    cwd: &[u8],
+    argv: &[&[u8]],
+    wait: Duration,
+) -> Result<Answer, AskError> {
+    let req = encode_event_request(event, cwd, argv);
     if req.len() > MAX_REQUEST {
         return Err(AskError::TooLong);
     }
@@ -267,6 +292,28 @@ pub fn review_exec(
     cwd: &[u8],
     argv: &[&[u8]],
 ) -> Result<String, String> {
+    review_event(policy, socket, ReviewEvent::Exec, cwd, argv)
+}
+
+/// [`review_exec`] for a write to `path` outside the workspace that the rules
+/// allowed (`adversary.review = ["write"]`; the interposer's file hooks ask). Same
+/// guarantees: every failure to get an ALLOW from the launcher is `Err`.
+pub fn review_write(
+    policy: &Policy,
+    socket: Option<&std::ffi::OsStr>,
+    cwd: &[u8],
+    path: &[u8],
+) -> Result<String, String> {
+    review_event(policy, socket, ReviewEvent::Write, cwd, &[path])
+}
+
+fn review_event(
+    policy: &Policy,
+    socket: Option<&std::ffi::OsStr>,
+    event: ReviewEvent,
+    cwd: &[u8],
+    argv: &[&[u8]],
+) -> Result<String, String> {
     let wait = policy
         .adversary
         .as_ref()
@@ -278,7 +325,14 @@ pub fn review_exec(
         .collect::<Vec<_>>()
         .join(" ");
     let fail = |e: AskError| {
-        format!("sandpit: `{shown}` needs the adversary's review and {e}; not run (fail closed)")
+        match event {
+        ReviewEvent::Write => format!(
+            "sandpit: the write to {shown} needs the adversary's review and {e}; not written (fail closed)"
+        ),
+        _ => format!(
+            "sandpit: `{shown}` needs the adversary's review and {e}; not run (fail closed)"
+        ),
+    }
     };
     let socket = socket
         .filter(|s| !s.is_empty())
@@ -288,7 +342,7 @@ pub fn review_exec(
     if !socket_trusted(socket, &policy.context.state_dir) {
         return Err(fail(AskError::Untrusted(socket.display().to_string())));
     }
-    match ask(socket, cwd, argv, wait).map_err(fail)? {
+    match ask_event(socket, event, cwd, argv, wait).map_err(fail)? {
         Answer::Allow(r) => Ok(r),
         Answer::Deny(r) => Err(r),
     }
@@ -347,8 +401,20 @@ mod tests {
         let line = encode_request(b"/work/my dir", &argv);
         assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
         let r = decode_request(&line).unwrap();
+        assert_eq!(r.event, ReviewEvent::Exec);
         assert_eq!(r.cwd, b"/work/my dir");
         assert_eq!(r.argv, argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn write_requests_carry_one_path() {
+        let line = encode_event_request(ReviewEvent::Write, b"/w", &[b"/home/u/.cache/x y"]);
+        assert!(line.starts_with(b"WRITE "));
+        let r = decode_request(&line).unwrap();
+        assert_eq!(r.event, ReviewEvent::Write);
+        assert_eq!(r.argv, vec![b"/home/u/.cache/x y".to_vec()]);
+        assert!(decode_request(b"WRITE /w /a /b\n").is_none());
+        assert!(decode_request(b"WRITE /w\n").is_none());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! to the sandbox, so nothing inside can replace the socket; clients refuse a socket
 //! path outside it.
 use super::{AdversaryError, ReviewRequest, Reviewer};
-use sandpit_policy::Decision;
+use sandpit_policy::{Decision, ReviewEvent};
 use sandpit_shims::review::{decode_request, encode_answer, Answer, MAX_REQUEST, SOCKET_VAR};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -173,13 +173,15 @@ async fn handle(mut stream: UnixStream, reviewer: &Reviewer) {
     {
         None => Answer::Deny("sandpit: the request to the adversary was malformed; not run".into()),
         Some(req) => {
-            let req = ReviewRequest {
-                argv: req
-                    .argv
-                    .iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect(),
-                cwd: String::from_utf8_lossy(&req.cwd).into_owned(),
+            let argv: Vec<String> = req
+                .argv
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let cwd = String::from_utf8_lossy(&req.cwd).into_owned();
+            let req = match (req.event, argv.as_slice()) {
+                (ReviewEvent::Write, [path]) => ReviewRequest::write(path.clone(), cwd),
+                _ => ReviewRequest::exec(argv, cwd),
             };
             let v = reviewer.review(req).await;
             match v.decision {

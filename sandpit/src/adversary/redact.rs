@@ -207,12 +207,22 @@ impl Redactor {
         let Some(b64) = &self.mixed_b64 else {
             return s;
         };
+        let mixed = |m: &str| {
+            m.bytes().any(|b| b.is_ascii_digit())
+                && m.bytes().any(|b| b.is_ascii_uppercase())
+                && m.bytes().any(|b| b.is_ascii_lowercase())
+        };
         b64.replace_all(&s, |c: &Captures| {
             let m = &c[0];
-            let digit = m.bytes().any(|b| b.is_ascii_digit());
-            let upper = m.bytes().any(|b| b.is_ascii_uppercase());
-            let lower = m.bytes().any(|b| b.is_ascii_lowercase());
-            if digit && upper && lower {
+            // A path whose components are short (`/tmp/tmp-Ab3xYz/extra/file`) is
+            // not a token; base64 that happens to hold a `/` still has a long,
+            // mixed-case run on one side of it.
+            let token = if m.contains('/') {
+                m.split('/').any(|seg| seg.len() >= 20 && mixed(seg))
+            } else {
+                mixed(m)
+            };
+            if token {
                 MASK.to_string()
             } else {
                 m.to_string()
@@ -316,6 +326,14 @@ mod tests {
         );
         let path = "ls /home/someone/projects/my-project/source/modules/thing";
         assert_eq!(r.redact(path), path);
+        // A temporary directory's random, mixed-case name does not make a path a token.
+        let path = "/tmp/sandpit-test-E4UbCl/home/extra/forbidden-target.txt";
+        assert_eq!(r.redact(path), path);
+        // Base64 with a `/` in it is still masked.
+        assert_eq!(
+            r.redact("echo QUJDREVGR0hJSktMTU5PUFFS/1RVVldYWVphYmNkZWZnaGlqa2xt"),
+            format!("echo {MASK}")
+        );
         assert_eq!(
             r.redact("curl https://me:s3cret-pw@example.com/x"),
             format!("curl https://{MASK}@example.com/x")

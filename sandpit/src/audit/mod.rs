@@ -380,6 +380,13 @@ pub(crate) fn proxy_record(
         );
         if v.is_allowed() == e.allow {
             r.rule = v.rule.as_ref().map(RuleRef::from);
+        } else if !e.allow
+            && e.rule
+                .as_deref()
+                .is_some_and(|x| x.starts_with("adversary "))
+        {
+            // The rules allowed it; the reviewer (adversary.review) refused it.
+            r.rule = p.adversary.as_ref().map(|a| RuleRef::from(&a.origin));
         }
     }
     r

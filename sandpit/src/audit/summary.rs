@@ -85,6 +85,11 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
         let entry = x.entry.trim_end_matches('/');
         entry == path || entry == r.subject
     };
+    if key == "adversary" {
+        return vec![Fix::Note(
+            "the reviewer (adversary) refused it after the rules allowed it; what it enforces is adversary.rules".into(),
+        )];
+    }
     match r.action.as_str() {
         "read" | "write" if key == "files.block_read" => {
             let Some(rule) = &r.rule else { return vec![] };

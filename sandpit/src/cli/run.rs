@@ -390,7 +390,7 @@ pub mod linux {
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
         };
-        let running = match linux::spawn(&plan, &args.command, &layers) {
+        let running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
             Ok(r) => r,
             Err(e) => {
                 session.finish(None);

@@ -152,6 +152,24 @@ pub fn install(state_dir: &Path) -> Result<Installed> {
     )
 }
 
+/// Extract the embedded shim binary (`sandpit-shim`, what the PATH shims link to)
+/// the same way: `~/.sandpit/lib/<sha256>/sandpit-shim`, checked before use.
+pub fn install_shim(state_dir: &Path) -> Result<Installed> {
+    if SHIM_BIN.is_empty() {
+        // A `cargo clippy` build embeds nothing; such a binary cannot make shims.
+        return Err(InjectError::WrongKind(
+            state_dir.join("lib"),
+            "build with the shim binary embedded",
+        ));
+    }
+    install_hashed(
+        state_dir,
+        Cow::Borrowed(SHIM_BIN),
+        SHIM_SHA256,
+        sandpit_shims::exec::SHIM_BIN_NAME,
+    )
+}
+
 /// [`install`] for given bytes (tests use it with fixtures).
 pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Installed> {
     let hash = content_hash(bytes);
@@ -278,8 +296,9 @@ mod tests {
     }
 
     #[test]
-    fn build_time_hash_is_the_embedded_librarys() {
+    fn build_time_hashes_are_the_embedded_binaries() {
         assert_eq!(DYLIB_SHA256, content_hash(DYLIB));
+        assert_eq!(SHIM_SHA256, content_hash(SHIM_BIN));
     }
 
     #[test]

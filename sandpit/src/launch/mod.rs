@@ -47,6 +47,10 @@ pub enum LaunchError {
     Interposer(#[source] inject::InjectError),
     #[error("the PATH shims could not be built ({0}); the command was not started")]
     Shims(#[source] sandpit_shims::Error),
+    #[error(
+        "the shim binary could not be installed or verified ({0}); the command was not started"
+    )]
+    ShimBinary(#[source] inject::InjectError),
     #[error("{0:?} is not valid UTF-8; sandpit cannot pass it to the sandboxed command")]
     NotUtf8(OsString),
     #[error("the proxy could not be started: {0}")]
@@ -196,7 +200,9 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.join("shims");
-        let exe = std::env::current_exe().map_err(io("locating the sandpit binary"))?;
+        // The shims link to the small shim binary, not to this one (bench/shim_exec.sh).
+        let shim = inject::install_shim(&state_dir).map_err(LaunchError::ShimBinary)?;
+        let exe = shim.path;
         let path = std::env::var("PATH").unwrap_or_default();
         let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
             .map_err(LaunchError::Shims)?;
@@ -221,6 +227,20 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     } else {
         None
     };
+
+    // Network review happens in sandpit's proxy; without it the user's
+    // `review = ["network"]` would silently review nothing.
+    if reviews(policy, sandpit_policy::ReviewEvent::Network)
+        && sockets.is_none()
+        && loopback.is_none()
+        && policy.network.mode.value != NetMode::Offline
+    {
+        return Err(LaunchError::Adversary(
+            "adversary.review includes \"network\", but connections do not go through \
+             sandpit's proxy (network.mode = \"unrestricted\", or --proxy-socket)"
+                .into(),
+        ));
+    }
 
     // The adversary's socket is bound now (before the fork: the command may ask at
     // once) and served after it; with [adversary] configured, failing to set it up
@@ -451,6 +471,21 @@ impl Prepared {
         parts
     }
 
+    /// The command as the child runs it. With shims on, a bare program name that has
+    /// a shim goes through it (`curl URL` runs `<shims>/curl URL`), as it would when
+    /// typed inside the sandbox: the launcher execs with its own PATH, which does not
+    /// start with the shim directory.
+    pub fn command(&self, command: &[OsString]) -> Vec<OsString> {
+        let mut argv = command.to_vec();
+        if let (Some(sh), Some(first)) = (&self.shims, argv.first_mut()) {
+            let bare = first.to_str().filter(|n| !n.contains('/'));
+            if let Some(name) = bare.filter(|n| sh.tools.iter().any(|t| t == n)) {
+                *first = sh.dir.join(name).into_os_string();
+            }
+        }
+        argv
+    }
+
     /// The layers part of the start-up line, e.g. `kernel (namespaces+Landlock ABI
     /// 6+seccomp), interposer, proxy (filtered, 3 hosts), dns, shims (17 tools)`.
     #[cfg(target_os = "linux")]
@@ -505,8 +540,15 @@ impl Prepared {
             net: None,
             adversary: None,
         };
+        let mut review = None;
         if let Some((_, listener)) = self.adversary.take() {
-            services.adversary = Some(start_adversary(&self.policy, listener)?);
+            let (service, reviewer) = start_adversary(&self.policy, listener)?;
+            if reviews(&self.policy, sandpit_policy::ReviewEvent::Network) {
+                review = Some(crate::proxy::Reviewing(Arc::new(
+                    crate::adversary::NetworkReview::new(reviewer, service.rt.handle().clone()),
+                )));
+            }
+            services.adversary = Some(service);
         }
         let listener = match (self.sockets.as_mut(), self.loopback.take()) {
             (Some(s), _) => match (s.proxy.take(), s.dns.take()) {
@@ -535,6 +577,7 @@ impl Prepared {
             sink.clone(),
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
+                review,
                 ..crate::proxy::ProxyConfig::default()
             },
         );
@@ -645,7 +688,18 @@ struct AdversaryService {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn start_adversary(policy: &Policy, listener: UnixListener) -> Result<AdversaryService> {
+/// Whether `[adversary].review` names `event`.
+fn reviews(policy: &Policy, event: sandpit_policy::ReviewEvent) -> bool {
+    policy
+        .adversary
+        .as_ref()
+        .is_some_and(|a| a.review.contains(&event))
+}
+
+fn start_adversary(
+    policy: &Policy,
+    listener: UnixListener,
+) -> Result<(AdversaryService, Arc<crate::adversary::Reviewer>)> {
     let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
     let env: Vec<(String, String)> = std::env::vars().collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -660,12 +714,10 @@ fn start_adversary(policy: &Policy, listener: UnixListener) -> Result<AdversaryS
         .ok_or_else(|| err(&"no [adversary] in the policy"))?;
     listener.set_nonblocking(true).map_err(|e| err(&e))?;
     let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| err(&e))?;
-    let task = rt.spawn(crate::adversary::control::serve(
-        listener,
-        Arc::new(reviewer),
-    ));
+    let reviewer = Arc::new(reviewer);
+    let task = rt.spawn(crate::adversary::control::serve(listener, reviewer.clone()));
     drop(_enter);
-    Ok(AdversaryService { rt, task })
+    Ok((AdversaryService { rt, task }, reviewer))
 }
 
 struct NetServices {

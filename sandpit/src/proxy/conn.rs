@@ -81,7 +81,12 @@ impl Proxy {
         port: u16,
     ) -> Result<TcpStream, Refusal> {
         let hs = host.to_string();
-        let v = self.decide.connect(host, port);
+        let mut v = self.decide.connect(host, port);
+        if v.allow {
+            if let Some(r) = &self.cfg.review {
+                v = r.0.review(host, port).await;
+            }
+        }
         if !v.allow {
             self.record(way, &hs, port, None, &v);
             return Err(Refusal::Policy(v));
@@ -189,6 +194,13 @@ pub(crate) fn forbidden_body(host: &str, port: u16, v: &Verdict) -> String {
         .rule
         .clone()
         .unwrap_or_else(|| "no rule in [network] allow matches".to_string());
+    if rule.starts_with("adversary ") {
+        // The rules allowed it; the reviewer (adversary.review) had the last word.
+        return format!(
+            "sandpit: connection to {host}:{port} denied by the reviewer.\nrule: {rule}\nreason: {}\n",
+            v.reason
+        );
+    }
     format!(
         "sandpit: connection to {host}:{port} denied.\nrule: {rule}\nreason: {}\n\
          to allow it: add \"{host}\" to [network] allow in ~/.sandpit/config.toml (a project's \

@@ -32,6 +32,28 @@ impl Verdict {
     }
 }
 
+/// The last word on a connection the policy allowed: the adversary, with
+/// `adversary.review = ["network"]`. Asked after [`Decide::connect`] allowed
+/// `host:port` and before anything is resolved or dialed; a deny refuses the
+/// connection with the reviewer's reason.
+pub trait Review: Send + Sync + 'static {
+    fn review<'a>(
+        &'a self,
+        host: &'a Host,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>>;
+}
+
+/// [`ProxyConfig::review`](super::ProxyConfig::review)'s value.
+#[derive(Clone)]
+pub struct Reviewing(pub std::sync::Arc<dyn Review>);
+
+impl std::fmt::Debug for Reviewing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reviewing(..)")
+    }
+}
+
 /// What the proxy and DNS responder ask the policy.
 pub trait Decide: Send + Sync + 'static {
     /// May the sandbox connect to `host:port` (before any resolution)?

@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
 pub use audit::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
-pub use decide::{Decide, Verdict};
+pub use decide::{Decide, Review, Reviewing, Verdict};
 pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
 
 use crate::dns::Resolver;
@@ -78,6 +78,8 @@ pub struct ProxyConfig {
     pub idle_timeout: Duration,
     /// Move bulk tunnel traffic with splice(2) (Linux); off = user-space copies only.
     pub splice: bool,
+    /// A reviewer for connections the policy allowed (`adversary.review`).
+    pub review: Option<decide::Reviewing>,
 }
 
 impl Default for ProxyConfig {
@@ -90,6 +92,7 @@ impl Default for ProxyConfig {
             first_data_wait: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(300),
             splice: true,
+            review: None,
         }
     }
 }
