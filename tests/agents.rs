@@ -22,7 +22,7 @@ use std::process::{Command, Output};
 
 use agents_support::{ModelServer, Step};
 use common::sink::Sink;
-use common::TestHome;
+use common::{text, TestHome};
 use serde_json::json;
 
 const CANARY: &str = "CANARY-agent-5e1d0b";
@@ -93,15 +93,6 @@ fn script(s: &Stage, blocked_host: &str, read_tool: bool, edit: Step, done: Step
     v.push(edit);
     v.push(done);
     v
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// What every sandboxed agent run must show: nothing reached the blocked listener,

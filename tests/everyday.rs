@@ -15,19 +15,9 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use common::TestHome;
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, TestHome};
 
 /// A fresh HOME and workspace for the test user under /var/tmp: the usual layout, a
 /// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private

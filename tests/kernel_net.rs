@@ -6,7 +6,7 @@
 mod common;
 mod kernel_support;
 
-use common::TestHome;
+use common::{free_port, TestHome};
 use kernel_support::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
@@ -203,14 +203,6 @@ fn the_bridge_relays_to_the_proxy_socket_and_nothing_else() {
     assert!(t.contains("outside:Connection refused"), "{t}");
     assert!(outside.accept().is_err(), "direct connection got through");
     assert!(t.contains("network: proxy only"), "{t}");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

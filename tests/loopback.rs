@@ -13,74 +13,11 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestHome;
-
-/// A host loopback HTTP server that records every connection and byte it receives
-/// and answers with a body naming `label`.
-struct Sink {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    bytes: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Sink {
-    fn start(label: &'static str) -> Sink {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (c, b) = (connections.clone(), bytes.clone());
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { continue };
-                c.fetch_add(1, Ordering::SeqCst);
-                let b = b.clone();
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    let n = s.read(&mut buf).unwrap_or(0);
-                    b.lock().unwrap().extend_from_slice(&buf[..n]);
-                    if n == 0 {
-                        return;
-                    }
-                    let body = format!("SERVICE-{label}-ANSWERED");
-                    let resp = format!(
-                        "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = s.write_all(resp.as_bytes());
-                });
-            }
-        });
-        Sink {
-            port,
-            connections,
-            bytes,
-        }
-    }
-    fn body(&self, label: &str) -> String {
-        format!("SERVICE-{label}-ANSWERED")
-    }
-    fn seen(&self) -> (usize, usize) {
-        (
-            self.connections.load(Ordering::SeqCst),
-            self.bytes.lock().unwrap().len(),
-        )
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::sink::Sink;
+use common::{free_port, text, TestHome};
 
 /// The static client/binder (`tests/loopback_support/tcp_get.c`), built into the
 /// workspace with `-static`: no preload can load into it, no proxy variable is read.
@@ -173,17 +110,17 @@ fn control(h: &TestHome, a: &Sink, b: &Sink) {
         .unwrap();
     let t = text(&out);
     assert!(
-        t.contains(&format!("static 127.0.0.1:{}:{}", b.port, b.body("B"))),
+        t.contains(&format!("static 127.0.0.1:{}:{}", b.port, b.body)),
         "{t}"
     );
     assert!(
-        t.contains(&format!("py-raw 127.0.0.1:{}: {}", b.port, b.body("B"))),
+        t.contains(&format!("py-raw 127.0.0.1:{}: {}", b.port, b.body)),
         "{t}"
     );
 }
 
 fn assert_reached(t: &str, a: &Sink) {
-    let body = a.body("A");
+    let body = a.body.clone();
     for want in [
         format!("static 127.0.0.1:{}:{body}", a.port),
         format!("py-raw 127.0.0.1:{}: {body}", a.port),
@@ -202,12 +139,15 @@ fn assert_untouched(t: &str, b: &Sink, before: (usize, usize)) {
         "the unlisted loopback port received something: {:?}\n{t}",
         String::from_utf8_lossy(&b.bytes.lock().unwrap())
     );
-    assert!(!t.contains(&b.body("B")), "{t}");
+    assert!(!t.contains(&b.body), "{t}");
 }
 
 #[test]
 fn static_and_dynamic_clients_reach_the_listed_loopback_port_and_nothing_else() {
-    let (a, b) = (Sink::start("A"), Sink::start("B"));
+    let (a, b) = (
+        Sink::answering("127.0.0.1", "SERVICE-A-ANSWERED".into()),
+        Sink::answering("127.0.0.1", "SERVICE-B-ANSWERED".into()),
+    );
     let h = home_with(&format!("\"localhost:{}\"", a.port), "");
     build_static(&h);
     control(&h, &a, &b);
@@ -223,14 +163,14 @@ fn static_and_dynamic_clients_reach_the_listed_loopback_port_and_nothing_else() 
     assert_reached(&t, &a);
     // curl through the proxy (HTTP_PROXY) and directly (the interposer).
     assert!(
-        t.matches(&a.body("A")).count() >= 6,
+        t.matches(&a.body).count() >= 6,
         "curl did not reach the service both ways:\n{t}"
     );
     // `localhost:PORT` is also [::1]:PORT inside; the host service listens on
     // 127.0.0.1 only, so the relay falls back to it.
     if !common::machine_lacks("ipv6") {
         assert!(
-            t.contains(&format!("static ::1:{}:{}", a.port, a.body("A"))),
+            t.contains(&format!("static ::1:{}:{}", a.port, a.body)),
             "{t}"
         );
     }
@@ -265,7 +205,10 @@ fn static_and_dynamic_clients_reach_the_listed_loopback_port_and_nothing_else() 
 
 #[test]
 fn fallback_mode_allows_the_listed_port_by_landlock_rule_only() {
-    let (a, b) = (Sink::start("A"), Sink::start("B"));
+    let (a, b) = (
+        Sink::answering("127.0.0.1", "SERVICE-A-ANSWERED".into()),
+        Sink::answering("127.0.0.1", "SERVICE-B-ANSWERED".into()),
+    );
     let h = home_with(&format!("\"localhost:{}\"", a.port), "");
     build_static(&h);
     control(&h, &a, &b);
@@ -286,14 +229,6 @@ fn fallback_mode_allows_the_listed_port_by_landlock_rule_only() {
         "{t}"
     );
     assert_untouched(&t, &b, before);
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// GET `path` from 127.0.0.1:port on the host; the body, or `None`.

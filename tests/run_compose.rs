@@ -6,73 +6,12 @@
 //! listener that records everything it receives and must receive nothing).
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-use common::TestHome;
+use common::sink::Sink;
+use common::{text as out, TestHome};
 
 const CANARY: &str = "CANARY-run-91c2e7";
-
-/// A loopback listener that records every connection and byte and answers the first
-/// read with a small HTTP response naming `label`.
-struct Sink {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    bytes: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Sink {
-    fn start(ip: &str, label: &'static str) -> Sink {
-        let l = TcpListener::bind((ip, 0)).unwrap();
-        let port = l.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (c, b) = (connections.clone(), bytes.clone());
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { continue };
-                c.fetch_add(1, Ordering::SeqCst);
-                let b = b.clone();
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    let n = s.read(&mut buf).unwrap_or(0);
-                    b.lock().unwrap().extend_from_slice(&buf[..n]);
-                    if n == 0 {
-                        return;
-                    }
-                    let body = format!("sink:{label}");
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = s.write_all(resp.as_bytes());
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                    // Record whatever else arrives until the client closes.
-                    while let Ok(n) = s.read(&mut buf) {
-                        if n == 0 {
-                            break;
-                        }
-                        b.lock().unwrap().extend_from_slice(&buf[..n]);
-                    }
-                });
-            }
-        });
-        Sink {
-            port,
-            connections,
-            bytes,
-        }
-    }
-    fn seen(&self) -> (usize, usize) {
-        (
-            self.connections.load(Ordering::SeqCst),
-            self.bytes.lock().unwrap().len(),
-        )
-    }
-}
 
 struct World {
     h: TestHome,
@@ -123,15 +62,6 @@ impl World {
             String::from_utf8_lossy(&self.blocked.bytes.lock().unwrap())
         );
     }
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn stdout(o: &Output) -> String {

@@ -10,20 +10,27 @@ pub struct Sink {
     pub port: u16,
     pub connections: Arc<AtomicUsize>,
     pub bytes: Arc<Mutex<Vec<u8>>>,
+    /// What it answers with.
+    pub body: String,
 }
 
 impl Sink {
+    /// Answers `sink:LABEL`.
     pub fn start(ip: &str, label: &'static str) -> Sink {
+        Sink::answering(ip, format!("sink:{label}"))
+    }
+
+    pub fn answering(ip: &str, body: String) -> Sink {
         let l = TcpListener::bind((ip, 0)).unwrap();
         let port = l.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
         let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (c, b) = (connections.clone(), bytes.clone());
+        let (c, b, answer) = (connections.clone(), bytes.clone(), body.clone());
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(mut s) = s else { continue };
                 c.fetch_add(1, Ordering::SeqCst);
-                let b = b.clone();
+                let (b, body) = (b.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
                     let n = s.read(&mut buf).unwrap_or(0);
@@ -31,7 +38,6 @@ impl Sink {
                     if n == 0 {
                         return;
                     }
-                    let body = format!("sink:{label}");
                     let resp = format!(
                         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
@@ -51,6 +57,7 @@ impl Sink {
             port,
             connections,
             bytes,
+            body,
         }
     }
     /// (connections, bytes) received so far.
