@@ -6,7 +6,7 @@
 //! plan's operations are laid over it in order. Binds use the new mount API on
 //! descriptors (openat2 + open_tree + move_mount), so a path inside a writable root
 //! is resolved without following symlinks when the plan says so.
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
@@ -193,6 +193,31 @@ fn bind(path: &Path, no_symlinks: bool, read_only: bool) -> Result<(), StepError
     sys::move_mount(tree.as_fd(), dst_fd.as_fd()).ctx(|| format!("mounting {path:?}"))
 }
 
+/// Mount a read-only, inert copy of `template` (a file or directory prepared in the
+/// staging root) over `path` in the new root.
+fn place_template(
+    template: &CStr,
+    what: &str,
+    path: &Path,
+    nofollow: bool,
+) -> Result<(), StepError> {
+    let src = sys::open_path(template, false).ctx(|| format!("opening {what}"))?;
+    let tree = sys::clone_mount(src.as_fd(), false).ctx(|| format!("cloning {what}"))?;
+    sys::set_mount_attr(
+        tree.as_fd(),
+        false,
+        sys::MOUNT_ATTR_RDONLY
+            | sys::MOUNT_ATTR_NOSUID
+            | sys::MOUNT_ATTR_NODEV
+            | sys::MOUNT_ATTR_NOEXEC,
+        0,
+    )
+    .ctx(|| format!("sealing {what}"))?;
+    let t = sys::open_path(&cstr(&under(NEWROOT, path))?, nofollow)
+        .ctx(|| format!("opening {path:?}"))?;
+    sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("placing {what} over {path:?}"))
+}
+
 fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
     match op {
         MountOp::Tmpfs { path } => {
@@ -248,41 +273,9 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             }
             Ok(())
         }
-        MountOp::MaskFile { path } => {
-            let src = sys::open_path(c"/mask-file", false).ctx(|| "opening mask file".into())?;
-            let tree = sys::clone_mount(src.as_fd(), false).ctx(|| "cloning mask file".into())?;
-            sys::set_mount_attr(
-                tree.as_fd(),
-                false,
-                sys::MOUNT_ATTR_RDONLY
-                    | sys::MOUNT_ATTR_NOSUID
-                    | sys::MOUNT_ATTR_NODEV
-                    | sys::MOUNT_ATTR_NOEXEC,
-                0,
-            )
-            .ctx(|| "sealing mask file".into())?;
-            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
-                .ctx(|| format!("opening {path:?}"))?;
-            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))
-        }
-        MountOp::Sealed { path } => {
-            let src = sys::open_path(c"/sealed", false).ctx(|| "opening sealed dir".into())?;
-            let tree = sys::clone_mount(src.as_fd(), false).ctx(|| "cloning sealed dir".into())?;
-            sys::set_mount_attr(
-                tree.as_fd(),
-                false,
-                sys::MOUNT_ATTR_RDONLY
-                    | sys::MOUNT_ATTR_NOSUID
-                    | sys::MOUNT_ATTR_NODEV
-                    | sys::MOUNT_ATTR_NOEXEC,
-                0,
-            )
-            .ctx(|| "sealing sealed dir".into())?;
-            // The placeholder lies inside a writable root: never follow a symlink.
-            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, true)
-                .ctx(|| format!("opening {path:?}"))?;
-            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("sealing {path:?}"))
-        }
+        MountOp::MaskFile { path } => place_template(c"/mask-file", "mask file", path, false),
+        // The placeholder lies inside a writable root: never follow a symlink.
+        MountOp::Sealed { path } => place_template(c"/sealed", "sealed dir", path, true),
         MountOp::Proc { path } => {
             let m = sys::new_mount(
                 c"proc",
