@@ -332,12 +332,17 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
+/// `p` is `root` or lies beneath it: `Path::starts_with` on the plan's absolute,
+/// normalized paths, compared as bytes (the plan makes thousands of these calls).
 fn inside(p: &Path, root: &Path) -> bool {
-    p.starts_with(root)
+    use std::os::unix::ffi::OsStrExt;
+    let (p, r) = (p.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let r = r.strip_suffix(b"/").unwrap_or(r);
+    p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/' || r.is_empty())
 }
 
 fn strictly_inside(p: &Path, root: &Path) -> bool {
-    p != root && p.starts_with(root)
+    p != root && inside(p, root)
 }
 
 /// Rank for ordering operations on the same depth: tmpfs first, then writable, then
@@ -943,6 +948,23 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
         let r = render(&plan(&input(), &f).unwrap());
         assert!(!r.contains(".git"), "{r}");
+    }
+
+    #[test]
+    fn inside_agrees_with_path_starts_with() {
+        for (p, r) in [
+            ("/a/b", "/a"),
+            ("/a/b", "/a/b"),
+            ("/a/bc", "/a/b"),
+            ("/a", "/a/b"),
+            ("/a/b", "/"),
+            ("/", "/"),
+            ("/a/b/c", "/a/b/"),
+            ("/ab", "/a"),
+        ] {
+            let (p, r) = (Path::new(p), Path::new(r));
+            assert_eq!(inside(p, r), p.starts_with(r), "{p:?} in {r:?}");
+        }
     }
 
     #[test]
