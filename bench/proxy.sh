@@ -8,7 +8,7 @@
 #      own download speed of 100 MB under `sandpit run` vs bare curl, the server on
 #      127.0.0.2 named allowed.test through `[network.resolve]`.
 # Knobs: BENCH_MB, BENCH_ROUNDS, BENCH_LATENCY_N, BENCH_CONCURRENT; SECTIONS="1 2".
-# Also prints machine-readable `RESULT name value unit` lines (bench/report.sh).
+# BENCH_RESULT=1 adds machine-readable `RESULT name value unit` lines (bench/report.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -58,7 +58,7 @@ for ((i = 0; i < ROUNDS; i++)); do
   v[transparent]+=" $(speed "http://allowed.test:$PORT/" "$BIN" run -- env -u http_proxy -u HTTP_PROXY -u ALL_PROXY -u all_proxy)"
 done
 python3 - "${v[bare]}" "${v[proxy]}" "${v[transparent]}" <<'PY'
-import sys
+import os, sys
 med = lambda s: sorted(map(float, s.split()))[len(s.split()) // 2]
 rows = [("bare curl (direct to 127.0.0.2)", None),
         ("sandpit run, HTTP_PROXY (forwarded)", "run_http_proxy"),
@@ -70,6 +70,7 @@ for (label, key), s in zip(rows, sys.argv[1:]):
     ratios = sorted(a / b for a, b in zip(vals, bare))
     r = ratios[len(ratios) // 2]
     print(f"{label:>42}: {m:8.0f} MB/s   ratio {r:.2f}x (rounds {ratios[0]:.2f}..{ratios[-1]:.2f})")
-    if key:
-        print(f"RESULT {key}_ratio {r:.3f} x")
+    if os.environ.get("BENCH_RESULT"):
+        print(f"RESULT {key or 'run_bare'} {m:.1f} MB/s")
+        print(f"RESULT {key or 'run_bare'}_ratio {r:.3f} x")
 PY

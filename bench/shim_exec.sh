@@ -63,3 +63,5 @@ link=$(ms "${total[link]}")
 awk -v l="$link" -v b="$bare" -v t="$(ms "${total[true]}")" 'BEGIN {
   printf "symlink shim adds %.2f process start-ups (/bin/true) on this machine\n", (l - b) / t }'
 echo "($N interleaved runs each; goal: added <= 1 ms)"
+# Machine-readable lines for bench/report.sh.
+if [ -n "${BENCH_RESULT:-}" ]; then for k in bare exec link script; do echo "RESULT shim_$k $(ms "${total[$k]}") ms"; done; fi

@@ -32,7 +32,10 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("http") {
         // `proxy_bench http ADDR MB`: an HTTP server answering every GET with MB of
         // zeros, for bench/proxy.sh's `sandpit run -- curl` section.
-        let addr: SocketAddr = args.get(2).and_then(|a| a.parse().ok()).expect("http ADDR MB");
+        let addr: SocketAddr = args
+            .get(2)
+            .and_then(|a| a.parse().ok())
+            .expect("http ADDR MB");
         let mb = args.get(3).and_then(|m| m.parse().ok()).unwrap_or(100);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -111,9 +114,8 @@ async fn http_server(addr: SocketAddr, size: usize) {
                     Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
             }
-            let h = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
-            );
+            let h =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n");
             if s.write_all(h.as_bytes()).await.is_err() {
                 return;
             }
@@ -310,6 +312,22 @@ fn fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// `RESULT name value unit` for bench/report.sh, when BENCH_RESULT is set.
+fn result(name: &str, value: f64, unit: &str) {
+    if std::env::var_os("BENCH_RESULT").is_some() {
+        println!("RESULT {name} {value:.3} {unit}");
+    }
+}
+
+/// "CONNECT, no splice" → "connect_no_splice".
+fn key(name: &str) -> String {
+    name.to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -376,6 +394,12 @@ async fn run() {
             median(ratios.clone()),
             total / MB
         );
+        result(&format!("proxy_tp_{}", key(name)), m, "MB/s");
+        result(
+            &format!("proxy_tp_{}_ratio", key(name)),
+            median(ratios),
+            "x",
+        );
     }
 
     println!("\n== new-connection latency (connect + handshake + 1-byte echo), mean of {lat_n}, median of {rounds} ==");
@@ -397,6 +421,7 @@ async fn run() {
             "{name:>12}: {m:8.1} us   added {:+.3} ms",
             (m - direct_lat) / 1000.0
         );
+        result(&format!("proxy_lat_{}", key(name)), m, "us");
     }
 
     println!("\n== {conc} concurrent CONNECT tunnels ==");
@@ -449,6 +474,16 @@ async fn run() {
         "proxy RSS: idle {idle_rss}, with {conc} open {peak_rss}, VmHWM {}",
         proc_status(pid, "VmHWM:")
     );
+    result("proxy_load_ok", ok as f64, "connections");
+    result("proxy_load_errors", (conc - ok) as f64, "connections");
+    let kb = |v: &str| {
+        v.trim_end_matches(" kB")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(0.0)
+    };
+    result("proxy_load_rss", kb(&peak_rss) / 1024.0, "MB");
+    result("proxy_load_fds", peak_fds as f64, "fds");
     println!(
         "proxy fds: idle {idle_fds}, with {conc} open {peak_fds}, after close {}",
         fds(pid)
