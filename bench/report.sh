@@ -5,7 +5,7 @@
 # ratio, and bubblewrap where it is installed. Not part of the test suite.
 #   #3 bench/open_close.sh   #4 bench/run_startup.sh (sections 1-3)   #5 bench/proxy.sh
 #   #7 bench/shim_exec.sh    #8 bench/adversary.sh    the audit session: bench/run_audit.sh
-# Usage: bench/report.sh            full runs (about 15 minutes on 2 cores)
+# Usage: bench/report.sh            full runs (about 8 minutes on 2 cores)
 #        REPORT_QUICK=1 bench/report.sh   fewer rounds (a smoke test of the report)
 # Each script's full output is kept in $REPORT_DIR (default: a fresh /var/tmp dir).
 set -euo pipefail
