@@ -180,5 +180,12 @@ fn main() {
         "adversary: requests that reached the endpoint: {} (one per distinct command)",
         reviewer.requests_sent()
     );
+    if std::env::var_os("BENCH_RESULT").is_some() {
+        // Machine-readable lines for bench/report.sh.
+        println!("RESULT adversary_in_process {in_process:.1} us");
+        println!("RESULT adversary_socket {socket:.1} us");
+        println!("RESULT adversary_exec_bare {bare:.0} us");
+        println!("RESULT adversary_exec_reviewed {reviewed:.0} us");
+    }
     drop(server);
 }

@@ -4,6 +4,7 @@
 # `true` each way, printed per run and as a ratio to the bare command measured in
 # the same run. Usage: bench/run_audit.sh [path/to/sandpit] [N]
 # As root the runs drop to uid 65534 (like the tests) in a throwaway HOME.
+# BENCH_RESULT=1 adds `RESULT name value unit` lines (bench/report.sh).
 set -euo pipefail
 BIN=${1:-target/release/sandpit}
 N=${2:-50}
@@ -32,5 +33,8 @@ printf '%-36s %8s us/run\n' "bare true" "$bare"
 printf '%-36s %8s us/run  (%.1fx bare)\n' "sandpit run --kernel-only -- true" "$plain" "$(echo "$plain / $bare" | bc -l)"
 printf '%-36s %8s us/run  (%.1fx bare, %.2fx run)\n' "sandpit run -- true (all layers)" "$inter" \
 	"$(echo "$inter / $bare" | bc -l)" "$(echo "$inter / $plain" | bc -l)"
+if [ -n "${BENCH_RESULT:-}" ]; then
+	printf 'RESULT audit_bare %s us\nRESULT audit_kernel_only %s us\nRESULT audit_all %s us\n' "$bare" "$plain" "$inter"
+fi
 echo "logs written: $(ls "$H/home/.sandpit/logs" | wc -l)"
 rm -rf "$H"

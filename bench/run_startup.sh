@@ -7,7 +7,8 @@
 # Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
 # SECTIONS="1 2 3" picks sections.
 # As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
-# the big workspace's size.
+# the big workspace's size. BENCH_RESULT=1 adds `RESULT name value unit` lines
+# (bench/report.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-200}
@@ -50,6 +51,7 @@ med = lambda v: sorted(v)[len(v) // 2]
 print(f"{med(wall[0]):.2f} {med(wall[1]):.2f} {med(cpu[0]):.2f} {med(cpu[1]):.2f}")
 PY
 }
+result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
 SECTIONS=${SECTIONS:-1 2 3}
@@ -60,6 +62,8 @@ read -r bw sw bc sc < <(pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" /bin/true
 echo "bare /bin/true:            wall ${bw} ms, cpu ${bc} ms"
 echo "sandpit run -- /bin/true:  wall ${sw} ms, cpu ${sc} ms   (goal <= 8 ms; overhead wall $(python3 -c "print(f'{$sw-$bw:.2f}')") ms)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+result run_true_bare "$bw" ms
+result run_true_sandpit "$sw" ms
 fi
 
 if has 2; then
@@ -74,16 +78,17 @@ oc() { # label path mode
   done
   local b s; b=$(best "${bs[@]}"); s=$(best "${ss[@]}")
   echo "$1: bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")   (goal <= 1.10x)"
+  if [ -n "${4:-}" ]; then result "run_oc_${4}_bare" "$b" ns; result "run_oc_${4}_sandpit" "$s" ns; fi
 }
 for depth in 1 4 8 16; do
   p="$HOME/ws"; for i in $(seq 1 $((depth - 1))); do p="$p/d$i"; done
   mkdir -p "$p"; echo x > "$p/f"
   [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/ws"
-  oc "workspace depth $depth, O_RDONLY" "$p/f" r
-  oc "workspace depth $depth, O_WRONLY" "$p/f" w
+  oc "workspace depth $depth, O_RDONLY" "$p/f" r "d${depth}_r"
+  oc "workspace depth $depth, O_WRONLY" "$p/f" w "d${depth}_w"
 done
 # Outside every writable root: the read-only host view.
-oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r
+oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r host_r
 fi
 
 has 3 || exit 0
@@ -102,3 +107,5 @@ PY
 read -r ew gw ec gc < <(pair_ms "$HOME/empty" "$HOME/big" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
 echo "empty workspace: wall ${ew} ms cpu ${ec} ms; ${FILES}-file workspace: wall ${gw} ms cpu ${gc} ms"
 echo "ratio wall $(ratio "$gw" "$ew"), cpu $(ratio "$gc" "$ec")   (goal <= 1.05x)"
+result run_big_empty "$ew" ms
+result run_big_files "$gw" ms

@@ -105,3 +105,5 @@ for k in exec small link; do
     "$(awk -v a="$v" -v b="$cbare" 'BEGIN { printf "%+.3f", a - b }')"
 done
 echo "($N runs each; CPU time has the clock tick's resolution over the whole batch)"
+# Machine-readable lines for bench/report.sh.
+if [ -n "${BENCH_RESULT:-}" ]; then for k in bare exec small link script; do echo "RESULT shim_$k $(ms "${total[$k]}") ms"; done; fi

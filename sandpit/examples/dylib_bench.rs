@@ -117,6 +117,11 @@ fn main() -> Result<()> {
             "{depth:>6} {bare:>10.1} {hooked:>10.1} {:>6.2}x",
             hooked / bare
         );
+        if std::env::var_os("BENCH_RESULT").is_some() {
+            // Machine-readable lines for bench/report.sh.
+            println!("RESULT oc_interposer_d{depth}_bare {bare:.1} ns");
+            println!("RESULT oc_interposer_d{depth}_hooked {hooked:.1} ns");
+        }
     }
     Ok(())
 }

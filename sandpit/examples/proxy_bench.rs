@@ -29,6 +29,21 @@ fn env_usize(k: &str, d: usize) -> usize {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let serving = args.get(1).map(String::as_str) == Some("serve");
+    if args.get(1).map(String::as_str) == Some("http") {
+        // `proxy_bench http ADDR MB`: an HTTP server answering every GET with MB of
+        // zeros, for bench/proxy.sh's `sandpit run -- curl` section.
+        let addr: SocketAddr = args
+            .get(2)
+            .and_then(|a| a.parse().ok())
+            .expect("http ADDR MB");
+        let mb = args.get(3).and_then(|m| m.parse().ok()).unwrap_or(100);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(http_server(addr, mb * MB));
+        return;
+    }
     // The proxy's runtime: BENCH_PROXY_THREADS workers (0 = current-thread runtime).
     let threads = if serving {
         env_usize("BENCH_PROXY_THREADS", 2)
@@ -47,13 +62,13 @@ fn main() {
     }
     .unwrap();
     if serving {
-        rt.block_on(serve());
+        rt.block_on(serve(args.get(2).map(String::as_str) != Some("nosplice")));
     } else {
         rt.block_on(run());
     }
 }
 
-async fn serve() {
+async fn serve(splice: bool) {
     let policy = policy_from_toml(
         "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n",
     )
@@ -61,6 +76,7 @@ async fn serve() {
     let cfg = ProxyConfig {
         token: Some(TOKEN.into()),
         max_connections: 8192,
+        splice,
         ..ProxyConfig::default()
     };
     let proxy = Proxy::new(
@@ -80,6 +96,41 @@ async fn serve() {
         .read_line(&mut line)
         .await;
     drop(running);
+}
+
+async fn http_server(addr: SocketAddr, size: usize) {
+    let l = TcpListener::bind(addr).await.unwrap();
+    println!("{}", l.local_addr().unwrap());
+    loop {
+        let Ok((mut s, _)) = l.accept().await else {
+            continue;
+        };
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let h =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n");
+            if s.write_all(h.as_bytes()).await.is_err() {
+                return;
+            }
+            let chunk = vec![0u8; 256 * 1024];
+            let mut sent = 0;
+            while sent < size {
+                let n = chunk.len().min(size - sent);
+                if s.write_all(&chunk[..n]).await.is_err() {
+                    return;
+                }
+                sent += n;
+            }
+            let _ = s.shutdown().await;
+        });
+    }
 }
 
 /// Sink: counts bytes until EOF, answers "k"; or echoes when the first byte is 'e'.
@@ -261,6 +312,22 @@ fn fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// `RESULT name value unit` for bench/report.sh, when BENCH_RESULT is set.
+fn result(name: &str, value: f64, unit: &str) {
+    if std::env::var_os("BENCH_RESULT").is_some() {
+        println!("RESULT {name} {value:.3} {unit}");
+    }
+}
+
+/// "CONNECT, no splice" → "connect_no_splice".
+fn key(name: &str) -> String {
+    name.to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -291,6 +358,7 @@ async fn run() {
         total / MB
     );
     let mut cpu: std::collections::HashMap<&str, f64> = Default::default();
+    let mut own = cpu.clone();
     let mut results: Vec<(&str, Via, Vec<f64>)> = vec![
         ("direct", Via::Direct, vec![]),
         ("CONNECT", Via::Connect, vec![]),
@@ -305,9 +373,10 @@ async fn run() {
             } else {
                 (proxy, pid)
             };
-            let before = cpu_ms(ppid);
+            let (before, me) = (cpu_ms(ppid), cpu_ms(std::process::id()));
             v.push(throughput(*via, p, sink, total).await);
             *cpu.entry(name).or_default() += cpu_ms(ppid) - before;
+            *own.entry(name).or_default() += cpu_ms(std::process::id()) - me;
         }
     }
     let direct = results[0].2.clone();
@@ -319,10 +388,17 @@ async fn run() {
             .iter()
             .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
         let c = cpu.get(name).copied().unwrap_or(0.0) / rounds as f64;
+        let o = own.get(name).copied().unwrap_or(0.0) / rounds as f64;
         println!(
-            "{name:>18}: {m:8.0} MB/s   ratio {:.2}x (rounds {lo:.2}..{hi:.2})   proxy CPU {c:4.0} ms per {} MB",
+            "{name:>18}: {m:8.0} MB/s   ratio {:.2}x (rounds {lo:.2}..{hi:.2})   CPU per {} MB: proxy {c:4.0} ms, client+sink {o:4.0} ms",
             median(ratios.clone()),
             total / MB
+        );
+        result(&format!("proxy_tp_{}", key(name)), m, "MB/s");
+        result(
+            &format!("proxy_tp_{}_ratio", key(name)),
+            median(ratios),
+            "x",
         );
     }
 
@@ -345,6 +421,7 @@ async fn run() {
             "{name:>12}: {m:8.1} us   added {:+.3} ms",
             (m - direct_lat) / 1000.0
         );
+        result(&format!("proxy_lat_{}", key(name)), m, "us");
     }
 
     println!("\n== {conc} concurrent CONNECT tunnels ==");
@@ -397,6 +474,16 @@ async fn run() {
         "proxy RSS: idle {idle_rss}, with {conc} open {peak_rss}, VmHWM {}",
         proc_status(pid, "VmHWM:")
     );
+    result("proxy_load_ok", ok as f64, "connections");
+    result("proxy_load_errors", (conc - ok) as f64, "connections");
+    let kb = |v: &str| {
+        v.trim_end_matches(" kB")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(0.0)
+    };
+    result("proxy_load_rss", kb(&peak_rss) / 1024.0, "MB");
+    result("proxy_load_fds", peak_fds as f64, "fds");
     println!(
         "proxy fds: idle {idle_fds}, with {conc} open {peak_fds}, after close {}",
         fds(pid)

@@ -689,10 +689,12 @@ async fn inspect_then_relay<S: Io>(
 }
 
 /// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.
+/// Responses are not inspected, so that direction is an ordinary relay (splice on
+/// Linux once it carries bulk data).
 async fn http_tunnel<S: Io>(
     proxy: &Proxy,
     way: Way,
-    client: S,
+    mut client: S,
     first: BytesMut,
     upstream: TcpStream,
     host: &Host,
@@ -701,11 +703,10 @@ async fn http_tunnel<S: Io>(
     let mut stream = http::RequestStream::new();
     let mut out = Vec::with_capacity(first.len());
     let mut check = |h: &http::Head| check_request(h, host);
-    let (mut cr, mut cw) = tokio::io::split(client);
     if let Err(e) = stream.feed(&first, &mut out, &mut check) {
         let why = e.to_string();
         proxy.deny(way, &host.to_string(), port, why.clone());
-        let _ = cw
+        let _ = client
             .write_all(&forbidden(
                 &host.to_string(),
                 port,
@@ -714,6 +715,49 @@ async fn http_tunnel<S: Io>(
             .await;
         return;
     }
+    let Some(c) = super::relay::side(&client) else {
+        return http_tunnel_generic(proxy, way, client, out, stream, upstream, host, port).await;
+    };
+    let u = super::relay::Side::Tcp(&upstream);
+    let c2u = async {
+        super::relay::write_all(u, &out).await.map_err(drop)?;
+        let mut buf = vec![0u8; RELAY_BUF];
+        loop {
+            let n = super::relay::read(c, &mut buf).await.map_err(drop)?;
+            if n == 0 {
+                u.shutdown_write();
+                return Ok(());
+            }
+            out.clear();
+            if let Err(e) = stream.feed(&buf[..n], &mut out, &mut check) {
+                proxy.deny(way, &host.to_string(), port, e.to_string());
+                return Err(());
+            }
+            super::relay::write_all(u, &out).await.map_err(drop)?;
+        }
+    };
+    let u2c = async {
+        let _ = super::relay::one_way(u, c, proxy.cfg.splice).await;
+        c.shutdown_write();
+        Ok::<(), ()>(())
+    };
+    let _ = tokio::try_join!(c2u, u2c);
+}
+
+/// [`http_tunnel`] for a client stream of another type, with user-space copies.
+#[allow(clippy::too_many_arguments)]
+async fn http_tunnel_generic<S: Io>(
+    proxy: &Proxy,
+    way: Way,
+    client: S,
+    mut out: Vec<u8>,
+    mut stream: http::RequestStream,
+    upstream: TcpStream,
+    host: &Host,
+    port: u16,
+) {
+    let mut check = |h: &http::Head| check_request(h, host);
+    let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = upstream.into_split();
     let c2u = async {
         if uw.write_all(&out).await.is_err() {

@@ -157,7 +157,7 @@ impl Proxy {
         };
         let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
-        Ok(self.serve_tcp_listener(listener, local))
+        Ok(Running::new(local, self.accept_loop(listener, true)))
     }
 
     /// Serve on a loopback TCP listener bound earlier (`sandpit run` on macOS binds
@@ -177,36 +177,7 @@ impl Proxy {
         let local = listener.local_addr().map_err(err)?;
         listener.set_nonblocking(true).map_err(err)?;
         let listener = TcpListener::from_std(listener).map_err(err)?;
-        Ok(self.serve_tcp_listener(listener, local))
-    }
-
-    fn serve_tcp_listener(self: &Arc<Self>, listener: TcpListener, local: SocketAddr) -> Running {
-        let me = self.clone();
-        let task = tokio::spawn(async move {
-            let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
-            let mut tasks = JoinSet::new();
-            loop {
-                let Ok(permit) = limit.clone().acquire_owned().await else {
-                    return;
-                };
-                let stream = match listener.accept().await {
-                    Ok((s, _)) => s,
-                    Err(_) => {
-                        // EMFILE and friends: back off instead of spinning.
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                while tasks.try_join_next().is_some() {}
-                let me = me.clone();
-                tasks.spawn(async move {
-                    conn::handle(me, stream, true).await;
-                    drop(permit);
-                });
-            }
-        });
-        Running::new(local, task)
+        Ok(Running::new(local, self.accept_loop(listener, true)))
     }
 
     /// Listen on a unix socket at `path` (created 0600; must not exist). The kernel
@@ -246,21 +217,28 @@ impl Proxy {
     }
 
     fn serve_unix_listener(self: &Arc<Self>, listener: UnixListener) -> Running {
-        let me = self.clone();
         let need_token = self.cfg.token.is_some();
-        let task = tokio::spawn(async move {
+        Running {
+            local: None,
+            task: self.accept_loop(listener, need_token),
+        }
+    }
+
+    /// Accept forever, at most `max_connections` handled at once (the rest wait in the
+    /// listen backlog), each connection its own task.
+    fn accept_loop<L: Accept>(self: &Arc<Self>, listener: L, need_token: bool) -> JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
             let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
             let mut tasks = JoinSet::new();
             loop {
                 let Ok(permit) = limit.clone().acquire_owned().await else {
                     return;
                 };
-                let stream = match listener.accept().await {
-                    Ok((s, _)) => s,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
+                let Ok(stream) = listener.accept_one().await else {
+                    // EMFILE and friends: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
                 };
                 while tasks.try_join_next().is_some() {}
                 let me = me.clone();
@@ -269,8 +247,30 @@ impl Proxy {
                     drop(permit);
                 });
             }
-        });
-        Running { local: None, task }
+        })
+    }
+}
+
+/// A listener the proxy serves: TCP (streams get `TCP_NODELAY`) or unix.
+trait Accept: Send + 'static {
+    type Stream: io::Io;
+    fn accept_one(&self)
+        -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept_one(&self) -> std::io::Result<Self::Stream> {
+        let (s, _) = self.accept().await?;
+        let _ = s.set_nodelay(true);
+        Ok(s)
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept_one(&self) -> std::io::Result<Self::Stream> {
+        Ok(self.accept().await?.0)
     }
 }
 

@@ -20,8 +20,9 @@ const COPY_BUF: usize = 32 * 1024;
 #[cfg(target_os = "linux")]
 const SPLICE_AFTER: u64 = 256 * 1024;
 
+/// One end of a tunnel the relay drives directly (readiness + non-blocking calls).
 #[derive(Clone, Copy)]
-enum Side<'a> {
+pub(crate) enum Side<'a> {
     Tcp(&'a TcpStream),
     Unix(&'a UnixStream),
 }
@@ -59,7 +60,7 @@ impl Side<'_> {
             Side::Unix(s) => s.as_raw_fd(),
         }
     }
-    fn shutdown_write(self) {
+    pub(crate) fn shutdown_write(self) {
         let _ = match self {
             Side::Tcp(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
             Side::Unix(s) => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
@@ -71,7 +72,18 @@ fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
-async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
+/// Read what is there (waiting for some); `Ok(0)` is end of stream.
+pub(crate) async fn read(src: Side<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        src.ready(Interest::READABLE).await?;
+        match src.try_read(buf) {
+            Err(e) if would_block(&e) => {}
+            r => return r,
+        }
+    }
+}
+
+pub(crate) async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         dst.ready(Interest::WRITABLE).await?;
         match dst.try_write(buf) {
@@ -84,19 +96,15 @@ async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::Result<()> {
+/// Copy `src` to `dst` until end of stream (then half-close `dst`).
+pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::Result<()> {
     #[cfg(not(target_os = "linux"))]
     let _ = splice;
     let mut buf = vec![0u8; COPY_BUF];
     #[cfg(target_os = "linux")]
     let mut moved: u64 = 0;
     loop {
-        src.ready(Interest::READABLE).await?;
-        let n = match src.try_read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if would_block(&e) => continue,
-            Err(e) => return Err(e),
-        };
+        let n = read(src, &mut buf).await?;
         if n == 0 {
             dst.shutdown_write();
             return Ok(());
@@ -146,15 +154,19 @@ async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: super::sys::Pipe) -> io:
     }
 }
 
-/// Relay until both directions have ended (half-closes are passed on).
-pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream, splice: bool) {
-    let any: &dyn Any = &client;
-    let side = if let Some(c) = any.downcast_ref::<TcpStream>() {
+/// `client` as a [`Side`] when it is a plain TCP or unix stream.
+pub(crate) fn side<S: Io>(client: &S) -> Option<Side<'_>> {
+    let any: &dyn Any = client;
+    if let Some(c) = any.downcast_ref::<TcpStream>() {
         Some(Side::Tcp(c))
     } else {
         any.downcast_ref::<UnixStream>().map(Side::Unix)
-    };
-    match side {
+    }
+}
+
+/// Relay until both directions have ended (half-closes are passed on).
+pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream, splice: bool) {
+    match side(&client) {
         Some(c) => {
             let u = Side::Tcp(&upstream);
             let _ = tokio::try_join!(one_way(c, u, splice), one_way(u, c, splice));

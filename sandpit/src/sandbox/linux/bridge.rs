@@ -2,8 +2,9 @@
 //! created *inside* the network namespace and handed to the launcher, which relays
 //! every accepted connection to a unix socket on the host (where sandpit's proxy
 //! listens). The relay runs in the unconfined launcher, outside the sandbox's reach.
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::thread;
@@ -67,11 +68,74 @@ fn relay(tcp: TcpStream, to: &PathBuf) -> io::Result<()> {
     let (mut tr, mut tw) = (tcp.try_clone()?, tcp);
     let (mut ur, mut uw) = (unix.try_clone()?, unix);
     let up = thread::spawn(move || {
-        let _ = io::copy(&mut tr, &mut uw);
+        let _ = pump(&mut tr, &mut uw);
         let _ = uw.shutdown(Shutdown::Write);
     });
-    let _ = io::copy(&mut ur, &mut tw);
+    let _ = pump(&mut ur, &mut tw);
     let _ = tw.shutdown(Shutdown::Write);
     let _ = up.join();
     Ok(())
+}
+
+/// Bytes a relay thread moves per read/write pair. `io::copy` between two sockets
+/// uses 8 KiB, which costs a bulk download a system call pair per 8 KiB.
+const PUMP_BUF: usize = 256 * 1024;
+
+/// Bytes a direction carries through the buffer before it switches to splice(2).
+const SPLICE_AFTER: usize = 256 * 1024;
+
+/// Copy until end of stream. Short connections go through a small buffer; a bulk
+/// transfer switches to splice(2) through a pipe, so its bytes stay in the kernel
+/// (the buffer, grown to [`PUMP_BUF`], remains the fallback if no pipe can be made).
+fn pump<F, T>(from: &mut F, to: &mut T) -> io::Result<()>
+where
+    F: Read + AsFd,
+    T: Write + AsFd,
+{
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut moved = 0;
+    loop {
+        if moved >= SPLICE_AFTER {
+            if let Ok(pipe) = super::sys::pipe() {
+                return splice_all(from.as_fd(), to.as_fd(), pipe);
+            }
+            moved = 0;
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        moved += n;
+        if n == buf.len() && buf.len() < PUMP_BUF {
+            buf.resize(PUMP_BUF, 0);
+        }
+    }
+}
+
+/// Relay `from` → pipe → `to` until end of stream.
+fn splice_all(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    pipe: (OwnedFd, OwnedFd),
+) -> io::Result<()> {
+    let (pr, pw) = (pipe.0.as_fd(), pipe.1.as_fd());
+    loop {
+        let mut n = match super::sys::splice(from, pw, 1 << 20) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        while n > 0 {
+            match super::sys::splice(pr, to, n) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(m) => n -= m.min(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }

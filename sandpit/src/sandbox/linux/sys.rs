@@ -807,3 +807,36 @@ pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
     // SAFETY: dup2 takes only integers.
     cvt(unsafe { libc::dup2(from, to) }).map(drop)
 }
+
+// --- splice (the launcher's bridge relay) ---------------------------------------
+
+/// A blocking pipe, both ends close-on-exec: the in-kernel buffer of one direction of
+/// a relay. Its capacity is raised to 1 MiB when the system allows (fewer calls).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1 as libc::c_int; 2];
+    // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: F_SETPIPE_SZ on a pipe we own, with an int argument; failure only costs speed.
+    let _ = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    Ok((r, w))
+}
+
+/// Move up to `len` bytes from `from` to `to` (one of them a pipe), blocking as the
+/// descriptors do. `Ok(0)` from a socket is end of stream.
+pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: both descriptors are borrowed, so open for the call; null offsets are
+    // what sockets and pipes take; splice reads and writes no memory of ours.
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE,
+        )
+    };
+    Ok(cvt_long(n as libc::c_long)? as usize)
+}
