@@ -244,14 +244,21 @@ fn pi_anthropic_messages_is_held() {
 /// mini-swe-agent: one `bash` tool; litellm speaks Chat Completions (`openai/…`) or
 /// Anthropic Messages (`anthropic/…`).
 fn run_mini(sandboxed: bool, provider: &str) -> (Stage, ModelServer, Output) {
+    run_mini_at(sandboxed, provider, false)
+}
+
+/// `local`: the model server listens on this machine's 127.0.0.1 and the agent is
+/// pointed at `localhost:PORT`, reached through a `[network] allow = ["localhost:PORT"]`
+/// loopback service (issue 11) instead of a name through the proxy.
+fn run_mini_at(sandboxed: bool, provider: &str, local: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
+    let (host, blocked) = match (sandboxed, local) {
+        (true, true) => ("localhost", "blocked.test"),
+        (true, false) => ("model.test", "blocked.test"),
+        (false, _) => (MODEL_IP, "127.0.0.1"),
     };
     let model = ModelServer::start(
-        MODEL_IP,
+        if local { "127.0.0.1" } else { MODEL_IP },
         script(
             &s,
             blocked,
@@ -266,6 +273,14 @@ fn run_mini(sandboxed: bool, provider: &str) -> (Stage, ModelServer, Output) {
             ),
         ),
     );
+    if local {
+        let config = s.h.home().join(".sandpit/config.toml");
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            "allow = [\"model.test\"]",
+            &format!("allow = [\"model.test\", \"localhost:{}\"]", model.port),
+        );
+        s.h.write(&config, &text);
+    }
     let traj: PathBuf = s.h.workspace().join("traj.json");
     let o = s
         .command(
@@ -308,6 +323,14 @@ fn mini_swe_agent_is_held() {
     assert_leaks(&s, &model, &o, "mini-swe-agent");
     let (s, model, o) = run_mini(true, "openai");
     assert_held(&s, &model, &o, "mini-swe-agent (openai)");
+}
+
+/// A local model server (Ollama-style, `localhost:PORT` on this machine) reached
+/// through a listed loopback service; the key and the blocked host stay out of reach.
+#[test]
+fn mini_swe_agent_with_a_local_model_server_is_held() {
+    let (s, model, o) = run_mini_at(true, "openai", true);
+    assert_held(&s, &model, &o, "mini-swe-agent (localhost model)");
 }
 
 #[test]
