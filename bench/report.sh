@@ -128,7 +128,7 @@ row("#4", "open+close, every layer, /usr (read-only view)", "≤ 1.10×", "ns",
 row("#4", "start-up, big workspace (bare = empty workspace)", "≤ 1.05×", "ms",
     "run_big_files", "run_big_empty", "ratio_le", 1.05)
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
-                 ("connect_no_splice", "CONNECT, copies only")):
+                 ("connect_splice", "CONNECT, with splice(2)")):
     row("#5", f"100 MB through the proxy, {label}", "≥ 0.85×", "MB/s",
         f"proxy_tp_{k}", "proxy_tp_direct", "ratio_ge", 0.85)
 row("#5", "`sandpit run -- curl` 100 MB, HTTP_PROXY", "≥ 0.85×", "MB/s",

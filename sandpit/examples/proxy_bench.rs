@@ -62,7 +62,7 @@ fn main() {
     }
     .unwrap();
     if serving {
-        rt.block_on(serve(args.get(2).map(String::as_str) != Some("nosplice")));
+        rt.block_on(serve(args.get(2).map(String::as_str) == Some("splice")));
     } else {
         rt.block_on(run());
     }
@@ -319,7 +319,7 @@ fn result(name: &str, value: f64, unit: &str) {
     }
 }
 
-/// "CONNECT, no splice" → "connect_no_splice".
+/// "CONNECT, splice" → "connect_splice".
 fn key(name: &str) -> String {
     name.to_ascii_lowercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -339,11 +339,12 @@ async fn run() {
     let lat_n = env_usize("BENCH_LATENCY_N", 500);
     let conc = env_usize("BENCH_CONCURRENT", 2000);
 
-    let (mut child, pid, proxy) = spawn_proxy("splice").await;
-    let (_copy_child, copy_pid, copy_proxy) = spawn_proxy("nosplice").await;
+    // The default proxy (user-space copies), and one that switches to splice(2).
+    let (mut child, pid, proxy) = spawn_proxy("copies").await;
+    let (_copy_child, copy_pid, copy_proxy) = spawn_proxy("splice").await;
     let sink = sink().await;
     println!(
-        "proxy pid {pid} at {proxy} (copy-only proxy at {copy_proxy}); sink at {sink}; proxy runtime threads: {}",
+        "proxy pid {pid} at {proxy} (splice proxy at {copy_proxy}); sink at {sink}; proxy runtime threads: {}",
         env_usize("BENCH_PROXY_THREADS", 2)
     );
 
@@ -364,11 +365,11 @@ async fn run() {
         ("CONNECT", Via::Connect, vec![]),
         ("SOCKS5", Via::Socks, vec![]),
         ("transparent", Via::Transparent, vec![]),
-        ("CONNECT, no splice", Via::Connect, vec![]),
+        ("CONNECT, splice", Via::Connect, vec![]),
     ];
     for _ in 0..rounds {
         for (name, via, v) in results.iter_mut() {
-            let (p, ppid) = if name.contains("no splice") {
+            let (p, ppid) = if name.contains("splice") {
                 (copy_proxy, copy_pid)
             } else {
                 (proxy, pid)
