@@ -89,9 +89,13 @@ fn decide_read(policy: &Policy, p: &Path) -> Verdict {
     let allow = deepest(&policy.files.allow_read, p);
     match (block, allow) {
         // The deeper rule wins; for the same path, the later layer (a profile's
-        // carve-out of its own agent's auth file over the default's block).
+        // carve-out of its own agent's auth file over the default's block) — never
+        // a project file's, which may only tighten.
         (Some(b), Some(a))
-            if (depth(&a.value), a.origin.layer) > (depth(&b.value), b.origin.layer) =>
+            if depth(&a.value) > depth(&b.value)
+                || (depth(&a.value) == depth(&b.value)
+                    && a.origin.layer > b.origin.layer
+                    && a.origin.layer != crate::Layer::Project) =>
         {
             Verdict::new(Decision::Allow, Some(&a.origin), format!("read of {shown} allowed by {}", a.origin))
         }

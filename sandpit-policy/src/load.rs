@@ -400,6 +400,16 @@ impl Builder {
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;
         let allow_read = self.paths(cx, "files.allow_read", &f.allow_read)?;
         let allow_write = self.paths(cx, "files.allow_write", &f.allow_write)?;
+        if project {
+            // A project allow_read may narrow the carve-outs, never make one: what
+            // the lower layers refuse to read stays refused.
+            for r in &allow_read {
+                if crate::decide::decide(&self.policy, &crate::Request::Read(&r.value)).is_denied() {
+                    let span = span_of(cx, &r.origin);
+                    return Err(cx.diag(span, format!("files.allow_read entry {:?} widens the policy: your own config and the built-in defaults refuse reading it, and a project file may only narrow", r.origin.entry), format!("move this entry to ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name)));
+                }
+            }
+        }
         let files = &mut self.policy.files;
         for r in block_read {
             push_rule(&mut files.block_read, r);

@@ -577,3 +577,54 @@ fn a_later_layer_carves_out_the_exact_path_an_earlier_one_blocks() {
     let v = decide(&p, &Request::Read(Path::new("/nonexistent-home/u/x")));
     assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
 }
+
+#[test]
+fn a_project_file_never_carves_out_what_lower_layers_block() {
+    let mut o = LoadOptions::new(ctx());
+    o.profile = Some(Source::new(
+        Layer::Profile,
+        "profiles/claude.toml",
+        "[files]\nallow_read = [\"~/.claude/.credentials.json\"]\n",
+    ));
+    o.user = Some(Source::new(
+        Layer::User,
+        "/u/config.toml",
+        "[files]\nblock_read = [\"~/.claude/.credentials.json\"]\nallow_read = [\"~/.config\"]\n",
+    ));
+    // The same path the user blocked over the profile's carve-out.
+    o.project = Some(Source::new(
+        Layer::Project,
+        "/u/proj/.sandpit.toml",
+        "[files]\nallow_read = [\"~/.claude/.credentials.json\"]\n",
+    ));
+    let d = err_in(o.clone());
+    assert!(d.message.contains("widens the policy"), "{d}");
+    // A default block inside an allow the user granted, at the same depth…
+    o.project = Some(Source::new(
+        Layer::Project,
+        "/u/proj/.sandpit.toml",
+        "[files]\nallow_read = [\"~/.config/gh\"]\n",
+    ));
+    let d = err_in(o.clone());
+    assert!(d.message.contains("widens the policy"), "{d}");
+    // …or deeper than it.
+    o.project = Some(Source::new(
+        Layer::Project,
+        "/u/proj/.sandpit.toml",
+        "[files]\nallow_read = [\"~/.config/gh/hosts.yml\"]\n",
+    ));
+    let d = err_in(o.clone());
+    assert!(d.message.contains("widens the policy"), "{d}");
+    // Narrowing is fine: keep only one readable directory of the user's.
+    o.project = Some(Source::new(
+        Layer::Project,
+        "/u/proj/.sandpit.toml",
+        "[files]\nallow_read = [\"~/.config/nvim\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let v = decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.claude/.credentials.json")),
+    );
+    assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
+}

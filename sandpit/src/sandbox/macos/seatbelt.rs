@@ -117,7 +117,16 @@ impl Input {
             }
         };
         Input {
-            block_read: values(&files.block_read),
+            // A block that a later layer carves out whole is not compiled (as in the
+            // Linux plan): the profile agrees with `decide`.
+            block_read: files
+                .block_read
+                .iter()
+                .map(|r| r.value.clone())
+                .filter(|p| {
+                    sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
+                })
+                .collect(),
             allow_read: values(&files.allow_read),
             allow_write: values(&files.allow_write),
             block_write: vec![],
