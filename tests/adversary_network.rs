@@ -276,6 +276,45 @@ fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
     assert!(marker.exists());
 }
 
+/// Loopback services are relayed straight to the host port, past the reviewer:
+/// asking for network review with one listed stops the run before it starts.
+#[test]
+fn network_review_with_a_loopback_service_is_an_error_not_a_bypass() {
+    let llm = FakeLlm::start(|_| Reply::Json(200, openai("ALLOW: fine")));
+    let h = TestHome::new();
+    let config = |review: &str| {
+        format!(
+            "[network]\nallow = [\"localhost:11434\"]\n[adversary]\nprovider = \"openai\"\nmodel = \"judge\"\nendpoint = \"{}\"\nreview = [{review}]\n",
+            llm.url()
+        )
+    };
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &config("\"network\""),
+    );
+    let marker = h.workspace().join("ran");
+    let run = || {
+        h.sandpit()
+            .args(["run", "--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    let text = out(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(
+        text.contains("localhost:11434") && text.contains("reviewer does not see"),
+        "{text}"
+    );
+    assert!(!marker.exists(), "{text}");
+    // Positive control: reviewing commands only, the same services start.
+    h.write(&h.home().join(".sandpit/config.toml"), &config("\"exec\""));
+    let o = run();
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(marker.exists());
+}
+
 #[test]
 fn parallel_connections_to_a_new_destination_are_reviewed_once() {
     // A slow reviewer: without single-flight every parallel connection would ask.

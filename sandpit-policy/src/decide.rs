@@ -143,9 +143,14 @@ fn decide_write(policy: &Policy, p: &Path) -> Verdict {
     }
 }
 
+/// The origin file of the `allow_write` rules `sandpit run` adds for the run's own
+/// private `/tmp` and `/dev/shm` (namespace mode): gone with the run, never reviewed.
+pub const PRIVATE_TMPFS: &str = "private tmpfs of this run";
+
 /// Whether a write to `p` that the rules allow goes to the adversary: with
-/// `adversary.review = ["write"]`, every write outside the workspace and the run's
-/// scratch directory (`$TMPDIR`), e.g. under an extra `allow_write` root.
+/// `adversary.review = ["write"]`, every write outside the workspace, the run's
+/// scratch directory (`$TMPDIR`) and its private tmpfs mounts, e.g. under an extra
+/// `allow_write` root.
 pub fn reviews_write(policy: &Policy, p: &Path) -> bool {
     policy
         .adversary
@@ -153,6 +158,7 @@ pub fn reviews_write(policy: &Policy, p: &Path) -> bool {
         .is_some_and(|a| a.review.contains(&ReviewEvent::Write))
         && !p.starts_with(&policy.context.workspace)
         && !p.starts_with(&policy.context.scratch)
+        && deepest(&policy.files.allow_write, p).is_none_or(|r| r.origin.file != PRIVATE_TMPFS)
 }
 
 /// Whether an allow entry names this address itself (not through a wildcard name).

@@ -16,7 +16,9 @@ pub mod origin;
 pub mod path;
 pub mod snapshot;
 
-pub use decide::{check_resolved, decide, loopback_service, Decision, Request, Verdict};
+pub use decide::{
+    check_resolved, decide, loopback_service, Decision, Request, Verdict, PRIVATE_TMPFS,
+};
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
 pub use load::{load, LoadOptions, Source, BUILTIN_PROFILES, DEFAULT_POLICY};

@@ -404,7 +404,8 @@ impl Builder {
             // A project allow_read may narrow the carve-outs, never make one: what
             // the lower layers refuse to read stays refused.
             for r in &allow_read {
-                if crate::decide::decide(&self.policy, &crate::Request::Read(&r.value)).is_denied() {
+                if crate::decide::decide(&self.policy, &crate::Request::Read(&r.value)).is_denied()
+                {
                     let span = span_of(cx, &r.origin);
                     return Err(cx.diag(span, format!("files.allow_read entry {:?} widens the policy: your own config and the built-in defaults refuse reading it, and a project file may only narrow", r.origin.entry), format!("move this entry to ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name)));
                 }

@@ -628,3 +628,21 @@ fn a_project_file_never_carves_out_what_lower_layers_block() {
     );
     assert_eq!(v.decision, Decision::Deny, "{}", v.reason);
 }
+
+#[test]
+fn writes_to_the_runs_private_tmpfs_are_not_reviewed() {
+    let mut p = user(
+        "[adversary]\nmodel = \"m\"\nreview = [\"write\"]\n[files]\nallow_write = [\"/nonexistent-data\"]\n",
+    )
+    .unwrap();
+    let mut origin = sandpit_policy::Origin::builtin("files.allow_write", "/tmp");
+    origin.file = sandpit_policy::PRIVATE_TMPFS.into();
+    p.files.allow_write.push(sandpit_policy::Rule {
+        value: PathBuf::from("/tmp"),
+        origin,
+    });
+    let tmp = decide(&p, &Request::Write(Path::new("/tmp/sem.x")));
+    assert_eq!(tmp.decision, Decision::Allow, "{}", tmp.reason);
+    let data = decide(&p, &Request::Write(Path::new("/nonexistent-data/f")));
+    assert_eq!(data.decision, Decision::Review, "{}", data.reason);
+}

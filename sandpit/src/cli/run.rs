@@ -299,6 +299,25 @@ pub mod linux {
         // Audit log, audit socket and learn mode first: the launch's interposer
         // reports to the session's socket (and it makes ~/.sandpit, which the plan
         // then binds read-only).
+        // Loopback services are relayed straight to the host port, past the proxy where
+        // the reviewer sits: asking for network review with them would review
+        // nothing for those connections.
+        let reviewed = loaded
+            .policy
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Network));
+        let direct = crate::sandbox::linux::loopback::services(&loaded.policy);
+        if reviewed && !direct.is_empty() {
+            let entries: Vec<&str> = direct.iter().map(|l| l.entry.as_str()).collect();
+            bail!(
+                "adversary.review includes \"network\", but the loopback services in \
+                 network.allow ({}) are relayed directly to this machine's port, where the \
+                 reviewer does not see them; the command was not started. Remove them from \
+                 network.allow or \"network\" from adversary.review",
+                entries.join(", ")
+            );
+        }
         let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         let mut launch = crate::launch::prepare(
             &with_private_tmp(&loaded.policy, mode),
@@ -435,7 +454,7 @@ pub mod linux {
                     continue;
                 }
                 let mut origin = sandpit_policy::Origin::builtin("files.allow_write", dir);
-                origin.file = "private tmpfs of this run".into();
+                origin.file = sandpit_policy::PRIVATE_TMPFS.into();
                 p.files.allow_write.push(sandpit_policy::Rule {
                     value: PathBuf::from(dir),
                     origin,
