@@ -216,16 +216,19 @@ fn civil(days: u64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// A fresh run id: `YYYYMMDDTHHMMSS.mmmZ-<pid>` (ids sort by start time; the pid
-/// only breaks ties within a millisecond).
-pub fn new_run_id() -> String {
+/// A fresh run id: `YYYYMMDDTHHMMSS.mmmZ-<random>-<pid>` (ids sort by start time).
+/// The random part keeps the run's directory (and its sockets) unguessable from the
+/// start time and pid, which another sandbox may see; the pid lets a later run tell
+/// a directory left by a dead launcher.
+pub fn new_run_id() -> std::io::Result<String> {
     let t = rfc3339(SystemTime::now());
     let compact: String = t
         .chars()
         .take(23)
         .filter(|c| c.is_ascii_digit() || *c == 'T' || *c == '.')
         .collect();
-    format!("{compact}Z-{}", std::process::id())
+    let random = crate::sys::random_hex(4)?;
+    Ok(format!("{compact}Z-{random}-{}", std::process::id()))
 }
 
 /// `~/.sandpit/logs`.
@@ -470,10 +473,13 @@ mod tests {
 
     #[test]
     fn run_id_shape() {
-        let id = new_run_id();
-        let (ts, pid) = id.split_once("Z-").unwrap();
+        let id = new_run_id().unwrap();
+        let (ts, rest) = id.split_once("Z-").unwrap();
         assert_eq!(ts.len(), 19, "{id}");
         assert_eq!((&ts[8..9], &ts[15..16]), ("T", "."), "{id}");
+        let (random, pid) = rest.split_once('-').unwrap();
+        assert_eq!(random.len(), 8, "{id}");
+        assert_ne!(random, new_run_id().unwrap().split('-').nth(1).unwrap());
         assert_eq!(pid, std::process::id().to_string());
     }
 

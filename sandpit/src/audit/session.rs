@@ -24,6 +24,8 @@ pub struct RunOptions {
 pub enum SessionError {
     #[error(transparent)]
     Audit(#[from] AuditError),
+    #[error("a run id needs random bytes: {0}")]
+    RunId(String),
     #[error("interposer: {0}")]
     Inject(#[from] crate::inject::InjectError),
     #[error("interposer: the value of {0} is not valid UTF-8 (the home directory's path?)")]
@@ -49,7 +51,7 @@ impl Session {
         argv: &[OsString],
     ) -> Result<Session, SessionError> {
         let ctx = &policy.context;
-        let run = super::new_run_id();
+        let run = super::new_run_id().map_err(|e| SessionError::RunId(e.to_string()))?;
         let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;

@@ -158,12 +158,7 @@ fn private_dir(dir: &Path, recursive: bool) -> Result<()> {
 }
 
 fn random_hex(n: usize) -> Result<String> {
-    use std::io::Read;
-    let mut b = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(io("reading /dev/urandom"))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    crate::sys::random_hex(n).map_err(io("reading /dev/urandom"))
 }
 
 /// Write `bytes` to `path` (0600) through a temporary file renamed into place. No
