@@ -55,9 +55,23 @@ fn bare(h: &TestHome, script: &str) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// sandpit's package cache for this HOME.
+/// sandpit's package cache for this HOME's workspace (`~/.cache/sandpit/<name>-<hash>`,
+/// one per workspace; the launcher creates it on the first run).
 fn cache(h: &TestHome) -> PathBuf {
-    h.home().join(".cache/sandpit")
+    let root = h.home().join(".cache/sandpit");
+    let prefix = format!("{}-", h.workspace().file_name().unwrap().to_string_lossy());
+    std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .unwrap_or_else(|| root.join(format!("{prefix}not-created")))
 }
 
 fn nonempty_dir(p: &Path) -> bool {
@@ -361,19 +375,24 @@ fn sandpit_config_shows_the_caches_and_their_grant() {
     let o = h.sandpit().arg("config").output().unwrap();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    for want in [
-        "# caches    = ~/.cache/sandpit",
-        "npm_config_cache       = ~/.cache/sandpit/npm",
-        "PIP_CACHE_DIR          = ~/.cache/sandpit/pip",
-        "UV_CACHE_DIR           = ~/.cache/sandpit/uv",
-        "GOCACHE                = ~/.cache/sandpit/go-build",
-        "CARGO_HOME             = ~/.cache/sandpit/cargo",
+    assert!(t.contains("# caches    = ~/.cache/sandpit/"), "{t}");
+    for (var, sub) in [
+        ("npm_config_cache", "npm"),
+        ("PIP_CACHE_DIR", "pip"),
+        ("UV_CACHE_DIR", "uv"),
+        ("GOCACHE", "go-build"),
+        ("CARGO_HOME", "cargo"),
     ] {
-        assert!(t.contains(want), "{want}: {t}");
+        assert!(
+            t.lines().any(|l| l.contains(var)
+                && l.contains("~/.cache/sandpit/")
+                && l.contains(&format!("/{sub}  ("))),
+            "{var}: {t}"
+        );
     }
     assert!(
         t.lines()
-            .any(|l| l.contains("\"~/.cache/sandpit\",") && l.ends_with("# sandpit package caches")),
+            .any(|l| l.contains("\"~/.cache/sandpit/") && l.ends_with("# sandpit package caches")),
         "{t}"
     );
     // A protected cache location means no cache: nothing is granted or shown.

@@ -1,25 +1,54 @@
-//! Package caches the sandbox may write: one directory per user, `~/.cache/sandpit`,
-//! handed to each tool through its own variable (`npm_config_cache`, `PIP_CACHE_DIR`,
-//! `GOCACHE`…), so `npm install` or `go build` neither fails on the host's read-only
-//! caches nor writes into them. It is added to the policy's `allow_write` (origin
-//! "sandpit package caches"), so every layer and `sandpit config` agree.
+//! Package caches the sandbox may write: one directory per user and workspace,
+//! `~/.cache/sandpit/<workspace name>-<hash>`, handed to each tool through its own
+//! variable (`npm_config_cache`, `PIP_CACHE_DIR`, `GOCACHE`…), so `npm install` or
+//! `go build` neither fails on the host's read-only caches nor writes into them. It is
+//! added to the policy's `allow_write` (origin "sandpit package caches"), so every
+//! layer and `sandpit config` agree.
 //!
 //! Why this place is safe: nothing outside the sandbox reads it. The host's tools keep
 //! their own caches (`~/.npm`, `~/.cache/pip`, `~/.cargo`, `~/go`), which stay
 //! read-only inside, so a package poisoned inside the sandbox is only ever trusted by
-//! later sandboxed runs. sandpit itself never reads, runs or follows anything in it:
+//! later sandboxed runs *in the same workspace*: one per workspace, because a cache
+//! holds what runs later (`CARGO_HOME`'s config and `bin/`, extracted Go modules,
+//! built wheels), and a shared one would let an agent in one project plant code that
+//! runs in another project's sandbox, under that project's looser policy. sandpit itself never reads, runs or follows anything in it:
 //! the launcher only creates the directory (mode 0700) and refuses a symlink or a
 //! directory of another user in its place. It is not under `~/.sandpit`, whose
 //! `block_write` entry keeps sandpit's own state (policy snapshots, the extracted
 //! library, shims, logs) read-only with no exception.
 #![forbid(unsafe_code)]
-use sandpit_policy::{Origin, Policy, Rule};
+use sandpit_policy::{Context, Origin, Policy, Rule};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// The cache directory for the user whose home is `home`.
-pub fn dir(home: &Path) -> PathBuf {
-    home.join(".cache/sandpit")
+/// The cache directory for the workspace of `ctx`:
+/// `~/.cache/sandpit/<workspace name>-<first 12 hex digits of its path's SHA-256>`.
+pub fn dir(ctx: &Context) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::ffi::OsStrExt;
+    let hash: String = Sha256::digest(ctx.workspace.as_os_str().as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let name: String = ctx
+        .workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    ctx.home
+        .join(".cache/sandpit")
+        .join(format!("{}-{hash}", name.trim_start_matches('.')))
 }
 
 /// Where the grant in the policy says it came from.
@@ -30,7 +59,7 @@ pub const ORIGIN: &str = "sandpit package caches";
 /// not used). Returns whether the cache is writable.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub fn grant(policy: &mut Policy) -> bool {
-    let cache = dir(&policy.context.home);
+    let cache = dir(&policy.context);
     let probe = cache.join("x");
     let blocked = policy
         .files
@@ -42,7 +71,11 @@ pub fn grant(policy: &mut Policy) -> bool {
         return false;
     }
     if !policy.files.allow_write.iter().any(|r| r.value == cache) {
-        let mut origin = Origin::builtin("files.allow_write", "~/.cache/sandpit");
+        let shown = match cache.strip_prefix(&policy.context.home) {
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => cache.display().to_string(),
+        };
+        let mut origin = Origin::builtin("files.allow_write", &shown);
         origin.file = ORIGIN.into();
         policy.files.allow_write.push(Rule {
             value: cache,
@@ -54,7 +87,7 @@ pub fn grant(policy: &mut Policy) -> bool {
 
 /// Whether `policy` (after `grant`) lets the sandbox write the cache.
 pub fn granted(policy: &Policy) -> bool {
-    let cache = dir(&policy.context.home);
+    let cache = dir(&policy.context);
     policy.files.allow_write.iter().any(|r| r.value == cache)
         && !policy
             .files
@@ -142,11 +175,22 @@ mod tests {
 
     #[test]
     fn every_value_is_inside_the_cache_and_go_modules_live_in_gopath() {
-        let e = env(&dir(Path::new("/h")));
-        assert!(e.iter().all(|(_, v)| v.starts_with("/h/.cache/sandpit/")));
+        let ctx = |ws: &str| Context {
+            home: "/h".into(),
+            workspace: ws.into(),
+            scratch: "/run/s".into(),
+            state_dir: "/h/.sandpit".into(),
+        };
+        let d = dir(&ctx("/h/p"));
+        let e = env(&d);
+        assert!(e.iter().all(|(_, v)| v.starts_with("/h/.cache/sandpit/p-")));
         let get = |k: &str| e.iter().find(|(n, _)| n == k).unwrap().1.clone();
         assert_eq!(get("GOMODCACHE"), format!("{}/pkg/mod", get("GOPATH")));
-        assert_eq!(get("npm_config_cache"), "/h/.cache/sandpit/npm");
+        assert_eq!(get("npm_config_cache"), format!("{}/npm", d.display()));
+        // One per workspace: another project never shares it.
+        assert_ne!(dir(&ctx("/h/q")), d);
+        assert_ne!(dir(&ctx("/other/p")), d);
+        assert_eq!(dir(&ctx("/h/p")), d);
     }
 
     #[test]
@@ -166,7 +210,16 @@ mod tests {
         assert!(!granted(&p));
         assert!(grant(&mut p) && granted(&p));
         let r = p.files.allow_write.last().unwrap();
-        assert_eq!(r.value, Path::new("/h/.cache/sandpit"));
+        assert_eq!(r.value, dir(&p.context));
+        assert!(r
+            .value
+            .to_string_lossy()
+            .starts_with("/h/.cache/sandpit/p-"));
+        assert!(
+            r.origin.entry.starts_with("~/.cache/sandpit/p-"),
+            "{}",
+            r.origin.entry
+        );
         assert_eq!(r.origin.file, ORIGIN);
         // Granting twice adds nothing.
         let n = p.files.allow_write.len();

@@ -27,7 +27,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             "sources": loaded.sources.iter().map(|(l, n)| serde_json::json!({"layer": l, "file": n})).collect::<Vec<_>>(),
             "policy": loaded.policy,
             "caches": crate::caches::granted(&loaded.policy).then(|| {
-                crate::caches::env(&crate::caches::dir(&loaded.policy.context.home))
+                crate::caches::env(&crate::caches::dir(&loaded.policy.context))
                     .into_iter()
                     .collect::<std::collections::BTreeMap<_, _>>()
             }),
@@ -74,11 +74,11 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         "# state     = {} (read-only inside the sandbox)",
         ctx.state_dir.display()
     );
-    let cache = crate::caches::dir(&ctx.home);
+    let cache = crate::caches::dir(ctx);
     if crate::caches::granted(p) {
         let _ = writeln!(
             o,
-            "# caches    = {} (writable inside, per user; the host's caches stay read-only)",
+            "# caches    = {} (writable inside, one per workspace; the host's caches stay read-only)",
             path(&cache)
         );
         for (tool, var, sub) in crate::caches::VARS {

@@ -364,7 +364,7 @@ pub mod linux {
             .and_then(std::fs::canonicalize)
             .context("current directory")?;
         // Package caches of sandpit's own, writable (the host's stay read-only).
-        let cache = crate::caches::dir(&loaded.policy.context.home);
+        let cache = crate::caches::dir(&loaded.policy.context);
         let caches = crate::caches::granted(&loaded.policy);
         if caches {
             crate::caches::ensure(&cache, crate::sys::uid())?;
