@@ -609,7 +609,12 @@ impl crate::proxy::Review for NetworkReview {
             // reviewer's cache answers repeats).
             let mut slot = match &turn {
                 Some(t) => match t.try_lock() {
-                    Ok(g) => Some(g),
+                    // This connection reviews: clear the last verdict, so one that
+                    // waits on it never takes an older one if this one is dropped.
+                    Ok(mut g) => {
+                        *g = None;
+                        Some(g)
+                    }
                     Err(_) => {
                         let g = t.lock().await;
                         if let Some(v) = g.as_ref() {

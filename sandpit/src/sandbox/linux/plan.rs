@@ -604,7 +604,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         weaker.push("network confined by Landlock TCP rules and seccomp, not a namespace".into());
         if matches!(net, NetPlan::Bridge { .. }) && !input.loopback.is_empty() {
             weaker.push(
-                "loopback services are allowed by port: Landlock lets TCP connect reach those ports on any address"
+                "loopback services are allowed by port: Landlock lets TCP connect reach those ports on any host, the internet included, past the proxy"
                     .into(),
             );
         }
