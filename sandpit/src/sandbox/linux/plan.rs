@@ -434,8 +434,15 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             // first missing component: that is what gets the read-only mount.
             let (target, sealed) = if let Some(kind) = fs.kind(p) {
                 // An empty directory (another run's placeholder, or the user's) gets
-                // the same sealed view as a placeholder of this run.
-                (p.clone(), kind == Kind::Dir && fs.is_empty_dir(p))
+                // the same sealed view as a placeholder of this run, and is listed as
+                // one: if the run that made it ends (and removes it) between this
+                // plan and the spawn taking the workspace lock, the spawn makes it
+                // again instead of failing to mount on nothing.
+                let sealed = kind == Kind::Dir && fs.is_empty_dir(p);
+                if sealed {
+                    placeholders.push(Placeholder { path: p.clone() });
+                }
+                (p.clone(), sealed)
             } else {
                 let mut first_missing = p.clone();
                 let mut parent_kind = None;
@@ -965,6 +972,21 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             let (p, r) = (Path::new(p), Path::new(r));
             assert_eq!(inside(p, r), p.starts_with(r), "{p:?} in {r:?}");
         }
+    }
+
+    #[test]
+    fn an_existing_empty_protected_dir_is_sealed_and_listed_as_a_placeholder() {
+        // Another run's placeholder: if that run removes it before this one's spawn
+        // takes the workspace lock, the spawn makes it again.
+        let mut f = fs();
+        f.0.insert("/home/u/proj/.sandpit.toml".into(), Kind::Dir);
+        let p = plan(&input(), &f).unwrap();
+        assert!(p.mounts.contains(&MountOp::Sealed {
+            path: "/home/u/proj/.sandpit.toml".into()
+        }));
+        assert!(p.placeholders.contains(&Placeholder {
+            path: "/home/u/proj/.sandpit.toml".into()
+        }));
     }
 
     #[test]
