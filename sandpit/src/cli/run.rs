@@ -408,14 +408,18 @@ pub mod linux {
             placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
+            serve_bridge: launch.has_own_proxy(),
         };
-        let running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
+        let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
             Ok(r) => r,
             Err(e) => {
                 session.finish(None);
                 return Err(e.into());
             }
         };
+        if let Some(l) = running.take_bridge() {
+            launch.serve_bridge(l);
+        }
         // Threads (the proxy runtime) only after the fork.
         let services = match launch.start(Some(session.sink())) {
             Ok(s) => s,

@@ -131,6 +131,10 @@ pub struct Prepared {
     sockets: Option<Sockets>,
     /// The loopback proxy listener (`Options::loopback_proxy`), bound before the fork.
     loopback: Option<(SocketAddr, std::net::TcpListener)>,
+    /// The kernel layer's bridge listener (inside the network namespace, or on this
+    /// machine's loopback in fallback mode), handed over after the spawn: the proxy
+    /// serves it directly, token required, besides its unix socket.
+    bridge: Option<std::net::TcpListener>,
     /// The audit session's socket, where the interposer reports (`SANDPIT_AUDIT`).
     audit: Option<PathBuf>,
     /// The adversary's control socket, bound before the fork, served after it.
@@ -259,6 +263,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         shims,
         sockets,
         loopback,
+        bridge: None,
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
@@ -528,6 +533,17 @@ impl Prepared {
         parts.join(", ")
     }
 
+    /// The bridge's listener from the spawn ([`crate::sandbox::linux::Running::take_bridge`]):
+    /// `start` serves the proxy on it directly.
+    pub fn serve_bridge(&mut self, listener: std::net::TcpListener) {
+        self.bridge = Some(listener);
+    }
+
+    /// Whether this launch runs sandpit's own proxy (so it can serve the bridge).
+    pub fn has_own_proxy(&self) -> bool {
+        self.sockets.is_some()
+    }
+
     /// Serve the proxy and DNS sockets (after the fork: this starts threads).
     /// `log`, when given, also receives every proxy and DNS decision.
     pub fn start(&mut self, log: Option<Arc<dyn crate::proxy::AuditSink>>) -> Result<Services> {
@@ -581,6 +597,14 @@ impl Prepared {
             Listener::Loopback(l) => (proxy.serve_tcp_std(l), None),
         };
         let running = running.map_err(|e| LaunchError::Proxy(e.to_string()))?;
+        let bridge = match self.bridge.take() {
+            Some(l) => Some(
+                proxy
+                    .serve_tcp_std(l)
+                    .map_err(|e| LaunchError::Proxy(e.to_string()))?,
+            ),
+            None => None,
+        };
         if let Some(dns_sock) = dns_sock {
             serve_dns(decide, resolver, sink, dns_sock, rt.handle().clone())?;
         }
@@ -616,6 +640,7 @@ impl Prepared {
         services.net = Some(NetServices {
             rt,
             _proxy: running,
+            _bridge: bridge,
             denied,
             sent,
             handled,
@@ -718,6 +743,7 @@ fn start_adversary(
 struct NetServices {
     rt: tokio::runtime::Runtime,
     _proxy: crate::proxy::Running,
+    _bridge: Option<crate::proxy::Running>,
     denied: Arc<Mutex<Denials>>,
     /// Events the proxy and DNS put into the channel, and those the logger handled.
     sent: Arc<AtomicU64>,

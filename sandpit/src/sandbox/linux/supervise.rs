@@ -129,6 +129,11 @@ pub struct Layers {
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
     /// caller (at the plan's port); `None` binds 127.0.0.1:<plan port> here.
     pub bridge_listener: Option<TcpListener>,
+    /// The caller serves the proxy on the bridge's listener itself (sandpit's own
+    /// proxy): the spawn hands it over ([`Running::take_bridge`]) instead of relaying
+    /// each connection to the proxy's unix socket — one relay and two loopback hops
+    /// less per connection.
+    pub serve_bridge: bool,
 }
 
 /// Everything the children need, converted before fork.
@@ -212,9 +217,16 @@ pub struct Running {
     relay: Option<Relay>,
     created: Vec<PathBuf>,
     lock: Option<std::fs::File>,
+    bridge: Option<TcpListener>,
 }
 
 impl Running {
+    /// The bridge's listener, when `Layers::serve_bridge` asked for it: connections
+    /// from inside the sandbox to the proxy port arrive there.
+    pub fn take_bridge(&mut self) -> Option<TcpListener> {
+        self.bridge.take()
+    }
+
     /// Forward signals until the command exits, kill what is left, remove the
     /// placeholders; returns the command's status (shell convention).
     pub fn wait(self) -> Result<i32, SpawnError> {
@@ -424,8 +436,13 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     if let Some(msg) = &exec_error {
         eprintln!("sandpit: {msg}");
     }
+    let mut handed = None;
     if let (Some(l), NetPlan::Bridge { relay_to, .. }) = (listener, &plan.net) {
-        bridge::serve(l, relay_to.clone());
+        if layers.serve_bridge {
+            handed = Some(l);
+        } else {
+            bridge::serve(l, relay_to.clone());
+        }
     }
     if let (
         Some(d),
@@ -460,6 +477,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         relay,
         created: vec![],
         lock: None,
+        bridge: handed,
     })
 }
 
