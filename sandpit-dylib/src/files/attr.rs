@@ -5,77 +5,34 @@
 use super::check;
 use libc::{c_char, c_int, dev_t, gid_t, mode_t, timespec, timeval, uid_t, utimbuf};
 
-hook! {
-    fn chown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, true, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, uid, gid) })
-    }
+write_hook! {
+    fn chown(path: *const c_char, uid: uid_t, gid: gid_t);
+    path = path; dir = libc::AT_FDCWD; follow = true;
 }
 
-hook! {
-    fn lchown(path: *const c_char, uid: uid_t, gid: gid_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, uid, gid) })
-    }
+write_hook! {
+    fn lchown(path: *const c_char, uid: uid_t, gid: gid_t);
+    path = path; dir = libc::AT_FDCWD; follow = false;
 }
 
-hook! {
-    fn fchownat(dir: c_int, path: *const c_char, uid: uid_t, gid: gid_t, flags: c_int) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-        // SAFETY: the caller's string.
-        unsafe { check(st, dir, path, follow, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(dir, path, uid, gid, flags) })
-    }
+write_hook! {
+    fn fchownat(dir: c_int, path: *const c_char, uid: uid_t, gid: gid_t, flags: c_int);
+    path = path; dir = dir; follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
 }
 
-hook! {
-    fn utime(path: *const c_char, times: *const utimbuf) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, true, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, times) })
-    }
+write_hook! {
+    fn utime(path: *const c_char, times: *const utimbuf);
+    path = path; dir = libc::AT_FDCWD; follow = true;
 }
 
-hook! {
-    fn utimes(path: *const c_char, times: *const timeval) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, true, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, times) })
-    }
+write_hook! {
+    fn utimes(path: *const c_char, times: *const timeval);
+    path = path; dir = libc::AT_FDCWD; follow = true;
 }
 
-hook! {
-    fn lutimes(path: *const c_char, times: *const timeval) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, times) })
-    }
+write_hook! {
+    fn lutimes(path: *const c_char, times: *const timeval);
+    path = path; dir = libc::AT_FDCWD; follow = false;
 }
 
 hook! {
@@ -93,50 +50,22 @@ hook! {
     }
 }
 
-hook! {
-    fn mknod(path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, mode, dev) })
-    }
+write_hook! {
+    fn mknod(path: *const c_char, mode: mode_t, dev: dev_t);
+    path = path; dir = libc::AT_FDCWD; follow = false;
 }
 
-hook! {
-    fn mknodat(dir: c_int, path: *const c_char, mode: mode_t, dev: dev_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, dir, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(dir, path, mode, dev) })
-    }
+write_hook! {
+    fn mknodat(dir: c_int, path: *const c_char, mode: mode_t, dev: dev_t);
+    path = path; dir = dir; follow = false;
 }
 
-hook! {
-    fn mkfifo(path: *const c_char, mode: mode_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, libc::AT_FDCWD, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(path, mode) })
-    }
+write_hook! {
+    fn mkfifo(path: *const c_char, mode: mode_t);
+    path = path; dir = libc::AT_FDCWD; follow = false;
 }
 
-hook! {
-    fn mkfifoat(dir: c_int, path: *const c_char, mode: mode_t) -> c_int;
-    fail = -1;
-    |real| {
-        let st = crate::state::get()?;
-        // SAFETY: the caller's string.
-        unsafe { check(st, dir, path, false, false, true) }?;
-        // SAFETY: the caller's arguments, forwarded.
-        Ok(unsafe { real(dir, path, mode) })
-    }
+write_hook! {
+    fn mkfifoat(dir: c_int, path: *const c_char, mode: mode_t);
+    path = path; dir = dir; follow = false;
 }

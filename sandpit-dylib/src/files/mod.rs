@@ -6,6 +6,27 @@ use crate::path::{self, Kind, PBuf};
 use crate::state::State;
 use libc::{c_char, c_int};
 
+/// A hook whose whole judgement is one write to its path argument `path` (relative
+/// to `dir`, the final symlink followed when `follow`), then the real call with the
+/// caller's arguments. The calling module imports `check`.
+macro_rules! write_hook {
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?);
+     path = $path:ident; dir = $dir:expr; follow = $follow:expr $(;)?) => {
+        hook! {
+            $(#[$meta])*
+            fn $name($($arg: $ty),*) -> ::libc::c_int;
+            fail = -1;
+            |real| {
+                let st = crate::state::get()?;
+                // SAFETY: the caller's string.
+                unsafe { check(st, $dir, $path, $follow, false, true) }?;
+                // SAFETY: the caller's arguments, forwarded.
+                Ok(unsafe { real($($arg),*) })
+            }
+        }
+    };
+}
+
 pub mod attr;
 pub mod chmod;
 #[cfg(target_os = "macos")]

@@ -1,22 +1,14 @@
 //! `truncate`, `truncate64`: a write to the file.
 use super::check;
-use libc::{c_char, c_int, off_t};
+use libc::{c_char, off_t};
 
-macro_rules! truncate_hooks {
-    ($($name:ident),*) => {$(
-        hook! {
-            fn $name(path: *const c_char, len: off_t) -> c_int;
-            fail = -1;
-            |real| {
-                let st = crate::state::get()?;
-                // SAFETY: the caller's string.
-                unsafe { check(st, libc::AT_FDCWD, path, true, false, true) }?;
-                // SAFETY: the caller's arguments, forwarded.
-                Ok(unsafe { real(path, len) })
-            }
-        }
-    )*};
+write_hook! {
+    fn truncate(path: *const c_char, len: off_t);
+    path = path; dir = libc::AT_FDCWD; follow = true;
 }
-truncate_hooks!(truncate);
+
 #[cfg(target_os = "linux")]
-truncate_hooks!(truncate64);
+write_hook! {
+    fn truncate64(path: *const c_char, len: off_t);
+    path = path; dir = libc::AT_FDCWD; follow = true;
+}
