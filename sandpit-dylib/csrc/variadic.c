@@ -34,43 +34,35 @@ int sandpit_execvpe_impl(const char *file, char *const argv[], char *const envp[
         }                                                     \
     } while (0)
 
+/* Declare `argv`, a stack array of `arg`, the variadic arguments up to the
+ * terminating NULL, and that NULL; `ap` is left started, just past the NULL (where
+ * execle's environment is). The caller ends it. */
+#define COLLECT(argv, arg, ap)                                            \
+    size_t n_;                                                            \
+    COUNT(n_, arg, arg);                                                  \
+    const char *argv[n_];                                                 \
+    argv[0] = arg;                                                        \
+    va_list ap;                                                           \
+    va_start(ap, arg);                                                    \
+    for (size_t i_ = 1; i_ < n_; i_++) argv[i_] = va_arg(ap, const char *); \
+    argv[n_ - 1] = NULL
+
 HIDDEN int sandpit_c_execl(const char *path, const char *arg, ...) {
-    size_t n;
-    COUNT(n, arg, arg);
-    const char *argv[n];
-    argv[0] = arg;
-    va_list ap;
-    va_start(ap, arg);
-    for (size_t i = 1; i < n; i++) argv[i] = va_arg(ap, const char *);
+    COLLECT(argv, arg, ap);
     va_end(ap);
-    argv[n - 1] = NULL;
     return sandpit_execve_impl(path, (char *const *)argv, environ);
 }
 
 HIDDEN int sandpit_c_execlp(const char *file, const char *arg, ...) {
-    size_t n;
-    COUNT(n, arg, arg);
-    const char *argv[n];
-    argv[0] = arg;
-    va_list ap;
-    va_start(ap, arg);
-    for (size_t i = 1; i < n; i++) argv[i] = va_arg(ap, const char *);
+    COLLECT(argv, arg, ap);
     va_end(ap);
-    argv[n - 1] = NULL;
     return sandpit_execvpe_impl(file, (char *const *)argv, environ);
 }
 
 HIDDEN int sandpit_c_execle(const char *path, const char *arg, ...) {
-    size_t n;
-    COUNT(n, arg, arg);
-    const char *argv[n];
-    argv[0] = arg;
-    va_list ap;
-    va_start(ap, arg);
-    for (size_t i = 1; i < n; i++) argv[i] = va_arg(ap, const char *);
+    COLLECT(argv, arg, ap);
     /* After the terminating NULL comes the environment. */
-    char *const *envp = (arg == NULL) ? va_arg(ap, char *const *) : va_arg(ap, char *const *);
+    char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
-    argv[n - 1] = NULL;
     return sandpit_execve_impl(path, (char *const *)argv, envp);
 }
