@@ -14,20 +14,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
-pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
-pub const PROXY_VAR: &str = "SANDPIT_PROXY";
-pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
-pub const DNS_VAR: &str = "SANDPIT_DNS";
-pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
-/// `1`: learn mode (see `Engine::set_learn`).
-pub const LEARN_VAR: &str = "SANDPIT_LEARN";
+pub use sandpit_policy::vars::{
+    AUDIT_VAR, DNS_VAR, LEARN_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
+};
 /// The adversary's control socket (see `sandpit_shims::review::SOCKET_VAR`).
 pub const ADVERSARY_VAR: &str = sandpit_shims::review::SOCKET_VAR;
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
 
 pub struct State {
     pub decider: Engine,

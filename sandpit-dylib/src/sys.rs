@@ -124,12 +124,9 @@ pub unsafe fn openat2(
 }
 
 /// The loader variable that injects this library, and its `NAME=` prefix.
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_NAME: &[u8] = b"LD_PRELOAD";
+pub const PRELOAD_NAME: &[u8] = crate::state::PRELOAD_VAR.as_bytes();
 #[cfg(not(target_os = "macos"))]
 pub const PRELOAD_ENTRY: &[u8] = b"LD_PRELOAD=";
-#[cfg(target_os = "macos")]
-pub const PRELOAD_NAME: &[u8] = b"DYLD_INSERT_LIBRARIES";
 #[cfg(target_os = "macos")]
 pub const PRELOAD_ENTRY: &[u8] = b"DYLD_INSERT_LIBRARIES=";
 

@@ -15,6 +15,7 @@ pub mod matchers;
 pub mod origin;
 pub mod path;
 pub mod snapshot;
+pub mod vars;
 
 pub use decide::{
     check_resolved, decide, loopback_service, Decision, Request, Verdict, PRIVATE_TMPFS,

@@ -100,7 +100,7 @@ impl Session {
         }
         if opts.learn {
             // The interposer (set up by the launch) records instead of denying.
-            s.env.push(("SANDPIT_LEARN".into(), "1".into()));
+            s.env.push((crate::inject::LEARN_VAR.into(), "1".into()));
             notes.push(
                 "learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
                     .into(),

@@ -23,16 +23,9 @@ mod sys;
 
 include!(concat!(env!("OUT_DIR"), "/dylib.rs"));
 
-#[cfg(not(target_os = "macos"))]
-pub const PRELOAD_VAR: &str = "LD_PRELOAD";
-#[cfg(target_os = "macos")]
-pub const PRELOAD_VAR: &str = "DYLD_INSERT_LIBRARIES";
-pub const SNAPSHOT_VAR: &str = "SANDPIT_SNAPSHOT";
-pub const STATE_DIR_VAR: &str = "SANDPIT_STATE_DIR";
-pub const PROXY_VAR: &str = "SANDPIT_PROXY";
-pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
-pub const DNS_VAR: &str = "SANDPIT_DNS";
-pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
+pub use sandpit_policy::vars::{
+    AUDIT_VAR, DNS_VAR, LEARN_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InjectError {
