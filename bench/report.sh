@@ -125,6 +125,9 @@ for d in (1, 4, 8, 16):
             ("bwrap_oc_d4", "bwrap_oc_d4_bare") if (d, m) == (4, "r") else None)
 row("#4", "open+close, every layer, /usr (read-only view)", "≤ 1.10×", "ns",
     "run_oc_host_r_sandpit", "run_oc_host_r_bare", "ratio_le", 1.10)
+for m, mode in (("r", "O_RDONLY"), ("w", "O_WRONLY")):
+    row("#4", f"open+close, every layer, relative path, {mode}", "≤ 1.10×", "ns",
+        f"run_oc_rel_{m}_sandpit", f"run_oc_rel_{m}_bare", "ratio_le", 1.10)
 row("#4", "start-up, big workspace (bare = empty workspace)", "≤ 1.05×", "ms",
     "run_big_files", "run_big_empty", "ratio_le", 1.05)
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),

@@ -70,11 +70,11 @@ if has 2; then
 echo "== 2. open+close per call (CPU ns), every layer on vs bare (best of 7 alternating rounds)"
 N=100000
 best() { python3 -c "import sys; print(min(map(float, sys.argv[1:])))" "$@"; }
-oc() { # label path mode
-  local bs=() ss=()
+oc() { # label path mode [result-key [cwd]]
+  local bs=() ss=() dir=${5:-$HOME/ws}
   for _ in 1 2 3 4 5 6 7; do
-    bs+=("$(cd "$HOME/ws" && "${AS[@]}" ./openclose "$2" $N "$3")")
-    ss+=("$(cd "$HOME/ws" && "${AS[@]}" "$BIN" run -- ./openclose "$2" $N "$3" 2>/dev/null)")
+    bs+=("$(cd "$dir" && "${AS[@]}" "$HOME/ws/openclose" "$2" $N "$3")")
+    ss+=("$(cd "$dir" && "${AS[@]}" "$BIN" run --workspace "$HOME/ws" -- "$HOME/ws/openclose" "$2" $N "$3" 2>/dev/null)")
   done
   local b s; b=$(best "${bs[@]}"); s=$(best "${ss[@]}")
   echo "$1: bare ${b} ns, sandboxed ${s} ns, ratio $(ratio "$s" "$b")   (goal <= 1.10x)"
@@ -87,6 +87,9 @@ for depth in 1 4 8 16; do
   oc "workspace depth $depth, O_RDONLY" "$p/f" r "d${depth}_r"
   oc "workspace depth $depth, O_WRONLY" "$p/f" w "d${depth}_w"
 done
+# Relative to the cwd, as build tools and git name most files.
+oc "relative path (cwd at depth 4), O_RDONLY" f r rel_r "$HOME/ws/d1/d2/d3"
+oc "relative path (cwd at depth 4), O_WRONLY" f w rel_w "$HOME/ws/d1/d2/d3"
 # Outside every writable root: the read-only host view.
 oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r host_r
 fi
