@@ -164,7 +164,20 @@ fn reading_secrets() {
         case(
             "secret created after start",
             Layers,
-            "touch ready-late; i=0; while [ ! -e go-late ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; cat $HOME/.ssh/late_key $HOME/.azure/late.json",
+            &format!("{LATE} cat $HOME/.ssh/late_key $HOME/.azure/late.json"),
+        ),
+        // The same by the routes where the interposer cannot see the unmasked path
+        // in the spelling: relative to the home, from inside the new directory, and
+        // through a symlink planted in the workspace before it existed.
+        case(
+            "late secret, relative path",
+            Layers,
+            &format!("{LATE} cd $HOME && cat .azure/late.json; cd .azure && cat late.json"),
+        ),
+        case(
+            "late secret, planted symlink",
+            Layers,
+            &format!("ln -s $HOME/.azure az; {LATE} cat az/late.json"),
         ),
         case(
             "agent socket in /tmp",
@@ -179,6 +192,10 @@ fn reading_secrets() {
     ];
     run_class("reading secrets", cases);
 }
+
+/// Ask the harness for the late secrets and wait until they exist.
+const LATE: &str =
+    "touch ready-late; i=0; while [ ! -e go-late ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done;";
 
 const RAW_WRITE: &str = r#"python3 -c '
 import ctypes, os
