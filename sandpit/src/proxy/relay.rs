@@ -1,6 +1,7 @@
 //! Moving bytes both ways once a tunnel is decided and its first bytes checked.
 //!
-//! Each direction starts with a small user-space buffer; once it has carried
+//! Each direction starts with a small user-space buffer that doubles (up to
+//! [`COPY_BUF_MAX`]) whenever a read fills it. With `splice` on, once it has carried
 //! [`SPLICE_AFTER`] bytes (a bulk transfer), on Linux it switches to `splice(2)` through
 //! a pipe, so the data no longer crosses into the proxy's memory. Short connections
 //! never pay for a pipe (two descriptors).
@@ -14,8 +15,11 @@ use tokio::net::{TcpStream, UnixStream};
 
 use super::io::Io;
 
-/// User-space buffer per direction before the switch.
+/// User-space buffer per direction to start with: enough for interactive traffic.
 const COPY_BUF: usize = 32 * 1024;
+/// What it grows to, doubling each time a read fills it: a bulk transfer then moves
+/// more per system call (and per wake-up).
+const COPY_BUF_MAX: usize = 256 * 1024;
 /// Bytes a direction carries before it switches to splice.
 #[cfg(target_os = "linux")]
 const SPLICE_AFTER: u64 = 256 * 1024;
@@ -110,6 +114,9 @@ pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::R
             return Ok(());
         }
         write_all(dst, &buf[..n]).await?;
+        if n == buf.len() && buf.len() < COPY_BUF_MAX {
+            buf.resize(buf.len() * 2, 0);
+        }
         #[cfg(target_os = "linux")]
         {
             moved += n as u64;
