@@ -123,40 +123,6 @@ pub struct Engine {
     /// `adversary.review` names writes: a write outside these two directories (the
     /// workspace, the scratch `$TMPDIR`) is not allowed on the fast path.
     review_write: Option<(Vec<u8>, Vec<u8>)>,
-    /// The kernel layer enforces the file rules (`files.kernel_enforced`, Linux
-    /// namespace mode): opens go to the kernel first and only a refusal is judged.
-    kernel_first: bool,
-    /// `files.kernel_unmasked`: read-denied paths the kernel does not hide.
-    unmasked: Vec<Vec<u8>>,
-    /// Their last components: a path naming none of them cannot lead into one
-    /// (from a directory outside them).
-    unmasked_names: Vec<Vec<u8>>,
-    /// The first components of those paths (`run`, `home`, …): a path starting
-    /// otherwise is outside them all.
-    unmasked_roots: Vec<Vec<u8>>,
-    /// The workspace, when none of them lies inside it.
-    unmasked_free_workspace: Option<Vec<u8>>,
-    /// A 1024-bit filter of those names ([`name_slot`]), to pass over most
-    /// components without comparing.
-    unmasked_filter: [u64; 16],
-}
-
-/// The first component of an absolute path (`usr` of `/usr/lib`).
-fn first_component(p: &[u8]) -> &[u8] {
-    let rest = p.strip_prefix(b"/").unwrap_or(p);
-    rest.split(|&b| b == b'/').next().unwrap_or(rest)
-}
-
-/// A cheap 10-bit digest of a path component (length, first and last bytes).
-#[inline]
-fn name_slot(c: &[u8]) -> usize {
-    let n = c.len();
-    let edge = |i: usize| u32::from(c.get(i).copied().unwrap_or(0));
-    let h = (n as u32)
-        ^ (edge(0) << 8)
-        ^ (edge(n.wrapping_sub(1)) << 16)
-        ^ (edge(n.wrapping_sub(2)) << 24);
-    (h.wrapping_mul(0x9E37_79B1) >> 22) as usize
 }
 
 impl Engine {
@@ -195,50 +161,6 @@ impl Engine {
             });
         Engine {
             review_write,
-            kernel_first: cfg!(target_os = "linux") && policy.files.kernel_enforced,
-            unmasked: policy
-                .files
-                .kernel_unmasked
-                .iter()
-                .map(|p| p.as_os_str().as_bytes().to_vec())
-                .collect(),
-            unmasked_names: policy
-                .files
-                .kernel_unmasked
-                .iter()
-                .filter_map(|p| p.file_name())
-                .map(|n| n.as_bytes().to_vec())
-                .collect(),
-            unmasked_roots: {
-                let mut roots: Vec<Vec<u8>> = policy
-                    .files
-                    .kernel_unmasked
-                    .iter()
-                    .map(|p| first_component(p.as_os_str().as_bytes()).to_vec())
-                    .collect();
-                roots.sort();
-                roots.dedup();
-                roots
-            },
-            unmasked_free_workspace: {
-                let ws = policy.context.workspace.as_os_str().as_bytes();
-                (!policy
-                    .files
-                    .kernel_unmasked
-                    .iter()
-                    .any(|u| under(u.as_os_str().as_bytes(), ws)))
-                .then(|| ws.to_vec())
-            },
-            unmasked_filter: policy
-                .files
-                .kernel_unmasked
-                .iter()
-                .filter_map(|p| p.file_name())
-                .fold([0; 16], |mut f, n| {
-                    let slot = name_slot(n.as_bytes());
-                    f[slot / 64] |= 1 << (slot % 64);
-                    f
-                }),
             block_read: rules(&policy.files.block_read),
             allow_read: rules(&policy.files.allow_read),
             block_write: rules(&policy.files.block_write),
@@ -292,58 +214,6 @@ impl Engine {
             (Some(_), None) => false,
             (None, _) => true,
         }
-    }
-
-    /// Whether an open wanting `write` may be made before it is judged: the kernel
-    /// enforces the same rules, and no reviewer must see the write first.
-    pub fn kernel_first(&self, write: bool) -> bool {
-        self.kernel_first && !(write && self.review_write.is_some())
-    }
-
-    /// Whether some read-denied paths are not hidden by the kernel.
-    pub fn has_unmasked(&self) -> bool {
-        !self.unmasked.is_empty()
-    }
-
-    /// Whether the absolute, clean path `p` is inside or names a read-denied path
-    /// the kernel does not hide.
-    pub fn in_unmasked(&self, p: &[u8]) -> bool {
-        let first = first_component(p);
-        if !self.unmasked_roots.iter().any(|r| r == first) {
-            return false;
-        }
-        if self
-            .unmasked_free_workspace
-            .as_ref()
-            .is_some_and(|ws| under(p, ws))
-        {
-            return false;
-        }
-        self.names_unmasked(p) && self.unmasked.iter().any(|u| under(p, u))
-    }
-
-    /// Whether the path `p` has a component named like one of the read-denied
-    /// paths the kernel does not hide (without one, a relative path cannot lead
-    /// into them from a directory outside them).
-    pub fn names_unmasked(&self, p: &[u8]) -> bool {
-        let mut start = 0;
-        for end in 0..=p.len() {
-            if end < p.len() && p[end] != b'/' {
-                continue;
-            }
-            let c = &p[start..end];
-            start = end + 1;
-            if c.is_empty() {
-                continue;
-            }
-            let slot = name_slot(c);
-            if self.unmasked_filter[slot / 64] & (1 << (slot % 64)) != 0
-                && self.unmasked_names.iter().any(|n| n == c)
-            {
-                return true;
-            }
-        }
-        false
     }
 
     /// Allocation-free: true only when `decide` would certainly allow.
@@ -563,44 +433,6 @@ mod tests {
         o.user = Some(Source::new(Layer::User, "/h/.sandpit/config.toml", user));
         let p = sandpit_policy::load(&o).unwrap();
         Engine::new(Policy::from_snapshot(&p.snapshot()).unwrap())
-    }
-
-    #[test]
-    fn kernel_first_only_where_the_snapshot_says_so() {
-        let e = engine("");
-        assert!(!e.kernel_first(false), "a snapshot without kernel_enforced");
-        let ctx = Context {
-            home: "/h".into(),
-            workspace: "/h/p".into(),
-            scratch: "/tmp/run".into(),
-            state_dir: "/h/.sandpit".into(),
-        };
-        let mut p = sandpit_policy::load(&LoadOptions::new(ctx)).unwrap();
-        p.files.kernel_enforced = true;
-        p.files.kernel_unmasked = vec!["/h/.azure".into(), "/h/.kube/config".into()];
-        p.adversary = None;
-        let e = Engine::new(Policy::from_snapshot(&p.snapshot()).unwrap());
-        assert_eq!(e.kernel_first(true), cfg!(target_os = "linux"));
-        assert!(e.has_unmasked());
-        for inside in ["/h/.azure", "/h/.azure/late.json", "/h/.kube/config"] {
-            assert!(e.in_unmasked(inside.as_bytes()), "{inside}");
-        }
-        for outside in [
-            "/h",
-            "/h/.azurex",
-            "/h/.kube",
-            "/h/p/config.txt",
-            "/h/p/.azure/x",
-            "/usr/.azure",
-        ] {
-            assert!(!e.in_unmasked(outside.as_bytes()), "{outside}");
-        }
-        for named in [".azure/late.json", "x/config", "config", "./.azure"] {
-            assert!(e.names_unmasked(named.as_bytes()), "{named}");
-        }
-        for unnamed in ["src/main.rs", "config.toml", ".azurex/y"] {
-            assert!(!e.names_unmasked(unnamed.as_bytes()), "{unnamed}");
-        }
     }
 
     #[test]

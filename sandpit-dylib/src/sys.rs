@@ -67,7 +67,8 @@ pub unsafe fn cstr<'a>(p: *const libc::c_char) -> Option<&'a [u8]> {
     }
 }
 
-/// `openat2(2)`: the new fd or the errno.
+/// `openat2(2)`: the new fd or the errno. A direct system call on x86_64 Linux (the
+/// hot path of every hooked `open`), libc's `syscall()` elsewhere.
 ///
 /// # Safety
 /// `path` is NUL-terminated and `how` points to `size` readable bytes.
@@ -78,62 +79,19 @@ pub unsafe fn openat2(
     how: *const u8,
     size: usize,
 ) -> Result<c_int, c_int> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: per the contract.
-        unsafe { open_syscall(libc::SYS_openat2, dirfd, path, how as usize, size) }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = (dirfd, path, how, size);
-        Err(libc::ENOSYS)
-    }
-}
-
-/// `openat(2)` made directly, as the caller's `open`/`openat` would make it.
-///
-/// # Safety
-/// `path` is NUL-terminated.
-#[cfg(target_os = "linux")]
-#[inline]
-pub unsafe fn openat(
-    dirfd: c_int,
-    path: *const libc::c_char,
-    flags: c_int,
-    mode: libc::mode_t,
-) -> Result<c_int, c_int> {
-    // SAFETY: per the contract; flags and mode are plain integers to the kernel.
-    unsafe { open_syscall(libc::SYS_openat, dirfd, path, flags as usize, mode as usize) }
-}
-
-/// One of the open system calls: the new fd or the errno. A direct `syscall`
-/// instruction on x86_64 (the hot path of every hooked `open`), libc's
-/// `syscall()` elsewhere.
-///
-/// # Safety
-/// `path` is NUL-terminated and `a`, `b` are what system call `nr` expects.
-#[cfg(target_os = "linux")]
-#[inline]
-unsafe fn open_syscall(
-    nr: libc::c_long,
-    dirfd: c_int,
-    path: *const libc::c_char,
-    a: usize,
-    b: usize,
-) -> Result<c_int, c_int> {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         let r: isize;
-        // SAFETY: system call `nr` with the caller's valid arguments; the kernel
-        // clobbers rcx and r11 only.
+        // SAFETY: the openat2 system call with the caller's valid arguments; the
+        // kernel clobbers rcx and r11 only.
         unsafe {
             std::arch::asm!(
                 "syscall",
-                inlateout("rax") nr as isize => r,
+                inlateout("rax") libc::SYS_openat2 as isize => r,
                 in("rdi") dirfd as isize,
                 in("rsi") path,
-                in("rdx") a,
-                in("r10") b,
+                in("rdx") how,
+                in("r10") size,
                 lateout("rcx") _,
                 lateout("r11") _,
                 options(nostack),
@@ -145,14 +103,22 @@ unsafe fn open_syscall(
             Ok(r as c_int)
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     {
-        // SAFETY: per the contract.
-        let r = unsafe { libc::syscall(nr, dirfd, path, a, b) };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(r as c_int)
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: per the contract.
+            let r = unsafe { libc::syscall(libc::SYS_openat2, dirfd, path, how, size) };
+            if r < 0 {
+                Err(errno())
+            } else {
+                Ok(r as c_int)
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (dirfd, path, how, size);
+            Err(libc::ENOSYS)
         }
     }
 }

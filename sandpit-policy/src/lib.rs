@@ -54,18 +54,6 @@ pub struct Files {
     pub block_write: Vec<Rule<PathBuf>>,
     /// The only writable roots.
     pub allow_write: Vec<Rule<PathBuf>>,
-    /// Set by `sandpit run` for the run's snapshot, never by a config file: the
-    /// kernel layer (Linux namespace mode) enforces every rule above for every
-    /// process, so the interposer lets the kernel answer an open first and judges
-    /// only a refusal, to name the rule.
-    #[serde(default)]
-    pub kernel_enforced: bool,
-    /// With `kernel_enforced`: the `block_read` paths the kernel layer could not
-    /// mask because they did not exist at start. The host may create them during
-    /// the run, so the interposer keeps judging, before the open, every path that
-    /// could lead into one.
-    #[serde(default)]
-    pub kernel_unmasked: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

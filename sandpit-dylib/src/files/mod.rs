@@ -31,8 +31,6 @@ pub mod attr;
 pub mod chmod;
 #[cfg(target_os = "macos")]
 pub mod clone;
-#[cfg(target_os = "linux")]
-pub mod cwd;
 pub mod fopen;
 pub mod link;
 pub mod mkdir;

@@ -9,11 +9,6 @@
 //! passes variadic arguments on the stack: there the `__interpose` replacement is a
 //! C trampoline (`csrc/darwin.c`) that fetches the mode and calls the same body.
 //!
-//! Kernel first: where the kernel layer enforces the file rules itself (Linux
-//! namespace mode, `files.kernel_enforced` in the run's snapshot), the open is made
-//! at once with the caller's own arguments and only a refusal is judged, to report
-//! the rule behind it. No path is built for an open that succeeds.
-//!
 //! Fast path: when the policy allows the lexically folded absolute path and the
 //! path has no `..`, the file is opened by that path with `openat2(…,
 //! RESOLVE_NO_SYMLINKS)` — one syscall, and the kernel guarantees that no symlink
@@ -72,13 +67,6 @@ pub unsafe fn open_impl(
         return Err(libc::ENOENT);
     }
     let (read, write) = wants(flags);
-    #[cfg(target_os = "linux")]
-    if st.decider.kernel_first(write) {
-        // SAFETY: `path` is `p`, NUL-terminated.
-        if let Some(r) = unsafe { kernel_first(st, dirfd, path, p, flags, mode) } {
-            return r;
-        }
-    }
     let mut abs = PBuf::new();
     // An absolute path already in canonical spelling is used as the caller passed
     // it (no copy); anything else is made absolute in `abs`.
@@ -99,8 +87,25 @@ pub unsafe fn open_impl(
         let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs_bytes))
             && (!write || d.path_allowed_fast(Access::Write, abs_bytes));
         if lexical_ok {
-            // SAFETY: `abs_ptr` is NUL-terminated (the caller's string or `abs`).
-            let r = unsafe { open_no_symlinks(libc::AT_FDCWD, abs_ptr, flags, mode) };
+            let how = OpenHow {
+                flags: flags as u32 as u64,
+                mode: if creates(flags) {
+                    u64::from(mode & 0o7777)
+                } else {
+                    0
+                },
+                resolve: RESOLVE_NO_SYMLINKS,
+            };
+            // SAFETY: `abs_ptr` is NUL-terminated (the caller's string or `abs`) and
+            // `how` is a valid open_how of the size passed.
+            let r = unsafe {
+                crate::sys::openat2(
+                    libc::AT_FDCWD,
+                    abs_ptr,
+                    (&raw const how).cast(),
+                    std::mem::size_of::<OpenHow>(),
+                )
+            };
             let e = match r {
                 Ok(fd) => return Ok(Opened::Fd(fd)),
                 Err(e) => e,
@@ -118,132 +123,12 @@ pub unsafe fn open_impl(
         }
     }
 
+    let follow =
+        flags & libc::O_NOFOLLOW == 0 && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
     let mut res = PBuf::new();
-    let kind = path::resolve(abs_bytes, follows(flags), &mut res)?;
+    let kind = path::resolve(abs_bytes, follow, &mut res)?;
     judge(st, kind, res.as_bytes(), read, write)?;
     Ok(Opened::CallReal)
-}
-
-/// `openat2(dirfd, path, RESOLVE_NO_SYMLINKS)` with the caller's flags and mode.
-///
-/// # Safety
-/// `path` is NUL-terminated.
-unsafe fn open_no_symlinks(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: mode_t,
-) -> Result<c_int, c_int> {
-    let how = OpenHow {
-        flags: flags as u32 as u64,
-        mode: if creates(flags) {
-            u64::from(mode & 0o7777)
-        } else {
-            0
-        },
-        resolve: RESOLVE_NO_SYMLINKS,
-    };
-    // SAFETY: `path` is NUL-terminated per the contract and `how` is a valid
-    // open_how of the size passed.
-    unsafe {
-        crate::sys::openat2(
-            dirfd,
-            path,
-            (&raw const how).cast(),
-            std::mem::size_of::<OpenHow>(),
-        )
-    }
-}
-
-/// The open made before any judgement, where the kernel layer enforces the same
-/// rules (`None`: judge first after all). When some read-denied paths could not be
-/// masked (absent at start, `files.kernel_unmasked`), a path that may lead into one
-/// — by its spelling, by a `..`, by a symlink (`RESOLVE_NO_SYMLINKS` refuses it) or
-/// from a working directory inside one — is judged first.
-///
-/// # Safety
-/// `path` is `p`, NUL-terminated.
-#[cfg(target_os = "linux")]
-unsafe fn kernel_first(
-    st: &crate::state::State,
-    dirfd: c_int,
-    path: *const c_char,
-    p: &[u8],
-    flags: c_int,
-    mode: mode_t,
-) -> Option<Result<Opened, c_int>> {
-    let d = &st.decider;
-    let r = if !d.has_unmasked() {
-        // SAFETY: per the contract.
-        unsafe { crate::sys::openat(dirfd, path, flags, mode) }
-    } else {
-        let may_reach = if p.first() == Some(&b'/') {
-            let (clean, dotdot) = path::scan(p);
-            !clean || dotdot || d.in_unmasked(p)
-        } else {
-            path::has_dotdot(p)
-                || d.names_unmasked(p)
-                || (dirfd == libc::AT_FDCWD && super::cwd::in_unmasked(st))
-        };
-        if may_reach {
-            return None;
-        }
-        // SAFETY: per the contract.
-        match unsafe { open_no_symlinks(dirfd, path, flags, mode) } {
-            // A symlink on the way, flags openat2 refuses, an old kernel, …
-            Err(libc::ELOOP | libc::EINVAL | libc::ENOSYS | libc::EXDEV | libc::EAGAIN) => {
-                return None
-            }
-            r => r,
-        }
-    };
-    Some(match r {
-        Ok(fd) => Ok(Opened::Fd(fd)),
-        Err(e) => Err(explain_refusal(st, dirfd, p, flags, e)),
-    })
-}
-
-/// Whether the open follows a final symlink.
-fn follows(flags: c_int) -> bool {
-    flags & libc::O_NOFOLLOW == 0 && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0)
-}
-
-/// The errno for an open the kernel refused with `e` (kernel-first mode): when the
-/// policy denies the path too, that denial is reported (naming the rule) and the
-/// answer is `EACCES`, as when the interposer judges first; otherwise the kernel's
-/// own answer. A missing file or an existing one (`ENOENT`, `ENOTDIR`, `EEXIST`) is
-/// the common answer of ordinary probing and is explained only for a write the
-/// lexical path already shows is outside the rules.
-#[cfg(target_os = "linux")]
-fn explain_refusal(
-    st: &crate::state::State,
-    dirfd: c_int,
-    p: &[u8],
-    flags: c_int,
-    e: c_int,
-) -> c_int {
-    let (read, write) = wants(flags);
-    let everyday = matches!(e, libc::ENOENT | libc::ENOTDIR | libc::EEXIST);
-    if everyday && !write {
-        return e;
-    }
-    let mut abs = PBuf::new();
-    if absolute(dirfd, p, &mut abs).is_err() {
-        return e;
-    }
-    if everyday
-        && !path::has_dotdot(p)
-        && st.decider.path_allowed_fast(Access::Write, abs.as_bytes())
-    {
-        return e;
-    }
-    let mut res = PBuf::new();
-    match path::resolve(abs.as_bytes(), follows(flags), &mut res)
-        .and_then(|kind| judge(st, kind, res.as_bytes(), read, write))
-    {
-        Err(denied) => denied,
-        Ok(()) => e,
-    }
 }
 
 macro_rules! open_hooks {

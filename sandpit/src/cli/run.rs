@@ -391,11 +391,6 @@ pub mod linux {
             plan.env.push(("GOFLAGS".into(), flags));
         }
         launch.apply(&mut plan)?;
-        if mode == linux::Mode::Namespaces {
-            // The mount layout enforces the file rules (masks, read-only binds, sealed
-            // placeholders), except for read-denied paths absent now.
-            launch.kernel_enforces_files(&plan.unmasked_missing)?;
-        }
         let profile = loaded
             .profile
             .as_deref()

@@ -371,16 +371,6 @@ impl Prepared {
         Ok(())
     }
 
-    /// Record in the run's snapshot that the kernel layer enforces the file rules,
-    /// except under `unmasked` (read-denied paths it could not mask): the interposer
-    /// then lets the kernel answer most opens first (`files.kernel_enforced`).
-    pub fn kernel_enforces_files(&self, unmasked: &[PathBuf]) -> Result<()> {
-        let mut p = (*self.policy).clone();
-        p.files.kernel_enforced = true;
-        p.files.kernel_unmasked = unmasked.to_vec();
-        write_atomic(&self.snapshot, &p.snapshot())
-    }
-
     /// The loopback proxy's address (`Options::loopback_proxy`), `None` otherwise.
     pub fn loopback_proxy(&self) -> Option<SocketAddr> {
         self.loopback.as_ref().map(|(a, _)| *a)
