@@ -174,6 +174,13 @@ fn reading_secrets() {
             Layers,
             &format!("{LATE} cd $HOME && cat .azure/late.json; cd .azure && cat late.json"),
         ),
+        // Known hole in namespace mode: the host renaming a file over a masked one
+        // detaches the mask; the interposer holds it for dynamic programs.
+        case(
+            "credential file replaced by the host",
+            Layers,
+            &format!("{REPLACED} cat $HOME/.netrc"),
+        ),
         case(
             "late secret, planted symlink",
             Layers,
@@ -196,6 +203,10 @@ fn reading_secrets() {
 /// Ask the harness for the late secrets and wait until they exist.
 const LATE: &str =
     "touch ready-late; i=0; while [ ! -e go-late ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done;";
+/// Ask the harness to replace `~/.netrc` and `.git/config` from the host by a rename
+/// (as git, editors and credential helpers do) and wait until it has.
+const REPLACED: &str =
+    "touch ready-replace; i=0; while [ ! -e go-replace ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done;";
 
 const RAW_WRITE: &str = r#"python3 -c '
 import ctypes, os
@@ -249,6 +260,14 @@ fn writing_where_it_must_not() {
             ".git/config",
             Kernel,
             "printf '[core]\\nfsmonitor = evil\\n' >> .git/config",
+        ),
+        // Known hole in namespace mode: the host renaming a file over a protected
+        // one (`git config` does) detaches its read-only bind; the interposer holds it
+        // for dynamic programs.
+        case(
+            ".git/config replaced by the host",
+            Layers,
+            &format!("{REPLACED} printf '[core]\\nfsmonitor = evil\\n' >> .git/config"),
         ),
         case(
             ".sandpit.toml (absent)",

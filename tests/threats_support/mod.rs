@@ -463,6 +463,31 @@ fn create_late_secrets(home: &Path, ws: &Path) {
     let _ = std::fs::write(ws.join("go-late"), "");
 }
 
+/// A host tool rewriting a file the sandbox sees masked or read-only (git config,
+/// an editor, a credential helper): once the script has touched `ready-replace`,
+/// replace `~/.netrc` and the workspace's `.git/config` by a rename over them, with
+/// the same bytes (so nothing changes unless the sandbox acts), then touch
+/// `go-replace`. The kernel detaches a mount whose file is renamed over, in every
+/// mount namespace. (Polls for at most 20 s.)
+fn replace_by_rename(home: &Path, ws: &Path) {
+    for _ in 0..400 {
+        if ws.join("ready-replace").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for p in [home.join(".netrc"), ws.join(".git/config")] {
+        let tmp = p.with_extension("sandpit-test-new");
+        if std::fs::copy(&p, &tmp).is_ok() {
+            if is_root() {
+                let _ = std::os::unix::fs::chown(&tmp, Some(TEST_UID), Some(TEST_GID));
+            }
+            let _ = std::fs::rename(&tmp, &p);
+        }
+    }
+    let _ = std::fs::write(ws.join("go-replace"), "");
+}
+
 /// The effects one run had.
 #[derive(Default, Debug)]
 pub struct Effects {
@@ -558,8 +583,12 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         let (home, ws) = (s.h.home(), s.h.workspace());
         std::thread::spawn(move || create_late_secrets(&home, &ws))
     });
+    let replace = script.contains("ready-replace").then(|| {
+        let (home, ws) = (s.h.home(), s.h.workspace());
+        std::thread::spawn(move || replace_by_rename(&home, &ws))
+    });
     let o: Output = c.output().unwrap();
-    if let Some(t) = late {
+    for t in [late, replace].into_iter().flatten() {
         t.join().unwrap();
     }
     // Relays and the daemon's work land asynchronously; the command has exited, so
