@@ -159,11 +159,12 @@ fn reading_secrets() {
             Layers,
             "p=$$; while [ \"$p\" -gt 1 ] 2>/dev/null; do tr '\\0' '\\n' < /proc/$p/environ; p=$(cut -d' ' -f4 /proc/$p/stat); done",
         ),
-        // Known hole in namespace mode: a credential directory absent at start
-        // (~/.azure) is not masked; Landlock (degraded mode) and the interposer hold it.
+        // A credential directory absent at start (~/.azure) that the host creates:
+        // the mount guard masks it (namespace mode), Landlock refuses it (degraded
+        // mode), the interposer refuses it by path.
         case(
             "secret created after start",
-            Layers,
+            Kernel,
             &format!("{LATE} cat $HOME/.ssh/late_key $HOME/.azure/late.json"),
         ),
         // The same by the routes where the interposer cannot see the unmasked path
@@ -171,19 +172,19 @@ fn reading_secrets() {
         // through a symlink planted in the workspace before it existed.
         case(
             "late secret, relative path",
-            Layers,
+            Kernel,
             &format!("{LATE} cd $HOME && cat .azure/late.json; cd .azure && cat late.json"),
         ),
-        // Known hole in namespace mode: the host renaming a file over a masked one
-        // detaches the mask; the interposer holds it for dynamic programs.
+        // The host renaming a file over a masked one detaches the mask (in every
+        // mount namespace): the mount guard puts it back.
         case(
             "credential file replaced by the host",
-            Layers,
+            Kernel,
             &format!("{REPLACED} cat $HOME/.netrc"),
         ),
         case(
             "late secret, planted symlink",
-            Layers,
+            Kernel,
             &format!("ln -s $HOME/.azure az; {LATE} cat az/late.json"),
         ),
         case(
@@ -261,12 +262,11 @@ fn writing_where_it_must_not() {
             Kernel,
             "printf '[core]\\nfsmonitor = evil\\n' >> .git/config",
         ),
-        // Known hole in namespace mode: the host renaming a file over a protected
-        // one (`git config` does) detaches its read-only bind; the interposer holds it
-        // for dynamic programs.
+        // The host renaming a file over a protected one (`git config` does) detaches
+        // its read-only bind: the mount guard puts it back.
         case(
             ".git/config replaced by the host",
-            Layers,
+            Kernel,
             &format!("{REPLACED} printf '[core]\\nfsmonitor = evil\\n' >> .git/config"),
         ),
         case(

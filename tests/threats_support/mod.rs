@@ -460,6 +460,9 @@ fn create_late_secrets(home: &Path, ws: &Path) {
     own(&gc);
     let _ = std::fs::write(gc.join("late.json"), format!("{CANARY}\n"));
     own(&gc.join("late.json"));
+    // sandpit's mount guard reacts within a fraction of a millisecond; the pause
+    // keeps this test about whether it does, not about that window (documented).
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let _ = std::fs::write(ws.join("go-late"), "");
 }
 
@@ -478,13 +481,23 @@ fn replace_by_rename(home: &Path, ws: &Path) {
     }
     for p in [home.join(".netrc"), ws.join(".git/config")] {
         let tmp = p.with_extension("sandpit-test-new");
+        let Ok(mtime) = p.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
         if std::fs::copy(&p, &tmp).is_ok() {
+            // Same bytes, same time: only what the sandbox does shows as an effect.
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(&tmp)
+                .and_then(|f| f.set_modified(mtime));
             if is_root() {
                 let _ = std::os::unix::fs::chown(&tmp, Some(TEST_UID), Some(TEST_GID));
             }
             let _ = std::fs::rename(&tmp, &p);
         }
     }
+    // As in create_late_secrets: the guard's window is not what this measures.
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let _ = std::fs::write(ws.join("go-replace"), "");
 }
 

@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod bridge;
+pub mod guard;
 pub mod landlock;
 pub mod loopback;
 pub mod namespaces;

@@ -4,6 +4,8 @@
 //! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps
 //!   (relay, signals)      └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
 //!                                  pivot_root; init: reaps, forwards signals
+//!                                    ├─fork─▶ guard: puts back masks and read-only
+//!                                    │        binds the host takes away (guard.rs)
 //!                                    └─fork─▶ C3: setsid, caps dropped, no_new_privs,
 //!                                             Landlock, seccomp, exec the command
 //! ```
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 
 use super::plan::{Mode, NetPlan, Plan};
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, landlock, loopback, namespaces, seccomp};
+use super::{bridge, guard, landlock, loopback, namespaces, seccomp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -701,6 +703,20 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
         }
     }
     let _ = sys::sethostname(b"sandpit");
+    // The mount guard: a process that keeps the namespace capabilities the command
+    // drops, to put back the masks and read-only binds the host takes away.
+    let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
+    if !guarded.is_empty() {
+        match sys::fork() {
+            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+            Ok(Fork::Child) => {
+                drop(ctl);
+                let _ = sys::set_dumpable(false);
+                guard::run(guarded)
+            }
+            Ok(Fork::Parent(_)) => {}
+        }
+    }
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
         Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl),

@@ -840,3 +840,88 @@ pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Resul
     };
     Ok(cvt_long(n as libc::c_long)? as usize)
 }
+
+/// Whether `path` (not followed if a symlink) is the root of a mount: a bind or
+/// mask still in place (statx `STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
+pub fn is_mount_root(path: &CStr) -> io::Result<bool> {
+    // SAFETY: a zeroed statx is a valid out-parameter.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated and `st` is writable.
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            0,
+            &mut st,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if st.stx_attributes_mask & bit == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(st.stx_attributes & bit != 0)
+}
+
+/// An inotify instance (close-on-exec, blocking reads).
+pub fn inotify() -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; returns a new descriptor or -1.
+    let r = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    fd_from(r as libc::c_long)
+}
+
+/// Watch the directory `dir` for entries appearing, disappearing and being renamed.
+pub fn inotify_watch_dir(ino: BorrowedFd<'_>, dir: &CStr) -> io::Result<i32> {
+    let mask = libc::IN_CREATE
+        | libc::IN_MOVED_TO
+        | libc::IN_MOVED_FROM
+        | libc::IN_DELETE
+        | libc::IN_ONLYDIR
+        | libc::IN_DONT_FOLLOW;
+    // SAFETY: ino is an inotify descriptor, dir is NUL-terminated.
+    let r = unsafe { libc::inotify_add_watch(ino.as_raw_fd(), dir.as_ptr(), mask) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r)
+}
+
+/// Block until inotify events arrive; returns `(watch descriptor, name)` of each
+/// (an event without a name, or a queue overflow, has watch descriptor -1).
+pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
+    let mut buf = [0u8; 8192];
+    let n = loop {
+        // SAFETY: buf is writable for its length.
+        let n = unsafe { libc::read(ino.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let head = std::mem::size_of::<libc::inotify_event>();
+    let mut out = vec![];
+    let mut at = 0;
+    while at + head <= n {
+        // SAFETY: the kernel wrote a whole inotify_event header at `at` (read_unaligned
+        // copes with the byte buffer's alignment).
+        let ev: libc::inotify_event =
+            unsafe { std::ptr::read_unaligned(buf.as_ptr().add(at).cast()) };
+        let len = ev.len as usize;
+        let name = buf.get(at + head..at + head + len).unwrap_or_default();
+        let name = name.split(|&b| b == 0).next().unwrap_or_default().to_vec();
+        let wd = if ev.mask & libc::IN_Q_OVERFLOW != 0 {
+            -1
+        } else {
+            ev.wd
+        };
+        out.push((wd, name));
+        at += head + len;
+    }
+    Ok(out)
+}

@@ -1,0 +1,289 @@
+//! The mount guard (namespace mode): keeps masks and read-only binds on paths the
+//! host replaces during the run.
+//!
+//! When a process outside renames a file over one the sandbox has masked or bound
+//! read-only (`git config` rewrites `.git/config` that way; so do editors and
+//! credential helpers), or removes and recreates a masked directory, the kernel
+//! detaches every mount on the old object, in every mount namespace. The guard is a
+//! process of the sandbox's namespaces, started by its init before the command, that
+//! still holds the namespace capabilities the command drops: it watches the parent
+//! directories of the guarded paths with inotify and puts the mount back when one is
+//! gone. It also masks a read-denied path that did not exist at start once the host
+//! creates it (`~/.azure` after `az login`), when its parent existed.
+//!
+//! The guard narrows these holes to the moment between the host's rename and the new
+//! mount (a fraction of a millisecond); the interposer refuses the paths by name
+//! throughout. A protected file the host deletes without replacing stays unguarded
+//! (making one in its place would change the user's tree).
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::plan::MountOp;
+use super::sys;
+
+/// What the guard puts back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restore {
+    /// The object now at the path, bound read-only onto itself.
+    ReadOnly { no_symlinks: bool },
+    /// An empty mode-000 file or directory, read-only.
+    Mask,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded {
+    pub path: PathBuf,
+    pub restore: Restore,
+}
+
+/// The paths of a plan worth guarding (pure): protected paths bound read-only inside
+/// a writable root, masks without carve-outs, and read-denied paths absent at start
+/// (`Plan::unmasked_missing`) whose parent exists (`exists`).
+pub fn guarded(
+    mounts: &[MountOp],
+    unmasked_missing: &[PathBuf],
+    exists: &dyn Fn(&Path) -> bool,
+) -> Vec<Guarded> {
+    let writable: Vec<&Path> = mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountOp::Writable { path, .. } => Some(path.as_path()),
+            _ => None,
+        })
+        .collect();
+    let mut out = vec![];
+    for m in mounts {
+        let (path, restore) = match m {
+            MountOp::ReadOnly { path, no_symlinks }
+                if writable.iter().any(|w| path != w && path.starts_with(w)) =>
+            {
+                (
+                    path,
+                    Restore::ReadOnly {
+                        no_symlinks: *no_symlinks,
+                    },
+                )
+            }
+            MountOp::MaskFile { path } => (path, Restore::Mask),
+            MountOp::MaskDir {
+                path,
+                allow,
+                writable,
+            } if allow.is_empty() && writable.is_empty() => (path, Restore::Mask),
+            _ => continue,
+        };
+        out.push(Guarded {
+            path: path.clone(),
+            restore,
+        });
+    }
+    for p in unmasked_missing {
+        if p.parent().is_some_and(exists) {
+            out.push(Guarded {
+                path: p.clone(),
+                restore: Restore::Mask,
+            });
+        }
+    }
+    out
+}
+
+fn cstr(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+/// The mask-file template: a mode-000 file in a detached tmpfs of the guard's own.
+struct Templates {
+    tmpfs: OwnedFd,
+    file: CString,
+}
+
+impl Templates {
+    fn new() -> std::io::Result<Templates> {
+        let tmpfs = sys::new_mount(
+            c"tmpfs",
+            &[(c"mode", c"700"), (c"size", c"16k"), (c"nr_inodes", c"16")],
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+        )?;
+        let file = format!(
+            "/proc/self/fd/{}/mask",
+            std::os::fd::AsRawFd::as_raw_fd(&tmpfs)
+        );
+        let f = std::fs::File::create(&file)?;
+        f.set_permissions(
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o000),
+        )?;
+        Ok(Templates {
+            tmpfs,
+            file: CString::new(file).map_err(std::io::Error::other)?,
+        })
+    }
+}
+
+/// Put `g`'s mount back if the host took it away. `Ok(false)`: nothing to do.
+fn restore(g: &Guarded, t: &Templates) -> std::io::Result<bool> {
+    let Some(path) = cstr(&g.path) else {
+        return Ok(false);
+    };
+    match sys::is_mount_root(&path) {
+        Ok(true) => return Ok(false),
+        Ok(false) => {}
+        // Nothing there (yet, or any more): nothing to hide or keep read-only.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let target = sys::open_path(&path, true)?;
+    let is_dir = std::fs::symlink_metadata(&g.path)?.is_dir();
+    let tree = match g.restore {
+        Restore::ReadOnly { no_symlinks } => {
+            let src = sys::open_path(&path, no_symlinks)?;
+            let tree = sys::clone_mount(src.as_fd(), true)?;
+            sys::set_mount_attr(
+                tree.as_fd(),
+                true,
+                sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID,
+                0,
+            )?;
+            tree
+        }
+        Restore::Mask if is_dir => sys::new_mount(
+            c"tmpfs",
+            &[(c"mode", c"000"), (c"size", c"16k"), (c"nr_inodes", c"256")],
+            sys::MOUNT_ATTR_RDONLY
+                | sys::MOUNT_ATTR_NOSUID
+                | sys::MOUNT_ATTR_NODEV
+                | sys::MOUNT_ATTR_NOEXEC,
+        )?,
+        Restore::Mask => {
+            let src = sys::open_path(&t.file, false)?;
+            let tree = sys::clone_mount(src.as_fd(), false)?;
+            sys::set_mount_attr(
+                tree.as_fd(),
+                false,
+                sys::MOUNT_ATTR_RDONLY
+                    | sys::MOUNT_ATTR_NOSUID
+                    | sys::MOUNT_ATTR_NODEV
+                    | sys::MOUNT_ATTR_NOEXEC,
+                0,
+            )?;
+            tree
+        }
+    };
+    sys::move_mount(tree.as_fd(), target.as_fd())?;
+    let _ = &t.tmpfs;
+    Ok(true)
+}
+
+/// Watch and restore until the namespace ends (the kernel kills the guard with the
+/// rest of the pid namespace when the command's init exits). Setup failures end the
+/// guard, never the run: it only narrows holes the interposer also covers.
+pub fn run(list: Vec<Guarded>) -> ! {
+    let _ = watch(&list);
+    sys::exit_now(0)
+}
+
+fn watch(list: &[Guarded]) -> std::io::Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    let t = Templates::new()?;
+    let ino = sys::inotify()?;
+    let mut dirs: Vec<(i32, PathBuf)> = vec![];
+    for g in list {
+        let Some(parent) = g.path.parent() else {
+            continue;
+        };
+        if dirs.iter().any(|(_, d)| d == parent) {
+            continue;
+        }
+        if let Some(c) = cstr(parent) {
+            if let Ok(wd) = sys::inotify_watch_dir(ino.as_fd(), &c) {
+                dirs.push((wd, parent.to_path_buf()));
+            }
+        }
+    }
+    // What changed between the plan and the watches being in place.
+    for g in list {
+        let _ = restore(g, &t);
+    }
+    loop {
+        for (wd, name) in sys::inotify_read(ino.as_fd())? {
+            for g in list {
+                let hit = if wd < 0 {
+                    true // the queue overflowed: look at everything
+                } else {
+                    dirs.iter()
+                        .any(|(w, d)| *w == wd && g.path.parent() == Some(d))
+                        && g.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice())
+                };
+                if hit {
+                    let _ = restore(g, &t);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::linux::plan::Kind;
+
+    #[test]
+    fn guards_protected_binds_masks_and_absent_denials_with_a_parent() {
+        let mounts = vec![
+            MountOp::Writable {
+                path: "/h/p".into(),
+                no_symlinks: false,
+            },
+            MountOp::ReadOnly {
+                path: "/h/p/.git/config".into(),
+                no_symlinks: true,
+            },
+            // A read-only bind outside every writable root: the host view under it
+            // is read-only anyway.
+            MountOp::ReadOnly {
+                path: "/h/.sandpit".into(),
+                no_symlinks: false,
+            },
+            MountOp::MaskFile {
+                path: "/h/.netrc".into(),
+            },
+            MountOp::MaskDir {
+                path: "/h/.ssh".into(),
+                allow: vec![],
+                writable: vec![],
+            },
+            // Carve-outs are not rebuilt by the guard.
+            MountOp::MaskDir {
+                path: "/h/.config/gh".into(),
+                allow: vec![("/h/.config/gh/config.yml".into(), Kind::File)],
+                writable: vec![],
+            },
+        ];
+        let missing: Vec<PathBuf> = vec!["/h/.azure".into(), "/h/.m2/settings.xml".into()];
+        let exists = |p: &Path| p == Path::new("/h");
+        let got = guarded(&mounts, &missing, &exists);
+        let want = vec![
+            Guarded {
+                path: "/h/p/.git/config".into(),
+                restore: Restore::ReadOnly { no_symlinks: true },
+            },
+            Guarded {
+                path: "/h/.netrc".into(),
+                restore: Restore::Mask,
+            },
+            Guarded {
+                path: "/h/.ssh".into(),
+                restore: Restore::Mask,
+            },
+            Guarded {
+                path: "/h/.azure".into(),
+                restore: Restore::Mask,
+            },
+        ];
+        assert_eq!(got, want);
+    }
+}
