@@ -317,3 +317,66 @@ fn interactive_input_and_ctrl_c_reach_the_command() {
         "{seen}"
     );
 }
+
+/// `/proc/<pid>/stat`'s parent pid.
+fn ppid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn the_run_stops_when_its_mount_guard_stops() {
+    let h = TestHome::new();
+    let tag = format!("31.{}", std::process::id());
+    let mut child = sandpit_cmd(&h, &[], &format!("echo ready; sleep {tag}; echo survived"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    // sleep's parent is the command's shell, whose parent is the sandbox's init; the
+    // init's other child is the guard.
+    let argv = format!("sleep\0{tag}\0").into_bytes();
+    let find_sleep = || {
+        daemons_with_tag(&tag)
+            .into_iter()
+            .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).ok().as_ref() == Some(&argv))
+    };
+    let mut sleep = None;
+    for _ in 0..100 {
+        sleep = find_sleep();
+        if sleep.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sleep = sleep.expect("the sandboxed sleep");
+    let shell = ppid(sleep).unwrap();
+    let init = ppid(shell).unwrap();
+    let guards: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|p| *p != shell && ppid(*p) == Some(init))
+        .collect();
+    assert_eq!(
+        guards.len(),
+        1,
+        "init's children besides the shell: {guards:?}"
+    );
+    // SAFETY: killing the guard of the run this test started.
+    unsafe { libc::kill(guards[0] as i32, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(125), "{err}");
+    assert!(err.contains("the mount guard stopped"), "{err}");
+    assert!(lines.next().is_none(), "the command went on");
+    assert!(!alive(sleep), "the command outlived its guard");
+}

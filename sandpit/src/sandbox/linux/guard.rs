@@ -11,7 +11,8 @@
 //! gone. It also masks a read-denied path that did not exist at start once the host
 //! creates it (`~/.azure` after `az login`), when its parent existed.
 //!
-//! The guard narrows these holes to the moment between the host's rename and the new
+//! The guard is set up by init before the command starts (a failure stops the run)
+//! and runs beside it; if it stops, init stops the command. The guard narrows these holes to the moment between the host's rename and the new
 //! mount (a fraction of a millisecond); the interposer refuses the paths by name
 //! throughout. A protected file the host deletes without replacing stays unguarded
 //! (making one in its place would change the user's tree).
@@ -94,9 +95,10 @@ fn cstr(p: &Path) -> Option<CString> {
     CString::new(p.as_os_str().as_bytes()).ok()
 }
 
-/// The mask-file template: a mode-000 file in a detached tmpfs of the guard's own.
+/// The mask-file template: a mode-000 file in a detached tmpfs of the guard's own
+/// (`tmpfs` keeps that mount alive; `file` names the file through it).
 struct Templates {
-    tmpfs: OwnedFd,
+    _tmpfs: OwnedFd,
     file: CString,
 }
 
@@ -116,7 +118,7 @@ impl Templates {
             <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o000),
         )?;
         Ok(Templates {
-            tmpfs,
+            _tmpfs: tmpfs,
             file: CString::new(file).map_err(std::io::Error::other)?,
         })
     }
@@ -172,54 +174,77 @@ fn restore(g: &Guarded, t: &Templates) -> std::io::Result<bool> {
         }
     };
     sys::move_mount(tree.as_fd(), target.as_fd())?;
-    let _ = &t.tmpfs;
     Ok(true)
 }
 
-/// Watch and restore until the namespace ends (the kernel kills the guard with the
-/// rest of the pid namespace when the command's init exits). Setup failures end the
-/// guard, never the run: it only narrows holes the interposer also covers.
-pub fn run(list: Vec<Guarded>) -> ! {
-    let _ = watch(&list);
-    sys::exit_now(0)
+/// The guard, set up (inotify watches, mask template, the first pass) but not yet
+/// running.
+pub struct Guard {
+    list: Vec<Guarded>,
+    templates: Templates,
+    ino: OwnedFd,
+    dirs: Vec<(i32, PathBuf)>,
 }
 
-fn watch(list: &[Guarded]) -> std::io::Result<()> {
-    if list.is_empty() {
-        return Ok(());
-    }
-    let t = Templates::new()?;
+/// Set up the guard for `list` in the sandbox's mount namespace (after the pivot).
+/// An error means the guard cannot work, and the run does not start.
+pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
+    let templates = Templates::new()?;
     let ino = sys::inotify()?;
     let mut dirs: Vec<(i32, PathBuf)> = vec![];
-    for g in list {
+    for g in &list {
         let Some(parent) = g.path.parent() else {
             continue;
         };
         if dirs.iter().any(|(_, d)| d == parent) {
             continue;
         }
-        if let Some(c) = cstr(parent) {
-            if let Ok(wd) = sys::inotify_watch_dir(ino.as_fd(), &c) {
-                dirs.push((wd, parent.to_path_buf()));
+        let Some(c) = cstr(parent) else { continue };
+        match sys::inotify_watch_dir(ino.as_fd(), &c) {
+            Ok(wd) => dirs.push((wd, parent.to_path_buf())),
+            // Gone since the plan (nothing under it can be replaced any more), or
+            // a symlink (`/var/run`): its target is listed under its own name.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("watching {}: {e}", parent.display()),
+                ))
             }
         }
     }
     // What changed between the plan and the watches being in place.
-    for g in list {
-        let _ = restore(g, &t);
+    for g in &list {
+        let _ = restore(g, &templates);
     }
+    Ok(Guard {
+        list,
+        templates,
+        ino,
+        dirs,
+    })
+}
+
+/// Watch and restore until the namespace ends (the kernel kills the guard with the
+/// rest of the pid namespace when the command's init exits). If the guard ever
+/// stops, init stops the command (`supervise.rs`).
+pub fn run(g: Guard) -> ! {
     loop {
-        for (wd, name) in sys::inotify_read(ino.as_fd())? {
-            for g in list {
+        let Ok(events) = sys::inotify_read(g.ino.as_fd()) else {
+            sys::exit_now(125)
+        };
+        for (wd, name) in events {
+            for p in &g.list {
                 let hit = if wd < 0 {
                     true // the queue overflowed: look at everything
                 } else {
-                    dirs.iter()
-                        .any(|(w, d)| *w == wd && g.path.parent() == Some(d))
-                        && g.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice())
+                    g.dirs
+                        .iter()
+                        .any(|(w, d)| *w == wd && p.path.parent() == Some(d))
+                        && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice())
                 };
                 if hit {
-                    let _ = restore(g, &t);
+                    let _ = restore(p, &g.templates);
                 }
             }
         }

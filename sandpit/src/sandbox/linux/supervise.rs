@@ -706,15 +706,20 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
     // The mount guard: a process that keeps the namespace capabilities the command
     // drops, to put back the masks and read-only binds the host takes away.
     let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
+    let mut guard_pid = None;
     if !guarded.is_empty() {
+        let g = match guard::prepare(guarded) {
+            Ok(g) => g,
+            Err(e) => fail(&ctl, Layer::Mounts, &format!("mount guard: {e}")),
+        };
         match sys::fork() {
             Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
             Ok(Fork::Child) => {
                 drop(ctl);
                 let _ = sys::set_dumpable(false);
-                guard::run(guarded)
+                guard::run(g)
             }
-            Ok(Fork::Parent(_)) => {}
+            Ok(Fork::Parent(pid)) => guard_pid = Some(pid),
         }
     }
     match sys::fork() {
@@ -729,6 +734,12 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 loop {
                     match sys::wait(-1, true) {
                         Ok(Some((pid, exit))) if pid == agent => sys::exit_now(exit.as_code()),
+                        // Without the guard a replaced file stays exposed: fail closed.
+                        Ok(Some((pid, _))) if Some(pid) == guard_pid => {
+                            let _ = sys::kill(agent, libc::SIGKILL);
+                            eprintln!("sandpit: the mount guard stopped; the command was killed");
+                            sys::exit_now(125)
+                        }
                         Ok(Some(_)) => continue,
                         Ok(None) => break,
                         Err(_) => sys::exit_now(Exit::Code(125).as_code()),
