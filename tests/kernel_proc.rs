@@ -340,8 +340,8 @@ fn the_run_stops_when_its_mount_guard_stops() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    // sleep's parent is the command's shell, whose parent is the sandbox's init; the
-    // init's other child is the guard.
+    // sleep's parent is the command's shell, whose parent is the sandbox's init,
+    // whose parent is C1; C1's other child is the guard (outside the pid namespace).
     let argv = format!("sleep\0{tag}\0").into_bytes();
     let find_sleep = || {
         daemons_with_tag(&tag)
@@ -359,17 +359,14 @@ fn the_run_stops_when_its_mount_guard_stops() {
     let sleep = sleep.expect("the sandboxed sleep");
     let shell = ppid(sleep).unwrap();
     let init = ppid(shell).unwrap();
+    let c1 = ppid(init).unwrap();
     let guards: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|p| *p != shell && ppid(*p) == Some(init))
+        .filter(|p| *p != init && ppid(*p) == Some(c1))
         .collect();
-    assert_eq!(
-        guards.len(),
-        1,
-        "init's children besides the shell: {guards:?}"
-    );
+    assert_eq!(guards.len(), 1, "C1's children besides init: {guards:?}");
     // SAFETY: killing the guard of the run this test started.
     unsafe { libc::kill(guards[0] as i32, libc::SIGKILL) };
     let status = child.wait().unwrap();

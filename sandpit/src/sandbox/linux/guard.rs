@@ -5,14 +5,19 @@
 //! read-only (`git config` rewrites `.git/config` that way; so do editors and
 //! credential helpers), or removes and recreates a masked directory, the kernel
 //! detaches every mount on the old object, in every mount namespace. The guard is a
-//! process of the sandbox's namespaces, started by its init before the command, that
-//! still holds the namespace capabilities the command drops: it watches the parent
-//! directories of the guarded paths with inotify and puts the mount back when one is
-//! gone. It also masks a read-denied path that did not exist at start once the host
-//! creates it (`~/.azure` after `az login`), when its parent existed.
+//! process in the sandbox's user and mount namespaces (a child of C1, outside the pid
+//! namespace, so the command can neither see nor signal it) that holds the namespace
+//! capabilities the command drops: it watches the parent directories of the guarded
+//! paths with inotify and puts the mount back when one is gone. It also masks a
+//! read-denied path that did not exist at start once the host creates it (`~/.azure`
+//! after `az login`), when its parent existed.
 //!
-//! The guard is set up by init before the command starts (a failure stops the run)
-//! and runs beside it; if it stops, init stops the command. The guard narrows these holes to the moment between the host's rename and the new
+//! C1 starts the guard once init has built the mount tree; a guard that cannot set
+//! up, or stops, makes C1 stop the run (`supervise.rs`). It dies with C1 and nobody
+//! waits for it: releasing an inotify instance waits for an SRCU grace period
+//! (~13 ms here), which would otherwise be added to every run's exit.
+//!
+//! The guard narrows these holes to the moment between the host's change and the new
 //! mount (a fraction of a millisecond); the interposer refuses the paths by name
 //! throughout. A protected file the host deletes without replacing stays unguarded
 //! (making one in its place would change the user's tree).
@@ -95,37 +100,32 @@ fn cstr(p: &Path) -> Option<CString> {
     CString::new(p.as_os_str().as_bytes()).ok()
 }
 
-/// The mask-file template: a mode-000 file in a detached tmpfs of the guard's own
-/// (`tmpfs` keeps that mount alive; `file` names the file through it).
-struct Templates {
-    _tmpfs: OwnedFd,
-    file: CString,
-}
-
-impl Templates {
-    fn new() -> std::io::Result<Templates> {
-        let tmpfs = sys::new_mount(
-            c"tmpfs",
-            &[(c"mode", c"700"), (c"size", c"16k"), (c"nr_inodes", c"16")],
-            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
-        )?;
-        let file = format!(
-            "/proc/self/fd/{}/mask",
-            std::os::fd::AsRawFd::as_raw_fd(&tmpfs)
-        );
-        let f = std::fs::File::create(&file)?;
-        f.set_permissions(
-            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o000),
-        )?;
-        Ok(Templates {
-            _tmpfs: tmpfs,
-            file: CString::new(file).map_err(std::io::Error::other)?,
-        })
-    }
+/// A mode-000 file in a detached tmpfs, as a mount to place over a file. Made when
+/// needed, never kept: a detached mount still open when the guard dies would make
+/// the namespace's teardown wait for its release (an RCU grace period, ~15 ms).
+fn mask_file_mount() -> std::io::Result<OwnedFd> {
+    let tmpfs = sys::new_mount(
+        c"tmpfs",
+        &[(c"mode", c"700"), (c"size", c"16k"), (c"nr_inodes", c"16")],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+    )?;
+    drop(sys::create_at(tmpfs.as_fd(), c"mask", 0o000)?);
+    let src = sys::open_path_at(tmpfs.as_fd(), c"mask")?;
+    let tree = sys::clone_mount(src.as_fd(), false)?;
+    sys::set_mount_attr(
+        tree.as_fd(),
+        false,
+        sys::MOUNT_ATTR_RDONLY
+            | sys::MOUNT_ATTR_NOSUID
+            | sys::MOUNT_ATTR_NODEV
+            | sys::MOUNT_ATTR_NOEXEC,
+        0,
+    )?;
+    Ok(tree)
 }
 
 /// Put `g`'s mount back if the host took it away. `Ok(false)`: nothing to do.
-fn restore(g: &Guarded, t: &Templates) -> std::io::Result<bool> {
+fn restore(g: &Guarded) -> std::io::Result<bool> {
     let Some(path) = cstr(&g.path) else {
         return Ok(false);
     };
@@ -158,38 +158,23 @@ fn restore(g: &Guarded, t: &Templates) -> std::io::Result<bool> {
                 | sys::MOUNT_ATTR_NODEV
                 | sys::MOUNT_ATTR_NOEXEC,
         )?,
-        Restore::Mask => {
-            let src = sys::open_path(&t.file, false)?;
-            let tree = sys::clone_mount(src.as_fd(), false)?;
-            sys::set_mount_attr(
-                tree.as_fd(),
-                false,
-                sys::MOUNT_ATTR_RDONLY
-                    | sys::MOUNT_ATTR_NOSUID
-                    | sys::MOUNT_ATTR_NODEV
-                    | sys::MOUNT_ATTR_NOEXEC,
-                0,
-            )?;
-            tree
-        }
+        Restore::Mask => mask_file_mount()?,
     };
     sys::move_mount(tree.as_fd(), target.as_fd())?;
     Ok(true)
 }
 
-/// The guard, set up (inotify watches, mask template, the first pass) but not yet
+/// The guard, set up (inotify watches, the first pass) but not yet
 /// running.
 pub struct Guard {
     list: Vec<Guarded>,
-    templates: Templates,
     ino: OwnedFd,
     dirs: Vec<(i32, PathBuf)>,
 }
 
-/// Set up the guard for `list` in the sandbox's mount namespace (after the pivot).
-/// An error means the guard cannot work, and the run does not start.
+/// Set up the guard for `list` in the sandbox's mount namespace (after init's pivot).
+/// An error means the guard cannot work, and the run stops.
 pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
-    let templates = Templates::new()?;
     let ino = sys::inotify()?;
     let mut dirs: Vec<(i32, PathBuf)> = vec![];
     for g in &list {
@@ -215,19 +200,13 @@ pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
     }
     // What changed between the plan and the watches being in place.
     for g in &list {
-        let _ = restore(g, &templates);
+        let _ = restore(g);
     }
-    Ok(Guard {
-        list,
-        templates,
-        ino,
-        dirs,
-    })
+    Ok(Guard { list, ino, dirs })
 }
 
-/// Watch and restore until the namespace ends (the kernel kills the guard with the
-/// rest of the pid namespace when the command's init exits). If the guard ever
-/// stops, init stops the command (`supervise.rs`).
+/// Watch and restore until C1 exits (the guard's parent-death signal). If the guard
+/// ever stops, C1 stops the command (`supervise.rs`).
 pub fn run(g: Guard) -> ! {
     loop {
         let Ok(events) = sys::inotify_read(g.ino.as_fd()) else {
@@ -244,7 +223,7 @@ pub fn run(g: Guard) -> ! {
                         && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice())
                 };
                 if hit {
-                    let _ = restore(p, &g.templates);
+                    let _ = restore(p);
                 }
             }
         }

@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps
-//!   (relay, signals)      └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
+//!   (relay, signals)      ├─fork─▶ guard (before the unshare; joins the user and
+//!                         │        mount namespaces once C2 has built the mounts):
+//!                         │        puts back masks and binds the host takes away
+//!                         └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
 //!                                  pivot_root; init: reaps, forwards signals
-//!                                    ├─fork─▶ guard: puts back masks and read-only
-//!                                    │        binds the host takes away (guard.rs)
 //!                                    └─fork─▶ C3: setsid, caps dropped, no_new_privs,
 //!                                             Landlock, seccomp, exec the command
 //! ```
@@ -236,6 +237,7 @@ impl Running {
             &self.sigs,
             self.c1,
             self.master.as_ref().map(|m| m.as_raw_fd()),
+            None,
         );
         if !self.ns {
             kill_descendants();
@@ -490,10 +492,20 @@ fn forward_until_exit(
     sigs: &SigSet,
     child: libc::pid_t,
     pty_master: Option<RawFd>,
+    guard: Option<libc::pid_t>,
 ) -> io::Result<i32> {
     loop {
         if let Some((_, exit)) = sys::wait(child, true)? {
             return Ok(exit.as_code());
+        }
+        // Without its mount guard a file the host replaces stays exposed: fail closed.
+        if let Some(g) = guard {
+            if g < 0 || sys::wait(g, true).is_ok_and(|r| r.is_some()) {
+                let _ = sys::kill(child, libc::SIGKILL);
+                eprintln!("sandpit: the mount guard stopped; the command was killed");
+                let _ = sys::wait(child, false);
+                return Ok(125);
+            }
         }
         match (sigs.wait()?, pty_master) {
             (libc::SIGCHLD, _) => {}
@@ -593,23 +605,83 @@ fn child_c1(
     // which forwards it once (not once per supervising process).
     let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
+    // The mount guard is forked before the namespaces exist, so that it stays in the
+    // host's pid namespace (out of the command's sight, and out of the namespace's
+    // teardown); it joins the user and mount namespaces once init has built the tree.
+    let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
+    let (mounts_done_r, mounts_done) = match sys::pipe() {
+        Ok(p) => p,
+        Err(e) => fail(&ctl, Layer::Process, &format!("pipe: {e}")),
+    };
+    let guard = if guarded.is_empty() {
+        drop(mounts_done_r);
+        None
+    } else {
+        match sys::fork() {
+            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
+            Ok(Fork::Child) => {
+                drop(ctl);
+                drop(mounts_done);
+                guard_process(guarded, mounts_done_r)
+            }
+            Ok(Fork::Parent(pid)) => {
+                drop(mounts_done_r);
+                Some(pid)
+            }
+        }
+    };
     if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())
     }
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-        Ok(Fork::Child) => child_init(plan, prep, layers, ctl),
+        Ok(Fork::Child) => child_init(plan, prep, layers, ctl, mounts_done),
         Ok(Fork::Parent(c2)) => {
             drop(ctl);
+            drop(mounts_done);
             let sigs = SigSet::of(&all_signals());
-            let code = forward_until_exit(&sigs, c2, None).unwrap_or(125);
+            let code = forward_until_exit(&sigs, c2, None, guard).unwrap_or(125);
             sys::exit_now(code)
         }
     }
 }
 
+/// The mount guard's process (guard.rs), a child of C1 forked before C1 entered its
+/// namespaces: wait for init to build the mount tree, join C1's user and mount
+/// namespaces, watch. Whatever fails ends it, and C1 then stops the run.
+fn guard_process(guarded: Vec<guard::Guarded>, mounts_done: OwnedFd) -> ! {
+    let c1 = sys::getppid();
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != c1 {
+        sys::exit_now(125);
+    }
+    let _ = sys::set_dumpable(false);
+    let mut byte = [0u8; 1];
+    // EOF: init failed before the command; C1 reports that.
+    if !std::io::Read::read(&mut std::fs::File::from(mounts_done), &mut byte).is_ok_and(|n| n == 1)
+    {
+        sys::exit_now(0);
+    }
+    if let Err(e) = sys::join_user_and_mount_ns(c1) {
+        eprintln!("sandpit: mount guard: joining the sandbox's namespaces: {e}");
+        sys::exit_now(125);
+    }
+    match guard::prepare(guarded) {
+        Ok(g) => guard::run(g),
+        Err(e) => {
+            eprintln!("sandpit: mount guard: {e}");
+            sys::exit_now(125)
+        }
+    }
+}
+
 /// pid 1 of the new pid namespace.
-fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! {
+fn child_init(
+    plan: &Plan,
+    prep: &Prepared,
+    layers: &Layers,
+    ctl: OwnedFd,
+    mounts_done: OwnedFd,
+) -> ! {
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
         fail(&ctl, Layer::Process, &format!("signal handlers: {e}"))
@@ -703,25 +775,8 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
         }
     }
     let _ = sys::sethostname(b"sandpit");
-    // The mount guard: a process that keeps the namespace capabilities the command
-    // drops, to put back the masks and read-only binds the host takes away.
-    let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
-    let mut guard_pid = None;
-    if !guarded.is_empty() {
-        let g = match guard::prepare(guarded) {
-            Ok(g) => g,
-            Err(e) => fail(&ctl, Layer::Mounts, &format!("mount guard: {e}")),
-        };
-        match sys::fork() {
-            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-            Ok(Fork::Child) => {
-                drop(ctl);
-                let _ = sys::set_dumpable(false);
-                guard::run(g)
-            }
-            Ok(Fork::Parent(pid)) => guard_pid = Some(pid),
-        }
-    }
+    // The mount tree is final: C1 may start the mount guard.
+    let _ = std::io::Write::write_all(&mut std::fs::File::from(mounts_done), b"M");
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
         Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl),
@@ -734,12 +789,6 @@ fn child_init(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: OwnedFd) -> ! 
                 loop {
                     match sys::wait(-1, true) {
                         Ok(Some((pid, exit))) if pid == agent => sys::exit_now(exit.as_code()),
-                        // Without the guard a replaced file stays exposed: fail closed.
-                        Ok(Some((pid, _))) if Some(pid) == guard_pid => {
-                            let _ = sys::kill(agent, libc::SIGKILL);
-                            eprintln!("sandpit: the mount guard stopped; the command was killed");
-                            sys::exit_now(125)
-                        }
                         Ok(Some(_)) => continue,
                         Ok(None) => break,
                         Err(_) => sys::exit_now(Exit::Code(125).as_code()),

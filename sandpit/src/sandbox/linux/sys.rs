@@ -925,3 +925,42 @@ pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
     }
     Ok(out)
 }
+
+/// Create the file `name` (mode `mode`, exclusive) in the directory `dir`.
+pub fn create_at(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    // SAFETY: dir is a live descriptor, name is NUL-terminated.
+    let r = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    fd_from(r as libc::c_long)
+}
+
+/// An `O_PATH` descriptor for `name` in the directory `dir` (not followed if a
+/// symlink).
+pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: dir is a live descriptor, name is NUL-terminated.
+    let r = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    fd_from(r as libc::c_long)
+}
+
+/// Join the user namespace, then the mount namespace, of process `pid` (which must
+/// be a single-threaded caller's business: the kernel refuses a threaded one).
+pub fn join_user_and_mount_ns(pid: libc::pid_t) -> io::Result<()> {
+    for (ns, flag) in [("user", libc::CLONE_NEWUSER), ("mnt", libc::CLONE_NEWNS)] {
+        let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
+        // SAFETY: f is an open namespace descriptor; flag names its type.
+        cvt(unsafe { libc::setns(f.as_raw_fd(), flag) })?;
+    }
+    Ok(())
+}
