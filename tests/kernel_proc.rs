@@ -377,3 +377,69 @@ fn the_run_stops_when_its_mount_guard_stops() {
     assert!(lines.next().is_none(), "the command went on");
     assert!(!alive(sleep), "the command outlived its guard");
 }
+
+/// A command that spins on opening a credential directory the host is about to
+/// create can win the moment before the mount guard masks it; the guard then finds
+/// the descriptor and stops the run, so the secret written into it is never read.
+const SPIN_OPEN_PY: &str = r#"
+import os, sys, time
+p = os.path.expanduser("~/.azure")
+fd, t = None, time.time()
+while fd is None and time.time() - t < 8:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        pass
+print("got-fd" if fd is not None else "no-fd", flush=True)
+time.sleep(1.5)
+if fd is not None:
+    for n in os.listdir(fd):
+        try:
+            print(open(os.open(n, os.O_RDONLY, dir_fd=fd)).read(), flush=True)
+        except OSError as e:
+            print("read:", e.strerror, flush=True)
+"#;
+
+#[test]
+fn a_credential_directory_opened_before_the_guard_masks_it_stops_the_run() {
+    let canary = "AZURE-CANARY-guard";
+    let create = |h: &TestHome| {
+        let home = h.home();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let d = home.join(".azure");
+        std::fs::create_dir(&d).unwrap();
+        h.give_to_test_user(&d);
+        h.write(&d.join("tokens.json"), canary);
+    };
+    // Control: without sandpit the spinning open gets the directory and reads it.
+    let control = TestHome::new();
+    control.write(&control.workspace().join("spin.py"), SPIN_OPEN_PY);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| create(&control));
+        control.command("python3").arg("spin.py").output().unwrap()
+    });
+    assert!(text(&out).contains(canary), "{}", text(&out));
+
+    for _ in 0..3 {
+        let h = TestHome::new();
+        h.write(&h.workspace().join("spin.py"), SPIN_OPEN_PY);
+        let out = std::thread::scope(|s| {
+            s.spawn(|| create(&h));
+            sandpit_cmd(&h, &[], "exec python3 spin.py")
+                .output()
+                .unwrap()
+        });
+        let t = text(&out);
+        assert!(!t.contains(canary), "the late secret was read:\n{t}");
+        if t.contains("got-fd") {
+            // The command won the moment before the mask: the guard saw it.
+            assert_eq!(out.status.code(), Some(125), "{t}");
+            assert!(
+                t.contains("opened inside the sandbox before its mount was back"),
+                "{t}"
+            );
+        } else {
+            assert!(t.contains("no-fd"), "{t}");
+        }
+    }
+}

@@ -17,12 +17,15 @@
 //! waits for it: releasing an inotify instance waits for an SRCU grace period
 //! (~13 ms here), which would otherwise be added to every run's exit.
 //!
-//! The guard narrows these holes to the moment between the host's change and the new
-//! mount (a fraction of a millisecond); the interposer refuses the paths by name
-//! throughout. A protected file the host deletes without replacing stays unguarded
-//! (making one in its place would change the user's tree).
+//! After each restore the guard looks through the sandbox's `/proc` for anything that
+//! opened the exposed object meanwhile, and stops the run if it finds one. What is
+//! left: a command spinning on `open` can write and close a replaced protected file
+//! in the tens of microseconds before the new mount. The interposer refuses the
+//! paths by name throughout. A protected file the host deletes without replacing
+//! stays unguarded (making one in its place would change the user's tree), and so do
+//! sealed placeholders and masks with carve-outs.
 use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -32,8 +35,9 @@ use super::sys;
 /// What the guard puts back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restore {
-    /// The object now at the path, bound read-only onto itself.
-    ReadOnly { no_symlinks: bool },
+    /// The object now at the path (never through a symlink), bound read-only onto
+    /// itself.
+    ReadOnly,
     /// An empty mode-000 file or directory, read-only.
     Mask,
 }
@@ -62,15 +66,10 @@ pub fn guarded(
     let mut out = vec![];
     for m in mounts {
         let (path, restore) = match m {
-            MountOp::ReadOnly { path, no_symlinks }
+            MountOp::ReadOnly { path, .. }
                 if writable.iter().any(|w| path != w && path.starts_with(w)) =>
             {
-                (
-                    path,
-                    Restore::ReadOnly {
-                        no_symlinks: *no_symlinks,
-                    },
-                )
+                (path, Restore::ReadOnly)
             }
             MountOp::MaskFile { path } => (path, Restore::Mask),
             MountOp::MaskDir {
@@ -124,24 +123,33 @@ fn mask_file_mount() -> std::io::Result<OwnedFd> {
     Ok(tree)
 }
 
-/// Put `g`'s mount back if the host took it away. `Ok(false)`: nothing to do.
-fn restore(g: &Guarded) -> std::io::Result<bool> {
+/// What a restore covered again.
+struct Replaced {
+    /// Device and inode.
+    object: (u64, u64),
+    is_dir: bool,
+}
+
+/// Put `g`'s mount back if the host took it away. `Ok(None)`: nothing to do.
+fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
     let Some(path) = cstr(&g.path) else {
-        return Ok(false);
+        return Ok(None);
     };
     match sys::is_mount_root(&path) {
-        Ok(true) => return Ok(false),
+        Ok(true) => return Ok(None),
         Ok(false) => {}
         // Nothing there (yet, or any more): nothing to hide or keep read-only.
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) => return Err(e),
     }
+    // One descriptor for both what is mounted (a read-only bind of it) and where:
+    // the object cannot be swapped between two lookups.
     let target = sys::open_path(&path, true)?;
+    let object = sys::dev_ino(target.as_fd())?;
     let is_dir = std::fs::symlink_metadata(&g.path)?.is_dir();
     let tree = match g.restore {
-        Restore::ReadOnly { no_symlinks } => {
-            let src = sys::open_path(&path, no_symlinks)?;
-            let tree = sys::clone_mount(src.as_fd(), true)?;
+        Restore::ReadOnly => {
+            let tree = sys::clone_mount(target.as_fd(), true)?;
             sys::set_mount_attr(
                 tree.as_fd(),
                 true,
@@ -161,11 +169,76 @@ fn restore(g: &Guarded) -> std::io::Result<bool> {
         Restore::Mask => mask_file_mount()?,
     };
     sys::move_mount(tree.as_fd(), target.as_fd())?;
-    Ok(true)
+    Ok(Some(Replaced { object, is_dir }))
 }
 
-/// The guard, set up (inotify watches, the first pass) but not yet
-/// running.
+/// Whether a process of the sandbox holds `object` (device, inode) open, as its
+/// working directory or root, or mapped: what it opened while the mount was gone
+/// outlives the new mount. With `writes_only` (a protected file: reading it is
+/// allowed), only a way to change it counts: a file open or mapped for writing, or
+/// any hold on a directory. The guard sees the sandbox's `/proc`, and only its pids.
+fn held_inside(object: (u64, u64), is_dir: bool, writes_only: bool) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (dev, ino) = object;
+    let counts = |fdinfo: &Path| {
+        if !writes_only || is_dir {
+            return true;
+        }
+        // `flags:` is octal; unreadable counts as writable.
+        std::fs::read_to_string(fdinfo)
+            .ok()
+            .and_then(|t| {
+                let f = t.lines().find_map(|l| l.strip_prefix("flags:"))?;
+                u32::from_str_radix(f.trim(), 8).ok()
+            })
+            .is_none_or(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
+    };
+    let same = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| (m.dev(), m.ino()) == (dev, ino))
+            .unwrap_or(false)
+    };
+    let (major, minor) = sys::dev_major_minor(dev);
+    let maps_dev = format!("{major:02x}:{minor:02x}");
+    let ino_s = ino.to_string();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return true; // cannot tell: assume the worst
+    };
+    for e in procs.flatten() {
+        if !e.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let pid = e.path();
+        if same(&pid.join("cwd")) || same(&pid.join("root")) {
+            return true;
+        }
+        if let Ok(fds) = std::fs::read_dir(pid.join("fd")) {
+            let held = fds
+                .flatten()
+                .any(|f| same(&f.path()) && counts(&pid.join("fdinfo").join(f.file_name())));
+            if held {
+                return true;
+            }
+        }
+        if let Ok(maps) = std::fs::read_to_string(pid.join("maps")) {
+            // address perms offset dev inode path
+            let hit = maps.lines().any(|l| {
+                let mut f = l.split_whitespace().skip(1);
+                let perms = f.next().unwrap_or("");
+                let mut f = f.skip(1);
+                f.next() == Some(maps_dev.as_str())
+                    && f.next() == Some(ino_s.as_str())
+                    && (!writes_only || (perms.contains('w') && perms.contains('s')))
+            });
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The guard, set up (inotify watches, the first pass) but not yet running.
 pub struct Guard {
     list: Vec<Guarded>,
     ino: OwnedFd,
@@ -176,8 +249,18 @@ pub struct Guard {
 /// An error means the guard cannot work, and the run stops.
 pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
     let ino = sys::inotify()?;
-    let mut dirs: Vec<(i32, PathBuf)> = vec![];
+    let dirs = watch_dirs(ino.as_fd(), &list)?;
+    // What changed between the plan and the watches being in place.
     for g in &list {
+        check(g);
+    }
+    Ok(Guard { list, ino, dirs })
+}
+
+/// Watch the parent directory of every guarded path (one watch each).
+fn watch_dirs(ino: BorrowedFd<'_>, list: &[Guarded]) -> std::io::Result<Vec<(i32, PathBuf)>> {
+    let mut dirs: Vec<(i32, PathBuf)> = vec![];
+    for g in list {
         let Some(parent) = g.path.parent() else {
             continue;
         };
@@ -185,10 +268,10 @@ pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
             continue;
         }
         let Some(c) = cstr(parent) else { continue };
-        match sys::inotify_watch_dir(ino.as_fd(), &c) {
+        match sys::inotify_watch_dir(ino, &c) {
             Ok(wd) => dirs.push((wd, parent.to_path_buf())),
-            // Gone since the plan (nothing under it can be replaced any more), or
-            // a symlink (`/var/run`): its target is listed under its own name.
+            // Gone (nothing under it can be replaced any more), or a symlink
+            // (`/var/run`): its target is listed under its own name.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
             Err(e) => {
                 return Err(std::io::Error::new(
@@ -198,36 +281,72 @@ pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
             }
         }
     }
-    // What changed between the plan and the watches being in place.
-    for g in &list {
-        let _ = restore(g);
-    }
-    Ok(Guard { list, ino, dirs })
+    Ok(dirs)
 }
 
 /// Watch and restore until C1 exits (the guard's parent-death signal). If the guard
 /// ever stops, C1 stops the command (`supervise.rs`).
-pub fn run(g: Guard) -> ! {
+pub fn run(mut g: Guard) -> ! {
     loop {
-        let Ok(events) = sys::inotify_read(g.ino.as_fd()) else {
-            sys::exit_now(125)
+        let events = match sys::inotify_read(g.ino.as_fd()) {
+            Ok(e) => e,
+            Err(e) => stop(&format!("reading events: {e}")),
         };
+        let mut again = false;
         for (wd, name) in events {
+            if wd < 0 {
+                again = true;
+                continue;
+            }
             for p in &g.list {
-                let hit = if wd < 0 {
-                    true // the queue overflowed: look at everything
-                } else {
-                    g.dirs
-                        .iter()
-                        .any(|(w, d)| *w == wd && p.path.parent() == Some(d))
-                        && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice())
-                };
+                let hit = g
+                    .dirs
+                    .iter()
+                    .any(|(w, d)| *w == wd && p.path.parent() == Some(d))
+                    && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice());
                 if hit {
-                    let _ = restore(p);
+                    check(p);
                 }
             }
         }
+        if again {
+            // A queue overflow, or a watched directory replaced: watch the
+            // directories now at those paths and look at every guarded path.
+            g.dirs = match watch_dirs(g.ino.as_fd(), &g.list) {
+                Ok(d) => d,
+                Err(e) => stop(&e.to_string()),
+            };
+            for p in &g.list {
+                check(p);
+            }
+        }
     }
+}
+
+/// Restore `p` if needed; stop the run if that fails, or if something inside already
+/// holds what was exposed.
+fn check(p: &Guarded) {
+    match restore(p) {
+        Ok(None) => {}
+        Ok(Some(r)) => {
+            if held_inside(r.object, r.is_dir, p.restore == Restore::ReadOnly) {
+                stop(&format!(
+                    "{} changed on the host (replaced or created) and was opened inside \
+                     the sandbox before its mount was back; the run was stopped",
+                    p.path.display()
+                ))
+            }
+        }
+        // Replaced again meanwhile: the next event brings it back here.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => stop(&format!("restoring {}: {e}", p.path.display())),
+    }
+}
+
+/// End the guard (and so the run: C1 stops it), saying why.
+fn stop(why: &str) -> ! {
+    eprintln!("sandpit: mount guard: {why}");
+    sys::exit_now(125)
 }
 
 #[cfg(test)]
@@ -273,7 +392,7 @@ mod tests {
         let want = vec![
             Guarded {
                 path: "/h/p/.git/config".into(),
-                restore: Restore::ReadOnly { no_symlinks: true },
+                restore: Restore::ReadOnly,
             },
             Guarded {
                 path: "/h/.netrc".into(),

@@ -608,25 +608,27 @@ fn child_c1(
     // The mount guard is forked before the namespaces exist, so that it stays in the
     // host's pid namespace (out of the command's sight, and out of the namespace's
     // teardown); it joins the user and mount namespaces once init has built the tree.
+    // Two pipes: init tells the guard the tree is built; the guard tells init it
+    // watches (init starts the command only then).
     let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
-    let (mounts_done_r, mounts_done) = match sys::pipe() {
-        Ok(p) => p,
-        Err(e) => fail(&ctl, Layer::Process, &format!("pipe: {e}")),
-    };
-    let guard = if guarded.is_empty() {
-        drop(mounts_done_r);
-        None
+    let (guard, mut init_ends) = if guarded.is_empty() {
+        (None, None)
     } else {
+        let pipes = sys::pipe().and_then(|a| sys::pipe().map(|b| (a, b)));
+        let ((built_r, built_w), (ready_r, ready_w)) = match pipes {
+            Ok(p) => p,
+            Err(e) => fail(&ctl, Layer::Process, &format!("pipe: {e}")),
+        };
+        let c1 = sys::getpid();
         match sys::fork() {
             Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
             Ok(Fork::Child) => {
-                drop(ctl);
-                drop(mounts_done);
-                guard_process(guarded, mounts_done_r)
+                drop((ctl, built_w, ready_r));
+                guard_process(guarded, c1, built_r, ready_w)
             }
             Ok(Fork::Parent(pid)) => {
-                drop(mounts_done_r);
-                Some(pid)
+                drop((built_r, ready_w));
+                (Some(pid), Some((built_w, ready_r)))
             }
         }
     };
@@ -635,10 +637,10 @@ fn child_c1(
     }
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-        Ok(Fork::Child) => child_init(plan, prep, layers, ctl, mounts_done),
+        Ok(Fork::Child) => child_init(plan, prep, layers, ctl, init_ends.take()),
         Ok(Fork::Parent(c2)) => {
             drop(ctl);
-            drop(mounts_done);
+            drop(init_ends.take());
             let sigs = SigSet::of(&all_signals());
             let code = forward_until_exit(&sigs, c2, None, guard).unwrap_or(125);
             sys::exit_now(code)
@@ -649,29 +651,46 @@ fn child_c1(
 /// The mount guard's process (guard.rs), a child of C1 forked before C1 entered its
 /// namespaces: wait for init to build the mount tree, join C1's user and mount
 /// namespaces, watch. Whatever fails ends it, and C1 then stops the run.
-fn guard_process(guarded: Vec<guard::Guarded>, mounts_done: OwnedFd) -> ! {
-    let c1 = sys::getppid();
+fn guard_process(
+    guarded: Vec<guard::Guarded>,
+    c1: libc::pid_t,
+    built: OwnedFd,
+    ready: OwnedFd,
+) -> ! {
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != c1 {
         sys::exit_now(125);
     }
     let _ = sys::set_dumpable(false);
     let mut byte = [0u8; 1];
-    // EOF: init failed before the command; C1 reports that.
-    if !std::io::Read::read(&mut std::fs::File::from(mounts_done), &mut byte).is_ok_and(|n| n == 1)
-    {
-        sys::exit_now(0);
+    if !std::io::Read::read(&mut std::fs::File::from(built), &mut byte).is_ok_and(|n| n == 1) {
+        // Init failed before the command and reports why; wait for C1's end.
+        loop {
+            std::thread::park();
+        }
     }
     if let Err(e) = sys::join_user_and_mount_ns(c1) {
         eprintln!("sandpit: mount guard: joining the sandbox's namespaces: {e}");
         sys::exit_now(125);
     }
-    match guard::prepare(guarded) {
-        Ok(g) => guard::run(g),
+    // Nothing of C1's (terminal, pipes, the placeholder lock) stays open in here.
+    let ready = match sys::keep_only(ready) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sandpit: mount guard: closing inherited descriptors: {e}");
+            sys::exit_now(125)
+        }
+    };
+    let g = match guard::prepare(guarded) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("sandpit: mount guard: {e}");
             sys::exit_now(125)
         }
+    };
+    if std::io::Write::write_all(&mut std::fs::File::from(ready), b"R").is_err() {
+        sys::exit_now(125);
     }
+    guard::run(g)
 }
 
 /// pid 1 of the new pid namespace.
@@ -680,7 +699,7 @@ fn child_init(
     prep: &Prepared,
     layers: &Layers,
     ctl: OwnedFd,
-    mounts_done: OwnedFd,
+    guard: Option<(OwnedFd, OwnedFd)>,
 ) -> ! {
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
@@ -775,8 +794,19 @@ fn child_init(
         }
     }
     let _ = sys::sethostname(b"sandpit");
-    // The mount tree is final: C1 may start the mount guard.
-    let _ = std::io::Write::write_all(&mut std::fs::File::from(mounts_done), b"M");
+    // The mount tree is final: the guard joins it, and the command starts once the
+    // guard watches.
+    if let Some((built, ready)) = guard {
+        let _ = std::io::Write::write_all(&mut std::fs::File::from(built), b"M");
+        let mut byte = [0u8; 1];
+        if !std::io::Read::read(&mut std::fs::File::from(ready), &mut byte).is_ok_and(|n| n == 1) {
+            fail(
+                &ctl,
+                Layer::Mounts,
+                "the mount guard could not start (its message is above)",
+            )
+        }
+    }
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
         Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl),

@@ -879,6 +879,8 @@ pub fn inotify_watch_dir(ino: BorrowedFd<'_>, dir: &CStr) -> io::Result<i32> {
         | libc::IN_MOVED_TO
         | libc::IN_MOVED_FROM
         | libc::IN_DELETE
+        | libc::IN_DELETE_SELF
+        | libc::IN_MOVE_SELF
         | libc::IN_ONLYDIR
         | libc::IN_DONT_FOLLOW;
     // SAFETY: ino is an inotify descriptor, dir is NUL-terminated.
@@ -889,8 +891,9 @@ pub fn inotify_watch_dir(ino: BorrowedFd<'_>, dir: &CStr) -> io::Result<i32> {
     Ok(r)
 }
 
-/// Block until inotify events arrive; returns `(watch descriptor, name)` of each
-/// (an event without a name, or a queue overflow, has watch descriptor -1).
+/// Block until inotify events arrive; returns `(watch descriptor, name)` of each.
+/// A queue overflow, or a watched directory itself moved, deleted or unwatched,
+/// comes as watch descriptor -1: look at everything again.
 pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
     let mut buf = [0u8; 8192];
     let n = loop {
@@ -915,11 +918,9 @@ pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
         let len = ev.len as usize;
         let name = buf.get(at + head..at + head + len).unwrap_or_default();
         let name = name.split(|&b| b == 0).next().unwrap_or_default().to_vec();
-        let wd = if ev.mask & libc::IN_Q_OVERFLOW != 0 {
-            -1
-        } else {
-            ev.wd
-        };
+        let whole =
+            libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
+        let wd = if ev.mask & whole != 0 { -1 } else { ev.wd };
         out.push((wd, name));
         at += head + len;
     }
@@ -963,4 +964,39 @@ pub fn join_user_and_mount_ns(pid: libc::pid_t) -> io::Result<()> {
         cvt(unsafe { libc::setns(f.as_raw_fd(), flag) })?;
     }
     Ok(())
+}
+
+/// Keep only `fd` (moved to descriptor 3, returned) and stderr: every other
+/// descriptor is closed and stdin and stdout become `/dev/null`. For a helper
+/// process that must not keep the caller's pipes, terminal or locks open.
+pub fn keep_only(fd: OwnedFd) -> io::Result<OwnedFd> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    dup2(null.as_raw_fd(), 0)?;
+    dup2(null.as_raw_fd(), 1)?;
+    if fd.as_raw_fd() != 3 {
+        dup2(fd.as_raw_fd(), 3)?;
+    }
+    // SAFETY: close_range with integer arguments only; descriptor 3 stays.
+    cvt_long(unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) })?;
+    std::mem::forget(fd); // closed by close_range unless it was 3 already
+    std::mem::forget(null);
+    // SAFETY: descriptor 3 was just made a copy of `fd`, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(3) })
+}
+
+/// Device and inode of the object behind `fd`.
+pub fn dev_ino(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
+    // SAFETY: a zeroed stat is a valid out-parameter; fd is live.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
+pub fn dev_major_minor(dev: u64) -> (u32, u32) {
+    (libc::major(dev), libc::minor(dev))
 }
