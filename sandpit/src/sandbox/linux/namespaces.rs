@@ -202,17 +202,7 @@ fn place_template(
     nofollow: bool,
 ) -> Result<(), StepError> {
     let src = sys::open_path(template, false).ctx(|| format!("opening {what}"))?;
-    let tree = sys::clone_mount(src.as_fd(), false).ctx(|| format!("cloning {what}"))?;
-    sys::set_mount_attr(
-        tree.as_fd(),
-        false,
-        sys::MOUNT_ATTR_RDONLY
-            | sys::MOUNT_ATTR_NOSUID
-            | sys::MOUNT_ATTR_NODEV
-            | sys::MOUNT_ATTR_NOEXEC,
-        0,
-    )
-    .ctx(|| format!("sealing {what}"))?;
+    let tree = sys::inert_clone(src.as_fd()).ctx(|| format!("cloning {what}"))?;
     let t = sys::open_path(&cstr(&under(NEWROOT, path))?, nofollow)
         .ctx(|| format!("opening {path:?}"))?;
     sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("placing {what} over {path:?}"))

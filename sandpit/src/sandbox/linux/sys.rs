@@ -6,7 +6,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -999,4 +999,17 @@ pub fn dev_ino(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
 /// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
 pub fn dev_major_minor(dev: u64) -> (u32, u32) {
     (libc::major(dev), libc::minor(dev))
+}
+
+/// A detached, read-only, inert (nosuid, nodev, noexec) copy of the single mount at
+/// `src`: what a mask or a template is placed with.
+pub fn inert_clone(src: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let tree = clone_mount(src, false)?;
+    set_mount_attr(
+        tree.as_fd(),
+        false,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        0,
+    )?;
+    Ok(tree)
 }
