@@ -955,8 +955,9 @@ pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
     fd_from(r as libc::c_long)
 }
 
-/// Join the user namespace, then the mount namespace, of process `pid` (which must
-/// be a single-threaded caller's business: the kernel refuses a threaded one).
+/// Join the user namespace, then the mount namespace, of process `pid`. The caller
+/// must be single-threaded (the kernel refuses to move a threaded process into a
+/// user namespace).
 pub fn join_user_and_mount_ns(pid: libc::pid_t) -> io::Result<()> {
     for (ns, flag) in [("user", libc::CLONE_NEWUSER), ("mnt", libc::CLONE_NEWNS)] {
         let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
