@@ -443,3 +443,47 @@ fn a_credential_directory_opened_before_the_guard_masks_it_stops_the_run() {
         }
     }
 }
+
+/// A user removing one of sandpit's empty placeholders during a run (an unfamiliar
+/// empty `.claude` in the project) must not let the command create the protected
+/// path on the host: the mount guard makes the placeholder again at once.
+#[test]
+fn a_removed_placeholder_is_made_again() {
+    let script =
+        "touch ready; i=0; while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+                  mkdir -p .claude; echo '{\"hooks\":1}' > .claude/settings.json; echo done";
+    let remove = |h: &TestHome| {
+        let ws = h.workspace();
+        for _ in 0..200 {
+            if ws.join("ready").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_dir(ws.join(".claude"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::fs::write(ws.join("go"), "").unwrap();
+    };
+    // Control: without sandpit the file lands.
+    let control = TestHome::new();
+    let out = std::thread::scope(|s| {
+        s.spawn(|| remove(&control));
+        bare(&control, script)
+    });
+    assert!(text(&out).contains("done"), "{}", text(&out));
+    assert!(control.workspace().join(".claude/settings.json").exists());
+
+    let h = TestHome::new();
+    let out = std::thread::scope(|s| {
+        s.spawn(|| remove(&h));
+        sandboxed(&h, script)
+    });
+    let t = text(&out);
+    assert!(
+        !h.workspace().join(".claude/settings.json").exists(),
+        "the protected path was created on the host:\n{t}"
+    );
+    // The placeholder is back while the run lasts and gone after it.
+    assert!(t.contains("done"), "{t}");
+    assert!(!h.workspace().join(".claude").exists(), "{t}");
+}

@@ -21,9 +21,9 @@
 //! opened the exposed object meanwhile, and stops the run if it finds one. What is
 //! left: a command spinning on `open` can write and close a replaced protected file
 //! in the tens of microseconds before the new mount. The interposer refuses the
-//! paths by name throughout. A protected file the host deletes without replacing
-//! stays unguarded (making one in its place would change the user's tree), and so do
-//! sealed placeholders and masks with carve-outs.
+//! paths by name throughout. A sealed placeholder the host removes is made again. A
+//! protected file the host deletes without replacing stays unguarded (making one in
+//! its place would change the user's tree), and so do masks with carve-outs.
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -40,6 +40,11 @@ pub enum Restore {
     ReadOnly,
     /// An empty mode-000 file or directory, read-only.
     Mask,
+    /// A protected path that did not exist at start: sandpit's empty directory on
+    /// the host under a read-only directory holding only a `.gitignore` of `*`
+    /// (`MountOp::Sealed`). If the host removes the directory (a user cleaning up
+    /// an empty `.claude`), it is made again.
+    Sealed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +77,7 @@ pub fn guarded(
                 (path, Restore::ReadOnly)
             }
             MountOp::MaskFile { path } => (path, Restore::Mask),
+            MountOp::Sealed { path } => (path, Restore::Sealed),
             MountOp::MaskDir {
                 path,
                 allow,
@@ -113,6 +119,22 @@ fn mask_file_mount() -> std::io::Result<OwnedFd> {
     sys::inert_clone(src.as_fd())
 }
 
+/// sandpit's sealed directory (see `namespaces.rs`): read-only, mode 555, holding only
+/// a `.gitignore` of `*`, in a detached tmpfs of its own.
+fn sealed_dir_mount() -> std::io::Result<OwnedFd> {
+    let tmpfs = sys::new_mount(
+        c"tmpfs",
+        &[(c"mode", c"555"), (c"size", c"16k"), (c"nr_inodes", c"16")],
+        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+    )?;
+    let ignore = sys::create_at(tmpfs.as_fd(), c".gitignore", 0o444)?;
+    std::io::Write::write_all(
+        &mut std::fs::File::from(ignore),
+        crate::sandbox::linux::namespaces::SEALED_GITIGNORE.as_bytes(),
+    )?;
+    sys::inert_clone(tmpfs.as_fd())
+}
+
 /// What a restore covered again.
 struct Replaced {
     /// Device and inode.
@@ -128,6 +150,14 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
     match sys::is_mount_root(&path) {
         Ok(true) => return Ok(None),
         Ok(false) => {}
+        // A removed placeholder: made again, so nothing can be created there.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) && g.restore == Restore::Sealed => {
+            match std::fs::create_dir(&g.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
         // Nothing there (yet, or any more): nothing to hide or keep read-only.
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) => return Err(e),
@@ -157,6 +187,18 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
                 | sys::MOUNT_ATTR_NOEXEC,
         )?,
         Restore::Mask => mask_file_mount()?,
+        Restore::Sealed => {
+            // What the command made there while the placeholder was gone would
+            // reach the host: nothing may be there.
+            let empty = is_dir && std::fs::read_dir(&g.path)?.next().is_none();
+            if !empty {
+                return Err(std::io::Error::other(
+                    "the protected path was made anew, not empty, while its placeholder \
+                     was gone",
+                ));
+            }
+            sealed_dir_mount()?
+        }
     };
     sys::move_mount(tree.as_fd(), target.as_fd())?;
     Ok(Some(Replaced { object, is_dir }))
@@ -364,6 +406,9 @@ mod tests {
             MountOp::MaskFile {
                 path: "/h/.netrc".into(),
             },
+            MountOp::Sealed {
+                path: "/h/p/.claude".into(),
+            },
             MountOp::MaskDir {
                 path: "/h/.ssh".into(),
                 allow: vec![],
@@ -387,6 +432,10 @@ mod tests {
             Guarded {
                 path: "/h/.netrc".into(),
                 restore: Restore::Mask,
+            },
+            Guarded {
+                path: "/h/p/.claude".into(),
+                restore: Restore::Sealed,
             },
             Guarded {
                 path: "/h/.ssh".into(),

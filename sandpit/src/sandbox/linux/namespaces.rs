@@ -53,6 +53,8 @@ const NEWROOT: &str = "/newroot";
 const OLDROOT: &str = "/oldroot";
 const MASK_FILE: &str = "/mask-file";
 const SEALED_DIR: &str = "/sealed";
+/// The only file of a sealed placeholder: git neither lists nor removes the directory.
+pub const SEALED_GITIGNORE: &str = "# sandpit: a protected path, read-only for this run\n*\n";
 
 fn under(prefix: &str, p: &Path) -> PathBuf {
     let rel = p.strip_prefix("/").unwrap_or(p);
@@ -123,11 +125,8 @@ pub fn apply_mounts(plan: &Plan) -> Result<(), StepError> {
     {
         std::fs::create_dir(SEALED_DIR).ctx(|| "creating the sealed directory".into())?;
         let ignore = Path::new(SEALED_DIR).join(".gitignore");
-        std::fs::write(
-            &ignore,
-            "# sandpit: a protected path, read-only for this run\n*\n",
-        )
-        .ctx(|| "writing the sealed directory's .gitignore".into())?;
+        std::fs::write(&ignore, SEALED_GITIGNORE)
+            .ctx(|| "writing the sealed directory's .gitignore".into())?;
         for (p, mode) in [(ignore.as_path(), 0o444), (Path::new(SEALED_DIR), 0o555)] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
                 .ctx(|| format!("chmod {p:?}"))?;
