@@ -109,11 +109,7 @@ fn cstr(p: &Path) -> Option<CString> {
 /// needed, never kept: a detached mount still open when the guard dies would make
 /// the namespace's teardown wait for its release (an RCU grace period, ~15 ms).
 fn mask_file_mount() -> std::io::Result<OwnedFd> {
-    let tmpfs = sys::new_mount(
-        c"tmpfs",
-        &[(c"mode", c"700"), (c"size", c"16k"), (c"nr_inodes", c"16")],
-        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
-    )?;
+    let tmpfs = sys::small_tmpfs(c"700", false)?;
     drop(sys::create_at(tmpfs.as_fd(), c"mask", 0o000)?);
     let src = sys::open_path_at(tmpfs.as_fd(), c"mask")?;
     sys::inert_clone(src.as_fd())
@@ -122,11 +118,7 @@ fn mask_file_mount() -> std::io::Result<OwnedFd> {
 /// sandpit's sealed directory (see `namespaces.rs`): read-only, mode 555, holding only
 /// a `.gitignore` of `*`, in a detached tmpfs of its own.
 fn sealed_dir_mount() -> std::io::Result<OwnedFd> {
-    let tmpfs = sys::new_mount(
-        c"tmpfs",
-        &[(c"mode", c"555"), (c"size", c"16k"), (c"nr_inodes", c"16")],
-        sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
-    )?;
+    let tmpfs = sys::small_tmpfs(c"555", false)?;
     let ignore = sys::create_at(tmpfs.as_fd(), c".gitignore", 0o444)?;
     std::io::Write::write_all(
         &mut std::fs::File::from(ignore),
@@ -165,8 +157,7 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
     // One descriptor for both what is mounted (a read-only bind of it) and where:
     // the object cannot be swapped between two lookups.
     let target = sys::open_path(&path, true)?;
-    let object = sys::dev_ino(target.as_fd())?;
-    let is_dir = std::fs::symlink_metadata(&g.path)?.is_dir();
+    let (object, is_dir) = sys::fd_identity(target.as_fd())?;
     let tree = match g.restore {
         Restore::ReadOnly => {
             let tree = sys::clone_mount(target.as_fd(), true)?;
@@ -178,14 +169,8 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
             )?;
             tree
         }
-        Restore::Mask if is_dir => sys::new_mount(
-            c"tmpfs",
-            &[(c"mode", c"000"), (c"size", c"16k"), (c"nr_inodes", c"256")],
-            sys::MOUNT_ATTR_RDONLY
-                | sys::MOUNT_ATTR_NOSUID
-                | sys::MOUNT_ATTR_NODEV
-                | sys::MOUNT_ATTR_NOEXEC,
-        )?,
+        // The same mask as at start (`namespaces::apply_op`, `MountOp::MaskDir`).
+        Restore::Mask if is_dir => sys::small_tmpfs(c"000", true)?,
         Restore::Mask => mask_file_mount()?,
         Restore::Sealed => {
             // What the command made there while the placeholder was gone would

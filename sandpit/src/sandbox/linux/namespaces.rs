@@ -233,16 +233,8 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             let dst = under(NEWROOT, path);
             let sealed_now = allow.is_empty() && writable.is_empty();
             let mode: &std::ffi::CStr = if sealed_now { c"000" } else { c"111" };
-            let mut attrs = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC;
-            if sealed_now {
-                attrs |= sys::MOUNT_ATTR_RDONLY;
-            }
-            let m = sys::new_mount(
-                c"tmpfs",
-                &[(c"mode", mode), (c"size", c"16k"), (c"nr_inodes", c"256")],
-                attrs,
-            )
-            .ctx(|| format!("creating mask for {path:?}"))?;
+            let m =
+                sys::small_tmpfs(mode, sealed_now).ctx(|| format!("creating mask for {path:?}"))?;
             let t = sys::open_path(&cstr(&dst)?, false).ctx(|| format!("opening {path:?}"))?;
             sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("masking {path:?}"))?;
             if !sealed_now {

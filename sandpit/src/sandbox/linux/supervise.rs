@@ -500,7 +500,7 @@ fn forward_until_exit(
         }
         // Without its mount guard a file the host replaces stays exposed: fail closed.
         if let Some(g) = guard {
-            if g < 0 || sys::wait(g, true).is_ok_and(|r| r.is_some()) {
+            if sys::wait(g, true).is_ok_and(|r| r.is_some()) {
                 let _ = sys::kill(child, libc::SIGKILL);
                 eprintln!("sandpit: the mount guard stopped; the command was killed");
                 let _ = sys::wait(child, false);

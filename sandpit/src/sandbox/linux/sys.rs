@@ -988,15 +988,6 @@ pub fn keep_only(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(3) })
 }
 
-/// Device and inode of the object behind `fd`.
-pub fn dev_ino(fd: BorrowedFd<'_>) -> io::Result<(u64, u64)> {
-    // SAFETY: a zeroed stat is a valid out-parameter; fd is live.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-    Ok((st.st_dev, st.st_ino))
-}
-
 /// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
 pub fn dev_major_minor(dev: u64) -> (u32, u32) {
     (libc::major(dev), libc::minor(dev))
@@ -1013,4 +1004,31 @@ pub fn inert_clone(src: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         0,
     )?;
     Ok(tree)
+}
+
+/// A small detached tmpfs of sandpit's own (16 KiB, 256 inodes; nosuid, nodev,
+/// noexec, and read-only when asked) with its root at `mode`: what masks and
+/// templates are made of.
+pub fn small_tmpfs(mode: &CStr, read_only: bool) -> io::Result<OwnedFd> {
+    let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    if read_only {
+        attrs |= MOUNT_ATTR_RDONLY;
+    }
+    new_mount(
+        c"tmpfs",
+        &[(c"mode", mode), (c"size", c"16k"), (c"nr_inodes", c"256")],
+        attrs,
+    )
+}
+
+/// Device, inode, and whether it is a directory, of the object behind `fd`.
+pub fn fd_identity(fd: BorrowedFd<'_>) -> io::Result<((u64, u64), bool)> {
+    // SAFETY: a zeroed stat is a valid out-parameter; fd is live.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok((
+        (st.st_dev, st.st_ino),
+        st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+    ))
 }
