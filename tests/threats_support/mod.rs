@@ -438,21 +438,43 @@ fn tagged(tag: &str) -> Vec<i32> {
     found
 }
 
-/// Secrets that appear while the run is going: once the script has touched
-/// `ready-late`, write a key into the masked `~/.ssh` and into a credential directory
-/// (`~/.azure`) that did not exist at start, then touch `go-late`. (Polls for at most 20 s.)
-fn create_late_secrets(home: &Path, ws: &Path) {
+/// One change the host makes (home, workspace).
+type HostChange = fn(&Path, &Path);
+
+/// Changes the host makes while a run goes on, each asked for by a script that
+/// touches `ready-TAG` and then waits for `go-TAG` (see `LATE` and `REPLACED` in
+/// threats.rs).
+const HOST_CHANGES: [(&str, HostChange); 2] = [
+    ("late", create_late_secrets),
+    ("replace", replace_by_rename),
+];
+
+/// The host's side of one change: once the script has touched `ready-TAG`, make it,
+/// give sandpit's mount guard a moment (it reacts within a fraction of a millisecond;
+/// these tests are about whether it does, not about that window, which is
+/// documented), then touch `go-TAG`. (Polls for at most 20 s.)
+fn host_change(home: &Path, ws: &Path, tag: &str, change: HostChange) {
     for _ in 0..400 {
-        if ws.join("ready-late").exists() {
+        if ws.join(format!("ready-{tag}")).exists() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let own = |p: &Path| {
-        if is_root() {
-            let _ = std::os::unix::fs::chown(p, Some(TEST_UID), Some(TEST_GID));
-        }
-    };
+    change(home, ws);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let _ = std::fs::write(ws.join(format!("go-{tag}")), "");
+}
+
+/// Give `p` to the test user (when running as root).
+fn own(p: &Path) {
+    if is_root() {
+        let _ = std::os::unix::fs::chown(p, Some(TEST_UID), Some(TEST_GID));
+    }
+}
+
+/// Secrets that appear while the run is going: a key in the masked `~/.ssh` and one
+/// in a credential directory (`~/.azure`) that did not exist at start.
+fn create_late_secrets(home: &Path, _ws: &Path) {
     let _ = std::fs::write(home.join(".ssh/late_key"), format!("{CANARY}\n"));
     own(&home.join(".ssh/late_key"));
     let gc = home.join(".azure");
@@ -460,45 +482,28 @@ fn create_late_secrets(home: &Path, ws: &Path) {
     own(&gc);
     let _ = std::fs::write(gc.join("late.json"), format!("{CANARY}\n"));
     own(&gc.join("late.json"));
-    // sandpit's mount guard reacts within a fraction of a millisecond; the pause
-    // keeps this test about whether it does, not about that window (documented).
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let _ = std::fs::write(ws.join("go-late"), "");
 }
 
 /// A host tool rewriting a file the sandbox sees masked or read-only (git config,
-/// an editor, a credential helper): once the script has touched `ready-replace`,
-/// replace `~/.netrc` and the workspace's `.git/config` by a rename over them, with
-/// the same bytes (so nothing changes unless the sandbox acts), then touch
-/// `go-replace`. The kernel detaches a mount whose file is renamed over, in every
-/// mount namespace. (Polls for at most 20 s.)
+/// an editor, a credential helper): `~/.netrc` and the workspace's `.git/config` are
+/// replaced by a rename over them, with the same bytes and time (so nothing changes
+/// unless the sandbox acts). The kernel detaches a mount whose file is renamed over,
+/// in every mount namespace.
 fn replace_by_rename(home: &Path, ws: &Path) {
-    for _ in 0..400 {
-        if ws.join("ready-replace").exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
     for p in [home.join(".netrc"), ws.join(".git/config")] {
         let tmp = p.with_extension("sandpit-test-new");
         let Ok(mtime) = p.metadata().and_then(|m| m.modified()) else {
             continue;
         };
         if std::fs::copy(&p, &tmp).is_ok() {
-            // Same bytes, same time: only what the sandbox does shows as an effect.
             let _ = std::fs::File::options()
                 .write(true)
                 .open(&tmp)
                 .and_then(|f| f.set_modified(mtime));
-            if is_root() {
-                let _ = std::os::unix::fs::chown(&tmp, Some(TEST_UID), Some(TEST_GID));
-            }
+            own(&tmp);
             let _ = std::fs::rename(&tmp, &p);
         }
     }
-    // As in create_late_secrets: the guard's window is not what this measures.
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let _ = std::fs::write(ws.join("go-replace"), "");
 }
 
 /// The effects one run had.
@@ -592,16 +597,16 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
     }
     let before = snapshot(&s);
     let counters = fx.counters();
-    let late = script.contains("ready-late").then(|| {
-        let (home, ws) = (s.h.home(), s.h.workspace());
-        std::thread::spawn(move || create_late_secrets(&home, &ws))
-    });
-    let replace = script.contains("ready-replace").then(|| {
-        let (home, ws) = (s.h.home(), s.h.workspace());
-        std::thread::spawn(move || replace_by_rename(&home, &ws))
-    });
+    let host: Vec<_> = HOST_CHANGES
+        .iter()
+        .filter(|(tag, _)| script.contains(&format!("ready-{tag}")))
+        .map(|&(tag, change)| {
+            let (home, ws) = (s.h.home(), s.h.workspace());
+            std::thread::spawn(move || host_change(&home, &ws, tag, change))
+        })
+        .collect();
     let o: Output = c.output().unwrap();
-    for t in [late, replace].into_iter().flatten() {
+    for t in host {
         t.join().unwrap();
     }
     // Relays and the daemon's work land asynchronously; the command has exited, so
