@@ -17,7 +17,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use common::{text, TestHome};
+use common::{text, TestHome, PROTECTED};
 
 /// A fresh HOME and workspace for the test user under /var/tmp: the usual layout, a
 /// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private
@@ -77,17 +77,6 @@ fn cache(h: &TestHome) -> PathBuf {
 fn nonempty_dir(p: &Path) -> bool {
     std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some())
 }
-
-/// The paths of profiles/default.toml's `block_write` that lie in the workspace.
-const PROTECTED: &[&str] = &[
-    ".sandpit.toml",
-    ".claude",
-    ".codex",
-    ".vscode",
-    ".idea",
-    ".mcp.json",
-    ".envrc",
-];
 
 /// An npm package `lpkg` as a tarball in HOME/fx (outside the workspace, readable).
 fn npm_tarball(h: &TestHome) -> PathBuf {

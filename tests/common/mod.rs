@@ -8,6 +8,18 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The paths of profiles/default.toml's `block_write` that lie in the workspace
+/// (besides `.git/hooks` and `.git/config`).
+pub const PROTECTED: &[&str] = &[
+    ".sandpit.toml",
+    ".claude",
+    ".codex",
+    ".vscode",
+    ".idea",
+    ".mcp.json",
+    ".envrc",
+];
+
 /// The uid/gid sandboxed workloads run as when the tests themselves run as root.
 pub const TEST_UID: u32 = 65534;
 pub const TEST_GID: u32 = 65534;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::common::sink::Sink;
-use crate::common::{is_root, TestHome, TEST_GID, TEST_UID};
+use crate::common::{is_root, TestHome, PROTECTED, TEST_GID, TEST_UID};
 
 pub const CANARY: &str = "CANARY-threat-4b7e19";
 
@@ -338,17 +338,7 @@ fn snapshot(s: &Stage) -> BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
     ];
     walk(s.h.dir.path(), &skip, &mut m);
     walk(&s.h.home().join(".sandpit/config.toml"), &[], &mut m);
-    for p in [
-        ".git/hooks",
-        ".git/config",
-        ".sandpit.toml",
-        ".claude",
-        ".codex",
-        ".vscode",
-        ".idea",
-        ".mcp.json",
-        ".envrc",
-    ] {
+    for p in [".git/hooks", ".git/config"].iter().chain(PROTECTED) {
         let p = ws.join(p);
         if p.symlink_metadata().is_ok() {
             walk(&p, &[], &mut m);
