@@ -199,6 +199,8 @@ struct Builder {
     policy: Policy,
     /// Where `mode = "unrestricted"` was set, while it is in force.
     unrestricted_at: Option<Origin>,
+    /// Symlink lookups shared by every path of every layer.
+    resolver: std::cell::RefCell<path::Resolver>,
 }
 
 struct Cx<'a> {
@@ -261,6 +263,7 @@ impl Builder {
         let builtin = |k: &str, e: &str| Origin::builtin(k, e);
         Builder {
             ctx,
+            resolver: Default::default(),
             policy: Policy {
                 context: Context {
                     home: PathBuf::new(),
@@ -388,7 +391,7 @@ impl Builder {
                 cx.diag(span.clone(), format!("{key} entry {text:?}: {e}"), "write an absolute path, \"~/…\", \"$HOME/…\", \"$TMPDIR/…\" or a path relative to the workspace")
             })?;
             out.push(Rule {
-                value: path::resolve_existing(&p),
+                value: self.resolver.borrow_mut().resolve(&p),
                 origin: cx.origin(key, text, span),
             });
         }

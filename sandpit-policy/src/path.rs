@@ -81,30 +81,107 @@ pub fn normalize(p: &Path) -> PathBuf {
 /// still holds when `~/.ssh` links elsewhere, and `/tmp` becomes `/private/tmp` on
 /// macOS), keeping the part that does not exist yet as written.
 pub fn resolve_existing(p: &Path) -> PathBuf {
-    let p = normalize(p);
-    let mut existing = p.as_path();
-    let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            for t in tail.iter().rev() {
-                out.push(t);
+    Resolver::default().resolve(p)
+}
+
+/// [`resolve_existing`] for many paths: it remembers each directory it has looked up,
+/// so a policy's hundreds of paths under one home cost one `readlink` per distinct
+/// component instead of one per component of every path.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    /// Lexical path → its real path, or `None` when it (or a link on the way) is missing.
+    known: std::collections::HashMap<PathBuf, Option<PathBuf>>,
+}
+
+/// Symlinks followed in one lookup before giving up (the kernel's own limit).
+const MAX_LINKS: u32 = 40;
+
+impl Resolver {
+    /// See [`resolve_existing`].
+    pub fn resolve(&mut self, p: &Path) -> PathBuf {
+        let p = normalize(p);
+        let mut ancestor = p.as_path();
+        let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
+        loop {
+            if let Some(mut out) = self.real(ancestor, &mut 0) {
+                out.extend(tail.iter().rev());
+                return normalize(&out);
             }
-            return normalize(&out);
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                tail.push(name);
-                existing = parent;
+            match (ancestor.parent(), ancestor.file_name()) {
+                (Some(parent), Some(name)) => {
+                    tail.push(name);
+                    ancestor = parent;
+                }
+                _ => return p,
             }
-            _ => return p,
         }
+    }
+
+    /// The real path of the lexically normal absolute `p`, if it exists: each
+    /// component looked up below its parent's real path, links followed the way
+    /// `realpath(3)` does (`..` in a link's target leaves the real directory).
+    fn real(&mut self, p: &Path, links: &mut u32) -> Option<PathBuf> {
+        let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+            return Some(PathBuf::from("/"));
+        };
+        if let Some(known) = self.known.get(p) {
+            return known.clone();
+        }
+        let found = self.real(parent, links).and_then(|dir| {
+            let candidate = dir.join(name);
+            match std::fs::read_link(&candidate) {
+                Ok(target) => {
+                    *links += 1;
+                    if *links > MAX_LINKS {
+                        return None;
+                    }
+                    let mut at = if target.is_absolute() {
+                        PathBuf::from("/")
+                    } else {
+                        dir
+                    };
+                    for c in target.components() {
+                        match c {
+                            Component::ParentDir => {
+                                at.pop();
+                            }
+                            Component::Normal(n) => at = self.real(&at.join(n), links)?,
+                            _ => {}
+                        }
+                    }
+                    Some(at)
+                }
+                // EINVAL: it exists and is not a link.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Some(candidate),
+                Err(_) => None,
+            }
+        });
+        self.known.insert(p.to_path_buf(), found.clone());
+        found
     }
 }
 
-/// Whether `path` is `root` or below it, by whole components.
+/// Whether `path` is `root` or below it, by whole components. Two clean paths (what
+/// [`normalize`] makes: absolute, no `.`, `..`, doubled or trailing `/`) compare as
+/// bytes; anything else goes through [`Path::starts_with`].
 pub fn is_within(path: &Path, root: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    if is_clean(p) && is_clean(r) {
+        return p.starts_with(r) && (p.len() == r.len() || r == b"/" || p[r.len()] == b'/');
+    }
     path.starts_with(root)
+}
+
+/// Absolute, and no empty, `.` or `..` component and no trailing `/` (except `/`).
+fn is_clean(b: &[u8]) -> bool {
+    if b == b"/" {
+        return true;
+    }
+    b.first() == Some(&b'/')
+        && b[1..]
+            .split(|&c| c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
 }
 
 /// How many normal components a path has (a deeper rule is more specific).
@@ -183,6 +260,103 @@ mod tests {
             Path::new("/home/u/.sshx"),
             Path::new("/home/u/.ssh")
         ));
+    }
+
+    /// What `resolve_existing` was before it cached: `canonicalize` on the longest
+    /// ancestor that has a real path.
+    fn by_canonicalize(p: &Path) -> PathBuf {
+        let p = normalize(p);
+        let mut a = p.as_path();
+        let mut tail = vec![];
+        loop {
+            if let Ok(mut real) = std::fs::canonicalize(a) {
+                real.extend(tail.iter().rev());
+                return normalize(&real);
+            }
+            match (a.parent(), a.file_name()) {
+                (Some(parent), Some(name)) => {
+                    tail.push(name);
+                    a = parent;
+                }
+                _ => return p,
+            }
+        }
+    }
+
+    #[test]
+    fn cached_resolution_agrees_with_canonicalize() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path();
+        for dir in ["a/b/c", "x/y"] {
+            std::fs::create_dir_all(t.join(dir)).unwrap();
+        }
+        std::fs::write(t.join("a/file"), "").unwrap();
+        symlink(t.join("a/b"), t.join("abs")).unwrap(); // absolute
+        symlink("a/b/c", t.join("rel")).unwrap(); // relative, several components
+        symlink("../../x", t.join("a/b/up")).unwrap(); // `..` from the real directory
+        symlink("../rel/..", t.join("x/via")).unwrap(); // `..` after a link: physical
+        symlink("abs", t.join("chain")).unwrap(); // link to a link
+        symlink("nowhere", t.join("dangling")).unwrap();
+        symlink("loop2", t.join("loop1")).unwrap();
+        symlink("loop1", t.join("loop2")).unwrap();
+        let mut cached = Resolver::default();
+        for p in [
+            "",
+            "a",
+            "a/b/c",
+            "a/b/c/missing/deeper",
+            "abs",
+            "abs/c",
+            "abs/c/new",
+            "rel",
+            "rel/new",
+            "a/b/up",
+            "a/b/up/y",
+            "a/b/up/y/new",
+            "x/via",
+            "x/via/c",
+            "chain/c",
+            "dangling",
+            "dangling/x",
+            "loop1",
+            "loop1/x",
+            "a/file",
+            "a/file/x",
+            "abs/../x",
+            "missing",
+            "missing/a/b",
+        ] {
+            let p = t.join(p);
+            assert_eq!(cached.resolve(&p), by_canonicalize(&p), "{}", p.display());
+            assert_eq!(resolve_existing(&p), by_canonicalize(&p), "{}", p.display());
+        }
+        // Physical `..`: x/via is rel/.. = a/b, not x.
+        assert_eq!(
+            cached.resolve(&t.join("x/via")),
+            std::fs::canonicalize(t.join("a/b")).unwrap()
+        );
+    }
+
+    #[test]
+    fn clean_paths_compare_as_bytes_like_components() {
+        let cases = [
+            ("/home/u/.ssh/id", "/home/u/.ssh", true),
+            ("/home/u/.ssh", "/home/u/.ssh", true),
+            ("/home/u/.sshx", "/home/u/.ssh", false),
+            ("/home/u", "/home/u/.ssh", false),
+            ("/anything", "/", true),
+            ("/", "/", true),
+            ("/home//u/./.ssh/", "/home/u/.ssh", true),
+            ("/home/u/.ssh/../x", "/home/u/.ssh", true),
+            ("/home/u/.ssh", "/home/u/.ssh/", true),
+            ("relative/x", "relative", true),
+        ];
+        for (p, r, want) in cases {
+            let (p, r) = (Path::new(p), Path::new(r));
+            assert_eq!(is_within(p, r), want, "{p:?} within {r:?}");
+            assert_eq!(is_within(p, r), p.starts_with(r), "{p:?} within {r:?}");
+        }
     }
 
     #[test]
