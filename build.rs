@@ -45,6 +45,13 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
 
+    if target.contains("-linux-gnu") {
+        // The launcher, too, links the unwinder in instead of loading libgcc_s.so,
+        // whose constructor's `cpuid` probing traps under virtualisation (see
+        // sandpit-dylib/build.rs).
+        println!("cargo:rustc-link-lib=static:-bundle,+whole-archive=gcc_eh");
+    }
+
     let apple = target.contains("apple");
     let (built, name) = if apple {
         ("libsandpit_dylib.dylib", "libsandpit.dylib")

@@ -83,3 +83,20 @@ pub fn released<R>(f: impl FnOnce() -> R) -> R {
     INSIDE.with(|c| c.set(was));
     r
 }
+
+#[cfg(test)]
+mod tests {
+    /// The barrier holds with the unwinder linked in (build.rs: libgcc_eh instead of
+    /// libgcc_s): a panicking body fails with EPERM and never unwinds past `run`.
+    #[test]
+    fn a_panicking_body_fails_with_eperm() {
+        crate::sys::set_errno(0);
+        let r = super::run(-1, || -> Result<i32, libc::c_int> { panic!("body failed") });
+        assert_eq!(r, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EPERM)
+        );
+        assert_eq!(super::run(-1, || Ok(7)), 7);
+    }
+}
