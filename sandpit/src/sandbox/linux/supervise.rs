@@ -8,7 +8,8 @@
 //!                         └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
 //!                                  pivot_root; init: reaps, forwards signals
 //!                                    └─fork─▶ C3: setsid, caps dropped, no_new_privs,
-//!                                             Landlock, seccomp, exec the command
+//!                                             Landlock, seccomp, waits for the
+//!                                             guard to watch, exec the command
 //! ```
 //! Setup errors travel to the launcher over a close-on-exec SEQPACKET socket; EOF
 //! on it means the command was exec'd. When the command exits, pid 1 exits with its
@@ -599,7 +600,7 @@ fn child_c1(
         sys::exit_now(125);
     }
     if plan.mode == Mode::LandlockOnly {
-        exec_command(plan, prep, layers, &ctl)
+        exec_command(plan, prep, layers, &ctl, None)
     }
     // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
     // which forwards it once (not once per supervising process).
@@ -609,7 +610,7 @@ fn child_c1(
     // host's pid namespace (out of the command's sight, and out of the namespace's
     // teardown); it joins the user and mount namespaces once init has built the tree.
     // Two pipes: init tells the guard the tree is built; the guard tells init it
-    // watches (init starts the command only then).
+    // watches (the command's process execs only then).
     let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
     let (guard, mut init_ends) = if guarded.is_empty() {
         (None, None)
@@ -794,24 +795,18 @@ fn child_init(
         }
     }
     let _ = sys::sethostname(b"sandpit");
-    // The mount tree is final: the guard joins it, and the command starts once the
-    // guard watches.
-    if let Some((built, ready)) = guard {
+    // The mount tree is final: the guard joins it while the command's process is
+    // made and restricted; the command execs only once the guard watches.
+    let guard_ready = guard.map(|(built, ready)| {
         let _ = std::io::Write::write_all(&mut std::fs::File::from(built), b"M");
-        let mut byte = [0u8; 1];
-        if !std::io::Read::read(&mut std::fs::File::from(ready), &mut byte).is_ok_and(|n| n == 1) {
-            fail(
-                &ctl,
-                Layer::Mounts,
-                "the mount guard could not start (its message is above)",
-            )
-        }
-    }
+        ready
+    });
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-        Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl),
+        Ok(Fork::Child) => exec_command(plan, prep, layers, &ctl, guard_ready),
         Ok(Fork::Parent(agent)) => {
             drop(ctl);
+            drop(guard_ready);
             let _ = sys::set_dumpable(false);
             let sigs = SigSet::of(&all_signals());
             loop {
@@ -836,8 +831,15 @@ fn child_init(
     }
 }
 
-/// The command's own process: last restrictions, then exec.
-fn exec_command(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: &OwnedFd) -> ! {
+/// The command's own process: last restrictions, then (once the mount guard, if
+/// any, reports on `guard_ready` that it watches) exec.
+fn exec_command(
+    plan: &Plan,
+    prep: &Prepared,
+    layers: &Layers,
+    ctl: &OwnedFd,
+    guard_ready: Option<OwnedFd>,
+) -> ! {
     if let Err(e) = SigSet::reset_all() {
         fail(ctl, Layer::Process, &format!("signal mask: {e}"))
     }
@@ -881,6 +883,16 @@ fn exec_command(plan: &Plan, prep: &Prepared, layers: &Layers, ctl: &OwnedFd) ->
     };
     if let Err(e) = sys::seccomp_install(&prog) {
         fail(ctl, Layer::Seccomp, &format!("installing filter: {e}"))
+    }
+    if let Some(ready) = guard_ready {
+        let mut byte = [0u8; 1];
+        if !std::io::Read::read(&mut std::fs::File::from(ready), &mut byte).is_ok_and(|n| n == 1) {
+            fail(
+                ctl,
+                Layer::Mounts,
+                "the mount guard could not start (its message is above)",
+            )
+        }
     }
     if let Err(e) = sys::cloexec_from(3) {
         fail(ctl, Layer::Process, &format!("close_range: {e}"))
