@@ -205,16 +205,36 @@ struct Builder {
 
 struct Cx<'a> {
     src: &'a Source,
+    /// Byte offset where each line starts: a built-in profile's hundreds of origins
+    /// each find their line by binary search, not by counting from the top.
+    line_starts: Vec<usize>,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    fn new(src: &'a Source) -> Cx<'a> {
+        let line_starts = std::iter::once(0)
+            .chain(src.text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Cx { src, line_starts }
+    }
+
+    /// [`line_col`] from the line index.
+    fn line_col(&self, offset: usize) -> (u32, u32) {
+        let text = &self.src.text;
+        let offset = offset.min(text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset);
+        let start = self.line_starts[line - 1];
+        let col = text.get(start..offset).map_or(0, |l| l.chars().count()) + 1;
+        (line as u32, col as u32)
+    }
+
     fn diag(
         &self,
         span: std::ops::Range<usize>,
         message: impl Into<String>,
         hint: impl Into<String>,
     ) -> Error {
-        let (line, column) = line_col(&self.src.text, span.start);
+        let (line, column) = self.line_col(span.start);
         Error::Config(Box::new(Diagnostic {
             file: self.src.name.clone(),
             line,
@@ -225,7 +245,7 @@ impl Cx<'_> {
     }
 
     fn origin(&self, key: &str, entry: &str, span: std::ops::Range<usize>) -> Origin {
-        let (line, column) = line_col(&self.src.text, span.start);
+        let (line, column) = self.line_col(span.start);
         Origin {
             layer: self.src.layer,
             file: self.src.name.clone(),
@@ -300,7 +320,7 @@ impl Builder {
     }
 
     fn apply(&mut self, src: &Source) -> Result<()> {
-        let cx = Cx { src };
+        let cx = Cx::new(src);
         let raw: RawConfig = toml::from_str(&src.text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().to_string();
@@ -849,4 +869,23 @@ fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
 
 fn push_unique<T: PartialEq>(list: &mut Vec<Rule<T>>, value: T, origin: Origin) {
     push_rule(list, Rule { value, origin });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexed_line_col_agrees_with_counting() {
+        let text = "a = 1\n\n[files]\nblock_read = [\"~/.ssh\", \"é/ü\"]\n  x\n";
+        let src = Source::new(Layer::User, "t.toml", text);
+        let cx = Cx::new(&src);
+        for (offset, _) in text.char_indices().chain([(text.len(), ' ')]) {
+            assert_eq!(
+                cx.line_col(offset),
+                line_col(text, offset),
+                "offset {offset}"
+            );
+        }
+    }
 }

@@ -168,14 +168,19 @@ pub mod linux {
             ctx.workspace.clone()
         };
         // A block_read entry that a later layer carves out whole (a profile's
-        // allow_read of its own agent's auth file) is not masked.
-        let mut read_denied: Vec<PathBuf> = policy
-            .files
+        // allow_read of its own agent's auth file) is not masked. Only an entry at or
+        // below some allow_read rule can be carved out: the rest skip `decide`.
+        let files = &policy.files;
+        let mut read_denied: Vec<PathBuf> = files
             .block_read
             .iter()
             .map(|r| r.value.clone())
             .filter(|p| {
-                sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
+                !files
+                    .allow_read
+                    .iter()
+                    .any(|a| sandpit_policy::path::is_within(p, &a.value))
+                    || sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
             })
             .collect();
         read_denied.extend(host_daemon_sockets());
