@@ -6,7 +6,9 @@
 #   2. the real path inside `sandpit run` (curl -> listener in the network namespace ->
 #      the launcher's bridge relay -> the proxy's unix socket -> the server): curl's
 #      own download speed of 100 MB under `sandpit run` vs bare curl, the server on
-#      127.0.0.2 named allowed.test through `[network.resolve]`.
+#      127.0.0.2 named allowed.test through `[network.resolve]`; with socat installed,
+#      also bare curl through a socat TCP relay (the reference the issue quotes),
+#      measured in the same rounds.
 # Knobs: BENCH_MB, BENCH_ROUNDS, BENCH_LATENCY_N, BENCH_CONCURRENT; SECTIONS="1 2".
 # BENCH_RESULT=1 adds machine-readable `RESULT name value unit` lines (bench/report.sh).
 set -euo pipefail
@@ -28,12 +30,23 @@ MB=${BENCH_MB:-100}
 ROUNDS=${BENCH_ROUNDS:-5}
 WORK=$(mktemp -d /var/tmp/sandpit-bench-XXXXXX)
 SERVER=
-cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$WORK"; }
+SOCAT=
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
+  [ -n "$SOCAT" ] && kill "$SOCAT" 2>/dev/null
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 coproc SRV { exec "$BENCH" http 127.0.0.2:0 "$MB"; }
 SERVER=$SRV_PID
 read -r ADDR <&"${SRV[0]}"
 PORT=${ADDR##*:}
+if command -v socat >/dev/null; then
+  SOCAT_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.3", 0)); print(s.getsockname()[1])')
+  socat "TCP-LISTEN:$SOCAT_PORT,bind=127.0.0.3,reuseaddr,fork" "TCP:127.0.0.2:$PORT" &
+  SOCAT=$!
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.3/$SOCAT_PORT") 2>/dev/null && break; sleep 0.1; done
+fi
 mkdir -p "$WORK/home/.sandpit" "$WORK/home/project"
 printf '[network]\nallow = ["allowed.test"]\n[network.resolve]\n"allowed.test" = "127.0.0.2"\n' \
   > "$WORK/home/.sandpit/config.toml"
@@ -51,18 +64,19 @@ speed() { # url, command prefix…
 echo
 echo "== sandpit run: curl downloads $MB MB (curl's speed; median of $ROUNDS, interleaved) =="
 declare -A v=()
-names=(bare proxy transparent)
 for ((i = 0; i < ROUNDS; i++)); do
   v[bare]+=" $(speed "http://127.0.0.2:$PORT/" )"
+  if [ -n "$SOCAT" ]; then v[socat]+=" $(speed "http://127.0.0.3:$SOCAT_PORT/")"; fi
   v[proxy]+=" $(speed "http://allowed.test:$PORT/" "$BIN" run --)"
   v[transparent]+=" $(speed "http://allowed.test:$PORT/" "$BIN" run -- env -u http_proxy -u HTTP_PROXY -u ALL_PROXY -u all_proxy)"
 done
-python3 - "${v[bare]}" "${v[proxy]}" "${v[transparent]}" <<'PY'
+python3 - "${v[bare]}" "${v[proxy]}" "${v[transparent]}" ${SOCAT:+"${v[socat]}"} <<'PY'
 import os, sys
 med = lambda s: sorted(map(float, s.split()))[len(s.split()) // 2]
 rows = [("bare curl (direct to 127.0.0.2)", None),
         ("sandpit run, HTTP_PROXY (forwarded)", "run_http_proxy"),
-        ("sandpit run, no proxy env (transparent)", "run_transparent")]
+        ("sandpit run, no proxy env (transparent)", "run_transparent"),
+        ("socat TCP relay (reference, no sandbox)", "run_socat")]
 bare = [float(x) for x in sys.argv[1].split()]
 for (label, key), s in zip(rows, sys.argv[1:]):
     vals = [float(x) for x in s.split()]
