@@ -61,6 +61,19 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     }
     let o = probe_in(&p, &["openat", home.to_str().unwrap(), ".ssh/id_rsa"]);
     assert_eq!(errno_of(&o), Some(EACCES), "openat: {}", o.all());
+    // Relative to a directory fd, as judged from that directory's path: through a
+    // symlink in the workspace refused, a plain workspace file read (the fast path
+    // opens relative to the fd).
+    let ws_dir = ws.to_str().unwrap();
+    let o = probe_in(&p, &["openat", ws_dir, "innocent/id_rsa"]);
+    assert!(!o.all().contains(CANARY), "openat via link: {}", o.all());
+    assert_eq!(errno_of(&o), Some(EACCES), "openat via link: {}", o.all());
+    let o = probe_in(&p, &["openat", ws_dir, "ok.txt"]);
+    assert!(
+        o.stdout.contains("workspace-data"),
+        "openat ok.txt: {}",
+        o.all()
+    );
     let o = probe_in(&p, &["opendir", home.join(".ssh").to_str().unwrap()]);
     assert_eq!(errno_of(&o), Some(EACCES), "opendir: {}", o.all());
     // The denial names the rule and how to allow it.

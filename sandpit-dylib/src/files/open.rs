@@ -10,10 +10,13 @@
 //! C trampoline (`csrc/darwin.c`) that fetches the mode and calls the same body.
 //!
 //! Fast path: when the policy allows the lexically folded absolute path and the
-//! path has no `..`, the file is opened by that path with `openat2(…,
-//! RESOLVE_NO_SYMLINKS)` — one syscall, and the kernel guarantees that no symlink
-//! changed what was judged. A symlink on the way (`ELOOP`), a lexical denial or an
-//! old kernel take the slow path: full resolution, judge, then the real call.
+//! path has no `..`, the file is opened with `openat2(…, RESOLVE_NO_SYMLINKS)` —
+//! one syscall, and the kernel guarantees that no symlink changed what was judged.
+//! An absolute path is opened as judged; a relative one relative to the same
+//! directory (`dirfd` or the cwd) whose path it was judged under, so the kernel
+//! walks its few components rather than the whole path from `/` again. A symlink
+//! on the way (`ELOOP`), a lexical denial or an old kernel take the slow path: full
+//! resolution, judge, then the real call.
 use super::{absolute, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
@@ -75,11 +78,20 @@ pub unsafe fn open_impl(
     } else {
         (false, path::has_dotdot(p))
     };
-    let (abs_bytes, abs_ptr) = if clean {
-        (p, path)
+    let relative = p.first() != Some(&b'/');
+    let (abs_bytes, open_at, open_path) = if clean {
+        (p, libc::AT_FDCWD, path)
     } else {
         absolute(dirfd, p, &mut abs)?;
-        (abs.as_bytes(), abs.as_ptr())
+        // A relative path without `..` names the same file from `dirfd` as the
+        // judged absolute path does from `/` (the directory's path is physical),
+        // unless another thread moves the cwd in between — which a process could
+        // as well do with a raw system call; the kernel layer holds either way.
+        if relative {
+            (abs.as_bytes(), dirfd, path)
+        } else {
+            (abs.as_bytes(), libc::AT_FDCWD, abs.as_ptr())
+        }
     };
 
     if OPENAT2.load(Ordering::Relaxed) && !dotdot {
@@ -96,12 +108,12 @@ pub unsafe fn open_impl(
                 },
                 resolve: RESOLVE_NO_SYMLINKS,
             };
-            // SAFETY: `abs_ptr` is NUL-terminated (the caller's string or `abs`) and
-            // `how` is a valid open_how of the size passed.
+            // SAFETY: `open_path` is NUL-terminated (the caller's string or `abs`)
+            // and `how` is a valid open_how of the size passed.
             let r = unsafe {
                 crate::sys::openat2(
-                    libc::AT_FDCWD,
-                    abs_ptr,
+                    open_at,
+                    open_path,
                     (&raw const how).cast(),
                     std::mem::size_of::<OpenHow>(),
                 )
