@@ -499,6 +499,19 @@ fn snapshot_round_trips() {
     let mut bytes = p.snapshot();
     bytes.truncate(bytes.len() / 2);
     assert!(Policy::from_snapshot(&bytes).is_err());
+    // Every shorter prefix is refused, and so is anything appended.
+    let whole = p.snapshot();
+    for n in 0..whole.len() {
+        assert!(
+            Policy::decode_snapshot(&whole[..n]).is_err(),
+            "prefix of {n} bytes"
+        );
+    }
+    let mut longer = whole.clone();
+    longer.push(0);
+    assert!(Policy::decode_snapshot(&longer).is_err());
+    // A JSON snapshot of the previous format is foreign.
+    assert!(Policy::from_snapshot(b"sandpit-policy-v1\n{}").is_err());
 }
 
 #[test]

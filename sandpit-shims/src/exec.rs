@@ -6,7 +6,7 @@
 //! nothing run. Also `exec --connect HOST PORT`, the ProxyCommand that tunnels ssh
 //! through sandpit's proxy.
 //!
-//! Std and `sandpit-policy` only (plus `serde_json` for the snapshot): the shim
+//! Std and `sandpit-policy` only: the shim
 //! binary that links this must start in a fraction of a millisecond, so no async
 //! runtime, no HTTP stack, no argument-parser crate.
 //!
@@ -281,10 +281,8 @@ fn load_policy(tool: &str, fallback: Fallback<'_>) -> Result<Policy, String> {
             // Not Policy::from_snapshot: that validates (compiles) every `re:`
             // pattern, which the launcher already did. A pattern that no longer
             // compiles matches every command (fails closed).
-            let body = bytes
-                .strip_prefix(sandpit_policy::snapshot::MAGIC)
-                .ok_or("the policy snapshot has a bad header")?;
-            serde_json::from_slice(body).map_err(|e| format!("the policy snapshot is corrupt: {e}"))
+            Policy::decode_snapshot(&bytes)
+                .map_err(|e| format!("the policy snapshot is corrupt: {e}"))
         }
         None => fallback(tool),
     }
