@@ -138,6 +138,8 @@ row("#5", "`sandpit run -- curl` 100 MB, HTTP_PROXY", "≥ 0.85×", "MB/s",
     "run_http_proxy", "run_bare", "ratio_ge", 0.85)
 row("#5", "`sandpit run -- curl` 100 MB, transparent", "≥ 0.85×", "MB/s",
     "run_transparent", "run_bare", "ratio_ge", 0.85)
+row("#5", "socat TCP relay, curl 100 MB (reference, no sandbox)", "—", "MB/s",
+    "run_socat", "run_bare", "ratio_ge", 0)
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent")):
     row("#5", f"new connection + 1-byte echo, {label}", "≤ +0.3 ms", "us",
         f"proxy_lat_{k}", "proxy_lat_direct", "add_le", 300)
