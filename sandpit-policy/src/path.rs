@@ -26,7 +26,12 @@ pub enum PathError {
     Variable(String),
     #[error("\"~{0}\" (another user's home) is not supported")]
     OtherUser(String),
+    #[error("path is longer than {MAX_PATH} bytes")]
+    TooLong,
 }
+
+/// The longest path a policy may name (the kernel's `PATH_MAX`).
+pub const MAX_PATH: usize = 4096;
 
 /// Expand a policy path and make it absolute and lexically normal. Relative paths are
 /// relative to the workspace. Does not touch the filesystem.
@@ -58,7 +63,11 @@ pub fn expand(raw: &str, ctx: &Context) -> Result<PathBuf, PathError> {
     } else {
         (&ctx.workspace, raw)
     };
-    Ok(normalize(&base.join(rest)))
+    let p = normalize(&base.join(rest));
+    if p.as_os_str().len() > MAX_PATH {
+        return Err(PathError::TooLong);
+    }
+    Ok(p)
 }
 
 /// Lexically normalize an absolute path: drop `.` and empty components, apply `..`
@@ -142,12 +151,18 @@ impl Resolver {
                     };
                     for c in target.components() {
                         match c {
+                            // As the kernel: `..` (and a trailing `/`) only after a
+                            // directory.
+                            Component::ParentDir if !at.is_dir() => return None,
                             Component::ParentDir => {
                                 at.pop();
                             }
                             Component::Normal(n) => at = self.real(&at.join(n), links)?,
                             _ => {}
                         }
+                    }
+                    if target.as_os_str().as_encoded_bytes().ends_with(b"/") && !at.is_dir() {
+                        return None;
                     }
                     Some(at)
                 }
@@ -156,7 +171,11 @@ impl Resolver {
                 Err(_) => None,
             }
         });
-        self.known.insert(p.to_path_buf(), found.clone());
+        // A lookup that ran out of links says nothing about the paths it passed
+        // through (another lookup, with its own budget, may resolve them).
+        if *links <= MAX_LINKS {
+            self.known.insert(p.to_path_buf(), found.clone());
+        }
         found
     }
 }
@@ -238,6 +257,7 @@ mod tests {
         );
         assert_eq!(expand("/../../etc", &c).unwrap(), Path::new("/etc"));
         assert_eq!(expand("", &c), Err(PathError::Empty));
+        assert_eq!(expand(&"d/".repeat(3000), &c), Err(PathError::TooLong));
         assert_eq!(expand("a\0b", &c), Err(PathError::Control));
         assert_eq!(expand("$FOO/x", &c), Err(PathError::Variable("FOO".into())));
         assert_eq!(
@@ -331,6 +351,32 @@ mod tests {
             assert_eq!(cached.resolve(&p), by_canonicalize(&p), "{}", p.display());
             assert_eq!(resolve_existing(&p), by_canonicalize(&p), "{}", p.display());
         }
+        // `..` or a trailing `/` after a file fails as in the kernel; a long chain of
+        // links that exhausts one lookup's budget does not spoil another lookup of
+        // the paths it passed (each gets its own 40).
+        symlink("file/..", t.join("a/dotdot_file")).unwrap();
+        symlink("file/", t.join("a/slash_file")).unwrap();
+        symlink(t.join("a/b"), t.join("target")).unwrap();
+        symlink("target", t.join("l0")).unwrap();
+        for i in 1..40 {
+            symlink(format!("l{}", i - 1), t.join(format!("l{i}"))).unwrap();
+        }
+        let mut fresh = Resolver::default();
+        for p in [
+            "a/dotdot_file",
+            "a/dotdot_file/x",
+            "a/slash_file",
+            "l39",
+            "l39/c",
+            "target/c",
+        ] {
+            let p = t.join(p);
+            assert_eq!(fresh.resolve(&p), by_canonicalize(&p), "{}", p.display());
+        }
+        assert_eq!(
+            fresh.resolve(&t.join("target")),
+            std::fs::canonicalize(t.join("a/b")).unwrap()
+        );
         // Physical `..`: x/via is rel/.. = a/b, not x.
         assert_eq!(
             cached.resolve(&t.join("x/via")),
