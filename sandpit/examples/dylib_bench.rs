@@ -37,7 +37,7 @@ fn main() -> Result<()> {
     };
     // The built-in default policy (about 40 credential paths, protected files).
     let policy = sandpit_policy::load(&LoadOptions::new(ctx))?;
-    let lib = sandpit::inject::install(&state)?;
+    let lib = sandpit::inject::install(&state, sandpit::inject::Stamps::Trusted)?;
     let run = state.join("run");
     std::fs::create_dir_all(&run)?;
     std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700))?;

@@ -81,7 +81,7 @@ impl Pit {
             user_toml,
         ));
         let policy = sandpit_policy::load(&o).unwrap();
-        let lib = inject::install(&state).unwrap();
+        let lib = inject::install(&state, inject::Stamps::Trusted).unwrap();
         let run = state.join("run");
         std::fs::create_dir_all(&run).unwrap();
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();

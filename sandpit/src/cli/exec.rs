@@ -59,7 +59,10 @@ pub fn execute(a: Args) -> anyhow::Result<i32> {
         if let Some(out) = a.write_snapshot {
             std::fs::write(&out, loaded.policy.snapshot())?;
         } else {
-            let shim = crate::inject::install_shim(&loaded.policy.context.state_dir)?;
+            let shim = crate::inject::install_shim(
+                &loaded.policy.context.state_dir,
+                crate::inject::Stamps::for_policy(&loaded.policy),
+            )?;
             println!("{}", shim.path.display());
         }
         return Ok(0);

@@ -12,9 +12,13 @@
 //! passed leaves a stamp beside the file: its device, inode, size and change time
 //! (`ctime`, which no process can set back: every write, chmod, rename or
 //! replacement moves it). While the file's identity equals the stamp the bytes are
-//! not read again; any difference means a full comparison. Who could forge a stamp
-//! could as well replace the launcher: both live in this user's 0700 state
-//! directory, which no sandboxed command can write.
+//! not read again; any difference means a full comparison. The stamp is trusted
+//! only when no sandboxed command can write the state directory: [`Stamps::for_policy`]
+//! refuses it when a writable root of the policy contains that directory (Landlock,
+//! the file boundary in the degraded mode, cannot carve it out of such a root), so
+//! that whatever a command there wrote is compared, and replaced, by the next run.
+//! Outside that, forging a stamp takes this user's own processes outside any
+//! sandbox, which could as well edit the user's shell start-up files.
 //!
 //! [`child_env`] composes the variables the sandboxed child starts with; the
 //! library itself puts them back into every grandchild.
@@ -97,11 +101,36 @@ fn ensure_dir(dir: &Path) -> Result<()> {
     check_owned(dir, true)
 }
 
+/// Whether a verification stamp may spare the byte comparison (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamps {
+    Trusted,
+    Ignored,
+}
+
+impl Stamps {
+    /// Ignored when a root the policy makes writable contains the state directory.
+    pub fn for_policy(policy: &sandpit_policy::Policy) -> Stamps {
+        let state = &policy.context.state_dir;
+        let writable = policy
+            .files
+            .allow_write
+            .iter()
+            .any(|r| sandpit_policy::path::is_within(state, &r.value));
+        if writable {
+            Stamps::Ignored
+        } else {
+            Stamps::Trusted
+        }
+    }
+}
+
 /// The extracted library.
 #[derive(Debug, Clone)]
 pub struct Installed {
     pub path: PathBuf,
     expected: Cow<'static, [u8]>,
+    stamps: Stamps,
 }
 
 impl Installed {
@@ -116,7 +145,8 @@ impl Installed {
         check_owned(&self.path, false)?;
         let stamp = self.stamp_path();
         let identity = identity(&self.path).map_err(io(&self.path))?;
-        if std::fs::read_to_string(&stamp).is_ok_and(|s| s == identity) {
+        let trusted = self.stamps == Stamps::Trusted;
+        if trusted && std::fs::read_to_string(&stamp).is_ok_and(|s| s == identity) {
             return Ok(());
         }
         if !same_content(&self.path, &self.expected).map_err(io(&self.path))? {
@@ -125,9 +155,10 @@ impl Installed {
         // Change times come from a coarse clock: a file changed less than a second
         // ago could change again with the same ctime, so it gets no stamp yet. A
         // stamp that cannot be written only costs the next run a comparison.
-        if settled(&self.path) {
-            let tmp = stamp.with_extension(format!("{}.tmp", std::process::id()));
-            if std::fs::write(&tmp, &identity).is_ok() && std::fs::rename(&tmp, &stamp).is_err() {
+        if trusted && settled(&self.path) {
+            let mut tmp = stamp.clone().into_os_string();
+            tmp.push(format!(".{}.tmp", std::process::id()));
+            if std::fs::write(&tmp, &identity).is_err() || std::fs::rename(&tmp, &stamp).is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }
         }
@@ -188,9 +219,10 @@ fn same_content(path: &Path, expected: &[u8]) -> std::io::Result<bool> {
 }
 
 /// Extract the embedded library under `state_dir` (normally `~/.sandpit`).
-pub fn install(state_dir: &Path) -> Result<Installed> {
+pub fn install(state_dir: &Path, stamps: Stamps) -> Result<Installed> {
     install_hashed(
         state_dir,
+        stamps,
         Cow::Borrowed(DYLIB),
         DYLIB_SHA256,
         DYLIB_FILE_NAME,
@@ -199,7 +231,7 @@ pub fn install(state_dir: &Path) -> Result<Installed> {
 
 /// Extract the embedded shim binary (`sandpit-shim`, what the PATH shims link to)
 /// the same way: `~/.sandpit/lib/<sha256>/sandpit-shim`, checked before use.
-pub fn install_shim(state_dir: &Path) -> Result<Installed> {
+pub fn install_shim(state_dir: &Path, stamps: Stamps) -> Result<Installed> {
     if SHIM_BIN.is_empty() {
         // A `cargo clippy` build embeds nothing; such a binary cannot make shims.
         return Err(InjectError::WrongKind(
@@ -209,6 +241,7 @@ pub fn install_shim(state_dir: &Path) -> Result<Installed> {
     }
     install_hashed(
         state_dir,
+        stamps,
         Cow::Borrowed(SHIM_BIN),
         SHIM_SHA256,
         sandpit_shims::exec::SHIM_BIN_NAME,
@@ -216,14 +249,20 @@ pub fn install_shim(state_dir: &Path) -> Result<Installed> {
 }
 
 /// [`install`] for given bytes (tests use it with fixtures).
-pub fn install_bytes(state_dir: &Path, bytes: &[u8], name: &str) -> Result<Installed> {
+pub fn install_bytes(
+    state_dir: &Path,
+    stamps: Stamps,
+    bytes: &[u8],
+    name: &str,
+) -> Result<Installed> {
     let hash = content_hash(bytes);
-    install_hashed(state_dir, Cow::Owned(bytes.to_vec()), &hash, name)
+    install_hashed(state_dir, stamps, Cow::Owned(bytes.to_vec()), &hash, name)
 }
 
 /// Extract `bytes`, whose hex SHA-256 is `hash`, as `state_dir/lib/<hash>/<name>`.
 pub fn install_hashed(
     state_dir: &Path,
+    stamps: Stamps,
     bytes: Cow<'static, [u8]>,
     hash: &str,
     name: &str,
@@ -237,6 +276,7 @@ pub fn install_hashed(
     let inst = Installed {
         path,
         expected: bytes,
+        stamps,
     };
     if inst.path.exists() && inst.verify().is_ok() {
         return Ok(inst);
@@ -350,7 +390,8 @@ mod tests {
     fn same_length_tampering_is_caught() {
         let d = tempfile::tempdir().unwrap();
         let state = d.path().join("state");
-        let inst = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        let inst =
+            install_bytes(&state, Stamps::Trusted, b"library-bytes", "libsandpit.so").unwrap();
         let mut p = std::fs::metadata(&inst.path).unwrap().permissions();
         p.set_mode(0o700);
         std::fs::set_permissions(&inst.path, p).unwrap();
@@ -361,7 +402,13 @@ mod tests {
     #[test]
     fn a_matching_stamp_spares_the_comparison_and_any_change_undoes_it() {
         let d = tempfile::tempdir().unwrap();
-        let inst = install_bytes(&d.path().join("s"), b"library-bytes", "libsandpit.so").unwrap();
+        let inst = install_bytes(
+            &d.path().join("s"),
+            Stamps::Trusted,
+            b"library-bytes",
+            "libsandpit.so",
+        )
+        .unwrap();
         // Just written: not settled, so no stamp yet.
         assert!(!inst.stamp_path().exists());
         // Tamper, then stamp the tampered file as if it had been verified: the stamp
@@ -375,20 +422,59 @@ mod tests {
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o500)).unwrap();
         assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
         // A settled, verified file gets its stamp.
-        let ok = install_bytes(&d.path().join("t"), b"library-bytes", "libsandpit.so").unwrap();
+        let ok = install_bytes(
+            &d.path().join("t"),
+            Stamps::Trusted,
+            b"library-bytes",
+            "libsandpit.so",
+        )
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(2100));
         ok.verify().unwrap();
         assert_eq!(
             std::fs::read_to_string(ok.stamp_path()).unwrap(),
             identity(&ok.path).unwrap()
         );
+        // Where the sandbox could write the state directory, a matching stamp does
+        // not spare the comparison: the tampered file is caught, and replaced by a
+        // new install.
+        let state = d.path().join("w");
+        let weak =
+            install_bytes(&state, Stamps::Ignored, b"library-bytes", "libsandpit.so").unwrap();
+        std::fs::set_permissions(&weak.path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(&weak.path, b"library-bytez").unwrap();
+        std::fs::write(weak.stamp_path(), identity(&weak.path).unwrap()).unwrap();
+        assert!(matches!(weak.verify(), Err(InjectError::Tampered(_))));
+        let again =
+            install_bytes(&state, Stamps::Ignored, b"library-bytes", "libsandpit.so").unwrap();
+        assert_eq!(std::fs::read(&again.path).unwrap(), b"library-bytes");
+    }
+
+    #[test]
+    fn stamps_are_ignored_when_a_writable_root_holds_the_state_dir() {
+        let ctx = sandpit_policy::Context {
+            home: "/home/u".into(),
+            workspace: "/home/u/proj".into(),
+            scratch: "/tmp/s".into(),
+            state_dir: "/home/u/.sandpit".into(),
+        };
+        let mut policy =
+            sandpit_policy::load::load(&sandpit_policy::load::LoadOptions::new(ctx)).unwrap();
+        assert_eq!(Stamps::for_policy(&policy), Stamps::Trusted);
+        let home = sandpit_policy::Rule {
+            value: PathBuf::from("/home/u"),
+            origin: sandpit_policy::Origin::builtin("files.allow_write", "~"),
+        };
+        policy.files.allow_write.push(home);
+        assert_eq!(Stamps::for_policy(&policy), Stamps::Ignored);
     }
 
     #[test]
     fn installs_atomically_and_verifies() {
         let d = tempfile::tempdir().unwrap();
         let state = d.path().join(".sandpit");
-        let inst = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        let inst =
+            install_bytes(&state, Stamps::Trusted, b"library-bytes", "libsandpit.so").unwrap();
         assert!(inst.path.ends_with(format!(
             "lib/{}/libsandpit.so",
             content_hash(b"library-bytes")
@@ -406,13 +492,14 @@ mod tests {
         }
         assert_eq!(std::fs::read(&inst.path).unwrap(), b"library-bytes");
         // Idempotent.
-        install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        install_bytes(&state, Stamps::Trusted, b"library-bytes", "libsandpit.so").unwrap();
         // Tampered content is caught before use, and repaired by a new install.
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::write(&inst.path, b"evil").unwrap();
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o500)).unwrap();
         assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
-        let again = install_bytes(&state, b"library-bytes", "libsandpit.so").unwrap();
+        let again =
+            install_bytes(&state, Stamps::Trusted, b"library-bytes", "libsandpit.so").unwrap();
         again.verify().unwrap();
         assert_eq!(std::fs::read(&again.path).unwrap(), b"library-bytes");
     }
@@ -421,7 +508,7 @@ mod tests {
     fn refuses_group_writable_or_foreign() {
         let d = tempfile::tempdir().unwrap();
         let state = d.path().join(".sandpit");
-        let inst = install_bytes(&state, b"x", "libsandpit.so").unwrap();
+        let inst = install_bytes(&state, Stamps::Trusted, b"x", "libsandpit.so").unwrap();
         let dir = inst.path.parent().unwrap();
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o770)).unwrap();
         assert!(matches!(inst.verify(), Err(InjectError::Writable(_))));

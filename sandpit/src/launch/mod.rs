@@ -195,12 +195,13 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     let snapshot = run_dir.join("policy.snapshot");
     write_atomic(&snapshot, &policy.snapshot())?;
 
-    let interposer = choose_interposer(o, &state_dir)?;
+    let interposer = choose_interposer(o, &state_dir, inject::Stamps::for_policy(policy))?;
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.join("shims");
         // The shims link to the small shim binary, not to this one (bench/shim_exec.sh).
-        let shim = inject::install_shim(&state_dir).map_err(LaunchError::ShimBinary)?;
+        let shim = inject::install_shim(&state_dir, inject::Stamps::for_policy(policy))
+            .map_err(LaunchError::ShimBinary)?;
         let exe = shim.path;
         let path = std::env::var("PATH").unwrap_or_default();
         let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
@@ -273,7 +274,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 /// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
 /// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
 /// verification failing otherwise is fatal.
-fn choose_interposer(o: &Options, state_dir: &Path) -> Result<Interposer> {
+fn choose_interposer(o: &Options, state_dir: &Path, stamps: inject::Stamps) -> Result<Interposer> {
     if o.kernel_only {
         return Ok(Interposer::Off("--kernel-only".into()));
     }
@@ -292,7 +293,7 @@ fn choose_interposer(o: &Options, state_dir: &Path) -> Result<Interposer> {
         }
     }
     // `install` verifies the file (ownership, modes, content hash) before returning.
-    let lib = inject::install(state_dir).map_err(LaunchError::Interposer)?;
+    let lib = inject::install(state_dir, stamps).map_err(LaunchError::Interposer)?;
     Ok(Interposer::On(lib))
 }
 
