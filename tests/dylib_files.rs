@@ -62,8 +62,7 @@ fn blocked_reads_fail_with_eacces_in_every_spelling() {
     let o = probe_in(&p, &["openat", home.to_str().unwrap(), ".ssh/id_rsa"]);
     assert_eq!(errno_of(&o), Some(EACCES), "openat: {}", o.all());
     // Relative to a directory fd, as judged from that directory's path: through a
-    // symlink in the workspace refused, a plain workspace file read (the fast path
-    // opens relative to the fd).
+    // symlink in the workspace refused, a plain workspace file read.
     let ws_dir = ws.to_str().unwrap();
     let o = probe_in(&p, &["openat", ws_dir, "innocent/id_rsa"]);
     assert!(!o.all().contains(CANARY), "openat via link: {}", o.all());

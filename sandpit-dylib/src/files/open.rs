@@ -12,9 +12,9 @@
 //! Fast path: when the policy allows the lexically folded absolute path and the
 //! path has no `..`, the file is opened with `openat2(…, RESOLVE_NO_SYMLINKS)` —
 //! one syscall, and the kernel guarantees that no symlink changed what was judged.
-//! An absolute path is opened as judged; a relative one relative to the same
-//! directory (`dirfd` or the cwd) whose path it was judged under, so the kernel
-//! walks its few components rather than the whole path from `/` again. A symlink
+//! An absolute path is opened as judged; one relative to the cwd relative to the
+//! cwd it was judged under, so the kernel walks its few components rather than the
+//! whole path from `/` again. A symlink
 //! on the way (`ELOOP`), a lexical denial or an old kernel take the slow path: full
 //! resolution, judge, then the real call.
 use super::{absolute, judge};
@@ -83,12 +83,15 @@ pub unsafe fn open_impl(
         (p, libc::AT_FDCWD, path)
     } else {
         absolute(dirfd, p, &mut abs)?;
-        // A relative path without `..` names the same file from `dirfd` as the
-        // judged absolute path does from `/` (the directory's path is physical),
-        // unless another thread moves the cwd in between — which a process could
-        // as well do with a raw system call; the kernel layer holds either way.
-        if relative {
-            (abs.as_bytes(), dirfd, path)
+        // A path relative to the cwd, without `..`, names the same file from the
+        // cwd as the judged absolute path (getcwd: physical, and inside this mount
+        // namespace — an unreachable cwd has no such path and fails above) does from
+        // `/`, unless another thread moves the cwd in between — which a process
+        // could as well do with a raw system call; the kernel layer holds either
+        // way. A directory fd is not used so: one inherited from outside the
+        // sandbox's mount namespace reads as a path of this namespace.
+        if relative && dirfd == libc::AT_FDCWD {
+            (abs.as_bytes(), libc::AT_FDCWD, path)
         } else {
             (abs.as_bytes(), libc::AT_FDCWD, abs.as_ptr())
         }
