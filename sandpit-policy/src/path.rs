@@ -102,28 +102,34 @@ pub struct Resolver {
     known: std::collections::HashMap<PathBuf, Option<PathBuf>>,
 }
 
+/// The real path of the longest ancestor of `p` (lexically normalized first) that
+/// `real` finds, with the rest of `p` appended as written; `p` if none is found.
+fn below_longest_real(p: &Path, mut real: impl FnMut(&Path) -> Option<PathBuf>) -> PathBuf {
+    let p = normalize(p);
+    let mut ancestor = p.as_path();
+    let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
+    loop {
+        if let Some(mut out) = real(ancestor) {
+            out.extend(tail.iter().rev());
+            return normalize(&out);
+        }
+        match (ancestor.parent(), ancestor.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name);
+                ancestor = parent;
+            }
+            _ => return p,
+        }
+    }
+}
+
 /// Symlinks followed in one lookup before giving up (the kernel's own limit).
 const MAX_LINKS: u32 = 40;
 
 impl Resolver {
     /// See [`resolve_existing`].
     pub fn resolve(&mut self, p: &Path) -> PathBuf {
-        let p = normalize(p);
-        let mut ancestor = p.as_path();
-        let mut tail: Vec<&std::ffi::OsStr> = Vec::new();
-        loop {
-            if let Some(mut out) = self.real(ancestor, &mut 0) {
-                out.extend(tail.iter().rev());
-                return normalize(&out);
-            }
-            match (ancestor.parent(), ancestor.file_name()) {
-                (Some(parent), Some(name)) => {
-                    tail.push(name);
-                    ancestor = parent;
-                }
-                _ => return p,
-            }
-        }
+        below_longest_real(p, |a| self.real(a, &mut 0))
     }
 
     /// The real path of the lexically normal absolute `p`, if it exists: each
@@ -285,22 +291,7 @@ mod tests {
     /// What `resolve_existing` was before it cached: `canonicalize` on the longest
     /// ancestor that has a real path.
     fn by_canonicalize(p: &Path) -> PathBuf {
-        let p = normalize(p);
-        let mut a = p.as_path();
-        let mut tail = vec![];
-        loop {
-            if let Ok(mut real) = std::fs::canonicalize(a) {
-                real.extend(tail.iter().rev());
-                return normalize(&real);
-            }
-            match (a.parent(), a.file_name()) {
-                (Some(parent), Some(name)) => {
-                    tail.push(name);
-                    a = parent;
-                }
-                _ => return p,
-            }
-        }
+        below_longest_real(p, |a| std::fs::canonicalize(a).ok())
     }
 
     #[test]

@@ -399,36 +399,34 @@ mod tests {
         assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
     }
 
-    #[test]
-    fn a_matching_stamp_spares_the_comparison_and_any_change_undoes_it() {
-        let d = tempfile::tempdir().unwrap();
-        let inst = install_bytes(
-            &d.path().join("s"),
-            Stamps::Trusted,
-            b"library-bytes",
-            "libsandpit.so",
-        )
-        .unwrap();
-        // Just written: not settled, so no stamp yet.
-        assert!(!inst.stamp_path().exists());
-        // Tamper, then stamp the tampered file as if it had been verified: the stamp
-        // is trusted and the bytes are not read (which is what it is for).
+    /// The fixture library installed under `state`.
+    fn fixture(state: &Path, stamps: Stamps) -> Installed {
+        install_bytes(state, stamps, b"library-bytes", "libsandpit.so").unwrap()
+    }
+
+    /// Same-length tampering, then a stamp forged to match the tampered file.
+    fn tamper_and_forge_stamp(inst: &Installed) {
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::write(&inst.path, b"library-bytez").unwrap();
         std::fs::write(inst.stamp_path(), identity(&inst.path).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_matching_stamp_spares_the_comparison_and_any_change_undoes_it() {
+        let d = tempfile::tempdir().unwrap();
+        let inst = fixture(&d.path().join("s"), Stamps::Trusted);
+        // Just written: not settled, so no stamp yet.
+        assert!(!inst.stamp_path().exists());
+        // A stamp forged for a tampered file is trusted and the bytes are not read
+        // (which is what a stamp is for: only this user outside a sandbox can forge).
+        tamper_and_forge_stamp(&inst);
         inst.verify().unwrap();
         // Any change of the file (here a chmod) moves its ctime: full comparison.
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o500)).unwrap();
         assert!(matches!(inst.verify(), Err(InjectError::Tampered(_))));
         // A settled, verified file gets its stamp.
-        let ok = install_bytes(
-            &d.path().join("t"),
-            Stamps::Trusted,
-            b"library-bytes",
-            "libsandpit.so",
-        )
-        .unwrap();
+        let ok = fixture(&d.path().join("t"), Stamps::Trusted);
         std::thread::sleep(std::time::Duration::from_millis(2100));
         ok.verify().unwrap();
         assert_eq!(
@@ -439,14 +437,10 @@ mod tests {
         // not spare the comparison: the tampered file is caught, and replaced by a
         // new install.
         let state = d.path().join("w");
-        let weak =
-            install_bytes(&state, Stamps::Ignored, b"library-bytes", "libsandpit.so").unwrap();
-        std::fs::set_permissions(&weak.path, std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::fs::write(&weak.path, b"library-bytez").unwrap();
-        std::fs::write(weak.stamp_path(), identity(&weak.path).unwrap()).unwrap();
+        let weak = fixture(&state, Stamps::Ignored);
+        tamper_and_forge_stamp(&weak);
         assert!(matches!(weak.verify(), Err(InjectError::Tampered(_))));
-        let again =
-            install_bytes(&state, Stamps::Ignored, b"library-bytes", "libsandpit.so").unwrap();
+        let again = fixture(&state, Stamps::Ignored);
         assert_eq!(std::fs::read(&again.path).unwrap(), b"library-bytes");
     }
 
