@@ -4,6 +4,8 @@
 #   1. `sandpit run -- /bin/true` median            (goal <= 8 ms)
 #   2. open+close per call, every layer on vs bare  (goal <= 1.10x) at path depths
 #   3. start time in a 300k-file workspace vs empty (goal <= 1.05x)
+#   4. where the start of `sandpit run -- /bin/true` goes: the median of each step's
+#      time (SANDPIT_TIMING=1) over RUNS runs
 # Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
 # SECTIONS="1 2 3" picks sections.
 # As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
@@ -27,6 +29,11 @@ fi
 export HOME=$WORK/home
 unset XDG_RUNTIME_DIR
 export PATH=/usr/local/bin:/usr/bin:/bin
+# One run extracts the interposer into this fresh HOME; after ~2 s its verification
+# stamp is written (src/inject), as on any machine where sandpit has run before.
+(cd "$HOME/empty" && "${AS[@]}" "$BIN" run -- /bin/true >/dev/null 2>&1)
+sleep 2.1
+(cd "$HOME/empty" && "${AS[@]}" "$BIN" run -- /bin/true >/dev/null 2>&1)
 
 # Interleaved timing of two commands (A then B, RUNS times, so load drift hits both
 # alike). Prints "A_wall B_wall A_cpu B_cpu": medians in ms; cpu = user+sys of the
@@ -54,7 +61,7 @@ PY
 result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
-SECTIONS=${SECTIONS:-1 2 3}
+SECTIONS=${SECTIONS:-1 2 3 4}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if has 1; then
 echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
@@ -92,6 +99,25 @@ oc "relative path (cwd at depth 4), O_RDONLY" f r rel_r "$HOME/ws/d1/d2/d3"
 oc "relative path (cwd at depth 4), O_WRONLY" f w rel_w "$HOME/ws/d1/d2/d3"
 # Outside every writable root: the read-only host view.
 oc "/usr/include/stdio.h, O_RDONLY" /usr/include/stdio.h r host_r
+fi
+
+if has 4; then
+echo "== 4. start-up steps of sandpit run -- /bin/true (SANDPIT_TIMING=1, medians of $RUNS runs)"
+for _ in $(seq "$RUNS"); do
+  (cd "$HOME/empty" && SANDPIT_TIMING=1 "${AS[@]}" "$BIN" run -- /bin/true 2>&1 >/dev/null | grep '^sandpit: timing ') || true
+done | python3 -c '
+import re, statistics, sys
+steps = {}
+for line in sys.stdin:
+    m = re.match(r"sandpit: timing ([0-9.]+) ms (.*) \(pid [0-9]+\)$", line)
+    if m:
+        steps.setdefault(m.group(2), []).append(float(m.group(1)))
+prev = 0.0
+for step, v in sorted(steps.items(), key=lambda kv: statistics.median(kv[1])):
+    at = statistics.median(v)
+    print(f"{at:8.2f} ms  +{at - prev:5.2f}  {step}")
+    prev = at
+'
 fi
 
 has 3 || exit 0

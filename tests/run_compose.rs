@@ -113,6 +113,72 @@ fn startup_line_names_every_layer() {
 }
 
 #[test]
+fn timing_lines_name_each_start_up_step_of_every_process() {
+    let w = World::new("");
+    let timing = |o: &Output| -> Vec<(f64, String)> {
+        stderr(o)
+            .lines()
+            .filter_map(|l| l.strip_prefix("sandpit: timing "))
+            .map(|l| {
+                let (ms, step) = l.split_once(" ms ").expect("`N ms STEP`");
+                (ms.parse().expect("milliseconds"), step.to_string())
+            })
+            .collect()
+    };
+    // Off unless asked for.
+    let o = w.run(&[], "true");
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(timing(&o).is_empty(), "{}", out(&o));
+
+    let o =
+        w.h.sandpit()
+            .env("SANDPIT_TIMING", "1")
+            .args(["run", "--", "true"])
+            .output()
+            .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    let lines = timing(&o);
+    let has = |step: &str| lines.iter().any(|(_, s)| s.starts_with(step));
+    for step in [
+        "arguments parsed",
+        "policy loaded",
+        "C1 forked",
+        "C1: namespaces entered",
+        "init: mounts built",
+        "guard: watching",
+        "command's process: seccomp installed",
+        "command exec'd",
+        "command and its supervisors exited",
+    ] {
+        assert!(has(step), "{step:?} missing: {}", out(&o));
+    }
+    // Init is pid 1 and the command's process pid 2 of the new pid namespace.
+    assert!(lines
+        .iter()
+        .any(|(_, s)| s.starts_with("init") && s.ends_with("(pid 1)")));
+    assert!(lines
+        .iter()
+        .any(|(_, s)| s.starts_with("command's process") && s.ends_with("(pid 2)")));
+    // The launcher's own steps come in order, and `exit` last.
+    let own: Vec<f64> = lines
+        .iter()
+        .filter(|(_, s)| {
+            !s.starts_with("C1")
+                && !s.starts_with("init")
+                && !s.starts_with("guard")
+                && !s.starts_with("command's process")
+        })
+        .map(|(ms, _)| *ms)
+        .collect();
+    assert!(own.windows(2).all(|w| w[0] <= w[1]), "{}", out(&o));
+    assert!(
+        lines.last().is_some_and(|(_, s)| s.starts_with("exit")),
+        "{}",
+        out(&o)
+    );
+}
+
+#[test]
 fn curl_reaches_only_allowed_hosts() {
     let w = World::new("");
     let (a, b) = (w.allowed.port, w.blocked.port);

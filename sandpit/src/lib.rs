@@ -12,3 +12,4 @@ pub mod launch;
 pub mod proxy;
 pub mod sandbox;
 pub mod sys;
+pub mod timing;

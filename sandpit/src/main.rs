@@ -1,3 +1,6 @@
 fn main() {
-    std::process::exit(sandpit::cli::main());
+    sandpit::timing::init();
+    let code = sandpit::cli::main();
+    sandpit::timing::mark("exit");
+    std::process::exit(code);
 }

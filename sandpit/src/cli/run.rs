@@ -248,6 +248,7 @@ pub mod linux {
                  --allow-degraded to run with namespaces + seccomp only."
             );
         }
+        crate::timing::mark("arguments parsed, kernel probed");
         let scratch = make_scratch(&scratch_root())?;
         let mut result = run_with_scratch(&args, mode, &support, &scratch);
         if mode == Mode::Namespaces {
@@ -301,6 +302,7 @@ pub mod linux {
         linux::block_forwarded_signals().context("blocking signals")?;
         let cmd0 = args.command.first().and_then(|c| c.to_str());
         let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+        crate::timing::mark("policy loaded");
         // Audit log, audit socket and learn mode first: the launch's interposer
         // reports to the session's socket (and it makes ~/.sandpit, which the plan
         // then binds read-only).
@@ -324,6 +326,7 @@ pub mod linux {
             );
         }
         let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
+        crate::timing::mark("audit session started");
         let mut launch = crate::launch::prepare(
             &with_private_tmp(&loaded.policy, mode),
             &crate::launch::Options {
@@ -341,6 +344,7 @@ pub mod linux {
         )?;
         // Fallback mode: the bridge listens on this machine's loopback, so it takes a
         // free port (bound now, handed to the spawn) unless one was asked for.
+        crate::timing::mark("run prepared (snapshot, interposer, sockets)");
         let bridge_listener = match (mode, args.proxy_port) {
             (linux::Mode::LandlockOnly, None) => Some(
                 std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -383,6 +387,7 @@ pub mod linux {
             .extend([state.join("run"), state.join("logs")]);
         input.read_allowed.push(session.run_dir().to_path_buf());
         let mut plan = linux::plan(&input, &linux::HostFs)?;
+        crate::timing::mark("planned");
         if caches {
             plan.env.extend(crate::caches::env(&cache));
         }
@@ -422,6 +427,7 @@ pub mod linux {
                 return Err(e.into());
             }
         };
+        crate::timing::mark("command exec'd");
         if let Some(l) = running.take_bridge() {
             launch.serve_bridge(l);
         }
@@ -435,11 +441,15 @@ pub mod linux {
                 return Err(e.into());
             }
         };
+        crate::timing::mark("proxy and DNS started");
         let result = running.wait();
+        crate::timing::mark("command and its supervisors exited");
         for line in services.finish() {
             eprintln!("{line}");
         }
+        crate::timing::mark("proxy and DNS stopped");
         session.finish(result.as_ref().ok().copied());
+        crate::timing::mark("audit session finished, run directory removed");
         Ok(result?)
     }
 

@@ -604,6 +604,7 @@ fn child_c1(
     }
     // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
     // which forwards it once (not once per supervising process).
+    crate::timing::mark("C1 forked");
     let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
     // The mount guard is forked before the namespaces exist, so that it stays in the
@@ -633,9 +634,11 @@ fn child_c1(
             }
         }
     };
+    crate::timing::mark("C1: guard forked");
     if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())
     }
+    crate::timing::mark("C1: namespaces entered (unshare, uid/gid maps)");
     match sys::fork() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
         Ok(Fork::Child) => child_init(plan, prep, layers, ctl, init_ends.take()),
@@ -669,6 +672,7 @@ fn guard_process(
             std::thread::park();
         }
     }
+    crate::timing::mark("guard: tree built, joining");
     if let Err(e) = sys::join_user_and_mount_ns(c1) {
         eprintln!("sandpit: mount guard: joining the sandbox's namespaces: {e}");
         sys::exit_now(125);
@@ -688,6 +692,7 @@ fn guard_process(
             sys::exit_now(125)
         }
     };
+    crate::timing::mark("guard: watching");
     if std::io::Write::write_all(&mut std::fs::File::from(ready), b"R").is_err() {
         sys::exit_now(125);
     }
@@ -706,9 +711,11 @@ fn child_init(
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
         fail(&ctl, Layer::Process, &format!("signal handlers: {e}"))
     }
+    crate::timing::mark("init forked");
     if let Err(e) = namespaces::apply_mounts(plan) {
         fail(&ctl, Layer::Mounts, &e.to_string())
     }
+    crate::timing::mark("init: mounts built");
     if plan.net != NetPlan::Host {
         if let Err(e) = sys::loopback_up() {
             fail(&ctl, Layer::Network, &format!("bringing up loopback: {e}"))
@@ -794,6 +801,7 @@ fn child_init(
             }
         }
     }
+    crate::timing::mark("init: network set up");
     let _ = sys::sethostname(b"sandpit");
     // The mount tree is final: the guard joins it while the command's process is
     // made and restricted; the command execs only once the guard watches.
@@ -840,6 +848,7 @@ fn exec_command(
     ctl: &OwnedFd,
     guard_ready: Option<OwnedFd>,
 ) -> ! {
+    crate::timing::mark("command's process forked");
     if let Err(e) = SigSet::reset_all() {
         fail(ctl, Layer::Process, &format!("signal mask: {e}"))
     }
@@ -877,6 +886,7 @@ fn exec_command(
             fail(ctl, Layer::Landlock, &e.to_string())
         }
     }
+    crate::timing::mark("command's process: Landlock applied");
     let prog = match seccomp::compile(&seccomp::table(plan.seccomp)) {
         Ok(p) => p,
         Err(e) => fail(ctl, Layer::Seccomp, &e.to_string()),
@@ -884,6 +894,7 @@ fn exec_command(
     if let Err(e) = sys::seccomp_install(&prog) {
         fail(ctl, Layer::Seccomp, &format!("installing filter: {e}"))
     }
+    crate::timing::mark("command's process: seccomp installed");
     if let Some(ready) = guard_ready {
         let mut byte = [0u8; 1];
         if !std::io::Read::read(&mut std::fs::File::from(ready), &mut byte).is_ok_and(|n| n == 1) {
@@ -894,6 +905,7 @@ fn exec_command(
             )
         }
     }
+    crate::timing::mark("command's process: the guard watches; exec");
     if let Err(e) = sys::cloexec_from(3) {
         fail(ctl, Layer::Process, &format!("close_range: {e}"))
     }
