@@ -14,9 +14,8 @@
 //! one syscall, and the kernel guarantees that no symlink changed what was judged.
 //! An absolute path is opened as judged; one relative to the cwd relative to the
 //! cwd it was judged under, so the kernel walks its few components rather than the
-//! whole path from `/` again. A symlink
-//! on the way (`ELOOP`), a lexical denial or an old kernel take the slow path: full
-//! resolution, judge, then the real call.
+//! whole path from `/` again. A symlink on the way (`ELOOP`), a lexical denial or an
+//! old kernel take the slow path: full resolution, judge, then the real call.
 use super::{absolute, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
