@@ -619,21 +619,13 @@ fn absent_credential_files_read_as_absent_and_present_ones_stay_refused() {
 
 #[test]
 fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let h = home();
     let ws = h.workspace();
     let start = |script: &str| {
-        let mut c = h
-            .sandpit()
-            .args(["run", "--", "sh", "-c", script])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "ready");
-        (c, lines)
+        let mut c = h.sandpit();
+        c.args(["run", "--", "sh", "-c", script]);
+        common::spawn_ready(c, Stdio::null())
     };
     let (mut first, _) = start("echo ready; while [ ! -e go1 ]; do sleep 0.05; done");
     let (mut second, mut second_out) = start(

@@ -5,7 +5,7 @@
 mod common;
 mod kernel_support;
 
-use common::TestHome;
+use common::{spawn_ready, TestHome};
 use kernel_support::*;
 use std::os::unix::fs::MetadataExt;
 
@@ -335,20 +335,10 @@ fn degraded_mode_refuses_reads_of_credentials_with_landlock() {
 /// a second run still relies on them (removing a mountpoint unmounts it there).
 #[test]
 fn concurrent_runs_keep_each_others_protected_placeholders() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let h = TestHome::new();
     let ws = h.workspace();
-    let start = |script: &str| {
-        let mut c = sandpit_cmd(&h, &[], script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "ready");
-        (c, lines)
-    };
+    let start = |script: &str| spawn_ready(sandpit_cmd(&h, &[], script), Stdio::piped());
     let (first, _) = start("echo ready; while [ ! -e go1 ]; do sleep 0.05; done");
     let (second, mut second_out) = start(
         "echo ready; while [ ! -e go2 ]; do sleep 0.05; done; \

@@ -6,9 +6,8 @@
 mod common;
 mod kernel_support;
 
-use common::TestHome;
+use common::{spawn_ready, TestHome};
 use kernel_support::*;
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 const PROC_PY: &str = r#"
@@ -186,17 +185,14 @@ fn exit_status_and_signals_propagate() {
     let h = TestHome::new();
     assert_eq!(sandboxed(&h, "exit 7").status.code(), Some(7));
     assert_eq!(sandboxed(&h, "kill -9 $$").status.code(), Some(137));
-    let mut child = sandpit_cmd(
-        &h,
-        &[],
-        "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let (mut child, mut lines) = spawn_ready(
+        sandpit_cmd(
+            &h,
+            &[],
+            "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+        ),
+        Stdio::null(),
+    );
     // SAFETY: signalling the sandpit process we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
@@ -333,13 +329,10 @@ fn ppid(pid: u32) -> Option<u32> {
 fn the_run_stops_when_its_mount_guard_stops() {
     let h = TestHome::new();
     let tag = format!("31.{}", std::process::id());
-    let mut child = sandpit_cmd(&h, &[], &format!("echo ready; sleep {tag}; echo survived"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let (mut child, mut lines) = spawn_ready(
+        sandpit_cmd(&h, &[], &format!("echo ready; sleep {tag}; echo survived")),
+        Stdio::piped(),
+    );
     // sleep's parent is the command's shell, whose parent is the sandbox's init,
     // whose parent is C1; C1's other child is the guard (outside the pid namespace).
     let argv = format!("sleep\0{tag}\0").into_bytes();

@@ -6,7 +6,7 @@ pub mod sink;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 /// The paths of profiles/default.toml's `block_write` that lie in the workspace
 /// (besides `.git/hooks` and `.git/config`).
@@ -127,4 +127,18 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Start `cmd` with stdout piped (and `stderr` as given) and wait for its first line,
+/// which must be `ready`: the sandboxed script's sign that it runs. The rest of its
+/// stdout follows in the lines returned.
+pub fn spawn_ready(
+    mut cmd: Command,
+    stderr: Stdio,
+) -> (Child, std::io::Lines<std::io::BufReader<ChildStdout>>) {
+    use std::io::BufRead;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    (child, lines)
 }
