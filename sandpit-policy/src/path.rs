@@ -191,11 +191,19 @@ impl Resolver {
 /// bytes; anything else goes through [`Path::starts_with`].
 pub fn is_within(path: &Path, root: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    if is_clean(p) && is_clean(r) {
-        return p.starts_with(r) && (p.len() == r.len() || r == b"/" || p[r.len()] == b'/');
+    if is_clean(path.as_os_str().as_bytes()) && is_clean(root.as_os_str().as_bytes()) {
+        return is_within_normal(path, root);
     }
     path.starts_with(root)
+}
+
+/// [`is_within`] for paths the caller knows to be clean (a `/` ending `root` is
+/// allowed): a byte comparison, for callers that make thousands of them.
+pub fn is_within_normal(path: &Path, root: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let r = r.strip_suffix(b"/").unwrap_or(r);
+    p.starts_with(r) && (p.len() == r.len() || r.is_empty() || p[r.len()] == b'/')
 }
 
 /// Absolute, and no empty, `.` or `..` component and no trailing `/` (except `/`).

@@ -332,13 +332,10 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// `p` is `root` or lies beneath it: `Path::starts_with` on the plan's absolute,
-/// normalized paths, compared as bytes (the plan makes thousands of these calls).
+/// `p` is `root` or lies beneath it: the plan's paths are absolute and normalized,
+/// so they compare as bytes (the plan makes thousands of these calls).
 fn inside(p: &Path, root: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let (p, r) = (p.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    let r = r.strip_suffix(b"/").unwrap_or(r);
-    p.starts_with(r) && (p.len() == r.len() || p[r.len()] == b'/' || r.is_empty())
+    sandpit_policy::path::is_within_normal(p, root)
 }
 
 fn strictly_inside(p: &Path, root: &Path) -> bool {
