@@ -218,7 +218,7 @@ impl<'a> Cx<'a> {
         Cx { src, line_starts }
     }
 
-    /// [`line_col`] from the line index.
+    /// 1-based line and column (in characters) of a byte offset, from the line index.
     fn line_col(&self, offset: usize) -> (u32, u32) {
         let text = &self.src.text;
         let offset = offset.min(text.len());
@@ -255,15 +255,6 @@ impl<'a> Cx<'a> {
             column,
         }
     }
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-pub fn line_col(text: &str, offset: usize) -> (u32, u32) {
-    let offset = offset.min(text.len());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line as u32, col as u32)
 }
 
 fn host_hint(e: &HostError) -> &'static str {
@@ -874,6 +865,14 @@ fn push_unique<T: PartialEq>(list: &mut Vec<Rule<T>>, value: T, origin: Origin) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Line and column by counting from the top (what the index replaced).
+    fn line_col(text: &str, offset: usize) -> (u32, u32) {
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line as u32, col as u32)
+    }
 
     #[test]
     fn indexed_line_col_agrees_with_counting() {
