@@ -144,7 +144,8 @@ impl Installed {
         }
         check_owned(&self.path, false)?;
         let stamp = self.stamp_path();
-        let identity = identity(&self.path).map_err(io(&self.path))?;
+        let md = std::fs::symlink_metadata(&self.path).map_err(io(&self.path))?;
+        let identity = identity(&md);
         let trusted = self.stamps == Stamps::Trusted;
         if trusted && std::fs::read_to_string(&stamp).is_ok_and(|s| s == identity) {
             return Ok(());
@@ -155,7 +156,7 @@ impl Installed {
         // Change times come from a coarse clock: a file changed less than a second
         // ago could change again with the same ctime, so it gets no stamp yet. A
         // stamp that cannot be written only costs the next run a comparison.
-        if trusted && settled(&self.path) {
+        if trusted && settled(&md) {
             let mut tmp = stamp.clone().into_os_string();
             tmp.push(format!(".{}.tmp", std::process::id()));
             if std::fs::write(&tmp, &identity).is_err() || std::fs::rename(&tmp, &stamp).is_err() {
@@ -172,11 +173,8 @@ impl Installed {
     }
 }
 
-/// Whether `path` last changed over a second ago.
-fn settled(path: &Path) -> bool {
-    let Ok(md) = std::fs::symlink_metadata(path) else {
-        return false;
-    };
+/// Whether the file last changed over a second ago.
+fn settled(md: &std::fs::Metadata) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -184,16 +182,15 @@ fn settled(path: &Path) -> bool {
 }
 
 /// What changes whenever a file's bytes can have: device, inode, size and ctime.
-fn identity(path: &Path) -> std::io::Result<String> {
-    let md = std::fs::symlink_metadata(path)?;
-    Ok(format!(
+fn identity(md: &std::fs::Metadata) -> String {
+    format!(
         "{} {} {} {}.{:09}\n",
         md.dev(),
         md.ino(),
         md.size(),
         md.ctime(),
         md.ctime_nsec()
-    ))
+    )
 }
 
 /// Whether the file at `path` holds exactly `expected`: compared in chunks through
@@ -408,7 +405,11 @@ mod tests {
     fn tamper_and_forge_stamp(inst: &Installed) {
         std::fs::set_permissions(&inst.path, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::write(&inst.path, b"library-bytez").unwrap();
-        std::fs::write(inst.stamp_path(), identity(&inst.path).unwrap()).unwrap();
+        std::fs::write(
+            inst.stamp_path(),
+            identity(&std::fs::symlink_metadata(&inst.path).unwrap()),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -431,7 +432,7 @@ mod tests {
         ok.verify().unwrap();
         assert_eq!(
             std::fs::read_to_string(ok.stamp_path()).unwrap(),
-            identity(&ok.path).unwrap()
+            identity(&std::fs::symlink_metadata(&ok.path).unwrap())
         );
         // Where the sandbox could write the state directory, a matching stamp does
         // not spare the comparison: the tampered file is caught, and replaced by a
