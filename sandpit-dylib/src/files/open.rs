@@ -78,8 +78,9 @@ pub unsafe fn open_impl(
         (false, path::has_dotdot(p))
     };
     let relative = p.first() != Some(&b'/');
-    let (abs_bytes, open_at, open_path) = if clean {
-        (p, libc::AT_FDCWD, path)
+    // What the fast path opens (from the cwd): the caller's string or `abs`.
+    let (abs_bytes, open_path) = if clean {
+        (p, path)
     } else {
         absolute(dirfd, p, &mut abs)?;
         // A path relative to the cwd, without `..`, names the same file from the
@@ -90,9 +91,9 @@ pub unsafe fn open_impl(
         // way. A directory fd is not used so: one inherited from outside the
         // sandbox's mount namespace reads as a path of this namespace.
         if relative && dirfd == libc::AT_FDCWD {
-            (abs.as_bytes(), libc::AT_FDCWD, path)
+            (abs.as_bytes(), path)
         } else {
-            (abs.as_bytes(), libc::AT_FDCWD, abs.as_ptr())
+            (abs.as_bytes(), abs.as_ptr())
         }
     };
 
@@ -114,7 +115,7 @@ pub unsafe fn open_impl(
             // and `how` is a valid open_how of the size passed.
             let r = unsafe {
                 crate::sys::openat2(
-                    open_at,
+                    libc::AT_FDCWD,
                     open_path,
                     (&raw const how).cast(),
                     std::mem::size_of::<OpenHow>(),
