@@ -195,13 +195,13 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     let snapshot = run_dir.join("policy.snapshot");
     write_atomic(&snapshot, &policy.snapshot())?;
 
-    let interposer = choose_interposer(o, &state_dir, inject::Stamps::for_policy(policy))?;
+    let stamps = inject::Stamps::for_policy(policy);
+    let interposer = choose_interposer(o, &state_dir, stamps)?;
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.join("shims");
         // The shims link to the small shim binary, not to this one (bench/shim_exec.sh).
-        let shim = inject::install_shim(&state_dir, inject::Stamps::for_policy(policy))
-            .map_err(LaunchError::ShimBinary)?;
+        let shim = inject::install_shim(&state_dir, stamps).map_err(LaunchError::ShimBinary)?;
         let exe = shim.path;
         let path = std::env::var("PATH").unwrap_or_default();
         let tools = sandpit_shims::build_for_policy(&dir, &exe, policy, &path)
