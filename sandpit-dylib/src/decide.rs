@@ -29,86 +29,172 @@ pub enum NetMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denied(pub String);
 
-/// One path rule as bytes with its depth (number of components).
-struct PathRule {
-    path: Vec<u8>,
-    depth: usize,
+/// The four path-rule lists, by their bit in [`PathTree`].
+const BLOCK_READ: usize = 0;
+const ALLOW_READ: usize = 1;
+const BLOCK_WRITE: usize = 2;
+const ALLOW_WRITE: usize = 3;
+
+/// The path rules of all four lists as one tree of path components, so a path is
+/// judged in one walk down its own components that ends where it leaves the rules'
+/// tree (a workspace file usually two or three nodes below `/`), instead of one
+/// prefix comparison per rule: the default policy names dozens of paths.
+///
+/// A rule contains a path exactly when `under(path, rule)`: the rule's components
+/// (split on `/`, empty ones included) are a prefix of the path's.
+struct PathTree {
+    nodes: Vec<Node>,
+    /// The chain of single-child nodes below `/` that no rule names (every rule
+    /// lies under `/tmp/x` when home, workspace and scratch do), spelt as a path:
+    /// a path outside it is contained by no rule, one comparison.
+    trunk: Vec<u8>,
+    /// The node at the end of the trunk, and its depth.
+    start: usize,
+    start_depth: usize,
 }
 
-/// A list of path rules with the deepest directory containing all of them, so a
-/// path outside that directory is dismissed with one comparison.
-struct PathRules {
-    common: Vec<u8>,
-    rules: Vec<PathRule>,
+#[derive(Default)]
+struct Node {
+    /// Bit `1 << list` for each list with a rule naming exactly this node.
+    lists: u8,
+    /// Sorted by `key`, so a lookup is a binary search over integers (a home
+    /// directory node has dozens of children) and one comparison of names.
+    children: Vec<Child>,
 }
 
-fn rules(v: &[sandpit_policy::Rule<std::path::PathBuf>]) -> PathRules {
-    let rules: Vec<PathRule> = v
-        .iter()
-        .map(|r| {
-            let path = r.value.as_os_str().as_bytes().to_vec();
-            PathRule {
-                depth: depth(&path),
-                path,
-            }
-        })
-        .collect();
-    // Component-wise common prefix of every rule.
-    let mut common: Vec<&[u8]> = match rules.first() {
-        Some(r) => r
-            .path
-            .split(|&b| b == b'/')
-            .filter(|c| !c.is_empty())
-            .collect(),
-        None => Vec::new(),
-    };
-    for r in &rules {
-        let comps: Vec<&[u8]> = r
-            .path
-            .split(|&b| b == b'/')
-            .filter(|c| !c.is_empty())
-            .collect();
-        let n = common
+struct Child {
+    key: u64,
+    name: Box<[u8]>,
+    node: u32,
+}
+
+/// A component's first eight bytes, zero-padded (a component holds no NUL): equal
+/// names have equal keys, and names of up to eight bytes equal keys only if equal.
+fn key(comp: &[u8]) -> u64 {
+    match comp.first_chunk::<8>() {
+        Some(head) => u64::from_le_bytes(*head),
+        None => comp
             .iter()
-            .zip(&comps)
-            .take_while(|(a, b)| a == b)
-            .count();
-        common.truncate(n);
+            .enumerate()
+            .fold(0, |k, (i, &b)| k | u64::from(b) << (8 * i)),
     }
-    let mut c = Vec::new();
-    for comp in common {
-        c.push(b'/');
-        c.extend_from_slice(comp);
-    }
-    if c.is_empty() {
-        c.push(b'/');
-    }
-    PathRules { common: c, rules }
 }
 
-fn depth(p: &[u8]) -> usize {
-    p.split(|&b| b == b'/').filter(|c| !c.is_empty()).count()
-}
-
-/// Depth of the deepest rule containing `p`.
-fn deepest(rules: &PathRules, p: &[u8]) -> Option<usize> {
-    if rules.rules.is_empty() || !under(p, &rules.common) {
-        return None;
+impl PathTree {
+    fn new(lists: [&[sandpit_policy::Rule<std::path::PathBuf>]; 4]) -> PathTree {
+        let mut t = PathTree {
+            nodes: vec![Node::default()],
+            trunk: Vec::new(),
+            start: 0,
+            start_depth: 0,
+        };
+        for (list, rules) in lists.iter().enumerate() {
+            for r in *rules {
+                let mut p = r.value.as_os_str().as_bytes();
+                // As `under` reads a prefix: one trailing `/` is not a component.
+                if p.len() > 1 && p.ends_with(b"/") {
+                    p = &p[..p.len() - 1];
+                }
+                // `under` never matches an absolute path below a relative rule; the
+                // empty rule (like `/`) contains every absolute path.
+                let Some(rest) = p.strip_prefix(b"/").or(p.is_empty().then_some(&b""[..])) else {
+                    continue;
+                };
+                let mut node = 0;
+                if !rest.is_empty() {
+                    for comp in rest.split(|&b| b == b'/') {
+                        node = t.child_or_insert(node, comp);
+                    }
+                }
+                t.nodes[node].lists |= 1 << list;
+            }
+        }
+        while let [only] = &t.nodes[t.start].children[..] {
+            if t.nodes[t.start].lists != 0 || only.name.is_empty() {
+                break;
+            }
+            t.trunk.push(b'/');
+            t.trunk.extend_from_slice(&only.name);
+            t.start = only.node as usize;
+            t.start_depth += 1;
+        }
+        t
     }
-    rules
-        .rules
-        .iter()
-        .filter(|r| under(p, &r.path))
-        .map(|r| r.depth)
-        .max()
+
+    fn child(&self, node: usize, comp: &[u8]) -> Option<usize> {
+        let children = &self.nodes[node].children;
+        let k = key(comp);
+        let at = children.partition_point(|c| c.key < k);
+        children[at..]
+            .iter()
+            .take_while(|c| c.key == k)
+            // Equal keys: the first eight bytes are equal.
+            .find(|c| c.name.len() == comp.len() && c.name.get(8..) == comp.get(8..))
+            .map(|c| c.node as usize)
+    }
+
+    fn child_or_insert(&mut self, node: usize, comp: &[u8]) -> usize {
+        if let Some(i) = self.child(node, comp) {
+            return i;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(Node::default());
+        let k = key(comp);
+        let children = &mut self.nodes[node].children;
+        let at = children.partition_point(|c| c.key <= k);
+        children.insert(
+            at,
+            Child {
+                key: k,
+                name: comp.into(),
+                node: i as u32,
+            },
+        );
+        i
+    }
+
+    /// Per list, the depth (number of components) of the deepest rule containing
+    /// the absolute path `p`.
+    fn deepest(&self, p: &[u8]) -> [Option<usize>; 4] {
+        let mut found = [None; 4];
+        let mut note = |node: &Node, depth: usize| {
+            if node.lists != 0 {
+                for (list, f) in found.iter_mut().enumerate() {
+                    if node.lists & (1 << list) != 0 {
+                        *f = Some(depth);
+                    }
+                }
+            }
+        };
+        // The components after the trunk, if any.
+        let after = match p.strip_prefix(&self.trunk[..]) {
+            Some(r) if self.trunk.is_empty() => match r.strip_prefix(b"/") {
+                Some(r) => Some(r),
+                None => return found,
+            },
+            Some([]) => None,
+            Some([b'/', r @ ..]) => Some(r),
+            _ => return found,
+        };
+        let mut node = self.start;
+        let mut depth = self.start_depth;
+        note(&self.nodes[node], depth);
+        for comp in after.into_iter().flat_map(|r| r.split(|&b| b == b'/')) {
+            let Some(next) = self.child(node, comp) else {
+                break;
+            };
+            node = next;
+            // An empty component (`//`) adds no depth.
+            depth += usize::from(!comp.is_empty());
+            note(&self.nodes[node], depth);
+        }
+        found
+    }
 }
 
 pub struct Engine {
     policy: Policy,
-    block_read: PathRules,
-    allow_read: PathRules,
-    block_write: PathRules,
-    allow_write: PathRules,
+    paths: PathTree,
     /// Lowercased ASCII substrings of `exec.block`, when every entry is one and no
     /// adversary reviews commands (otherwise every exec asks `decide`).
     exec_plain: Option<Vec<Vec<u8>>>,
@@ -161,10 +247,12 @@ impl Engine {
             });
         Engine {
             review_write,
-            block_read: rules(&policy.files.block_read),
-            allow_read: rules(&policy.files.allow_read),
-            block_write: rules(&policy.files.block_write),
-            allow_write: rules(&policy.files.allow_write),
+            paths: PathTree::new([
+                &policy.files.block_read,
+                &policy.files.allow_read,
+                &policy.files.block_write,
+                &policy.files.allow_write,
+            ]),
             exec_plain,
             home: policy.context.home.as_os_str().as_bytes().to_vec(),
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
@@ -208,8 +296,8 @@ impl Engine {
         &self.policy
     }
 
-    fn read_ok(&self, p: &[u8]) -> bool {
-        match (deepest(&self.block_read, p), deepest(&self.allow_read, p)) {
+    fn read_ok(found: &[Option<usize>; 4]) -> bool {
+        match (found[BLOCK_READ], found[ALLOW_READ]) {
             (Some(b), Some(a)) => a > b,
             (Some(_), None) => false,
             (None, _) => true,
@@ -218,12 +306,13 @@ impl Engine {
 
     /// Allocation-free: true only when `decide` would certainly allow.
     pub fn path_allowed_fast(&self, access: Access, p: &[u8]) -> bool {
+        let found = self.paths.deepest(p);
         match access {
-            Access::Read => self.read_ok(p),
+            Access::Read => Self::read_ok(&found),
             Access::Write => {
-                self.read_ok(p)
-                    && deepest(&self.block_write, p).is_none()
-                    && deepest(&self.allow_write, p).is_some()
+                Self::read_ok(&found)
+                    && found[BLOCK_WRITE].is_none()
+                    && found[ALLOW_WRITE].is_some()
                     && self
                         .review_write
                         .as_ref()
@@ -479,6 +568,79 @@ mod tests {
             "{}",
             d.0
         );
+    }
+
+    /// The tree against its definition, `under` for each rule of each list, on every
+    /// path made of a small alphabet of components (with empty ones: `//`, a
+    /// trailing `/`), for rules spelt as `under` reads them (`/`, empty, a trailing
+    /// `/`, relative, names sharing their first eight bytes), and for rule sets
+    /// under a trunk (ending at a named node, or at a fork).
+    #[test]
+    fn path_tree_agrees_with_under() {
+        let sets: [[&[&str]; 4]; 3] = [
+            [
+                &[
+                    "/a",
+                    "/a/b/c",
+                    "/",
+                    "/b/",
+                    "",
+                    "a/b",
+                    "/componentA/b",
+                    "/componentB",
+                ],
+                &["/a/b", "/a//b", "/c/a"],
+                &["/a/b/c/a", "/b"],
+                &["/a/b/", "/c", "/a/b/c/a/b"],
+            ],
+            [
+                &["/c/a/b", "/c/a/ab/c"],
+                &["/c/a/b/a"],
+                &["/c/a/b//a"],
+                &["/c/a/", "/c/a/c/"],
+            ],
+            [&["/c/a/b"], &[], &["/c/a/ab"], &["/c/a/b/c/a"]],
+        ];
+        let depth = |p: &str| p.split('/').filter(|c| !c.is_empty()).count();
+        let mut checked = 0;
+        for (set, rules) in sets.iter().enumerate() {
+            let lists = rules.map(|l| {
+                l.iter()
+                    .map(|p| sandpit_policy::Rule {
+                        value: std::path::PathBuf::from(p),
+                        origin: sandpit_policy::Origin::builtin("files", p),
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let tree = PathTree::new([&lists[0], &lists[1], &lists[2], &lists[3]]);
+            let trunk = [&b""[..], b"/c/a", b"/c/a"][set];
+            assert_eq!(tree.trunk, trunk, "set {set}");
+            let mut paths = vec![String::new()];
+            for _ in 0..5 {
+                let mut longer = vec![];
+                for p in &paths {
+                    for c in ["a", "b", "c", "", "ab", "componentA", "componentB"] {
+                        longer.push(format!("{p}/{c}"));
+                    }
+                }
+                for p in &longer {
+                    let want: Vec<Option<usize>> = rules
+                        .iter()
+                        .map(|l| {
+                            l.iter()
+                                .filter(|r| under(p.as_bytes(), r.as_bytes()))
+                                .map(|r| depth(r))
+                                .max()
+                        })
+                        .collect();
+                    assert_eq!(tree.deepest(p.as_bytes()).to_vec(), want, "set {set}: {p}");
+                    checked += 1;
+                }
+                paths = longer;
+            }
+            assert_eq!(tree.deepest(b"c/a/b"), [None; 4], "a relative path");
+        }
+        assert!(checked > 30_000, "{checked}");
     }
 
     #[test]
