@@ -304,7 +304,8 @@ impl Engine {
         }
     }
 
-    /// Allocation-free: true only when `decide` would certainly allow.
+    /// Allocation-free: true only when `decide` would certainly allow. `Write`
+    /// includes `Read`'s check (a read-only path is never written on the fast path).
     pub fn path_allowed_fast(&self, access: Access, p: &[u8]) -> bool {
         let found = self.paths.deepest(p);
         match access {
@@ -549,6 +550,9 @@ mod tests {
             "/h/.aws/credentials",
         ];
         for p in paths {
+            if e.path_allowed_fast(Access::Write, p.as_bytes()) {
+                assert!(e.path_allowed_fast(Access::Read, p.as_bytes()), "{p}");
+            }
             for acc in [Access::Read, Access::Write] {
                 let fast = e.path_allowed_fast(acc, p.as_bytes());
                 let req = match acc {

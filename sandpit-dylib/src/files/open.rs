@@ -99,8 +99,12 @@ pub unsafe fn open_impl(
 
     if OPENAT2.load(Ordering::Relaxed) && !dotdot {
         let d = &st.decider;
-        let lexical_ok = (!read || d.path_allowed_fast(Access::Read, abs_bytes))
-            && (!write || d.path_allowed_fast(Access::Write, abs_bytes));
+        // A write is allowed on the fast path only where a read is: one check.
+        let lexical_ok = match (read, write) {
+            (_, true) => d.path_allowed_fast(Access::Write, abs_bytes),
+            (true, false) => d.path_allowed_fast(Access::Read, abs_bytes),
+            (false, false) => true,
+        };
         if lexical_ok {
             let how = OpenHow {
                 flags: flags as u32 as u64,
