@@ -1,10 +1,11 @@
 //! Binary inspection: can sandpit's interposition library load into this program?
 //!
-//! `inspect` follows shebangs to the program the kernel really runs, reads it with
-//! goblin (ELF or Mach-O, fat or thin) and lists every reason the loader would refuse
-//! or ignore the preload variable. [`choose_mode`] turns that and the kernel's
-//! capabilities into the mode a run uses. Everything after reading the files is pure
-//! and takes the host platform as a value, so Mach-O rules are tested on Linux.
+//! `inspect` follows shebangs to the program the kernel really runs, maps it, parses
+//! it with goblin (ELF or Mach-O, fat or thin) and lists every reason the loader
+//! would refuse or ignore the preload variable. [`choose_mode`] turns that and the
+//! kernel's capabilities into the mode a run uses. Everything after reading the files
+//! is pure and takes the host platform as a value, so Mach-O rules are tested on
+//! Linux.
 #![forbid(unsafe_code)]
 pub mod codesign;
 mod elf;
@@ -281,7 +282,7 @@ pub fn analyze_binary(
     let mut notes = vec![];
     let magic = bytes.get(..4).unwrap_or_default();
     let format = if magic == b"\x7fELF" {
-        match goblin::elf::Elf::parse(bytes) {
+        match elf::parse(bytes) {
             Ok(e) => elf::analyze(&e, host, &mut blockers, &mut notes),
             Err(e) => unknown(&mut blockers, format!("malformed ELF: {e}")),
         }
@@ -351,13 +352,14 @@ pub fn inspect(program: &str, path_env: &OsStr, cwd: &Path, host: Host) -> Resul
     // The argv prefix: [interpreter, interp-arg?, script] as sandpit will exec it.
     let mut launch = vec![first.clone()];
     loop {
-        let bytes = std::fs::read(&current).map_err(|source| Error::Read {
+        let mapped = crate::sys::Mapped::open(&current).map_err(|source| Error::Read {
             path: current.clone(),
             source,
         })?;
-        let Some(sb) = parse_shebang(&bytes) else {
+        let bytes = mapped.bytes();
+        let Some(sb) = parse_shebang(bytes) else {
             let (format, blockers, notes) =
-                analyze_binary(&current, &bytes, &facts(&current)?, host);
+                analyze_binary(&current, bytes, &facts(&current)?, host);
             return Ok(Inspection {
                 requested: program.to_string(),
                 binary: current,
