@@ -240,6 +240,7 @@ impl Running {
             self.master.as_ref().map(|m| m.as_raw_fd()),
             None,
         );
+        crate::timing::mark("C1 reaped");
         if !self.ns {
             kill_descendants();
         }
@@ -247,6 +248,7 @@ impl Running {
             r.finish();
         }
         finish_placeholders(&self.lock, &self.created);
+        crate::timing::mark("placeholders removed");
         status.map_err(io_err("waiting for the sandboxed command"))
     }
 }
@@ -647,6 +649,7 @@ fn child_c1(
             drop(init_ends.take());
             let sigs = SigSet::of(&all_signals());
             let code = forward_until_exit(&sigs, c2, None, guard).unwrap_or(125);
+            crate::timing::mark("C1: init reaped");
             sys::exit_now(code)
         }
     }
@@ -821,7 +824,10 @@ fn child_init(
                 // Reap every orphan; leave when the command itself is gone.
                 loop {
                     match sys::wait(-1, true) {
-                        Ok(Some((pid, exit))) if pid == agent => sys::exit_now(exit.as_code()),
+                        Ok(Some((pid, exit))) if pid == agent => {
+                            crate::timing::mark("init: command reaped");
+                            sys::exit_now(exit.as_code())
+                        }
                         Ok(Some(_)) => continue,
                         Ok(None) => break,
                         Err(_) => sys::exit_now(Exit::Code(125).as_code()),
