@@ -3,7 +3,7 @@
 # with BENCH_RESULT=1 (so it adds `RESULT name value unit` lines to what it prints),
 # and the table shows goal, measured, the bare command measured in the same run, the
 # ratio, and bubblewrap where it is installed. Not part of the test suite.
-#   #3 bench/open_close.sh   #4 bench/run_startup.sh (sections 1-3)   #5 bench/proxy.sh
+#   #3 bench/open_close.sh   #4 bench/run_startup.sh   #5 bench/proxy.sh
 #   #7 bench/shim_exec.sh    #8 bench/adversary.sh    the audit session: bench/run_audit.sh
 # Usage: bench/report.sh            full runs (about 8 minutes on 2 cores)
 #        REPORT_QUICK=1 bench/report.sh   fewer rounds (a smoke test of the report)
@@ -130,6 +130,8 @@ for m, mode in (("r", "O_RDONLY"), ("w", "O_WRONLY")):
         f"run_oc_rel_{m}_sandpit", f"run_oc_rel_{m}_bare", "ratio_le", 1.10)
 row("#4", "start-up, big workspace (bare = empty workspace)", "≤ 1.05×", "ms",
     "run_big_files", "run_big_empty", "ratio_le", 1.05)
+row("#4", "start-up, 200 MB program (bare = `sandpit run -- /bin/true`)", "—", "ms",
+    "run_big_program", "run_big_program_small", "ratio_le", float("inf"))
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
                  ("connect_splice", "CONNECT, with splice(2)")):
     row("#5", f"100 MB through the proxy, {label}", "≥ 0.85×", "MB/s",

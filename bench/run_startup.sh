@@ -6,8 +6,11 @@
 #   3. start time in a 300k-file workspace vs empty (goal <= 1.05x)
 #   4. where the start of `sandpit run -- /bin/true` goes: the median of each step's
 #      time (SANDPIT_TIMING=1) over RUNS runs
+#   5. start-up of a 200 MB program (an agent's size: /bin/true with 200 MB appended)
+#      vs /bin/true, both under `sandpit run` (inspecting the program must not
+#      cost its size)
 # Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
-# SECTIONS="1 2 3" picks sections.
+# SECTIONS="1 2 3" picks sections (default: all).
 # As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
 # the big workspace's size. BENCH_RESULT=1 adds `RESULT name value unit` lines
 # (bench/report.sh).
@@ -61,7 +64,7 @@ PY
 result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
-SECTIONS=${SECTIONS:-1 2 3 4}
+SECTIONS=${SECTIONS:-1 2 3 4 5}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if has 1; then
 echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
@@ -118,6 +121,18 @@ for step, v in sorted(steps.items(), key=lambda kv: statistics.median(kv[1])):
     print(f"{at:8.2f} ms  +{at - prev:5.2f}  {step}")
     prev = at
 '
+fi
+
+if has 5; then
+echo "== 5. start-up of a 200 MB program vs /bin/true, both under sandpit run ($((RUNS / 4 + 1)) runs each)"
+cp /bin/true "$HOME/empty/big-true"
+truncate -s +200M "$HOME/empty/big-true"
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$HOME/empty/big-true"
+read -r tw gw _ _ < <(RUNS=$((RUNS / 4 + 1)) pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- ./big-true)
+echo "sandpit run -- /bin/true: ${tw} ms; sandpit run -- 200 MB program: ${gw} ms; ratio $(ratio "$gw" "$tw")"
+result run_big_program_small "$tw" ms
+result run_big_program "$gw" ms
+rm -f "$HOME/empty/big-true"
 fi
 
 has 3 || exit 0
