@@ -43,7 +43,7 @@ impl ExecPattern {
             compiled: OnceLock::new(),
         };
         if let Some(re) = source.strip_prefix("re:") {
-            let compiled = build_regex(re).map_err(|e| format!("invalid regex: {e}"))?;
+            let compiled = build_regex(re)?;
             let _ = p.compiled.set(Some(compiled));
         }
         Ok(p)
@@ -79,22 +79,57 @@ impl ExecPattern {
 /// regex-lite, not regex: every process the interposer loads into relocates its
 /// engine's tables (the regex crate's made the library twice the size and cost
 /// ~130 µs per exec). Its classes (`\s`, `\w`, `\d`, `\b`) are ASCII and it folds
-/// ASCII case only; the command line arrives lowercased, so the pattern's non-ASCII
-/// characters are lowercased here too (ASCII ones stay as written: `\S`, `\W`,
-/// `\D` and `\B` mean something else in lower case).
-fn build_regex(re: &str) -> Result<regex_lite::Regex, regex_lite::Error> {
-    let mut folded = String::with_capacity(re.len());
-    for c in re.chars() {
-        if c.is_ascii() {
-            folded.push(c);
-        } else {
-            folded.extend(c.to_lowercase());
-        }
+/// ASCII case only, so a pattern naming non-ASCII text (a character, or an escape
+/// above `\x7f`) could silently stop matching what the regex crate matched: such a
+/// pattern is refused at load, and a substring entry covers that text.
+fn build_regex(re: &str) -> Result<regex_lite::Regex, String> {
+    if let Some(what) = non_ascii(re) {
+        return Err(format!(
+            "{what}: `re:` patterns are ASCII (their classes and case folding are); \
+             use a plain substring entry for non-ASCII text"
+        ));
     }
-    regex_lite::RegexBuilder::new(&folded)
+    regex_lite::RegexBuilder::new(re)
         .case_insensitive(true)
         .size_limit(1 << 20)
         .build()
+        .map_err(|e| format!("invalid regex: {e}"))
+}
+
+/// The first non-ASCII character of a pattern, or escape (`\xHH`, `\x{…}`, `\uHHHH`,
+/// `\u{…}`, `\UHHHHHHHH`, `\U{…}`) of a code point above 0x7f, described.
+fn non_ascii(re: &str) -> Option<String> {
+    if let Some(c) = re.chars().find(|c| !c.is_ascii()) {
+        return Some(format!("non-ASCII character {c:?}"));
+    }
+    let b = re.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let digits = match b.get(i + 1) {
+            Some(b'x') => 2,
+            Some(b'u') => 4,
+            Some(b'U') => 8,
+            // `\\` and every other escape: skip the escaped character.
+            _ => {
+                i += 2;
+                continue;
+            }
+        };
+        let rest = &re[i + 2..];
+        let hex = match rest.strip_prefix('{') {
+            Some(r) => r.split('}').next().unwrap_or(r),
+            None => rest.get(..digits.min(rest.len())).unwrap_or(rest),
+        };
+        if u32::from_str_radix(hex.trim(), 16).is_ok_and(|v| v > 0x7f) {
+            return Some(format!("escape \\{}{hex}", b[i + 1] as char));
+        }
+        i += 2;
+    }
+    None
 }
 
 /// The form exec patterns are matched against: argv joined with single spaces,
@@ -167,14 +202,33 @@ mod tests {
         let p = ExecPattern::parse(r"re:nc\s+-e").unwrap();
         assert!(p.matches("nc -e /bin/sh"));
         assert!(p.matches(&command_line(&["NC".into(), "-E".into()])));
-        // Non-ASCII letters match the lowercased command line however written;
-        // ASCII escapes keep their case's meaning.
-        let p = ExecPattern::parse("re:ÄRGER").unwrap();
-        assert!(p.matches(&command_line(&["echo".into(), "Ärger".into()])));
-        let p = ExecPattern::parse(r"re:^\S+ -\D$").unwrap();
-        assert!(p.matches(&command_line(&["nc".into(), "-E".into()])));
-        assert!(!p.matches(&command_line(&["nc".into(), "-1".into()])));
-        assert!(ExecPattern::parse(r"re:\p{L}").is_err());
+        // Non-ASCII text in a pattern is refused (regex-lite's classes and case
+        // folding are ASCII): as a character or as an escape above 0x7f.
+        for bad in [
+            "re:ÄRGER",
+            "re:οδοσ",
+            r"re:\x{C4}rger",
+            r"re:\xC4rger",
+            r"re:\u00c4",
+            r"re:\U000000C4",
+            r"re:[\x{C0}-\x{DE}]",
+            r"re:\p{L}",
+        ] {
+            let e = ExecPattern::parse(bad).unwrap_err();
+            assert!(
+                e.contains("ASCII") || e.contains("invalid regex"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(
+            ExecPattern::parse("ärger").is_ok(),
+            "a substring entry takes it"
+        );
+        // ASCII escapes, an escaped backslash before `x`, and case-sensitive
+        // classes keep their meaning.
+        let p = ExecPattern::parse(r"re:^\S+ -\D \x41\\xc4$").unwrap();
+        assert!(p.matches(&command_line(&["nc".into(), "-E".into(), r"A\XC4".into()])));
+        assert!(!p.matches(&command_line(&["nc".into(), "-1".into(), r"a\xc4".into()])));
         assert!(ExecPattern::parse("re:(").is_err());
         assert!(ExecPattern::parse("  ").is_err());
     }
