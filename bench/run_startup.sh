@@ -125,14 +125,15 @@ fi
 
 if has 5; then
 echo "== 5. start-up of a 200 MB program vs /bin/true, both under sandpit run ($((RUNS / 4 + 1)) runs each)"
-cp /bin/true "$HOME/empty/big-true"
-truncate -s +200M "$HOME/empty/big-true"
-[ "$(id -u)" = 0 ] && chown 65534:65534 "$HOME/empty/big-true"
-read -r tw gw _ _ < <(RUNS=$((RUNS / 4 + 1)) pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- ./big-true)
+mkdir -p "$HOME/prog"
+cp /bin/true "$HOME/prog/big-true"
+truncate -s +200M "$HOME/prog/big-true"
+[ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/prog"
+read -r tw gw _ _ < <(RUNS=$((RUNS / 4 + 1)) pair_ms "$HOME/prog" "$HOME/prog" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- ./big-true)
 echo "sandpit run -- /bin/true: ${tw} ms; sandpit run -- 200 MB program: ${gw} ms; ratio $(ratio "$gw" "$tw")"
 result run_big_program_small "$tw" ms
 result run_big_program "$gw" ms
-rm -f "$HOME/empty/big-true"
+rm -rf "$HOME/prog"
 fi
 
 has 3 || exit 0
