@@ -99,7 +99,9 @@ pub fn resolve_existing(p: &Path) -> PathBuf {
 #[derive(Debug, Default)]
 pub struct Resolver {
     /// Lexical path → its real path, or `None` when it (or a link on the way) is missing.
-    known: std::collections::HashMap<PathBuf, Option<PathBuf>>,
+    /// Keyed by the path's bytes: a `PathBuf` key hashes and compares component by
+    /// component, and resolving a policy asks about the same ancestors dozens of times.
+    known: std::collections::HashMap<std::ffi::OsString, Option<PathBuf>>,
 }
 
 /// The real path of the longest ancestor of `p` (lexically normalized first) that
@@ -139,7 +141,7 @@ impl Resolver {
         let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
             return Some(PathBuf::from("/"));
         };
-        if let Some(known) = self.known.get(p) {
+        if let Some(known) = self.known.get(p.as_os_str()) {
             return known.clone();
         }
         let found = self.real(parent, links).and_then(|dir| {
@@ -180,7 +182,7 @@ impl Resolver {
         // A lookup that ran out of links says nothing about the paths it passed
         // through (another lookup, with its own budget, may resolve them).
         if *links <= MAX_LINKS {
-            self.known.insert(p.to_path_buf(), found.clone());
+            self.known.insert(p.as_os_str().to_owned(), found.clone());
         }
         found
     }

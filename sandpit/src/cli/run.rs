@@ -386,7 +386,7 @@ pub mod linux {
             .read_denied
             .extend([state.join("run"), state.join("logs")]);
         input.read_allowed.push(session.run_dir().to_path_buf());
-        let mut plan = linux::plan(&input, &linux::HostFs)?;
+        let mut plan = linux::plan(&input, &linux::HostFs::default())?;
         crate::timing::mark("planned");
         if caches {
             plan.env.extend(crate::caches::env(&cache));

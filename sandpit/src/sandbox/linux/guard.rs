@@ -24,6 +24,7 @@
 //! paths by name throughout. A sealed placeholder the host removes is made again. A
 //! protected file the host deletes without replacing stays unguarded (making one in
 //! its place would change the user's tree), and so do masks with carve-outs.
+use sandpit_policy::path::is_within_normal;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -72,7 +73,9 @@ pub fn guarded(
     for m in mounts {
         let (path, restore) = match m {
             MountOp::ReadOnly { path, .. }
-                if writable.iter().any(|w| path != w && path.starts_with(w)) =>
+                if writable
+                    .iter()
+                    .any(|w| path.as_os_str() != w.as_os_str() && is_within_normal(path, w)) =>
             {
                 (path, Restore::ReadOnly)
             }
@@ -90,8 +93,20 @@ pub fn guarded(
             restore,
         });
     }
+    // Most share one parent (the home directory): ask once per parent.
+    let mut parents: Vec<(&Path, bool)> = vec![];
     for p in unmasked_missing {
-        if p.parent().is_some_and(exists) {
+        let Some(parent) = p.parent() else { continue };
+        let known = parents
+            .iter()
+            .find(|(q, _)| q.as_os_str() == parent.as_os_str())
+            .map(|(_, e)| *e);
+        let there = known.unwrap_or_else(|| {
+            let e = exists(parent);
+            parents.push((parent, e));
+            e
+        });
+        if there {
             out.push(Guarded {
                 path: p.clone(),
                 restore: Restore::Mask,

@@ -7,7 +7,10 @@
 //! writable; protected paths inside them (and sandpit's state dir) are bound read-only
 //! over that; read-denied paths are masked last, so a mask wins over everything except
 //! an explicit `allow_read` carve-out inside it.
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::seccomp;
@@ -34,22 +37,39 @@ pub trait FsView {
     fn is_empty_dir(&self, dir: &Path) -> bool;
 }
 
-/// The real filesystem.
-pub struct HostFs;
+/// The real filesystem. Each answer is looked up once per plan: the plan asks about
+/// the same ancestors (`/`, home, the workspace) for every protected path, and a
+/// `stat` costs more than everything else it does.
+#[derive(Default)]
+pub struct HostFs {
+    kinds: RefCell<HashMap<Vec<u8>, Option<Kind>>>,
+    symlinks: RefCell<HashMap<Vec<u8>, bool>>,
+}
 
 impl FsView for HostFs {
     fn kind(&self, path: &Path) -> Option<Kind> {
-        let m = std::fs::metadata(path).ok()?;
-        Some(if m.is_dir() { Kind::Dir } else { Kind::File })
+        let key = path.as_os_str().as_bytes();
+        if let Some(k) = self.kinds.borrow().get(key) {
+            return *k;
+        }
+        let k = std::fs::metadata(path)
+            .ok()
+            .map(|m| if m.is_dir() { Kind::Dir } else { Kind::File });
+        self.kinds.borrow_mut().insert(key.to_vec(), k);
+        k
     }
     fn has_symlink(&self, path: &Path) -> bool {
         let mut p = PathBuf::new();
         for c in path.components() {
             p.push(c);
-            if std::fs::symlink_metadata(&p)
-                .map(|m| m.file_type().is_symlink())
-                .unwrap_or(false)
-            {
+            let key = p.as_os_str().as_bytes();
+            let cached = self.symlinks.borrow().get(key).copied();
+            let link = cached.unwrap_or_else(|| {
+                let link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+                self.symlinks.borrow_mut().insert(key.to_vec(), link);
+                link
+            });
+            if link {
                 return true;
             }
         }
@@ -339,7 +359,7 @@ fn inside(p: &Path, root: &Path) -> bool {
 }
 
 fn strictly_inside(p: &Path, root: &Path) -> bool {
-    p != root && inside(p, root)
+    p.as_os_str() != root.as_os_str() && inside(p, root)
 }
 
 /// Rank for ordering operations on the same depth: tmpfs first, then writable, then
