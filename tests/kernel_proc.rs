@@ -334,7 +334,8 @@ fn the_run_stops_when_its_mount_guard_stops() {
         Stdio::piped(),
     );
     // sleep's parent is the command's shell, whose parent is the sandbox's init,
-    // whose parent is C1; C1's other child is the guard (outside the pid namespace).
+    // whose parent is the launcher; the launcher's other child is the guard (outside
+    // the pid namespace).
     let argv = format!("sleep\0{tag}\0").into_bytes();
     let find_sleep = || {
         daemons_with_tag(&tag)
@@ -352,14 +353,19 @@ fn the_run_stops_when_its_mount_guard_stops() {
     let sleep = sleep.expect("the sandboxed sleep");
     let shell = ppid(sleep).unwrap();
     let init = ppid(shell).unwrap();
-    let c1 = ppid(init).unwrap();
+    let launcher = ppid(init).unwrap();
+    assert_eq!(launcher, child.id(), "pid 1's parent is the launcher");
     let guards: Vec<u32> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|p| *p != init && ppid(*p) == Some(c1))
+        .filter(|p| *p != init && ppid(*p) == Some(launcher))
         .collect();
-    assert_eq!(guards.len(), 1, "C1's children besides init: {guards:?}");
+    assert_eq!(
+        guards.len(),
+        1,
+        "the launcher's children besides init: {guards:?}"
+    );
     // SAFETY: killing the guard of the run this test started.
     unsafe { libc::kill(guards[0] as i32, libc::SIGKILL) };
     let status = child.wait().unwrap();

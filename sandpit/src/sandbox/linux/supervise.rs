@@ -1,21 +1,25 @@
 //! Process model of `sandpit run` on Linux.
 //!
 //! ```text
-//! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps
-//!   (relay, signals)      ├─fork─▶ guard (before the unshare; joins the user and
-//!                         │        mount namespaces once C2 has built the mounts):
-//!                         │        puts back masks and binds the host takes away
-//!                         └─fork─▶ C2 = pid 1: mounts, loopback, bridge listener,
-//!                                  pivot_root; init: reaps, forwards signals
-//!                                    └─fork─▶ C3: setsid, caps dropped, no_new_privs,
-//!                                             Landlock, seccomp, waits for the
-//!                                             guard to watch, exec the command
+//! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps; makes
+//!   (relay, signals,      the two below as the launcher's children (CLONE_PARENT)
+//!    waits for C2 and     and exits
+//!    the guard)        ┌─clone─▶ guard (before the unshare; joins the user and
+//!                      │         mount namespaces once C2 has built the mounts):
+//!                      │         puts back masks and binds the host takes away
+//!                      └─clone─▶ C2 = pid 1: mounts, loopback, bridge listener,
+//!                                pivot_root; init: reaps, forwards signals
+//!                                  └─fork─▶ C3: setsid, caps dropped, no_new_privs,
+//!                                           Landlock, seccomp, waits for the
+//!                                           guard to watch, exec the command
 //! ```
 //! Setup errors travel to the launcher over a close-on-exec SEQPACKET socket; EOF
 //! on it means the command was exec'd. When the command exits, pid 1 exits with its
 //! status and the kernel kills everything left in the pid namespace (setsid'd and
-//! double-forked daemons included). In fallback mode (no user namespaces) C1 execs
-//! the command itself and the launcher, a child subreaper, kills every descendant.
+//! double-forked daemons included); the launcher, its parent, learns it at once. If
+//! the guard stops first, the launcher kills pid 1 and the run ends with 125. In
+//! fallback mode (no user namespaces) C1 execs the command itself and the launcher,
+//! a child subreaper, kills every descendant.
 //!
 //! The launcher must still be single-threaded when `run` forks (children run Rust
 //! code before exec); threads (the bridge relay, a proxy runtime) start after fork.
@@ -214,7 +218,11 @@ pub fn run(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<i32, Spawn
 
 /// A sandboxed command that has been exec'd (every layer applied).
 pub struct Running {
-    c1: libc::pid_t,
+    /// What the launcher waits for: pid 1 of the sandbox (C2), or in fallback mode
+    /// C1, which execs the command itself.
+    child: libc::pid_t,
+    /// The mount guard, when the plan has anything to guard.
+    guard: Option<libc::pid_t>,
     ns: bool,
     sigs: SigSet,
     master: Option<OwnedFd>,
@@ -233,14 +241,16 @@ impl Running {
 
     /// Forward signals until the command exits, kill what is left, remove the
     /// placeholders; returns the command's status (shell convention).
-    pub fn wait(self) -> Result<i32, SpawnError> {
+    pub fn wait(mut self) -> Result<i32, SpawnError> {
         let status = forward_until_exit(
             &self.sigs,
-            self.c1,
+            self.child,
             self.master.as_ref().map(|m| m.as_raw_fd()),
-            None,
+            &mut self.guard,
         );
-        crate::timing::mark("C1 reaped");
+        crate::timing::mark("init reaped");
+        // The guard goes before the placeholders: it would make them again.
+        stop(self.guard);
         if !self.ns {
             kill_descendants();
         }
@@ -411,6 +421,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let mut factory: Option<OwnedFd> = None;
     let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
+    let (mut init, mut guard): (Option<libc::pid_t>, Option<libc::pid_t>) = (None, None);
     let mut buf = vec![0u8; 4096];
     loop {
         let (n, fd) = match sys::recv_msg(ctl_parent.as_fd(), &mut buf) {
@@ -432,14 +443,34 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                 ))
             }
             (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
+            (Some(b'G'), None) if n == 5 => guard = Some(pid_from(&buf[1..5])),
+            (Some(b'P'), None) if n == 5 => init = Some(pid_from(&buf[1..5])),
             _ => {}
         }
     }
     drop(ctl_parent);
-    if let Some((layer, message)) = setup_error {
+    // C1 leaves once it has made pid 1 (or failed); in fallback mode it is the
+    // command.
+    let child = if ns {
         let _ = sys::wait(c1, false);
+        init
+    } else {
+        Some(c1)
+    };
+    if let Some((layer, message)) = setup_error {
+        stop(guard);
+        if let Some(c) = child {
+            let _ = sys::wait(c, false);
+        }
         return Err(SpawnError::Layer { layer, message });
     }
+    let Some(child) = child else {
+        stop(guard);
+        return Err(SpawnError::Layer {
+            layer: Layer::Process,
+            message: "the sandbox's setup ended without starting its pid 1".into(),
+        });
+    };
     if let Some(msg) = &exec_error {
         eprintln!("sandpit: {msg}");
     }
@@ -477,7 +508,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     }
     let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
     Ok(Running {
-        c1,
+        child,
+        guard,
         ns,
         sigs,
         master,
@@ -488,6 +520,28 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     })
 }
 
+/// Kill the mount guard. Once SIGKILL is pending it never runs its own code again,
+/// so nothing it could restore (a placeholder) comes back after this returns. Not
+/// waited for: as the last process in the sandbox's mount namespace it takes that
+/// namespace down on its way out, which waits for an RCU grace period (~15 ms); its
+/// zombie is reaped when it is one already, else by the system once the launcher
+/// has exited.
+fn stop(guard: Option<libc::pid_t>) {
+    if let Some(g) = guard {
+        let _ = sys::kill(g, libc::SIGKILL);
+        let _ = sys::wait(g, true);
+    }
+}
+
+fn pid_from(b: &[u8]) -> libc::pid_t {
+    libc::pid_t::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn pid_message(tag: u8, pid: libc::pid_t) -> [u8; 5] {
+    let p = pid.to_le_bytes();
+    [tag, p[0], p[1], p[2], p[3]]
+}
+
 /// Forward signals to `child` until it exits; returns its status as an exit code.
 /// With a pty, a window-size change is copied to it instead (the kernel then tells
 /// the command).
@@ -495,15 +549,16 @@ fn forward_until_exit(
     sigs: &SigSet,
     child: libc::pid_t,
     pty_master: Option<RawFd>,
-    guard: Option<libc::pid_t>,
+    guard: &mut Option<libc::pid_t>,
 ) -> io::Result<i32> {
     loop {
         if let Some((_, exit)) = sys::wait(child, true)? {
             return Ok(exit.as_code());
         }
         // Without its mount guard a file the host replaces stays exposed: fail closed.
-        if let Some(g) = guard {
+        if let Some(g) = *guard {
             if sys::wait(g, true).is_ok_and(|r| r.is_some()) {
+                *guard = None; // reaped: its pid is no longer ours to signal
                 let _ = sys::kill(child, libc::SIGKILL);
                 eprintln!("sandpit: the mount guard stopped; the command was killed");
                 let _ = sys::wait(child, false);
@@ -609,30 +664,38 @@ fn child_c1(
     crate::timing::mark("C1 forked");
     let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
-    // The mount guard is forked before the namespaces exist, so that it stays in the
+    // The mount guard is made before the namespaces exist, so that it stays in the
     // host's pid namespace (out of the command's sight, and out of the namespace's
     // teardown); it joins the user and mount namespaces once init has built the tree.
-    // Two pipes: init tells the guard the tree is built; the guard tells init it
-    // watches (the command's process execs only then).
+    // Three pipes: init tells the guard the tree is built; the guard tells init it
+    // watches (the command's process execs only then); the guard tells C1 it has
+    // joined C1's namespaces (C1 stays until then: the guard joins them through it, as
+    // pid 1 is not dumpable).
     let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
-    let (guard, mut init_ends) = if guarded.is_empty() {
+    let c1 = sys::getpid();
+    let (mut init_ends, guard_joined) = if guarded.is_empty() {
         (None, None)
     } else {
-        let pipes = sys::pipe().and_then(|a| sys::pipe().map(|b| (a, b)));
-        let ((built_r, built_w), (ready_r, ready_w)) = match pipes {
+        let pipes =
+            sys::pipe().and_then(|a| sys::pipe().and_then(|b| sys::pipe().map(|c| (a, b, c))));
+        let ((built_r, built_w), (ready_r, ready_w), (joined_r, joined_w)) = match pipes {
             Ok(p) => p,
             Err(e) => fail(&ctl, Layer::Process, &format!("pipe: {e}")),
         };
-        let c1 = sys::getpid();
-        match sys::fork() {
+        match sys::fork_sibling() {
             Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
             Ok(Fork::Child) => {
-                drop((ctl, built_w, ready_r));
-                guard_process(guarded, c1, built_r, ready_w)
+                drop((ctl, built_w, ready_r, joined_r));
+                guard_process(guarded, launcher, c1, built_r, ready_w, joined_w)
             }
             Ok(Fork::Parent(pid)) => {
-                drop((built_r, ready_w));
-                (Some(pid), Some((built_w, ready_r)))
+                drop((built_r, ready_w, joined_w));
+                // At once: the launcher stops the guard if the setup fails later.
+                if let Err(e) = send(&ctl, &pid_message(b'G', pid)) {
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                    fail(&ctl, Layer::Process, &format!("reporting the guard: {e}"))
+                }
+                (Some((built_w, ready_r)), Some(joined_r))
             }
         }
     };
@@ -641,30 +704,42 @@ fn child_c1(
         fail(&ctl, Layer::UserNamespace, &e.to_string())
     }
     crate::timing::mark("C1: namespaces entered (unshare, uid/gid maps)");
-    match sys::fork() {
+    match sys::fork_sibling() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-        Ok(Fork::Child) => child_init(plan, prep, layers, ctl, init_ends.take()),
-        Ok(Fork::Parent(c2)) => {
-            drop(ctl);
+        Ok(Fork::Child) => {
+            drop(guard_joined);
+            child_init(plan, prep, layers, ctl, init_ends.take())
+        }
+        Ok(Fork::Parent(init)) => {
             drop(init_ends.take());
-            let sigs = SigSet::of(&all_signals());
-            let code = forward_until_exit(&sigs, c2, None, guard).unwrap_or(125);
-            crate::timing::mark("C1: init reaped");
-            sys::exit_now(code)
+            if let Err(e) = send(&ctl, &pid_message(b'P', init)) {
+                let _ = sys::kill(init, libc::SIGKILL);
+                fail(&ctl, Layer::Process, &format!("reporting pid 1: {e}"))
+            }
+            drop(ctl);
+            // A byte once the guard has joined, or EOF if it has stopped (the launcher
+            // then ends the run).
+            if let Some(joined) = guard_joined {
+                let _ = std::io::Read::read(&mut std::fs::File::from(joined), &mut [0u8; 1]);
+            }
+            sys::exit_now(0)
         }
     }
 }
 
-/// The mount guard's process (guard.rs), a child of C1 forked before C1 entered its
-/// namespaces: wait for init to build the mount tree, join C1's user and mount
-/// namespaces, watch. Whatever fails ends it, and C1 then stops the run.
+/// The mount guard's process (guard.rs), made by C1 as the launcher's child before C1
+/// entered its namespaces: wait for init to build the mount tree, join C1's user and
+/// mount namespaces (and say so on `joined`: C1 waits for that before it leaves),
+/// watch. Whatever fails ends it, and the launcher then stops the run.
 fn guard_process(
     guarded: Vec<guard::Guarded>,
+    launcher: libc::pid_t,
     c1: libc::pid_t,
     built: OwnedFd,
     ready: OwnedFd,
+    joined: OwnedFd,
 ) -> ! {
-    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != c1 {
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
     }
     let _ = sys::set_dumpable(false);
@@ -680,6 +755,7 @@ fn guard_process(
         eprintln!("sandpit: mount guard: joining the sandbox's namespaces: {e}");
         sys::exit_now(125);
     }
+    let _ = std::io::Write::write_all(&mut std::fs::File::from(joined), b"J");
     // Nothing of C1's (terminal, pipes, the placeholder lock) stays open in here.
     let ready = match sys::keep_only(ready) {
         Ok(r) => r,
