@@ -46,31 +46,29 @@ if command -v bwrap > /dev/null; then
   W=$(mktemp -d /var/tmp/sandpit-bwrap-XXXXXX)
   mkdir -p "$W/d1/d2/d3" && echo x > "$W/d1/d2/d3/f"
   cc -O2 -o "$W/openclose" bench/openclose.c
+  cc -O2 -o "$W/spawn_pair" bench/spawn_pair.c
   AS=()
+  RUN_UID=-1
   if [ "$(id -u)" = 0 ]; then
     chown -R 65534:65534 "$W"
     AS=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+    RUN_UID=65534
   fi
-  BW=(bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind "$W" "$W"
+  BW=("$(command -v bwrap)" --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind "$W" "$W"
     --unshare-all --die-with-parent --new-session --)
-  python3 - "$BWRAP_RUNS" "$W" "${AS[@]}" -- "${BW[@]}" <<'PY' >> "$DIR/results" || echo "   bwrap failed" >&2
-import subprocess, sys, time
-n, w = int(sys.argv[1]), sys.argv[2]
-rest = sys.argv[3:]
+  # Started the way bench/run_startup.sh starts `sandpit run` (bench/spawn_pair.c).
+  if read -r bare boxed _ _ < <("$W/spawn_pair" "$BWRAP_RUNS" "$RUN_UID" "$W" "$W" /bin/true --vs-- "${BW[@]}" /bin/true); then
+    echo "RESULT bwrap_true_bare $bare ms" >> "$DIR/results"
+    echo "RESULT bwrap_true $boxed ms" >> "$DIR/results"
+  else
+    echo "   bwrap start-up failed" >&2
+  fi
+  python3 - "$W" "${AS[@]}" -- "${BW[@]}" <<'PY' >> "$DIR/results" || echo "   bwrap failed" >&2
+import subprocess, sys
+w = sys.argv[1]
+rest = sys.argv[2:]
 i = rest.index("--")
 as_user, bw = rest[:i], rest[i + 1:]
-def run(cmd):
-    t = time.perf_counter()
-    subprocess.run(as_user + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=True)
-    return (time.perf_counter() - t) * 1000
-bare, boxed = [], []
-for _ in range(n):
-    bare.append(run(["/bin/true"]))
-    boxed.append(run(bw + ["/bin/true"]))
-med = lambda v: sorted(v)[len(v) // 2]
-print(f"RESULT bwrap_true_bare {med(bare):.2f} ms")
-print(f"RESULT bwrap_true {med(boxed):.2f} ms")
 oc = [f"{w}/openclose", f"{w}/d1/d2/d3/f", "100000", "r"]
 out = lambda cmd: float(subprocess.run(as_user + cmd, capture_output=True, text=True, check=True).stdout)
 b = min(out(oc) for _ in range(7))

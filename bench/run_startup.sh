@@ -39,27 +39,15 @@ sleep 2.1
 (cd "$HOME/empty" && "${AS[@]}" "$BIN" run -- /bin/true >/dev/null 2>&1)
 
 # Interleaved timing of two commands (A then B, RUNS times, so load drift hits both
-# alike). Prints "A_wall B_wall A_cpu B_cpu": medians in ms; cpu = user+sys of the
-# whole process tree (robust when other jobs share the machine).
+# alike), each started by bench/spawn_pair.c with fork+exec (as uid 65534 when run as
+# root): no interpreter or setpriv in the timed path. Prints "A_wall B_wall A_cpu
+# B_cpu": medians in ms; cpu = user+sys of the command and what it waited for.
+cc -O2 -o "$WORK/spawn_pair" bench/spawn_pair.c
+RUN_UID=-1
+if [ "$(id -u)" = 0 ]; then RUN_UID=65534; fi
 pair_ms() {
   local da=$1 db=$2; shift 2
-  python3 - "$da" "$db" "$RUNS" "$@" <<'PY'
-import os, resource, subprocess, sys, time
-da, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rest = sys.argv[4:]
-i = rest.index("--vs--")
-cmds = [(da, rest[:i]), (db, rest[i + 1:])]
-wall, cpu = [[], []], [[], []]
-def rus():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN); return r.ru_utime + r.ru_stime
-for _ in range(n):
-    for k, (d, c) in enumerate(cmds):
-        c0, t = rus(), time.perf_counter()
-        subprocess.run(c, cwd=d, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        wall[k].append((time.perf_counter() - t) * 1000); cpu[k].append((rus() - c0) * 1000)
-med = lambda v: sorted(v)[len(v) // 2]
-print(f"{med(wall[0]):.2f} {med(wall[1]):.2f} {med(cpu[0]):.2f} {med(cpu[1]):.2f}")
-PY
+  "$WORK/spawn_pair" "$RUNS" "$RUN_UID" "$da" "$db" "$@"
 }
 result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
@@ -68,7 +56,7 @@ SECTIONS=${SECTIONS:-1 2 3 4 5}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if has 1; then
 echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
-read -r bw sw bc sc < <(pair_ms "$HOME/empty" "$HOME/empty" "${AS[@]}" /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+read -r bw sw bc sc < <(pair_ms "$HOME/empty" "$HOME/empty" /bin/true --vs-- "$BIN" run -- /bin/true)
 echo "bare /bin/true:            wall ${bw} ms, cpu ${bc} ms"
 echo "sandpit run -- /bin/true:  wall ${sw} ms, cpu ${sc} ms   (goal <= 8 ms; overhead wall $(python3 -c "print(f'{$sw-$bw:.2f}')") ms)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
@@ -129,7 +117,7 @@ mkdir -p "$HOME/prog"
 cp /bin/true "$HOME/prog/big-true"
 truncate -s +200M "$HOME/prog/big-true"
 [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/prog"
-read -r tw gw _ _ < <(RUNS=$((RUNS / 4 + 1)) pair_ms "$HOME/prog" "$HOME/prog" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- ./big-true)
+read -r tw gw _ _ < <(RUNS=$((RUNS / 4 + 1)) pair_ms "$HOME/prog" "$HOME/prog" "$BIN" run -- /bin/true --vs-- "$BIN" run -- ./big-true)
 echo "sandpit run -- /bin/true: ${tw} ms; sandpit run -- 200 MB program: ${gw} ms; ratio $(ratio "$gw" "$tw")"
 result run_big_program_small "$tw" ms
 result run_big_program "$gw" ms
@@ -149,7 +137,7 @@ for i in range(0, n, per):
         open(os.path.join(d, f"f{j}"), "w").close()
 PY
 [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$HOME/big"
-read -r ew gw ec gc < <(pair_ms "$HOME/empty" "$HOME/big" "${AS[@]}" "$BIN" run -- /bin/true --vs-- "${AS[@]}" "$BIN" run -- /bin/true)
+read -r ew gw ec gc < <(pair_ms "$HOME/empty" "$HOME/big" "$BIN" run -- /bin/true --vs-- "$BIN" run -- /bin/true)
 echo "empty workspace: wall ${ew} ms cpu ${ec} ms; ${FILES}-file workspace: wall ${gw} ms cpu ${gc} ms"
 echo "ratio wall $(ratio "$gw" "$ew"), cpu $(ratio "$gc" "$ec")   (goal <= 1.05x)"
 result run_big_empty "$ew" ms
