@@ -73,10 +73,11 @@ struct Child {
 fn key(comp: &[u8]) -> u64 {
     match comp.first_chunk::<8>() {
         Some(head) => u64::from_le_bytes(*head),
-        None => comp
-            .iter()
-            .enumerate()
-            .fold(0, |k, (i, &b)| k | u64::from(b) << (8 * i)),
+        None => {
+            let mut head = [0u8; 8];
+            head[..comp.len()].copy_from_slice(comp);
+            u64::from_le_bytes(head)
+        }
     }
 }
 
