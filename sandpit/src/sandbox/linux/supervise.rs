@@ -396,13 +396,48 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
     }
     let launcher = sys::getpid();
+    // The mount guard stays in the host's pid namespace (out of the command's sight,
+    // and out of the namespace's teardown) and joins C1's user and mount namespaces
+    // once init has built the tree. The launcher makes it right after C1, while C1
+    // enters its namespaces. Three pipes: init tells the guard the tree is built; the
+    // guard tells init it watches (the command's process execs only then); the guard
+    // tells C1 it has joined (C1 stays until then: the guard joins through C1, as pid
+    // 1 is not dumpable).
+    let guarded = if ns {
+        guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists())
+    } else {
+        vec![]
+    };
+    let mut pipes = if guarded.is_empty() {
+        None
+    } else {
+        let (built_r, built_w) = sys::pipe().map_err(io_err("pipe"))?;
+        let (ready_r, ready_w) = sys::pipe().map_err(io_err("pipe"))?;
+        let (joined_r, joined_w) = sys::pipe().map_err(io_err("pipe"))?;
+        Some((
+            GuardEnds {
+                built: built_r,
+                ready: ready_w,
+                joined: joined_w,
+            },
+            C1Ends {
+                built: built_w,
+                ready: ready_r,
+                joined: joined_r,
+            },
+        ))
+    };
     let c1 = match sys::fork().map_err(io_err("fork"))? {
         Fork::Child => {
             drop(ctl_parent);
             drop(listener);
+            let ends = pipes.take().map(|(g, c)| {
+                drop(g);
+                c
+            });
             // A panic must never unwind back into the launcher's code in this copy.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                child_c1(plan, prep, layers, ctl_child, launcher)
+                child_c1(plan, prep, layers, ctl_child, launcher, ends)
             }));
             let _ = r;
             sys::exit_now(125)
@@ -410,6 +445,34 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         Fork::Parent(pid) => pid,
     };
     drop(ctl_child);
+    // A failure from here on is reported once the sandbox's setup has ended (without
+    // its guard, the command's process stops before exec).
+    let mut setup_error: Option<(Layer, String)> = None;
+    let guard = match pipes.take() {
+        None => None,
+        Some((ends, theirs)) => {
+            drop(theirs);
+            match sys::fork() {
+                Err(e) => {
+                    setup_error = Some((Layer::Process, format!("fork: {e}")));
+                    None
+                }
+                Ok(Fork::Child) => {
+                    drop(ctl_parent);
+                    drop(listener);
+                    drop(pty);
+                    guard_process(guarded, launcher, c1, ends)
+                }
+                Ok(Fork::Parent(pid)) => {
+                    // Out of the terminal's foreground group, like C1 (set on both
+                    // sides of the fork, so no Ctrl-C can fall in between).
+                    let _ = sys::setpgid(pid, pid);
+                    crate::timing::mark("guard forked");
+                    Some(pid)
+                }
+            }
+        }
+    };
     let master = pty.map(|(m, s)| {
         drop(s);
         m
@@ -419,9 +482,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let mut dns: Option<std::net::UdpSocket> = None;
     let mut services: Vec<TcpListener> = vec![];
     let mut factory: Option<OwnedFd> = None;
-    let mut setup_error: Option<(Layer, String)> = None;
     let mut exec_error: Option<String> = None;
-    let (mut init, mut guard): (Option<libc::pid_t>, Option<libc::pid_t>) = (None, None);
+    let mut init: Option<libc::pid_t> = None;
     let mut buf = vec![0u8; 4096];
     loop {
         let (n, fd) = match sys::recv_msg(ctl_parent.as_fd(), &mut buf) {
@@ -436,14 +498,13 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
             (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
             (Some(b'F'), Some(fd)) => factory = Some(fd),
-            (Some(b'E'), _) if n >= 2 => {
+            (Some(b'E'), _) if n >= 2 && setup_error.is_none() => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
                     String::from_utf8_lossy(&buf[2..n]).into_owned(),
                 ))
             }
             (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
-            (Some(b'G'), None) if n == 5 => guard = Some(pid_from(&buf[1..5])),
             (Some(b'P'), None) if n == 5 => init = Some(pid_from(&buf[1..5])),
             _ => {}
         }
@@ -652,6 +713,7 @@ fn child_c1(
     layers: &Layers,
     ctl: OwnedFd,
     launcher: libc::pid_t,
+    guard: Option<C1Ends>,
 ) -> ! {
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
@@ -664,42 +726,10 @@ fn child_c1(
     crate::timing::mark("C1 forked");
     let _ = sys::setpgid_self();
     let net = plan.net != NetPlan::Host;
-    // The mount guard is made before the namespaces exist, so that it stays in the
-    // host's pid namespace (out of the command's sight, and out of the namespace's
-    // teardown); it joins the user and mount namespaces once init has built the tree.
-    // Three pipes: init tells the guard the tree is built; the guard tells init it
-    // watches (the command's process execs only then); the guard tells C1 it has
-    // joined C1's namespaces (C1 stays until then: the guard joins them through it, as
-    // pid 1 is not dumpable).
-    let guarded = guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists());
-    let c1 = sys::getpid();
-    let (mut init_ends, guard_joined) = if guarded.is_empty() {
-        (None, None)
-    } else {
-        let pipes =
-            sys::pipe().and_then(|a| sys::pipe().and_then(|b| sys::pipe().map(|c| (a, b, c))));
-        let ((built_r, built_w), (ready_r, ready_w), (joined_r, joined_w)) = match pipes {
-            Ok(p) => p,
-            Err(e) => fail(&ctl, Layer::Process, &format!("pipe: {e}")),
-        };
-        match sys::fork_sibling() {
-            Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-            Ok(Fork::Child) => {
-                drop((ctl, built_w, ready_r, joined_r));
-                guard_process(guarded, launcher, c1, built_r, ready_w, joined_w)
-            }
-            Ok(Fork::Parent(pid)) => {
-                drop((built_r, ready_w, joined_w));
-                // At once: the launcher stops the guard if the setup fails later.
-                if let Err(e) = send(&ctl, &pid_message(b'G', pid)) {
-                    let _ = sys::kill(pid, libc::SIGKILL);
-                    fail(&ctl, Layer::Process, &format!("reporting the guard: {e}"))
-                }
-                (Some((built_w, ready_r)), Some(joined_r))
-            }
-        }
+    let (mut init_ends, guard_joined) = match guard {
+        Some(e) => (Some((e.built, e.ready)), Some(e.joined)),
+        None => (None, None),
     };
-    crate::timing::mark("C1: guard forked");
     if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())
     }
@@ -727,18 +757,36 @@ fn child_c1(
     }
 }
 
-/// The mount guard's process (guard.rs), made by C1 as the launcher's child before C1
-/// entered its namespaces: wait for init to build the mount tree, join C1's user and
-/// mount namespaces (and say so on `joined`: C1 waits for that before it leaves),
-/// watch. Whatever fails ends it, and the launcher then stops the run.
+/// The mount guard's pipe ends (see `start`).
+struct GuardEnds {
+    built: OwnedFd,
+    ready: OwnedFd,
+    joined: OwnedFd,
+}
+
+/// C1's ends of the same pipes; it hands `built` and `ready` to init.
+struct C1Ends {
+    built: OwnedFd,
+    ready: OwnedFd,
+    joined: OwnedFd,
+}
+
+/// The mount guard's process (guard.rs), the launcher's child: wait for init to build
+/// the mount tree, join C1's user and mount namespaces (and say so on `joined`: C1
+/// waits for that before it leaves), watch. Whatever fails ends it, and the launcher
+/// then stops the run.
 fn guard_process(
     guarded: Vec<guard::Guarded>,
     launcher: libc::pid_t,
     c1: libc::pid_t,
-    built: OwnedFd,
-    ready: OwnedFd,
-    joined: OwnedFd,
+    ends: GuardEnds,
 ) -> ! {
+    let GuardEnds {
+        built,
+        ready,
+        joined,
+    } = ends;
+    let _ = sys::setpgid_self();
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
     }

@@ -298,6 +298,12 @@ pub fn setpgid_self() -> io::Result<()> {
     cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
 }
 
+/// Put `pid` (a child) in a new process group of its own.
+pub fn setpgid(pid: libc::pid_t, pgid: libc::pid_t) -> io::Result<()> {
+    // SAFETY: setpgid takes only integers.
+    cvt(unsafe { libc::setpgid(pid, pgid) }).map(drop)
+}
+
 pub fn setsid() -> io::Result<()> {
     // SAFETY: setsid takes no arguments.
     cvt(unsafe { libc::setsid() }).map(drop)
