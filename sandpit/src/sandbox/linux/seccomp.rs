@@ -227,13 +227,20 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> SockFilter {
     SockFilter { code, jt, jf, k }
 }
 
-/// Too many comparisons in one rule for 8-bit BPF jumps.
+/// A jump longer than 8-bit BPF offsets reach: too many comparisons in one rule, or
+/// a table too big for the dispatch.
 #[derive(Debug, thiserror::Error)]
-#[error("seccomp rule for {0} is too long to compile")]
-pub struct TooLong(pub &'static str);
+#[error("seccomp filter too long to compile: {0}")]
+pub struct TooLong(pub String);
 
-/// Compile `rules` into a BPF program: arch check, foreign-ABI check, then one block
-/// per rule (`nr` match, conditions, `ret errno`), then allow.
+/// Compile `rules` into a BPF program: arch check, foreign-ABI check, then a binary
+/// search on the syscall number down to the rules for that number (`ret errno` for
+/// the first whose conditions all hold), allow otherwise.
+///
+/// A search, not one comparison per rule: the kernel runs the program once per
+/// syscall number when the filter is installed (to find the numbers it can allow
+/// without running it again) and on every call with argument conditions, so a
+/// linear chain of ~35 rules cost ~0.1 ms at every sandboxed start.
 pub fn compile(rules: &[Rule]) -> Result<Vec<SockFilter>, TooLong> {
     let mut p = vec![
         stmt(BPF_LD_W_ABS, OFF_ARCH),
@@ -245,47 +252,89 @@ pub fn compile(rules: &[Rule]) -> Result<Vec<SockFilter>, TooLong> {
         p.push(jump(BPF_JGE_K, bit, 0, 1));
         p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
     }
+    let mut nrs: Vec<u32> = rules.iter().map(|r| r.nr).collect();
+    nrs.sort_unstable();
+    nrs.dedup();
+    let blocks = nrs
+        .iter()
+        .map(|&n| block(rules.iter().filter(|r| r.nr == n)))
+        .collect::<Result<Vec<_>, _>>()?;
+    p.extend(dispatch(&nrs, &blocks)?);
+    Ok(p)
+}
+
+fn offset(n: usize, what: &str) -> Result<u8, TooLong> {
+    u8::try_from(n).map_err(|_| TooLong(what.to_string()))
+}
+
+/// The accumulator holds the syscall number, one of `nrs` (sorted) or none of them:
+/// `nrs[i]` runs `blocks[i]`, anything else is allowed. Every path ends in a `ret`.
+fn dispatch(nrs: &[u32], blocks: &[Vec<SockFilter>]) -> Result<Vec<SockFilter>, TooLong> {
+    if nrs.len() <= 2 {
+        let mut d = vec![];
+        for (&n, b) in nrs.iter().zip(blocks) {
+            d.push(jump(BPF_JEQ_K, n, 0, offset(b.len(), "a syscall's rules")?));
+            d.extend_from_slice(b);
+        }
+        d.push(stmt(BPF_RET_K, RET_ALLOW));
+        return Ok(d);
+    }
+    let mid = nrs.len() / 2;
+    let below = dispatch(&nrs[..mid], &blocks[..mid])?;
+    let above = dispatch(&nrs[mid..], &blocks[mid..])?;
+    let mut d = vec![jump(
+        BPF_JGE_K,
+        nrs[mid],
+        offset(below.len(), "the dispatch")?,
+        0,
+    )];
+    d.extend(below);
+    d.extend(above);
+    Ok(d)
+}
+
+/// The rules of one syscall number, in table order: the first whose conditions all
+/// hold returns its errno; none does: allow.
+fn block<'a>(rules: impl Iterator<Item = &'a Rule>) -> Result<Vec<SockFilter>, TooLong> {
+    // Within a rule, `FAIL` stands for "go to the next rule" until the rule's length
+    // is known.
+    const FAIL: u8 = u8::MAX;
+    let mut b = vec![];
     for rule in rules {
-        // Each block is built with `FAIL` placeholders meaning "skip to the next
-        // rule", resolved once the block length is known. The block starts and ends
-        // with the syscall number in the accumulator.
-        const FAIL: u8 = u8::MAX;
-        let mut b: Vec<SockFilter> = vec![jump(BPF_JEQ_K, rule.nr, 0, FAIL)];
+        let mut r: Vec<SockFilter> = vec![];
         for c in &rule.when {
-            b.push(stmt(BPF_LD_W_ABS, off_arg_low(c.arg)));
+            r.push(stmt(BPF_LD_W_ABS, off_arg_low(c.arg)));
             if c.mask != u32::MAX {
-                b.push(stmt(BPF_AND_K, c.mask));
+                r.push(stmt(BPF_AND_K, c.mask));
             }
             match &c.op {
-                Op::Eq(v) => b.push(jump(BPF_JEQ_K, *v, 0, FAIL)),
-                Op::Ne(v) => b.push(jump(BPF_JEQ_K, *v, FAIL, 0)),
+                Op::Eq(v) => r.push(jump(BPF_JEQ_K, *v, 0, FAIL)),
+                Op::Ne(v) => r.push(jump(BPF_JEQ_K, *v, FAIL, 0)),
                 Op::In(vs) => {
                     // Jump past the remaining comparisons on a hit; fail if none hit.
                     let n = vs.len();
                     for (i, v) in vs.iter().enumerate() {
-                        let rest = (n - 1 - i) as u8;
+                        let rest = offset(n - 1 - i, rule.name)?;
                         if i + 1 == n {
-                            b.push(jump(BPF_JEQ_K, *v, 0, FAIL));
+                            r.push(jump(BPF_JEQ_K, *v, 0, FAIL));
                         } else {
-                            b.push(jump(BPF_JEQ_K, *v, rest, 0));
+                            r.push(jump(BPF_JEQ_K, *v, rest, 0));
                         }
                     }
                 }
                 Op::NotIn(vs) => {
                     for v in vs {
-                        b.push(jump(BPF_JEQ_K, *v, FAIL, 0));
+                        r.push(jump(BPF_JEQ_K, *v, FAIL, 0));
                     }
                 }
             }
         }
-        b.push(stmt(BPF_RET_K, RET_ERRNO | (rule.errno as u32 & 0xffff)));
-        // A failed condition must reload the syscall number for the next rule, so
-        // "next rule" is a reload instruction appended after the block.
-        b.push(stmt(BPF_LD_W_ABS, OFF_NR));
-        let len = b.len();
-        for (i, ins) in b.iter_mut().enumerate().take(len - 1) {
-            // Target of FAIL: the reload at len-1; offsets count from the next insn.
-            let off = u8::try_from(len - 2 - i).map_err(|_| TooLong(rule.name))?;
+        r.push(stmt(BPF_RET_K, RET_ERRNO | (rule.errno as u32 & 0xffff)));
+        // FAIL's target is the first instruction after the rule; offsets count from
+        // the instruction after the jump.
+        let len = r.len();
+        for (i, ins) in r.iter_mut().enumerate() {
+            let off = offset(len - 1 - i, rule.name)?;
             if ins.jt == FAIL {
                 ins.jt = off;
             }
@@ -293,10 +342,10 @@ pub fn compile(rules: &[Rule]) -> Result<Vec<SockFilter>, TooLong> {
                 ins.jf = off;
             }
         }
-        p.extend(b);
+        b.extend(r);
     }
-    p.push(stmt(BPF_RET_K, RET_ALLOW));
-    Ok(p)
+    b.push(stmt(BPF_RET_K, RET_ALLOW));
+    Ok(b)
 }
 
 #[cfg(test)]
@@ -508,6 +557,66 @@ mod tests {
         // The namespaced table leaves them to the namespace.
         let n = prog(Profile::Namespaced);
         assert_eq!(call(&n, libc::SYS_sendto, [3, 0, 0, fo, 0, 0]), RET_ALLOW);
+    }
+
+    /// What the table means, read straight off it: the first rule for the number
+    /// whose conditions all hold refuses; otherwise allowed.
+    fn meaning(rules: &[Rule], nr: u32, args: [u64; 6]) -> u32 {
+        let holds = |c: &Cond| {
+            let v = args[c.arg as usize] as u32 & c.mask;
+            match &c.op {
+                Op::Eq(x) => v == *x,
+                Op::Ne(x) => v != *x,
+                Op::In(xs) => xs.contains(&v),
+                Op::NotIn(xs) => !xs.contains(&v),
+            }
+        };
+        rules
+            .iter()
+            .find(|r| r.nr == nr && r.when.iter().all(holds))
+            .map_or(RET_ALLOW, |r| RET_ERRNO | r.errno as u32)
+    }
+
+    #[test]
+    fn the_compiled_search_means_what_the_table_says() {
+        for profile in [Profile::Namespaced, Profile::Fallback] {
+            let rules = table(profile);
+            let p = compile(&rules).unwrap();
+            // Every value a condition names, with its neighbours and high bits set
+            // (ignored: the conditions read the low word).
+            let mut values: Vec<u64> = vec![0, 1, u64::from(u32::MAX), 1 << 40];
+            for c in rules.iter().flat_map(|r| &r.when) {
+                let named = match &c.op {
+                    Op::Eq(x) | Op::Ne(x) => vec![*x],
+                    Op::In(xs) | Op::NotIn(xs) => xs.clone(),
+                };
+                for x in named.into_iter().chain([c.mask]) {
+                    let x = u64::from(x);
+                    values.extend([x, x + 1, x.saturating_sub(1), x | 0xdead_0000_0000]);
+                }
+            }
+            values.sort_unstable();
+            values.dedup();
+            let mut checked = 0;
+            for nr in 0..600u32 {
+                let named = rules.iter().any(|r| r.nr == nr);
+                // Numbers without a rule: the arguments cannot matter; one vector.
+                let vs: &[u64] = if named { &values } else { &[7] };
+                for &a in vs {
+                    for &b in if named { &values[..] } else { &[7][..] } {
+                        for args in [[a, b, 0, 0, 0, 0], [0, a, b, a, 0, 0], [b, 0, a, b, 0, 0]] {
+                            assert_eq!(
+                                run(&p, AUDIT_ARCH, nr, args),
+                                meaning(&rules, nr, args),
+                                "{profile:?}: syscall {nr} with {args:x?}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+            assert!(checked > 10_000, "{checked}");
+        }
     }
 
     #[test]
