@@ -427,10 +427,10 @@ impl Builder {
         }
         let files = &mut self.policy.files;
         for r in block_read {
-            push_rule(&mut files.block_read, r);
+            push_path_rule(&mut files.block_read, r);
         }
         for r in block_write {
-            push_rule(&mut files.block_write, r);
+            push_path_rule(&mut files.block_write, r);
         }
         if project {
             // Tighten only: each allow must lie within one the lower layers granted; the
@@ -454,10 +454,10 @@ impl Builder {
             }
         } else {
             for r in allow_read {
-                push_rule(&mut files.allow_read, r);
+                push_path_rule(&mut files.allow_read, r);
             }
             for r in allow_write {
-                push_rule(&mut files.allow_write, r);
+                push_path_rule(&mut files.allow_write, r);
             }
         }
         Ok(())
@@ -851,7 +851,19 @@ fn span_of(cx: &Cx, o: &Origin) -> std::ops::Range<usize> {
 /// takes it over (its origin is the one that decides against another layer's rule
 /// for the same value, e.g. your own block_read against a profile's allow_read).
 fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
-    match list.iter_mut().find(|x| x.value == r.value) {
+    push_rule_by(list, r, |a, b| a == b)
+}
+
+/// [`push_rule`] for path lists, comparing bytes: a `Path`'s own `==` walks both
+/// paths component by component, and each entry is checked against the whole list.
+/// The resolver has normalized every value; two spellings of one path that were not
+/// would only keep both entries, which decide the same.
+fn push_path_rule(list: &mut Vec<Rule<PathBuf>>, r: Rule<PathBuf>) {
+    push_rule_by(list, r, |a, b| a.as_os_str() == b.as_os_str())
+}
+
+fn push_rule_by<T>(list: &mut Vec<Rule<T>>, r: Rule<T>, eq: impl Fn(&T, &T) -> bool) {
+    match list.iter_mut().find(|x| eq(&x.value, &r.value)) {
         Some(x) if r.origin.layer > x.origin.layer => x.origin = r.origin,
         Some(_) => {}
         None => list.push(r),
