@@ -94,8 +94,12 @@ fn main() {
     // (cpuid, which traps under virtualisation) — about 0.35 ms less per shimmed
     // command on this project's machines. Without it, glibc linked static.
     let shim_target = musl_sibling(&target).unwrap_or_else(|| target.clone());
+    // A launcher built for musl (`--target <arch>-unknown-linux-musl`: static, so its
+    // own start skips the dynamic loader and glibc's CPU-feature probing) still
+    // injects a glibc interposer: the programs it runs load through glibc's loader.
+    let dylib_target = gnu_sibling(&target).unwrap_or_else(|| target.clone());
     for (what, mut cmd, for_target) in [
-        ("sandpit-dylib", dylib, &target),
+        ("sandpit-dylib", dylib, &dylib_target),
         ("sandpit-shim", shim, &shim_target),
     ] {
         cmd.current_dir(&root)
@@ -129,6 +133,11 @@ fn main() {
         ] {
             cmd.env_remove(k);
         }
+        if *for_target != target {
+            // The outer build's rustflags are for its own target (a musl launcher's
+            // `-C relocation-model=…`), not for the glibc interposer built beside it.
+            cmd.env_remove("CARGO_ENCODED_RUSTFLAGS");
+        }
         match cmd.status() {
             Ok(s) if s.success() => {}
             Ok(s) => {
@@ -145,7 +154,7 @@ fn main() {
     let profile = if release { "release" } else { "debug" };
     for (from, to) in [
         (
-            target_dir.join(&target).join(profile).join(built),
+            target_dir.join(&dylib_target).join(profile).join(built),
             &embedded,
         ),
         (
@@ -162,6 +171,11 @@ fn main() {
         }
     }
     write_source(&out, &embedded, name, &embedded_shim);
+}
+
+/// `x86_64-unknown-linux-gnu` for `x86_64-unknown-linux-musl` (any arch).
+fn gnu_sibling(target: &str) -> Option<String> {
+    Some(format!("{}-gnu", target.strip_suffix("-musl")?))
 }
 
 /// `x86_64-unknown-linux-musl` for `x86_64-unknown-linux-gnu` (any arch), if the

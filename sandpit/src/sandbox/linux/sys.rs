@@ -559,12 +559,12 @@ pub fn loopback_up() -> io::Result<()> {
         ifr.ifr_name[i] = *b as libc::c_char;
     }
     // SAFETY: s is a socket; ifr is a valid ifreq that the kernel fills in.
-    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) })?;
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS as libc::Ioctl, &mut ifr) })?;
     // SAFETY: reading the union member that SIOCGIFFLAGS just filled.
     let flags = unsafe { ifr.ifr_ifru.ifru_flags };
     ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
     // SAFETY: as above.
-    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) }).map(drop)
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as libc::Ioctl, &ifr) }).map(drop)
 }
 
 /// Send one descriptor with a short message over a unix socket (SCM_RIGHTS).
