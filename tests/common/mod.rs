@@ -24,8 +24,14 @@ pub const PROTECTED: &[&str] = &[
 pub const TEST_UID: u32 = 65534;
 pub const TEST_GID: u32 = 65534;
 
+/// The launcher under test: the one cargo built for these tests, or another build
+/// of it named by `SANDPIT_TEST_BIN` (`.ci/run` runs the suite again against the
+/// static musl build).
 pub fn sandpit_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_sandpit"))
+    match std::env::var_os("SANDPIT_TEST_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_sandpit")),
+    }
 }
 
 pub fn is_root() -> bool {
