@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Kernel-layer benchmarks for `sandpit run` (issue 4). Prints ratios against the bare
 # command measured in the same run; no pass/fail thresholds here (goals in comments).
-#   1. `sandpit run -- /bin/true` median            (goal <= 8 ms)
+#   1. `sandpit run -- /bin/true` median            (goal <= 8 ms), for the glibc
+#      build (`cargo build`) and the static one (.ci/build-static.sh; NO_STATIC=1
+#      skips it)
 #   2. open+close per call, every layer on vs bare  (goal <= 1.10x) at path depths
 #   3. start time in a 300k-file workspace vs empty (goal <= 1.05x)
 #   4. where the start of `sandpit run -- /bin/true` goes: the median of each step's
@@ -20,6 +22,14 @@ RUNS=${1:-200}
 FILES=${FILES:-300000}
 cargo build --release -p sandpit -q
 BIN=$PWD/target/release/sandpit
+# The static launcher too (section 1), where .ci/build-static.sh can build it.
+STATIC=""
+if [[ " ${SECTIONS:-1} " == *" 1 "* ]] && [ -z "${NO_STATIC:-}" ]; then
+  STATIC=$(bash .ci/build-static.sh) || {
+    echo "(no static launcher: .ci/build-static.sh failed; section 1 measures the glibc build only)"
+    STATIC=""
+  }
+fi
 WORK=$(mktemp -d /var/tmp/sandpit-bench-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/home/empty" "$WORK/home/big" "$WORK/home/ws"
@@ -34,9 +44,13 @@ unset XDG_RUNTIME_DIR
 export PATH=/usr/local/bin:/usr/bin:/bin
 # One run extracts the interposer into this fresh HOME; after ~2 s its verification
 # stamp is written (src/inject), as on any machine where sandpit has run before.
-(cd "$HOME/empty" && "${AS[@]}" "$BIN" run -- /bin/true >/dev/null 2>&1)
+for b in "$BIN" $STATIC; do
+  (cd "$HOME/empty" && "${AS[@]}" "$b" run -- /bin/true >/dev/null 2>&1)
+done
 sleep 2.1
-(cd "$HOME/empty" && "${AS[@]}" "$BIN" run -- /bin/true >/dev/null 2>&1)
+for b in "$BIN" $STATIC; do
+  (cd "$HOME/empty" && "${AS[@]}" "$b" run -- /bin/true >/dev/null 2>&1)
+done
 
 # Interleaved timing of two commands (A then B, RUNS times, so load drift hits both
 # alike), each started by bench/spawn_pair.c with fork+exec (as uid 65534 when run as
@@ -62,6 +76,13 @@ echo "sandpit run -- /bin/true:  wall ${sw} ms, cpu ${sc} ms   (goal <= 8 ms; ov
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 result run_true_bare "$bw" ms
 result run_true_sandpit "$sw" ms
+if [ -n "$STATIC" ]; then
+  read -r bw2 tw _ tc < <(pair_ms "$HOME/empty" "$HOME/empty" /bin/true --vs-- "$STATIC" run -- /bin/true)
+  echo "static launcher (musl, static-pie; .ci/build-static.sh), same command:"
+  echo "sandpit run -- /bin/true:  wall ${tw} ms, cpu ${tc} ms   (bare /bin/true in these rounds: ${bw2} ms)"
+  result run_true_static_bare "$bw2" ms
+  result run_true_static "$tw" ms
+fi
 fi
 
 if has 2; then
