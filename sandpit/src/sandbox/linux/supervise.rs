@@ -2,16 +2,16 @@
 //!
 //! ```text
 //! launcher ──fork──▶ C1: unshare(user,mount,pid,net,ipc,uts), uid/gid maps; makes
-//!   (relay, signals,      the two below as the launcher's children (CLONE_PARENT)
-//!    waits for C2 and     and exits
-//!    the guard)        ┌─clone─▶ guard (before the unshare; joins the user and
-//!                      │         mount namespaces once C2 has built the mounts):
-//!                      │         puts back masks and binds the host takes away
-//!                      └─clone─▶ C2 = pid 1: mounts, loopback, bridge listener,
-//!                                pivot_root; init: reaps, forwards signals
-//!                                  └─fork─▶ C3: setsid, caps dropped, no_new_privs,
-//!                                           Landlock, seccomp, waits for the
-//!                                           guard to watch, exec the command
+//!  (relay, signals;       C2 as the launcher's child (CLONE_PARENT), leaves once
+//!   waits for C2 and      the guard has joined
+//!   the guard)             └─clone─▶ C2 = pid 1: mounts, loopback, bridge listener,
+//!   │                                pivot_root; init: reaps, forwards signals
+//!   │                                  └─fork─▶ C3: setsid, caps dropped,
+//!   │                                           no_new_privs, Landlock, seccomp,
+//!   │                                           waits for the guard to watch, exec
+//!   └──fork──▶ guard (in the host's pid namespace; joins C1's user and mount
+//!              namespaces once C2 has built the mounts): puts back masks and binds
+//!              the host takes away
 //! ```
 //! Setup errors travel to the launcher over a close-on-exec SEQPACKET socket; EOF
 //! on it means the command was exec'd. When the command exits, pid 1 exits with its
@@ -510,8 +510,12 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
     }
     drop(ctl_parent);
-    // C1 leaves once it has made pid 1 (or failed); in fallback mode it is the
-    // command.
+    if setup_error.is_some() {
+        // Before C1 is waited for: C1 stays until the guard has joined.
+        stop(guard);
+    }
+    // C1 leaves once it has made pid 1 and the guard has joined (or once either
+    // failed); in fallback mode it is the command.
     let child = if ns {
         let _ = sys::wait(c1, false);
         init
@@ -519,7 +523,6 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         Some(c1)
     };
     if let Some((layer, message)) = setup_error {
-        stop(guard);
         if let Some(c) = child {
             let _ = sys::wait(c, false);
         }
@@ -793,10 +796,9 @@ fn guard_process(
     let _ = sys::set_dumpable(false);
     let mut byte = [0u8; 1];
     if !std::io::Read::read(&mut std::fs::File::from(built), &mut byte).is_ok_and(|n| n == 1) {
-        // Init failed before the command and reports why; wait for C1's end.
-        loop {
-            std::thread::park();
-        }
+        // Init failed before the command and reports why; the launcher ends the run
+        // (and C1, waiting for this guard to join, learns from the closed pipe).
+        sys::exit_now(0)
     }
     crate::timing::mark("guard: tree built, joining");
     if let Err(e) = sys::join_user_and_mount_ns(c1) {
