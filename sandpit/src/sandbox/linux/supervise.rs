@@ -415,12 +415,12 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         let (ready_r, ready_w) = sys::pipe().map_err(io_err("pipe"))?;
         let (joined_r, joined_w) = sys::pipe().map_err(io_err("pipe"))?;
         Some((
-            GuardEnds {
+            Ends {
                 built: built_r,
                 ready: ready_w,
                 joined: joined_w,
             },
-            C1Ends {
+            Ends {
                 built: built_w,
                 ready: ready_r,
                 joined: joined_r,
@@ -716,7 +716,7 @@ fn child_c1(
     layers: &Layers,
     ctl: OwnedFd,
     launcher: libc::pid_t,
-    guard: Option<C1Ends>,
+    guard: Option<Ends>,
 ) -> ! {
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
@@ -760,15 +760,10 @@ fn child_c1(
     }
 }
 
-/// The mount guard's pipe ends (see `start`).
-struct GuardEnds {
-    built: OwnedFd,
-    ready: OwnedFd,
-    joined: OwnedFd,
-}
-
-/// C1's ends of the same pipes; it hands `built` and `ready` to init.
-struct C1Ends {
+/// One side's ends of the three pipes between the mount guard and the sandbox (see
+/// `start`): the guard reads `built` and writes `ready` and `joined`; C1 hands
+/// `built` (to write) and `ready` (to read) to init and reads `joined`.
+struct Ends {
     built: OwnedFd,
     ready: OwnedFd,
     joined: OwnedFd,
@@ -782,9 +777,9 @@ fn guard_process(
     guarded: Vec<guard::Guarded>,
     launcher: libc::pid_t,
     c1: libc::pid_t,
-    ends: GuardEnds,
+    ends: Ends,
 ) -> ! {
-    let GuardEnds {
+    let Ends {
         built,
         ready,
         joined,
