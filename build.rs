@@ -138,6 +138,16 @@ fn main() {
             // `-C relocation-model=…`), not for the glibc interposer built beside it.
             cmd.env_remove("CARGO_ENCODED_RUSTFLAGS");
         }
+        if what == "sandpit-shim" && target.contains("-linux-") {
+            // The shim's flags below say all it is: a static launcher's static-pie
+            // flags (in CARGO_ENCODED_RUSTFLAGS or the target's own variable) would
+            // make it position-independent, with start-up relocations.
+            cmd.env_remove("CARGO_ENCODED_RUSTFLAGS")
+                .env_remove(format!(
+                    "CARGO_TARGET_{}_RUSTFLAGS",
+                    for_target.to_uppercase().replace('-', "_")
+                ));
+        }
         match cmd.status() {
             Ok(s) if s.success() => {}
             Ok(s) => {

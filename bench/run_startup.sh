@@ -30,6 +30,8 @@ if [[ " ${SECTIONS:-1} " == *" 1 "* ]] && [ -z "${NO_STATIC:-}" ]; then
     STATIC=""
   }
 fi
+LAUNCHERS=("$BIN")
+if [ -n "$STATIC" ]; then LAUNCHERS+=("$STATIC"); fi
 WORK=$(mktemp -d /var/tmp/sandpit-bench-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/home/empty" "$WORK/home/big" "$WORK/home/ws"
@@ -44,11 +46,11 @@ unset XDG_RUNTIME_DIR
 export PATH=/usr/local/bin:/usr/bin:/bin
 # One run extracts the interposer into this fresh HOME; after ~2 s its verification
 # stamp is written (src/inject), as on any machine where sandpit has run before.
-for b in "$BIN" $STATIC; do
+for b in "${LAUNCHERS[@]}"; do
   (cd "$HOME/empty" && "${AS[@]}" "$b" run -- /bin/true >/dev/null 2>&1)
 done
 sleep 2.1
-for b in "$BIN" $STATIC; do
+for b in "${LAUNCHERS[@]}"; do
   (cd "$HOME/empty" && "${AS[@]}" "$b" run -- /bin/true >/dev/null 2>&1)
 done
 

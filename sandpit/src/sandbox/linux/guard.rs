@@ -5,17 +5,19 @@
 //! read-only (`git config` rewrites `.git/config` that way; so do editors and
 //! credential helpers), or removes and recreates a masked directory, the kernel
 //! detaches every mount on the old object, in every mount namespace. The guard is a
-//! process in the sandbox's user and mount namespaces (a child of C1, outside the pid
-//! namespace, so the command can neither see nor signal it) that holds the namespace
+//! process in the sandbox's user and mount namespaces (a child of the launcher, outside
+//! the pid namespace, so the command can neither see nor signal it) that holds the namespace
 //! capabilities the command drops: it watches the parent directories of the guarded
 //! paths with inotify and puts the mount back when one is gone. It also masks a
 //! read-denied path that did not exist at start once the host creates it (`~/.azure`
 //! after `az login`), when its parent existed.
 //!
-//! C1 starts the guard once init has built the mount tree; a guard that cannot set
-//! up, or stops, makes C1 stop the run (`supervise.rs`). It dies with C1 and nobody
-//! waits for it: releasing an inotify instance waits for an SRCU grace period
-//! (~13 ms here), which would otherwise be added to every run's exit.
+//! The launcher forks the guard; it joins once init has built the mount tree. A
+//! guard that cannot set up, or stops, makes the launcher stop the run
+//! (`supervise.rs`). At the end the launcher kills it and nobody waits for it:
+//! releasing an inotify instance waits for an SRCU grace period (~13 ms here), and
+//! taking the mount namespace down an RCU one, which would otherwise be added to
+//! every run's exit.
 //!
 //! After each restore the guard looks through the sandbox's `/proc` for anything that
 //! opened the exposed object meanwhile, and stops the run if it finds one. What is

@@ -461,7 +461,12 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                     drop(ctl_parent);
                     drop(listener);
                     drop(pty);
-                    guard_process(guarded, launcher, c1, ends)
+                    // As in C1: a panic must never unwind back into the launcher's
+                    // code in this copy (its drops would remove the run's files).
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        guard_process(guarded, launcher, c1, ends)
+                    }));
+                    sys::exit_now(125)
                 }
                 Ok(Fork::Parent(pid)) => {
                     // Out of the terminal's foreground group, like C1 (set on both
@@ -488,7 +493,10 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     loop {
         let (n, fd) = match sys::recv_msg(ctl_parent.as_fd(), &mut buf) {
             Ok(x) => x,
-            Err(e) => return Err(io_err("reading sandbox setup status")(e)),
+            Err(e) => {
+                stop(guard);
+                return Err(io_err("reading sandbox setup status")(e));
+            }
         };
         if n == 0 && fd.is_none() {
             break;
@@ -584,12 +592,12 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     })
 }
 
-/// Kill the mount guard. Once SIGKILL is pending it never runs its own code again,
-/// so nothing it could restore (a placeholder) comes back after this returns. Not
-/// waited for: as the last process in the sandbox's mount namespace it takes that
-/// namespace down on its way out, which waits for an RCU grace period (~15 ms); its
-/// zombie is reaped when it is one already, else by the system once the launcher
-/// has exited.
+/// Kill the mount guard. Once SIGKILL is pending it returns to none of its own code,
+/// so nothing it could restore (a placeholder) comes back after this returns, short
+/// of a `mkdir` already under way. Not waited for: as the last process in the
+/// sandbox's mount namespace it takes that namespace down on its way out, which
+/// waits for an RCU grace period (~15 ms); its zombie is reaped here when it is one
+/// already (a non-blocking wait), else by the system once the launcher has exited.
 fn stop(guard: Option<libc::pid_t>) {
     if let Some(g) = guard {
         let _ = sys::kill(g, libc::SIGKILL);

@@ -261,8 +261,8 @@ pub fn fork() -> io::Result<Fork> {
 }
 
 /// fork(2), except that the child's parent is the caller's parent (`CLONE_PARENT`):
-/// C1 makes the sandbox's init and the mount guard this way, so the launcher itself
-/// waits for them and learns the command's end one exit sooner.
+/// C1 makes the sandbox's init this way, so the launcher itself waits for it and
+/// learns the command's end one exit sooner.
 ///
 /// The raw system call skips the C library's fork handlers, so the caller must be
 /// single-threaded (C1 is: a forked copy of one thread).
