@@ -26,13 +26,12 @@
 //! paths by name throughout. A sealed placeholder the host removes is made again. A
 //! protected file the host deletes without replacing stays unguarded (making one in
 //! its place would change the user's tree), and so do masks with carve-outs.
-use sandpit_policy::path::is_within_normal;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::plan::MountOp;
+use super::plan::{strictly_inside, MountOp};
 use super::sys;
 
 /// What the guard puts back.
@@ -74,11 +73,7 @@ pub fn guarded(
     let mut out = vec![];
     for m in mounts {
         let (path, restore) = match m {
-            MountOp::ReadOnly { path, .. }
-                if writable
-                    .iter()
-                    .any(|w| path.as_os_str() != w.as_os_str() && is_within_normal(path, w)) =>
-            {
+            MountOp::ReadOnly { path, .. } if writable.iter().any(|w| strictly_inside(path, w)) => {
                 (path, Restore::ReadOnly)
             }
             MountOp::MaskFile { path } => (path, Restore::Mask),

@@ -358,7 +358,7 @@ fn inside(p: &Path, root: &Path) -> bool {
     sandpit_policy::path::is_within_normal(p, root)
 }
 
-fn strictly_inside(p: &Path, root: &Path) -> bool {
+pub(super) fn strictly_inside(p: &Path, root: &Path) -> bool {
     p.as_os_str() != root.as_os_str() && inside(p, root)
 }
 
