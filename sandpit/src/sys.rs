@@ -21,6 +21,8 @@ pub fn random_hex(n: usize) -> std::io::Result<String> {
 pub struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
+    /// The mapped file's metadata (`fstat` of the descriptor it was mapped from).
+    meta: std::fs::Metadata,
 }
 
 impl Mapped {
@@ -41,6 +43,7 @@ impl Mapped {
             return Ok(Mapped {
                 ptr: std::ptr::null_mut(),
                 len: 0,
+                meta,
             });
         }
         // SAFETY: a fresh private read-only mapping of an open file; the kernel
@@ -58,7 +61,11 @@ impl Mapped {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Mapped { ptr, len })
+        Ok(Mapped { ptr, len, meta })
+    }
+
+    pub fn metadata(&self) -> &std::fs::Metadata {
+        &self.meta
     }
 
     /// The file's bytes as of the mapping. A file truncated while mapped would

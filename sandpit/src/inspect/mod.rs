@@ -328,18 +328,15 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn facts(path: &Path) -> Result<FileFacts> {
+/// `m`: the program's metadata, as it was mapped.
+fn facts(path: &Path, m: &std::fs::Metadata) -> FileFacts {
     use std::os::unix::fs::PermissionsExt;
-    let m = std::fs::metadata(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let mode = m.permissions().mode();
-    Ok(FileFacts {
+    FileFacts {
         setuid: mode & 0o4000 != 0,
         setgid: mode & 0o2000 != 0,
         file_caps: matches!(xattr::get(path, "security.capability"), Ok(Some(v)) if !v.is_empty()),
-    })
+    }
 }
 
 /// Inspect `program` as `sandpit run` would start it, with this PATH and cwd.
@@ -359,7 +356,7 @@ pub fn inspect(program: &str, path_env: &OsStr, cwd: &Path, host: Host) -> Resul
         let bytes = mapped.bytes();
         let Some(sb) = parse_shebang(bytes) else {
             let (format, blockers, notes) =
-                analyze_binary(&current, bytes, &facts(&current)?, host);
+                analyze_binary(&current, bytes, &facts(&current, mapped.metadata()), host);
             return Ok(Inspection {
                 requested: program.to_string(),
                 binary: current,
