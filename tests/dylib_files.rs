@@ -323,6 +323,73 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 }
 
+/// A relative read is judged against the cwd as it is at that moment, however the cwd
+/// got there. The interposer remembers the cwd between relative opens: a change made
+/// through libc (`chdir`, `fchdir`) or by a vforked child (which shares the parent's
+/// memory) after the cwd was asked for once never lets a blocked file through; and a
+/// change the interposer cannot see (a raw system call) never turns an allowed read
+/// into a denial.
+#[test]
+fn relative_reads_follow_every_change_of_directory() {
+    let p = Pit::new("");
+    let (home, ws) = (p.home(), p.ws());
+    let (h, w) = (home.to_str().unwrap(), ws.to_str().unwrap());
+    p.h.write(&home.join("notes.txt"), "home-notes");
+    p.h.write(&ws.join(".ssh/id_rsa"), "workspace-key");
+    // Every route works without the interposer.
+    for op in ["cd-read", "fcd-read", "rawcd-read"] {
+        let o = probe_bare(&p, &[op, h, ".ssh/id_rsa"]);
+        assert!(o.stdout.contains(CANARY), "{op} bare: {}", o.all());
+    }
+    let o = run(p
+        .bare(probe())
+        .current_dir(&home)
+        .args(["vfork-cd-read", w, ".ssh/id_rsa"]));
+    assert!(o.stdout.contains(CANARY), "vfork bare: {}", o.all());
+
+    // From the workspace into the home directory through libc: the blocked key is
+    // refused, the file beside it read.
+    for op in ["cd-read", "fcd-read"] {
+        let o = probe_in(&p, &[op, h, ".ssh/id_rsa"]);
+        assert!(
+            !o.all().contains(CANARY),
+            "{op}: canary leaked: {}",
+            o.all()
+        );
+        assert_eq!(errno_of(&o), Some(EACCES), "{op}: {}", o.all());
+        let o = probe_in(&p, &[op, h, "notes.txt"]);
+        assert!(o.stdout.contains("ok home-notes"), "{op}: {}", o.all());
+    }
+    // A vforked child moves into the workspace, opens there and execs; its parent,
+    // still in the home directory, is judged from there.
+    let o = run(p
+        .cmd(probe())
+        .current_dir(&home)
+        .args(["vfork-cd-read", w, ".ssh/id_rsa"]));
+    assert!(
+        !o.all().contains(CANARY),
+        "vfork: canary leaked: {}",
+        o.all()
+    );
+    assert_eq!(errno_of(&o), Some(EACCES), "vfork: {}", o.all());
+    let o = run(p
+        .cmd(probe())
+        .current_dir(&home)
+        .args(["vfork-cd-read", w, "notes.txt"]));
+    assert!(o.stdout.contains("ok home-notes"), "vfork: {}", o.all());
+    // From the home directory into the workspace by a raw system call: the
+    // workspace's own `.ssh/id_rsa` is read, not refused as the home's would be.
+    let o = run(p
+        .cmd(probe())
+        .current_dir(&home)
+        .args(["rawcd-read", w, ".ssh/id_rsa"]));
+    assert!(
+        o.stdout.contains("ok workspace-key"),
+        "raw chdir: {}",
+        o.all()
+    );
+}
+
 #[test]
 fn allowed_calls_keep_the_kernels_answers() {
     // The fast path opens a rewritten absolute path: it must fail exactly where the

@@ -54,7 +54,7 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
     let out = bare(&control, READ_SCRIPT);
     let t = text(&out);
     // Each route works without the sandbox.
-    for route in ["raw-abs", "raw-dirfd", "raw-opath"] {
+    for route in ["raw-abs", "raw-dirfd", "raw-opath", "stale-cwd"] {
         assert!(
             t.contains(&format!(
                 "{route} {}/.ssh/id_rsa: {CANARY}",

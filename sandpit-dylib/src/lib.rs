@@ -25,6 +25,8 @@
 
 #[macro_use]
 pub mod hook;
+#[cfg(target_os = "linux")]
+pub mod cwd;
 pub mod decide;
 pub mod envp;
 pub mod exec;

@@ -43,6 +43,25 @@ impl PBuf {
     fn raw(&mut self) -> *mut u8 {
         self.buf.as_mut_ptr().cast()
     }
+    /// Empty.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.assume(0);
+    }
+    /// The kernel's answer to `getcwd` (which may not start with `/`: an unreachable
+    /// cwd reads `(unreachable)/…`).
+    pub fn getcwd(&mut self) -> Result<(), c_int> {
+        // SAFETY: the buffer is MAX+1 bytes and getcwd writes at most `size` bytes,
+        // NUL included.
+        let p = unsafe { libc::getcwd(self.raw().cast(), MAX + 1) };
+        if p.is_null() {
+            return Err(crate::sys::errno());
+        }
+        // SAFETY: getcwd wrote a NUL-terminated string.
+        let n = unsafe { libc::strlen(p) };
+        self.assume(n);
+        Ok(())
+    }
     /// Take `n` bytes written into the buffer by C code as the content.
     fn assume(&mut self, n: usize) {
         self.len = n.min(MAX);
@@ -125,19 +144,16 @@ pub fn has_dotdot(path: &[u8]) -> bool {
 /// The absolute directory `dirfd` names (`AT_FDCWD`: the cwd).
 pub fn base_dir(dirfd: c_int, out: &mut PBuf) -> Result<(), c_int> {
     if dirfd == libc::AT_FDCWD {
-        // SAFETY: the buffer is MAX+1 bytes and getcwd writes at most `size` bytes,
-        // NUL included.
-        let p = unsafe { libc::getcwd(out.raw().cast(), MAX + 1) };
-        if p.is_null() {
-            return Err(crate::sys::errno());
+        #[cfg(target_os = "linux")]
+        return crate::cwd::get(out, false).map(drop);
+        #[cfg(not(target_os = "linux"))]
+        {
+            out.getcwd()?;
+            if out.as_bytes().first() != Some(&b'/') {
+                return Err(libc::ENOENT);
+            }
+            return Ok(());
         }
-        // SAFETY: getcwd wrote a NUL-terminated string.
-        let n = unsafe { libc::strlen(p) };
-        out.assume(n);
-        if out.as_bytes().first() != Some(&b'/') {
-            return Err(libc::ENOENT);
-        }
-        return Ok(());
     }
     let n = fd_path(dirfd, out)?;
     if n.first() != Some(&b'/') {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,13 @@ static int dump(int fd) {
     buf[n] = 0;
     printf("ok %s\n", buf);
     return 0;
+}
+
+/* A relative open that succeeds, so the interposer has asked for (and remembers)
+ * the cwd before the change that follows. */
+static void touch_cwd(void) {
+    int d = open(".", O_RDONLY | O_DIRECTORY);
+    if (d >= 0) close(d);
 }
 
 static int inet(const char *ip, int port, struct sockaddr_storage *ss, socklen_t *len) {
@@ -71,6 +79,34 @@ int main(int argc, char **argv) {
         if (b[0] != 'r') { fputs("written\n", f); }
         else { char buf[256] = {0}; fgets(buf, sizeof buf, f); printf("ok %s\n", buf); fclose(f); return 0; }
         fclose(f); return res(0);
+    }
+    /* Change directory to `a` after a relative open, then read `b` relative to it:
+     * through libc's chdir, fchdir, a raw system call, or in a vforked child that
+     * changes directory, opens there and execs /bin/true (the parent then reads `b`
+     * from its own, unchanged cwd). */
+    if (!strcmp(op, "cd-read")) { touch_cwd(); if (chdir(a)) return res(-1); return dump(open(b, O_RDONLY)); }
+    if (!strcmp(op, "fcd-read")) {
+        touch_cwd();
+        int d = open(a, O_RDONLY | O_DIRECTORY);
+        if (d < 0 || fchdir(d)) return res(-1);
+        return dump(open(b, O_RDONLY));
+    }
+    if (!strcmp(op, "rawcd-read")) { touch_cwd(); if (syscall(SYS_chdir, a)) return res(-1); return dump(open(b, O_RDONLY)); }
+    if (!strcmp(op, "vfork-cd-read")) {
+        touch_cwd();
+        pid_t pid = vfork();
+        if (pid == 0) {
+            if (chdir(a)) _exit(126);
+            touch_cwd();
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        int st;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+            printf("child failed\n");
+            return 1;
+        }
+        return dump(open(b, O_RDONLY));
     }
     if (!strcmp(op, "opendir")) { DIR *d = opendir(a); return res(d ? 0 : -1); }
     if (!strcmp(op, "write")) {

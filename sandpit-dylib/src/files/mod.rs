@@ -51,6 +51,22 @@ pub fn absolute(dirfd: c_int, path: &[u8], out: &mut PBuf) -> Result<(), c_int> 
     path::join(base.as_bytes(), path, out)
 }
 
+/// [`absolute`] for a path relative to the cwd, the cwd taken from memory when
+/// `recalled` allows it and there is one (Linux, [`crate::cwd`]); whether it was.
+pub fn absolute_from_cwd(path: &[u8], out: &mut PBuf, recalled: bool) -> Result<bool, c_int> {
+    let mut base = PBuf::new();
+    #[cfg(target_os = "linux")]
+    let was = crate::cwd::get(&mut base, recalled)?;
+    #[cfg(not(target_os = "linux"))]
+    let was = {
+        let _ = recalled;
+        path::base_dir(libc::AT_FDCWD, &mut base)?;
+        false
+    };
+    path::join(base.as_bytes(), path, out)?;
+    Ok(was)
+}
+
 /// Ask the policy about a resolved path; report and return `EACCES` on denial.
 pub fn judge(
     st: &State,

@@ -16,7 +16,7 @@
 //! cwd it was judged under, so the kernel walks its few components rather than the
 //! whole path from `/` again. A symlink on the way (`ELOOP`), a lexical denial or an
 //! old kernel take the slow path: full resolution, judge, then the real call.
-use super::{absolute, judge};
+use super::{absolute, absolute_from_cwd, judge};
 use crate::decide::Access;
 use crate::path::{self, PBuf};
 use libc::{c_char, c_int, mode_t};
@@ -77,35 +77,45 @@ pub unsafe fn open_impl(
     } else {
         (false, path::has_dotdot(p))
     };
-    let relative = p.first() != Some(&b'/');
-    // What the fast path opens (from the cwd): the caller's string or `abs`.
-    let (abs_bytes, open_path) = if clean {
-        (p, path)
-    } else {
-        absolute(dirfd, p, &mut abs)?;
-        // A path relative to the cwd, without `..`, names the same file from the
-        // cwd as the judged absolute path (getcwd: physical, and inside this mount
-        // namespace — an unreachable cwd has no such path and fails above) does from
-        // `/`, unless another thread moves the cwd in between — which a process
-        // could as well do with a raw system call; the kernel layer holds either
-        // way. A directory fd is not used so: one inherited from outside the
-        // sandbox's mount namespace reads as a path of this namespace.
-        if relative && dirfd == libc::AT_FDCWD {
-            (abs.as_bytes(), path)
+    let from_cwd = p.first() != Some(&b'/') && dirfd == libc::AT_FDCWD;
+    // A read-only open relative to the cwd is judged against the remembered cwd,
+    // which is trusted only to allow it on the fast path below (see crate::cwd).
+    let mut recalled = false;
+    if !clean {
+        if from_cwd {
+            recalled = absolute_from_cwd(p, &mut abs, !write)?;
         } else {
-            (abs.as_bytes(), abs.as_ptr())
+            absolute(dirfd, p, &mut abs)?;
         }
+    }
+    // What the fast path opens (from the cwd): the caller's string or `abs`. A path
+    // relative to the cwd, without `..`, names the same file from the cwd as the
+    // judged absolute path (getcwd: physical, and inside this mount namespace — an
+    // unreachable cwd has no such path and fails above) does from `/`, unless the
+    // cwd moves in between — which a process could as well do with a raw system
+    // call; the kernel layer holds either way. A directory fd is not used so: one
+    // inherited from outside the sandbox's mount namespace reads as a path of this
+    // namespace.
+    let open_path = if clean || from_cwd {
+        path
+    } else {
+        abs.as_ptr()
     };
 
     if OPENAT2.load(Ordering::Relaxed) && !dotdot {
         let d = &st.decider;
         // A write is allowed on the fast path only where a read is: one check.
-        let lexical_ok = match (read, write) {
-            (_, true) => d.path_allowed_fast(Access::Write, abs_bytes),
-            (true, false) => d.path_allowed_fast(Access::Read, abs_bytes),
+        let lexical_ok = |abs: &[u8]| match (read, write) {
+            (_, true) => d.path_allowed_fast(Access::Write, abs),
+            (true, false) => d.path_allowed_fast(Access::Read, abs),
             (false, false) => true,
         };
-        if lexical_ok {
+        let mut ok = lexical_ok(if clean { p } else { abs.as_bytes() });
+        if !ok && recalled {
+            recalled = absolute_from_cwd(p, &mut abs, false)?;
+            ok = lexical_ok(abs.as_bytes());
+        }
+        if ok {
             let how = OpenHow {
                 flags: flags as u32 as u64,
                 mode: if creates(flags) {
@@ -141,6 +151,11 @@ pub unsafe fn open_impl(
             }
         }
     }
+    if recalled {
+        // The slow path may deny: never on a remembered cwd.
+        absolute_from_cwd(p, &mut abs, false)?;
+    }
+    let abs_bytes = if clean { p } else { abs.as_bytes() };
 
     let follow =
         flags & libc::O_NOFOLLOW == 0 && !(flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0);
