@@ -11,6 +11,9 @@
 #   5. start-up of a 200 MB program (an agent's size: /bin/true with 200 MB appended)
 #      vs /bin/true, both under `sandpit run` (inspecting the program must not
 #      cost its size)
+#   6. process start inside a run: a shell starting /bin/true 500 times, bare, under
+#      `sandpit run --kernel-only` and under every layer; per process (no goal: the
+#      interposer's share of every fork+exec an agent makes)
 # Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
 # SECTIONS="1 2 3" picks sections (default: all).
 # As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
@@ -68,7 +71,7 @@ pair_ms() {
 result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
-SECTIONS=${SECTIONS:-1 2 3 4 5}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if has 1; then
 echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
@@ -145,6 +148,21 @@ echo "sandpit run -- /bin/true: ${tw} ms; sandpit run -- 200 MB program: ${gw} m
 result run_big_program_small "$tw" ms
 result run_big_program "$gw" ms
 rm -rf "$HOME/prog"
+fi
+
+if has 6; then
+PROCS=500
+echo "== 6. process start inside a run: $PROCS x /bin/true from sh, per process (7 interleaved runs, medians)"
+printf 'i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done\n' "$PROCS" > "$HOME/loop.sh"
+[ "$(id -u)" = 0 ] && chown 65534:65534 "$HOME/loop.sh"
+read -r bw kw _ _ < <(RUNS=7 pair_ms "$HOME/empty" "$HOME/empty" /bin/sh "$HOME/loop.sh" --vs-- "$BIN" run --kernel-only -- /bin/sh "$HOME/loop.sh")
+read -r kw2 fw _ _ < <(RUNS=7 pair_ms "$HOME/empty" "$HOME/empty" "$BIN" run --kernel-only -- /bin/sh "$HOME/loop.sh" --vs-- "$BIN" run -- /bin/sh "$HOME/loop.sh")
+us() { python3 -c "print(f'{$1 * 1000 / $PROCS:.0f}')"; }
+echo "bare: $(us "$bw") us; --kernel-only: $(us "$kw") us (in the second pair: $(us "$kw2") us); every layer: $(us "$fw") us"
+echo "the interposer's share: $(python3 -c "print(f'{($fw - $kw2) * 1000 / $PROCS:+.0f}')") us per process"
+result proc_bare "$(us "$bw")" us
+result proc_kernel_only "$(us "$kw2")" us
+result proc_every_layer "$(us "$fw")" us
 fi
 
 has 3 || exit 0

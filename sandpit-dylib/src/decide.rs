@@ -7,6 +7,7 @@
 //! exec) first run an allocation-free check compiled from the same rules with the
 //! same semantics (deepest rule wins, by whole path components); only when that check
 //! does not clearly allow is `decide` asked, and its verdict is final.
+use sandpit_policy::matchers::Glob;
 use sandpit_policy::{Decision, Policy, Request};
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -199,6 +200,9 @@ pub struct Engine {
     /// Lowercased ASCII substrings of `exec.block`, when every entry is one and no
     /// adversary reviews commands (otherwise every exec asks `decide`).
     exec_plain: Option<Vec<Vec<u8>>>,
+    /// `env.withhold`, compiled: every variable of every environment passed on is
+    /// matched against it.
+    withhold: Vec<Glob>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
     /// Learn mode (`SANDPIT_LEARN=1`): path and exec denials are recorded to the
@@ -255,6 +259,12 @@ impl Engine {
                 &policy.files.allow_write,
             ]),
             exec_plain,
+            withhold: policy
+                .env
+                .withhold
+                .iter()
+                .map(|g| Glob::new(&g.value))
+                .collect(),
             home: policy.context.home.as_os_str().as_bytes().to_vec(),
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
             policy,
@@ -392,10 +402,12 @@ impl Engine {
 
     /// True when the variable `name` must not reach spawned commands.
     pub fn withhold(&self, name: &[u8]) -> bool {
-        match std::str::from_utf8(name) {
-            Ok(n) => self.policy.env.is_withheld(n),
+        let any = |n: &[u8]| self.withhold.iter().any(|g| g.matches(n));
+        if name.is_ascii() || std::str::from_utf8(name).is_ok() {
+            any(name)
+        } else {
             // A name that is not UTF-8 is matched on its lossy form.
-            Err(_) => self.policy.env.is_withheld(&String::from_utf8_lossy(name)),
+            any(String::from_utf8_lossy(name).as_bytes())
         }
     }
 

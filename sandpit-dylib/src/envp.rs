@@ -115,7 +115,25 @@ impl Default for Envp {
     }
 }
 
-fn name_of(entry: &[u8]) -> &[u8] {
+/// The entries (`NAME=value`) of a NULL-terminated environment array, in order,
+/// without allocating.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of NUL-terminated strings that outlive
+/// `'a` and do not change meanwhile.
+pub unsafe fn entries<'a>(envp: *const *const c_char) -> impl Iterator<Item = &'a [u8]> {
+    (0..).map_while(move |i| {
+        if envp.is_null() {
+            return None;
+        }
+        // SAFETY: entries up to the NULL terminator are readable, per the contract.
+        let e = unsafe { *envp.add(i) };
+        // SAFETY: NUL-terminated, per the contract.
+        (!e.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(e) }.to_bytes())
+    })
+}
+
+pub fn name_of(entry: &[u8]) -> &[u8] {
     entry.split(|&b| b == b'=').next().unwrap_or(entry)
 }
 
@@ -147,16 +165,10 @@ impl Envp {
             return Err(libc::EPERM);
         }
         let mut old_preload: Option<*const c_char> = None;
-        let mut i = 0;
-        while !envp.is_null() {
-            // SAFETY: NULL-terminated array per the contract.
-            let e = unsafe { *envp.add(i) };
-            if e.is_null() {
-                break;
-            }
-            i += 1;
-            // SAFETY: NUL-terminated per the contract.
-            let bytes = unsafe { std::ffi::CStr::from_ptr(e) }.to_bytes();
+        // SAFETY: per the contract.
+        for bytes in unsafe { entries(envp) } {
+            // The caller's string itself (a slice from its first byte).
+            let e: *const c_char = bytes.as_ptr().cast();
             let name = name_of(bytes);
             if name.starts_with(b"SANDPIT_") || st.decider.withhold(name) {
                 continue;

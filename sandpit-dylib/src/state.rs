@@ -226,7 +226,10 @@ fn load() -> Result<State, LoadError> {
     // The command sandpit started keeps the variables the policy withholds (an agent
     // needs its API key; its children get them stripped): its children must not
     // read them back from /proc/<its pid>/environ.
-    if std::env::vars_os().any(|(k, _)| engine.withhold(k.as_bytes())) {
+    // SAFETY: the process's own environment, read before the program runs (or by
+    // its first hooked call), like getenv.
+    let env = || unsafe { crate::envp::entries(crate::exec::environ()) };
+    if env().any(|e| engine.withhold(crate::envp::name_of(e))) {
         crate::sys::hide_environ();
     }
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
@@ -236,14 +239,9 @@ fn load() -> Result<State, LoadError> {
             state_dir: declared.to_path_buf(),
         });
     }
-    let reinject = std::env::vars_os()
-        .filter(|(k, _)| k.as_bytes().starts_with(b"SANDPIT_"))
-        .filter_map(|(k, v)| {
-            let mut e = k.as_bytes().to_vec();
-            e.push(b'=');
-            e.extend_from_slice(v.as_bytes());
-            CString::new(e).ok()
-        })
+    let reinject = env()
+        .filter(|e| e.starts_with(b"SANDPIT_") && e.contains(&b'='))
+        .filter_map(|e| CString::new(e).ok())
         .collect();
     Ok(State {
         decider: engine,

@@ -140,7 +140,11 @@ pub fn command_line(argv: &[String]) -> String {
 
 /// Match an environment-variable name against a glob with `*` and `?`.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    glob_match_bytes(pattern.as_bytes(), name.as_bytes())
+}
+
+/// [`glob_match`] on bytes (`?` is one byte).
+fn glob_match_bytes(p: &[u8], n: &[u8]) -> bool {
     let (mut pi, mut ni) = (0, 0);
     let (mut star, mut mark) = (None, 0);
     while ni < n.len() {
@@ -163,6 +167,52 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
         pi += 1;
     }
     pi == p.len()
+}
+
+/// A glob compiled for matching many names (the interposer checks every variable
+/// of every environment it passes on): the usual shapes — `NAME`, `PRE*`, `*SUF`,
+/// `*MID*`, `PRE*SUF` — are one or two comparisons; any other (`?`, more stars)
+/// runs [`glob_match`]. Means exactly what [`glob_match`] does.
+#[derive(Debug, Clone)]
+pub enum Glob {
+    Exact(Box<[u8]>),
+    Prefix(Box<[u8]>),
+    Suffix(Box<[u8]>),
+    Infix(Box<[u8]>),
+    Ends(Box<[u8]>, Box<[u8]>),
+    Other(Box<[u8]>),
+}
+
+impl Glob {
+    pub fn new(pattern: &str) -> Glob {
+        let p = pattern.as_bytes();
+        let boxed = |b: &[u8]| b.to_vec().into_boxed_slice();
+        if p.contains(&b'?') {
+            return Glob::Other(boxed(p));
+        }
+        let stars: Vec<usize> = (0..p.len()).filter(|&i| p[i] == b'*').collect();
+        match stars[..] {
+            [] => Glob::Exact(boxed(p)),
+            [0] => Glob::Suffix(boxed(&p[1..])),
+            [i] if i == p.len() - 1 => Glob::Prefix(boxed(&p[..i])),
+            [i] => Glob::Ends(boxed(&p[..i]), boxed(&p[i + 1..])),
+            [0, j] if j == p.len() - 1 => Glob::Infix(boxed(&p[1..j])),
+            _ => Glob::Other(boxed(p)),
+        }
+    }
+
+    pub fn matches(&self, name: &[u8]) -> bool {
+        match self {
+            Glob::Exact(x) => name == &x[..],
+            Glob::Prefix(x) => name.starts_with(x),
+            Glob::Suffix(x) => name.ends_with(x),
+            Glob::Infix(x) => x.is_empty() || name.windows(x.len()).any(|w| w == &x[..]),
+            Glob::Ends(a, b) => {
+                name.len() >= a.len() + b.len() && name.starts_with(a) && name.ends_with(b)
+            }
+            Glob::Other(p) => glob_match_bytes(p, name),
+        }
+    }
 }
 
 /// Validate an `env.withhold` glob.
@@ -241,5 +291,34 @@ mod tests {
         assert!(glob_match("A?C", "ABC"));
         assert!(glob_match("*", "X"));
         assert!(validate_env_glob("A-B").is_err());
+    }
+
+    /// The compiled glob against [`glob_match`]: every pattern of up to four
+    /// characters from `A`, `B`, `*`, `?` against every name of up to five from `A`,
+    /// `B` (and the shapes it compiles, each seen at least once).
+    #[test]
+    fn compiled_globs_mean_what_glob_match_does() {
+        fn all(alphabet: &[char], max: usize) -> Vec<String> {
+            let mut out = vec![String::new()];
+            let mut layer = vec![String::new()];
+            for _ in 0..max {
+                layer = layer
+                    .iter()
+                    .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                    .collect();
+                out.extend(layer.iter().cloned());
+            }
+            out
+        }
+        let names = all(&['A', 'B'], 5);
+        let mut shapes = std::collections::BTreeSet::new();
+        for p in all(&['A', 'B', '*', '?'], 4) {
+            let g = Glob::new(&p);
+            shapes.insert(format!("{g:?}").split('(').next().unwrap().to_string());
+            for n in &names {
+                assert_eq!(g.matches(n.as_bytes()), glob_match(&p, n), "{p:?} {n:?}");
+            }
+        }
+        assert_eq!(shapes.len(), 6, "{shapes:?}");
     }
 }
