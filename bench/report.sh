@@ -132,6 +132,8 @@ row("#4", "start-up, big workspace (bare = empty workspace)", "≤ 1.05×", "ms"
     "run_big_files", "run_big_empty", "ratio_le", 1.05)
 row("#4", "start-up, 200 MB program (bare = `sandpit run -- /bin/true`)", "—", "ms",
     "run_big_program", "run_big_program_small", "ratio_le", float("inf"))
+row("#4", "process start inside a run, every layer (bare = `--kernel-only`)", "—", "us",
+    "proc_every_layer", "proc_kernel_only", "add_le", float("inf"))
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
                  ("connect_splice", "CONNECT, with splice(2)")):
     row("#5", f"100 MB through the proxy, {label}", "≥ 0.85×", "MB/s",
