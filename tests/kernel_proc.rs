@@ -180,6 +180,76 @@ fn setsid_and_double_forked_descendants_die_with_the_run() {
     );
 }
 
+/// Forks sleeping children until `argv[1]` exist or a fork fails; prints how many
+/// it made and the error that stopped it (`None` when none did).
+const FORKER: &str = "python3 -c 'import os,sys,time
+kids, err = [], None
+for _ in range(int(sys.argv[1])):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = e.errno; break
+    if pid == 0:
+        time.sleep(5); os._exit(0)
+    kids.append(pid)
+print(\"forked\", len(kids), \"errno\", err)
+for k in kids: os.kill(k, 9)
+'";
+
+fn forked(t: &str) -> (usize, String) {
+    let l = t
+        .lines()
+        .find(|l| l.starts_with("forked "))
+        .unwrap_or_else(|| panic!("no result line: {t}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    (w[1].parse().unwrap(), w[3].to_string())
+}
+
+/// Exhaustion: a fork bomb stops at `limits.processes`, which the kernel counts in
+/// the sandbox's own user namespace — the same user's processes outside do not use
+/// it up — while a workload under the limit runs whole.
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit() {
+    let control = TestHome::new();
+    let (n, err) = forked(&text(&bare(&control, &format!("{FORKER} 100"))));
+    assert_eq!(
+        (n, err.as_str()),
+        (100, "None"),
+        "the forker must work bare"
+    );
+
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[limits]\nprocesses = 40\n",
+    );
+    // 50 processes of the test user outside the sandbox, more than its limit.
+    let mut outside: Vec<_> = (0..50)
+        .map(|_| h.command("sleep").arg("30").spawn().unwrap())
+        .collect();
+    let bomb = sandboxed(&h, &format!("{FORKER} 1000"));
+    let under = sandboxed(&h, &format!("{FORKER} 20"));
+    for c in &mut outside {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let t = text(&bomb);
+    assert!(t.contains("at most 40 processes and threads"), "{t}");
+    let (n, err) = forked(&t);
+    assert!((20..40).contains(&n), "the bomb made {n} processes: {t}");
+    assert_eq!(err, libc::EAGAIN.to_string(), "{t}");
+    let t = text(&under);
+    assert_eq!(forked(&t), (20, "None".to_string()), "under the limit: {t}");
+
+    // The default limit is in force without any configuration.
+    let d = TestHome::new();
+    let t = text(&sandboxed(
+        &d,
+        "python3 -c 'import resource; print(\"nproc\", resource.getrlimit(resource.RLIMIT_NPROC))'",
+    ));
+    assert!(t.contains("nproc (8192, 8192)"), "{t}");
+}
+
 #[test]
 fn exit_status_and_signals_propagate() {
     let h = TestHome::new();

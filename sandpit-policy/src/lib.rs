@@ -41,6 +41,7 @@ pub struct Policy {
     pub env: Env,
     pub adversary: Option<Adversary>,
     pub shims: Shims,
+    pub limits: Limits,
 }
 
 /// File rules. Every path is absolute, normalized and symlink-resolved where it exists.
@@ -148,6 +149,23 @@ pub struct Adversary {
     pub on_error: OnError,
     pub cache: bool,
     pub origin: Origin,
+}
+
+/// What the sandboxed processes may hold at once (`[limits]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Processes and threads in the sandbox's user namespace at once (`RLIMIT_NPROC`
+    /// there, which counts only that namespace's tasks): a fork bomb stops here.
+    /// `0`: no limit.
+    pub processes: Rule<u64>,
+}
+
+impl Limits {
+    /// The built-in default of `limits.processes`.
+    pub const PROCESSES: u64 = 8192;
+    /// The smallest `limits.processes` other than 0: below it ordinary commands
+    /// (a shell running a pipeline) could not start.
+    pub const MIN_PROCESSES: u64 = 16;
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

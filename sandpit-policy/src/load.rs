@@ -6,7 +6,7 @@ use crate::matchers::{validate_env_glob, ExecPattern};
 use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
-    Adversary, Env, Exec, Files, NetMode, Network, OnError, Policy, Provider, ResolveEntry,
+    Adversary, Env, Exec, Files, Limits, NetMode, Network, OnError, Policy, Provider, ResolveEntry,
     ReviewEvent, Shims,
 };
 use serde::Deserialize;
@@ -100,6 +100,7 @@ struct RawConfig {
     env: Option<Spanned<RawEnv>>,
     adversary: Option<Spanned<RawAdversary>>,
     shims: Option<Spanned<RawShims>>,
+    limits: Option<Spanned<RawLimits>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +146,12 @@ struct RawAdversary {
     timeout_ms: Option<Spanned<i64>>,
     on_error: Option<Spanned<String>>,
     cache: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    processes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -300,6 +307,12 @@ impl Builder {
                 env: Env::default(),
                 adversary: None,
                 shims: Shims::default(),
+                limits: Limits {
+                    processes: Rule {
+                        value: Limits::PROCESSES,
+                        origin: builtin("limits.processes", &Limits::PROCESSES.to_string()),
+                    },
+                },
             },
             unrestricted_at: None,
         }
@@ -362,6 +375,9 @@ impl Builder {
         if let Some(adv) = &raw.adversary {
             self.apply_adversary(&cx, adv, project)?;
         }
+        if let Some(limits) = &raw.limits {
+            self.apply_limits(&cx, limits.get_ref(), project)?;
+        }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
             if let Some(en) = &s.enabled {
@@ -392,6 +408,45 @@ impl Builder {
                 );
             }
         }
+        Ok(())
+    }
+
+    fn apply_limits(&mut self, cx: &Cx, l: &RawLimits, project: bool) -> Result<()> {
+        let Some(n) = &l.processes else {
+            return Ok(());
+        };
+        let v = *n.get_ref();
+        let v = match u64::try_from(v) {
+            Ok(v) if v == 0 || v >= Limits::MIN_PROCESSES => v,
+            _ => {
+                return Err(cx.diag(
+                    n.span(),
+                    format!("limits.processes = {v} is not a limit"),
+                    format!(
+                        "write 0 (no limit) or a count of at least {} processes and threads",
+                        Limits::MIN_PROCESSES
+                    ),
+                ))
+            }
+        };
+        // 0 is the loosest value, then the larger the looser.
+        let looser = |a: u64, b: u64| b != 0 && (a == 0 || a > b);
+        let current = &self.policy.limits.processes;
+        if project && looser(v, current.value) {
+            return Err(cx.diag(
+                n.span(),
+                format!(
+                    "limits.processes = {v} raises the limit of {} set in {}: a project file may only lower it",
+                    current.value,
+                    current.origin.location()
+                ),
+                format!("set it in ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name),
+            ));
+        }
+        self.policy.limits.processes = Rule {
+            value: v,
+            origin: cx.origin("limits.processes", &v.to_string(), n.span()),
+        };
         Ok(())
     }
 

@@ -414,6 +414,40 @@ fn project_files_may_only_tighten() {
 }
 
 #[test]
+fn process_limit_defaults_lowers_and_refuses_nonsense() {
+    let p = project_over_user("", "").unwrap();
+    assert_eq!(p.limits.processes.value, 8192);
+    assert!(p.limits.processes.origin.file.contains("default.toml"));
+    // The user may raise it or lift it (0); a project may only lower it.
+    let p = project_over_user("[limits]\nprocesses = 100000\n", "").unwrap();
+    assert_eq!(p.limits.processes.value, 100000);
+    assert_eq!(
+        (
+            p.limits.processes.origin.file.as_str(),
+            p.limits.processes.origin.line
+        ),
+        ("user.toml", 2)
+    );
+    let p = project_over_user("[limits]\nprocesses = 0\n", "[limits]\nprocesses = 512\n").unwrap();
+    assert_eq!(p.limits.processes.value, 512);
+    project_err("", "[limits]\nprocesses = 9000\n", "may only lower it");
+    project_err("", "[limits]\nprocesses = 0\n", "may only lower it");
+    project_err(
+        "[limits]\nprocesses = 64\n",
+        "[limits]\nprocesses = 128\n",
+        "raises the limit of 64 set in user.toml:2:",
+    );
+    for bad in ["-1", "1", "15"] {
+        project_err(
+            "",
+            &format!("[limits]\nprocesses = {bad}\n"),
+            "is not a limit",
+        );
+    }
+    project_err("", "[limits]\nthreads = 5\n", "threads");
+}
+
+#[test]
 fn unrestricted_has_sandlots_meaning() {
     // The table that sets it accepts no other key.
     for other in [

@@ -152,5 +152,11 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     }
     let _ = writeln!(o, "\n[shims]\nenabled = {}", p.shims.enabled);
     list(&mut o, "extra", &p.shims.extra, String::clone);
+    let _ = writeln!(
+        o,
+        "\n[limits]\nprocesses = {}  # {}",
+        p.limits.processes.value,
+        p.limits.processes.origin.location()
+    );
     o
 }

@@ -206,6 +206,7 @@ pub mod linux {
             allow_local_binding: policy.network.allow_local_binding.value,
             loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
+            processes: policy.limits.processes.value,
         }
     }
 
@@ -540,6 +541,9 @@ pub mod linux {
             "seccomp ({} rules)",
             crate::sandbox::linux::seccomp::table(plan.seccomp).len()
         ));
+        if let Some(n) = plan.processes {
+            parts.push(format!("at most {n} processes and threads"));
+        }
         let net = match &plan.net {
             NetPlan::Bridge { port, relay_to, .. } => {
                 format!(

@@ -142,6 +142,8 @@ pub struct Input {
     pub loopback: Vec<super::loopback::Loopback>,
     /// The working directory of the command (inside the sandbox view).
     pub cwd: PathBuf,
+    /// Policy `limits.processes` (0: none).
+    pub processes: u64,
 }
 
 /// One mount in the child's new root; paths are host paths, mounted at the same place.
@@ -314,6 +316,11 @@ pub struct Plan {
     /// Namespace mode with `allow_local_binding`: the sandbox's loopback listeners
     /// are mirrored on the host while the run lasts.
     pub mirror: bool,
+    /// Namespace mode: the tasks the sandbox's user namespace may hold at once
+    /// (`RLIMIT_NPROC` set in the command's process; the kernel counts each user
+    /// namespace's own tasks). Without one the limit would count every process of
+    /// the user, so there is none.
+    pub processes: Option<u64>,
 }
 
 impl Plan {
@@ -520,6 +527,11 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         );
         weaker.push("protected paths inside the workspace stay writable".into());
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
+        if input.processes != 0 {
+            weaker.push(
+                "no process limit (limits.processes would count every process of your user)".into(),
+            );
+        }
     }
     binds.sort_by(|a, b| {
         (depth(a.path()), rank(a))
@@ -713,6 +725,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         weaker,
         loopback,
         mirror,
+        processes: (ns && input.processes != 0).then_some(input.processes),
     })
 }
 
@@ -787,6 +800,7 @@ mod tests {
                 dns_socket: None,
             },
             allow_local_binding: false,
+            processes: 8192,
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }

@@ -1016,6 +1016,15 @@ fn exec_command(
     if let Err(e) = sys::set_no_new_privs() {
         fail(ctl, Layer::Process, &format!("no_new_privs: {e}"))
     }
+    if let Some(n) = plan.processes {
+        if let Err(e) = sys::limit_tasks(n) {
+            fail(
+                ctl,
+                Layer::Process,
+                &format!("limiting processes to {n} (limits.processes): {e}"),
+            )
+        }
+    }
     if layers.landlock_abi.is_some() {
         if let Err(e) = landlock::apply(&plan.landlock, layers.landlock_abi) {
             fail(ctl, Layer::Landlock, &e.to_string())

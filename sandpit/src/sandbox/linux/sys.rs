@@ -314,6 +314,24 @@ pub fn set_no_new_privs() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
 }
 
+/// `RLIMIT_NPROC` to `n` (soft and hard), or to the hard limit already in force if
+/// that is lower (raising it needs a privilege the command must not have).
+pub fn limit_tasks(n: u64) -> io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `cur` is a valid out-parameter.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut cur) })?;
+    let n = (n as libc::rlim_t).min(cur.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: `new` is a valid rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &new) }).map(drop)
+}
+
 pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
