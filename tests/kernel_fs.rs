@@ -54,7 +54,7 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
     let out = bare(&control, READ_SCRIPT);
     let t = text(&out);
     // Each route works without the sandbox.
-    for route in ["raw-abs", "raw-dirfd", "raw-opath", "stale-cwd"] {
+    for route in ["raw-abs", "raw-dirfd", "raw-opath"] {
         assert!(
             t.contains(&format!(
                 "{route} {}/.ssh/id_rsa: {CANARY}",
@@ -83,6 +83,58 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
     assert!(std::fs::read_to_string(&copied)
         .map(|s| !s.contains(CANARY))
         .unwrap_or(true));
+}
+
+/// The interposer remembers the cwd between relative opens (sandpit-dylib/src/cwd.rs)
+/// and cannot see a raw `chdir`: a relative read after one is judged against the old
+/// cwd (the workspace, where `.ssh/id_rsa` would be allowed) and let through to the
+/// kernel, whose mask on `~/.ssh` must then refuse it. Every layer on.
+#[test]
+fn a_read_judged_against_a_stale_cwd_meets_the_kernel_layer() {
+    const SCRIPT: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_chdir = {"x86_64": 80, "aarch64": 49}[os.uname().machine]
+open("here.txt").close()
+r = libc.syscall(SYS_chdir, os.environ["HOME"].encode())
+print("raw chdir:", r, os.getcwd())
+try:
+    print("stale-cwd:", open(".ssh/id_rsa").read())
+except OSError as e:
+    print("stale-cwd:", e.strerror)
+print("control:", open("notes.txt").read())
+"#;
+    let run = |h: &TestHome, sandboxed: bool| {
+        h.write(&h.workspace().join("here.txt"), "x");
+        let mut c = if sandboxed {
+            let mut c = h.sandpit();
+            c.args(["run", "--", "python3", "-c", SCRIPT]);
+            c
+        } else {
+            let mut c = h.command("python3");
+            c.args(["-c", SCRIPT]);
+            c
+        };
+        text(&c.output().unwrap())
+    };
+    let control = home_with_secrets();
+    let t = run(&control, false);
+    assert!(t.contains(&format!("stale-cwd: {CANARY}")), "bare: {t}");
+
+    let h = home_with_secrets();
+    let t = run(&h, true);
+    let home = h.home();
+    assert!(
+        t.contains(&format!("raw chdir: 0 {}", home.display())),
+        "{t}"
+    );
+    assert!(!t.contains(CANARY), "canary leaked: {t}");
+    assert!(t.contains("stale-cwd: Permission denied"), "{t}");
+    assert!(t.contains("control: NORMAL"), "positive control: {t}");
+    // The interposer let it through (it judged the workspace's `.ssh/id_rsa`): the
+    // refusal above is the kernel layer's. With the cwd asked afresh it would have
+    // refused first and said so.
+    assert!(!t.contains("blocked read"), "{t}");
 }
 
 #[test]

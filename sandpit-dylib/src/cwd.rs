@@ -2,25 +2,27 @@
 //!
 //! A relative `open` is judged as the absolute path the cwd makes of it, and asking
 //! the kernel (`getcwd`) cost as much as the rest of the hook. The answer is kept
-//! here and forgotten whenever the cwd may have changed through this library's
-//! sight: a hooked `chdir`/`fchdir`, and every exec or spawn (a `vfork` child, such
-//! as Python's `subprocess` with `cwd=`, changes directory in its parent's memory).
+//! here and forgotten whenever the cwd changes through this library's sight (a
+//! hooked `chdir`/`fchdir`). Only the process that owns this memory writes it: a
+//! `vfork` child (Python's `subprocess` with `cwd=` changes directory in one) or any
+//! other child sharing it reads the parent's answer until its own `chdir`, and from
+//! then on asks the kernel every time.
 //!
-//! What it cannot see — a raw `chdir` system call, glibc's own internal one
-//! (`nftw` with `FTW_CHDIR`), a thread that unshared its cwd — leaves it stale. So a
-//! remembered cwd is trusted only where a stale one can do no more than a raw `open`
-//! could: to *allow* a read-only open on the fast path, which opens the caller's
-//! relative path itself, so what is opened is decided by the kernel layer, which
-//! masks every blocked read. Every denial, every write (whose rules the kernel layer
-//! does not all hold: the adversary's review) and every slow-path judgement takes the
-//! cwd from the kernel.
+//! What it cannot see — a raw `chdir` system call, glibc's own internal one (`nftw`
+//! with `FTW_CHDIR`, `fts`), a parent directory of the cwd renamed, a thread that
+//! unshared its cwd — leaves it stale. So a remembered cwd is trusted only where a
+//! stale one can do no more than a raw `open` could: to *allow* a read-only open on
+//! the fast path, which opens the caller's relative path itself, so what is opened
+//! is decided by the kernel layer, which masks every blocked read. Every denial,
+//! every write (whose rules the kernel layer does not all hold: the adversary's
+//! review) and every slow-path judgement takes the cwd from the kernel.
 //!
 //! A seqlock: a reader copies the path and keeps it only if no writer ran meanwhile,
 //! a writer that finds another one (or a signal handler that interrupted one on its
 //! own thread) gives up. Nobody waits, nothing allocates.
 use crate::path::{PBuf, MAX};
 use libc::c_int;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 const WORDS: usize = MAX.div_ceil(8);
 
@@ -44,6 +46,44 @@ static SLOT: Slot = Slot {
 /// Moves on every event that may change the cwd; a slot filled under an older value
 /// is empty.
 static GEN: AtomicU64 = AtomicU64::new(1);
+
+/// The process that owns this memory (0: not known yet): set at load and in the
+/// child of every `fork` (`pthread_atfork`; a `vfork` runs no handler).
+static OWNER: AtomicI32 = AtomicI32::new(0);
+
+/// Whether the calling process owns this memory (and so may write the slot).
+fn owner() -> bool {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    match OWNER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(owner) => owner == me,
+    }
+}
+
+/// In the child of a `fork`: the memory is its own now, and a writer that was busy
+/// in another thread of the parent will never finish.
+extern "C" fn forked_child() {
+    // SAFETY: getpid has no preconditions.
+    OWNER.store(unsafe { libc::getpid() }, Ordering::SeqCst);
+    let seq = SLOT.seq.load(Ordering::Relaxed);
+    if seq & 1 == 1 {
+        SLOT.seq.store(seq + 1, Ordering::Release);
+    }
+    forget();
+}
+
+extern "C" fn at_load() {
+    owner();
+    // SAFETY: registering a handler that only touches atomics and calls getpid
+    // (async-signal-safe, as a fork child handler must be).
+    unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = at_load;
 
 /// The cwd may have changed (called after the change, so a path read from the
 /// kernel before it carries the older generation).
@@ -77,6 +117,9 @@ fn recall(out: &mut PBuf) -> bool {
 
 /// Remember `cwd`, read from the kernel while [`GEN`] was `gen`.
 fn remember(cwd: &[u8], gen: u64) {
+    if !owner() {
+        return;
+    }
     let seq = SLOT.seq.load(Ordering::Relaxed);
     if seq & 1 == 1
         || SLOT
@@ -183,6 +226,34 @@ mod tests {
         SLOT.seq.store(seq, Ordering::SeqCst);
         assert!(recall(&mut out));
         assert_eq!(out.as_bytes(), b"/a");
+    }
+
+    /// The child of a `fork` owns the slot, even when the fork caught a writer of
+    /// another thread half-way (it will never finish there); the parent keeps it.
+    #[test]
+    fn a_fork_child_owns_the_slot() {
+        let _l = LOCK.lock().unwrap();
+        at_load();
+        remember(b"/parent", GEN.load(Ordering::SeqCst));
+        let seq = SLOT.seq.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the child only touches atomics and its stack, then _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let mut out = PBuf::new();
+            remember(b"/child", GEN.load(Ordering::SeqCst));
+            let ok = recall(&mut out) && out.as_bytes() == b"/child";
+            // SAFETY: leaving the forked child without running the harness's code.
+            unsafe { libc::_exit(i32::from(!ok)) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert_eq!(status, 0, "the child could not remember its cwd");
+        SLOT.seq.store(seq, Ordering::SeqCst);
+        let mut out = PBuf::new();
+        assert!(owner());
+        assert!(recall(&mut out));
+        assert_eq!(out.as_bytes(), b"/parent");
     }
 
     /// `get` answers with the process's cwd whether remembered or not, and follows a

@@ -133,8 +133,14 @@ pub unsafe fn entries<'a>(envp: *const *const c_char) -> impl Iterator<Item = &'
     })
 }
 
+/// The name of a `NAME=value` entry. A leading `=` belongs to the name (as std reads
+/// the environment: `=X_TOKEN=v` is named `=X_TOKEN`, which `*_TOKEN` withholds).
 pub fn name_of(entry: &[u8]) -> &[u8] {
-    entry.split(|&b| b == b'=').next().unwrap_or(entry)
+    let from = usize::from(entry.first() == Some(&b'='));
+    match entry[from..].iter().position(|&b| b == b'=') {
+        Some(i) => &entry[..from + i],
+        None => entry,
+    }
 }
 
 /// Does the `LD_PRELOAD` value already name `lib` (entries split on `:` or space)?
@@ -233,6 +239,20 @@ mod tests {
         assert_eq!(s.as_slice().len(), 1000);
         assert_eq!(s.as_slice()[999], 999);
         assert_eq!(s.as_slice()[3], 3);
+    }
+
+    #[test]
+    fn names_as_std_reads_them() {
+        for (entry, name) in [
+            (&b"PATH=/bin"[..], &b"PATH"[..]),
+            (b"A=b=c", b"A"),
+            (b"EMPTY=", b"EMPTY"),
+            (b"=X_TOKEN=v", b"=X_TOKEN"),
+            (b"NOVALUE", b"NOVALUE"),
+            (b"=", b"="),
+        ] {
+            assert_eq!(name_of(entry), name, "{:?}", String::from_utf8_lossy(entry));
+        }
     }
 
     #[test]

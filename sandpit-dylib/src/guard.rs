@@ -74,13 +74,9 @@ pub fn with_guard<R>(f: impl FnOnce() -> R) -> R {
 /// Run `f` (a real call that may not return, or may take long) with the guard
 /// cleared. Needed around exec: in a `vfork` child the thread-local lives in the
 /// parent's memory, and a successful exec never runs our cleanup — a guard left set
-/// would silently disable every hook in the parent. For the same reason the
-/// remembered cwd is forgotten first: a `vfork` child may have changed directory
-/// and remembered its own (see [`crate::cwd`]).
+/// would silently disable every hook in the parent.
 #[inline]
 pub fn released<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_os = "linux")]
-    crate::cwd::forget();
     let was = entered();
     INSIDE.with(|c| c.set(false));
     let r = f();

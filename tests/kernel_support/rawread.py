@@ -1,12 +1,10 @@
 # Read files with raw system calls through ctypes (a second libc handle, no Python
 # file API): openat by absolute path, openat relative to a directory fd, and re-open
-# of an O_PATH descriptor through /proc/self/fd — and a libc open of a name relative
-# to a cwd moved by a raw chdir, which the interposer does not see (it judges the
-# name against the cwd it remembers). Prints what each route read.
+# of an O_PATH descriptor through /proc/self/fd. Prints what each route read.
 import ctypes, os, sys
 
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
-SYS_openat, SYS_read, SYS_chdir = 257, 0, 80
+SYS_openat, SYS_read = 257, 0
 AT_FDCWD = -100
 O_PATH, O_DIRECTORY = 0o10000000, 0o200000
 
@@ -18,8 +16,6 @@ def raw_read(fd):
     buf = ctypes.create_string_buffer(4096)
     n = libc.syscall(SYS_read, fd, buf, 4095)
     return buf.raw[: max(n, 0)].decode(errors="replace")
-
-start = os.getcwd()
 
 for path in sys.argv[1:]:
     fd, e = raw_open(AT_FDCWD, path)
@@ -35,10 +31,3 @@ for path in sys.argv[1:]:
         print(f"raw-opath {path}: " + (raw_read(fd) if fd >= 0 else os.strerror(e)))
     else:
         print(f"raw-opath {path}: {os.strerror(e)}")
-    os.chdir(start)  # through libc: the interposer forgets the cwd it remembered
-    open(os.path.basename(__file__)).close()  # relative: the cwd is asked for again
-    libc.syscall(SYS_chdir, d.encode())
-    try:
-        print(f"stale-cwd {path}: " + open(base).read())
-    except OSError as e:
-        print(f"stale-cwd {path}: {e.strerror}")

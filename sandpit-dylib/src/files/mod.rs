@@ -63,8 +63,12 @@ pub fn absolute_from_cwd(path: &[u8], out: &mut PBuf, recalled: bool) -> Result<
         path::base_dir(libc::AT_FDCWD, &mut base)?;
         false
     };
-    path::join(base.as_bytes(), path, out)?;
-    Ok(was)
+    match path::join(base.as_bytes(), path, out) {
+        Ok(()) => Ok(was),
+        // A remembered cwd never fails an open: ask the kernel's.
+        Err(_) if was => absolute_from_cwd(path, out, false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Ask the policy about a resolved path; report and return `EACCES` on denial.
