@@ -341,10 +341,10 @@ fn relative_reads_follow_every_change_of_directory() {
         let o = probe_bare(&p, &[op, h, ".ssh/id_rsa"]);
         assert!(o.stdout.contains(CANARY), "{op} bare: {}", o.all());
     }
-    let o = run(p
-        .bare(probe())
-        .current_dir(&home)
-        .args(["vfork-cd-read", w, ".ssh/id_rsa"]));
+    // The probe started in the home directory, bare or under the interposer.
+    let from_home =
+        |mut c: std::process::Command, args: [&str; 3]| run(c.current_dir(&home).args(args));
+    let o = from_home(p.bare(probe()), ["vfork-cd-read", w, ".ssh/id_rsa"]);
     assert!(o.stdout.contains(CANARY), "vfork bare: {}", o.all());
 
     // From the workspace into the home directory through libc: the blocked key is
@@ -362,27 +362,18 @@ fn relative_reads_follow_every_change_of_directory() {
     }
     // A vforked child moves into the workspace, opens there and execs; its parent,
     // still in the home directory, is judged from there.
-    let o = run(p
-        .cmd(probe())
-        .current_dir(&home)
-        .args(["vfork-cd-read", w, ".ssh/id_rsa"]));
+    let o = from_home(p.cmd(probe()), ["vfork-cd-read", w, ".ssh/id_rsa"]);
     assert!(
         !o.all().contains(CANARY),
         "vfork: canary leaked: {}",
         o.all()
     );
     assert_eq!(errno_of(&o), Some(EACCES), "vfork: {}", o.all());
-    let o = run(p
-        .cmd(probe())
-        .current_dir(&home)
-        .args(["vfork-cd-read", w, "notes.txt"]));
+    let o = from_home(p.cmd(probe()), ["vfork-cd-read", w, "notes.txt"]);
     assert!(o.stdout.contains("ok home-notes"), "vfork: {}", o.all());
     // From the home directory into the workspace by a raw system call: the
     // workspace's own `.ssh/id_rsa` is read, not refused as the home's would be.
-    let o = run(p
-        .cmd(probe())
-        .current_dir(&home)
-        .args(["rawcd-read", w, ".ssh/id_rsa"]));
+    let o = from_home(p.cmd(probe()), ["rawcd-read", w, ".ssh/id_rsa"]);
     assert!(
         o.stdout.contains("ok workspace-key"),
         "raw chdir: {}",
