@@ -240,6 +240,14 @@ fn a_fork_bomb_stops_at_the_process_limit() {
     assert_eq!(err, libc::EAGAIN.to_string(), "{t}");
     let t = text(&under);
     assert_eq!(forked(&t), (20, "None".to_string()), "under the limit: {t}");
+    // `sandpit check` names the limit and the line that set it.
+    let t = text(&h.sandpit().args(["check", "--", "sh"]).output().unwrap());
+    assert!(
+        t.contains(
+            "limits:        at most 40 processes and threads in the sandbox (limits.processes, "
+        ) && t.contains(".sandpit/config.toml:2:13)"),
+        "{t}"
+    );
 
     // The default limit is in force without any configuration.
     let d = TestHome::new();

@@ -47,19 +47,44 @@ struct Report<'a> {
     /// How the host's loopback services are reached and what allow_local_binding does.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     loopback: Vec<String>,
+    /// The process limit the kernel layer sets (`limits.processes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<String>,
 }
 
-/// The policy's loopback lines (Linux: how the kernel layer carries them).
-fn loopback_lines(args: &CheckArgs, program: &str) -> Vec<String> {
+/// What the policy asks of the kernel layer beyond files (Linux): the loopback lines
+/// and the process limit.
+fn policy_lines(
+    args: &CheckArgs,
+    program: &str,
+    kernel: &crate::sandbox::KernelSupport,
+) -> (Vec<String>, Option<String>) {
     #[cfg(target_os = "linux")]
     return match load(&args.policy, Some(program), scratch_root().join("RUN")) {
-        Ok(l) => crate::sandbox::linux::loopback::describe(&l.policy),
-        Err(e) => vec![format!("the policy does not load: {e}")],
+        Ok(l) => {
+            let n = &l.policy.limits.processes;
+            let limit = match (n.value, kernel.user_namespaces) {
+                (0, _) => format!("no process limit (limits.processes = 0, {})", n.origin.location()),
+                (v, true) => format!(
+                    "at most {v} processes and threads in the sandbox (limits.processes, {})",
+                    n.origin.location()
+                ),
+                (_, false) => format!(
+                    "no process limit: without user namespaces limits.processes ({}) would count every process of your user",
+                    n.origin.location()
+                ),
+            };
+            (
+                crate::sandbox::linux::loopback::describe(&l.policy),
+                Some(limit),
+            )
+        }
+        Err(e) => (vec![format!("the policy does not load: {e}")], None),
     };
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (args, program);
-        vec![]
+        let _ = (args, program, kernel);
+        (vec![], None)
     }
 }
 
@@ -106,7 +131,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let loopback = loopback_lines(&args, program);
+    let (loopback, limits) = policy_lines(&args, program, &kernel);
     if args.json {
         let report = Report {
             inspection: &inspection,
@@ -114,12 +139,16 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
             choice: &choice,
             seatbelt,
             loopback,
+            limits,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", human(&inspection, &kernel, &choice));
         for l in &loopback {
             println!("{:<15}{l}", "loopback:");
+        }
+        if let Some(l) = &limits {
+            println!("{:<15}{l}", "limits:");
         }
         if let Some(sb) = seatbelt {
             println!("\nseatbelt profile (proxy port {}):", args.proxy_port);
