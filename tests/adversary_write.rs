@@ -63,12 +63,26 @@ fn writes_outside_the_workspace_are_reviewed_and_a_deny_is_eacces() {
     });
     let h = home(&llm, 5000);
     let extra = h.home().join("extra");
+    // A relative write after a raw chdir the interposer cannot see: it must be
+    // judged (and reviewed) where it lands, not against the cwd the interposer
+    // remembers from the relative read before it.
+    h.write(
+        &h.workspace().join("stale.py"),
+        "import ctypes, os\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         open('stale.py').close()\n\
+         nr = {'x86_64': 80, 'aarch64': 49}[os.uname().machine]\n\
+         assert libc.syscall(nr, (os.environ['HOME'] + '/extra').encode()) == 0\n\
+         try:\n    open('forbidden-target-2.txt', 'w').write('e')\n    print('wrote-stale')\n\
+         except OSError:\n    print('refused-stale')\n",
+    );
     let o = run(
         &h,
         "echo a > ~/extra/ok.txt && echo wrote-ok; \
          echo b > ~/extra/forbidden-target.txt || echo refused; \
          echo c >> ~/extra/ok.txt; \
-         echo d > inside.txt && echo wrote-inside",
+         echo d > inside.txt && echo wrote-inside; \
+         python3 stale.py",
     );
     let bodies: Vec<String> = llm.requests().into_iter().map(|r| r.body).collect();
     let text = format!("{}\nreviewer requests: {bodies:#?}", out(&o));
@@ -92,13 +106,15 @@ fn writes_outside_the_workspace_are_reviewed_and_a_deny_is_eacces() {
     // stderr.
     assert!(!extra.join("forbidden-target.txt").exists(), "{text}");
     assert!(stdout.contains("refused"), "{text}");
+    assert!(!extra.join("forbidden-target-2.txt").exists(), "{text}");
+    assert!(stdout.contains("refused-stale"), "{text}");
     assert!(stderr.contains("write-deny-marker"), "{text}");
     assert!(stderr.contains("Permission denied"), "{text}");
 
     // Requests: one per path (the second write to ok.txt was cached), none for the
     // workspace; the real Messages shape.
     let reqs = llm.requests();
-    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert_eq!(reqs.len(), 3, "{reqs:?}");
     for r in &reqs {
         assert_eq!(r.path, "/v1/messages");
         assert_eq!(r.header("x-api-key"), Some("k-test-123"));

@@ -360,6 +360,27 @@ fn relative_reads_follow_every_change_of_directory() {
         let o = probe_in(&p, &[op, h, "notes.txt"]);
         assert!(o.stdout.contains("ok home-notes"), "{op}: {}", o.all());
     }
+    // Writes as well: into the home directory refused (the file there untouched),
+    // into a directory of the workspace made.
+    let o = probe_bare(&p, &["cd-write", h, "bare.txt"]);
+    assert_eq!(o.stdout.trim(), "ok", "cd-write bare: {}", o.all());
+    let o = probe_in(&p, &["cd-write", h, "notes.txt"]);
+    assert_eq!(errno_of(&o), Some(EACCES), "cd-write: {}", o.all());
+    assert_eq!(
+        std::fs::read_to_string(home.join("notes.txt")).unwrap(),
+        "home-notes"
+    );
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    p.h.give_to_test_user(&ws.join("sub"));
+    let o = probe_in(
+        &p,
+        &["cd-write", ws.join("sub").to_str().unwrap(), "new.txt"],
+    );
+    assert_eq!(o.stdout.trim(), "ok", "cd-write: {}", o.all());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("sub/new.txt")).unwrap(),
+        "written\n"
+    );
     // A vforked child moves into the workspace, opens there and execs; its parent,
     // still in the home directory, is judged from there.
     let o = from_home(p.cmd(probe()), ["vfork-cd-read", w, ".ssh/id_rsa"]);

@@ -80,11 +80,18 @@ int main(int argc, char **argv) {
         else { char buf[256] = {0}; fgets(buf, sizeof buf, f); printf("ok %s\n", buf); fclose(f); return 0; }
         fclose(f); return res(0);
     }
-    /* Change directory to `a` after a relative open, then read `b` relative to it:
+    /* Change directory to `a` after a relative open, then read (or write) `b` relative to it:
      * through libc's chdir, fchdir, a raw system call, or in a vforked child that
      * changes directory, opens there and execs /bin/true (the parent then reads `b`
      * from its own, unchanged cwd). */
     if (!strcmp(op, "cd-read")) { touch_cwd(); if (chdir(a)) return res(-1); return dump(open(b, O_RDONLY)); }
+    if (!strcmp(op, "cd-write")) {
+        touch_cwd();
+        if (chdir(a)) return res(-1);
+        int fd = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { write(fd, "written\n", 8); close(fd); }
+        return res(fd);
+    }
     if (!strcmp(op, "fcd-read")) {
         touch_cwd();
         int d = open(a, O_RDONLY | O_DIRECTORY);
