@@ -137,6 +137,47 @@ print("control:", open("notes.txt").read())
     assert!(!t.contains("blocked read"), "{t}");
 }
 
+/// In fallback mode (no namespaces) protected paths inside the workspace are the
+/// interposer's alone: a relative write after a raw `chdir` it cannot see must be
+/// judged where it lands (`.git/hooks`), not against the cwd it remembers.
+#[test]
+fn a_relative_write_after_an_unseen_chdir_is_judged_where_it_lands() {
+    const SCRIPT: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_chdir = {"x86_64": 80, "aarch64": 49}[os.uname().machine]
+open("here.txt").close()
+print("raw chdir:", libc.syscall(SYS_chdir, b".git"))
+try:
+    open("hooks/pre-commit", "w").write("evil")
+    print("hook: written")
+except OSError as e:
+    print("hook:", e.strerror)
+os.chdir("..")
+open("fine.txt", "w").write("ok")
+print("control: written")
+"#;
+    let h = home_with_secrets();
+    h.write(&h.workspace().join("here.txt"), "x");
+    h.write(&h.workspace().join(".git/hooks/README"), "hooks");
+    let out = h
+        .sandpit()
+        .args(["run", "--allow-degraded", "--", "python3", "-c", SCRIPT])
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED"), "{t}");
+    assert!(t.contains("raw chdir: 0"), "{t}");
+    assert!(t.contains("hook: Permission denied"), "{t}");
+    assert!(!h.workspace().join(".git/hooks/pre-commit").exists(), "{t}");
+    assert!(t.contains("control: written"), "positive control: {t}");
+    assert_eq!(
+        content(&h.workspace().join("fine.txt")).as_deref(),
+        Some("ok")
+    );
+}
+
 #[test]
 fn static_binary_and_io_uring_cannot_read_masked_files() {
     let control = home_with_secrets();

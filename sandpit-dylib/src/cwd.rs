@@ -11,12 +11,12 @@
 //! What it cannot see — a raw `chdir` system call, glibc's own internal one (`nftw`
 //! with `FTW_CHDIR`, `fts`), a parent directory of the cwd renamed, a thread that
 //! unshared its cwd — leaves it stale. So a remembered cwd is trusted only where a
-//! stale one can do no more than a raw `open` could: to *allow* an open on the fast
-//! path, which opens the caller's relative path itself, so what is opened is decided
-//! by the kernel layer, which masks every blocked read and binds every protected
-//! path read-only. Every denial, every slow-path judgement and every write while the
-//! adversary reviews writes (a rule no other layer holds) takes the cwd from the
-//! kernel.
+//! stale one can do no more than a raw `open` could: to *allow* a read-only open on
+//! the fast path, which opens the caller's relative path itself, so what is opened
+//! is decided by the kernel layer, which refuses every blocked read (masks in
+//! namespace mode, Landlock in fallback mode). Every denial, every slow-path
+//! judgement and every write takes the cwd from the kernel: some write rules only
+//! the interposer holds (protected paths in fallback mode, the adversary's review).
 //!
 //! A seqlock: a reader copies the path and keeps it only if no writer ran meanwhile,
 //! a writer that finds another one (or a signal handler that interrupted one on its

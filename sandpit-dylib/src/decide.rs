@@ -400,12 +400,6 @@ impl Engine {
         self.audited(b"exec", argv, r)
     }
 
-    /// Whether `adversary.review` names writes (the interposer is the only layer
-    /// that asks it).
-    pub fn reviews_writes(&self) -> bool {
-        self.review_write.is_some()
-    }
-
     /// True when the variable `name` must not reach spawned commands.
     pub fn withhold(&self, name: &[u8]) -> bool {
         let any = |n: &[u8]| self.withhold.iter().any(|g| g.matches(n));

@@ -78,13 +78,14 @@ pub unsafe fn open_impl(
         (false, path::has_dotdot(p))
     };
     let from_cwd = p.first() != Some(&b'/') && dirfd == libc::AT_FDCWD;
-    // An open relative to the cwd is judged against the remembered cwd, which is
-    // trusted only to allow it on the fast path below (see crate::cwd) — and not for
-    // a write the adversary may have to review, which no other layer would ask for.
+    // A read-only open relative to the cwd is judged against the remembered cwd,
+    // which is trusted only to allow it on the fast path below (see crate::cwd). Not
+    // a write: in fallback mode, and for a protected path holding a writable root,
+    // the interposer is the only layer that keeps protected paths unwritten.
     let mut recalled = false;
     if !clean {
         if from_cwd {
-            recalled = absolute_from_cwd(p, &mut abs, !write || !st.decider.reviews_writes())?;
+            recalled = absolute_from_cwd(p, &mut abs, !write)?;
         } else {
             absolute(dirfd, p, &mut abs)?;
         }
