@@ -436,7 +436,8 @@ impl Builder {
             return Err(cx.diag(
                 n.span(),
                 format!(
-                    "limits.processes = {v} raises the limit of {} set in {}: a project file may only lower it",
+                    "limits.processes = {v} {} the limit of {} set in {}: a project file may only lower it",
+                    if v == 0 { "lifts" } else { "raises" },
                     current.value,
                     current.origin.location()
                 ),

@@ -544,8 +544,12 @@ fn snapshot_round_trips() {
     let mut longer = whole.clone();
     longer.push(0);
     assert!(Policy::decode_snapshot(&longer).is_err());
-    // A JSON snapshot of the previous format is foreign.
+    // Snapshots of earlier formats are foreign: JSON (v1), postcard before
+    // `[limits]` (v2).
     assert!(Policy::from_snapshot(b"sandpit-policy-v1\n{}").is_err());
+    let mut v2 = b"sandpit-policy-v2\n".to_vec();
+    v2.extend_from_slice(&p.snapshot()[b"sandpit-policy-v3\n".len()..]);
+    assert!(Policy::from_snapshot(&v2).is_err());
 }
 
 #[test]

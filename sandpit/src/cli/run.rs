@@ -207,6 +207,7 @@ pub mod linux {
             loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
             processes: policy.limits.processes.value,
+            processes_void: crate::sandbox::linux::process_limit_void(),
         }
     }
 

@@ -15,4 +15,18 @@ pub mod supervise;
 mod sys;
 
 pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
+
+/// Why `limits.processes` would not hold on this machine even in namespace mode, if
+/// it would not: the kernel counts `RLIMIT_NPROC` per user namespace only since 5.14
+/// (before, it would count every process of the user), and never applies it to
+/// root.
+pub fn process_limit_void() -> Option<&'static str> {
+    if sys::getuid() == 0 {
+        return Some("the kernel does not apply it to root");
+    }
+    match sys::kernel_release() {
+        Some(v) if v >= (5, 14) => None,
+        _ => Some("before Linux 5.14 it would count every process of your user"),
+    }
+}
 pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};

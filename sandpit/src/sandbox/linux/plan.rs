@@ -144,6 +144,8 @@ pub struct Input {
     pub cwd: PathBuf,
     /// Policy `limits.processes` (0: none).
     pub processes: u64,
+    /// Why that limit would not hold here (`super::process_limit_void`).
+    pub processes_void: Option<&'static str>,
 }
 
 /// One mount in the child's new root; paths are host paths, mounted at the same place.
@@ -533,6 +535,9 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             );
         }
     }
+    if let (true, Some(why)) = (ns && input.processes != 0, input.processes_void) {
+        weaker.push(format!("no process limit (limits.processes: {why})"));
+    }
     binds.sort_by(|a, b| {
         (depth(a.path()), rank(a))
             .cmp(&(depth(b.path()), rank(b)))
@@ -725,7 +730,8 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         weaker,
         loopback,
         mirror,
-        processes: (ns && input.processes != 0).then_some(input.processes),
+        processes: (ns && input.processes != 0 && input.processes_void.is_none())
+            .then_some(input.processes),
     })
 }
 
@@ -801,6 +807,7 @@ mod tests {
             },
             allow_local_binding: false,
             processes: 8192,
+            processes_void: None,
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }

@@ -314,6 +314,22 @@ pub fn set_no_new_privs() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
 }
 
+/// The running kernel's `major.minor`, from `uname`.
+pub fn kernel_release() -> Option<(u32, u32)> {
+    // SAFETY: a zeroed utsname is a valid out-parameter.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: uname wrote a NUL-terminated string into `release`.
+    let r = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+        .to_str()
+        .ok()?;
+    let mut it = r.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
 /// `RLIMIT_NPROC` to `n` (soft and hard), or to the hard limit already in force if
 /// that is lower (raising it needs a privilege the command must not have).
 pub fn limit_tasks(n: u64) -> io::Result<()> {
