@@ -85,6 +85,15 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
         .unwrap_or(true));
 }
 
+/// Python that makes the interposer ask for the cwd (a relative read of `here.txt`)
+/// and can then move it with a raw `chdir`, which the interposer does not see.
+const RAW_CHDIR: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_chdir = {"x86_64": 80, "aarch64": 49}[os.uname().machine]
+open("here.txt").close()
+"#;
+
 /// The interposer remembers the cwd between relative opens (sandpit-dylib/src/cwd.rs)
 /// and cannot see a raw `chdir`: a relative read after one is judged against the old
 /// cwd (the workspace, where `.ssh/id_rsa` would be allowed) and let through to the
@@ -92,10 +101,6 @@ fn masked_credentials_are_unreadable_by_path_tricks_links_and_raw_syscalls() {
 #[test]
 fn a_read_judged_against_a_stale_cwd_meets_the_kernel_layer() {
     const SCRIPT: &str = r#"
-import ctypes, os
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_chdir = {"x86_64": 80, "aarch64": 49}[os.uname().machine]
-open("here.txt").close()
 r = libc.syscall(SYS_chdir, os.environ["HOME"].encode())
 print("raw chdir:", r, os.getcwd())
 try:
@@ -108,11 +113,17 @@ print("control:", open("notes.txt").read())
         h.write(&h.workspace().join("here.txt"), "x");
         let mut c = if sandboxed {
             let mut c = h.sandpit();
-            c.args(["run", "--", "python3", "-c", SCRIPT]);
+            c.args([
+                "run",
+                "--",
+                "python3",
+                "-c",
+                &format!("{RAW_CHDIR}{SCRIPT}"),
+            ]);
             c
         } else {
             let mut c = h.command("python3");
-            c.args(["-c", SCRIPT]);
+            c.args(["-c", &format!("{RAW_CHDIR}{SCRIPT}")]);
             c
         };
         text(&c.output().unwrap())
@@ -143,10 +154,6 @@ print("control:", open("notes.txt").read())
 #[test]
 fn a_relative_write_after_an_unseen_chdir_is_judged_where_it_lands() {
     const SCRIPT: &str = r#"
-import ctypes, os
-libc = ctypes.CDLL(None, use_errno=True)
-SYS_chdir = {"x86_64": 80, "aarch64": 49}[os.uname().machine]
-open("here.txt").close()
 print("raw chdir:", libc.syscall(SYS_chdir, b".git"))
 try:
     open("hooks/pre-commit", "w").write("evil")
@@ -162,7 +169,14 @@ print("control: written")
     h.write(&h.workspace().join(".git/hooks/README"), "hooks");
     let out = h
         .sandpit()
-        .args(["run", "--allow-degraded", "--", "python3", "-c", SCRIPT])
+        .args([
+            "run",
+            "--allow-degraded",
+            "--",
+            "python3",
+            "-c",
+            &format!("{RAW_CHDIR}{SCRIPT}"),
+        ])
         .env("SANDPIT_FORCE_FALLBACK", "1")
         .output()
         .unwrap();
