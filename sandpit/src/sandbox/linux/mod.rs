@@ -15,6 +15,7 @@ pub mod supervise;
 mod sys;
 
 pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
+pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};
 
 /// Why `limits.processes` would not hold on this machine even in namespace mode, if
 /// it would not: the kernel counts `RLIMIT_NPROC` per user namespace only since 5.14
@@ -29,4 +30,3 @@ pub fn process_limit_void() -> Option<&'static str> {
         _ => Some("before Linux 5.14 it would count every process of your user"),
     }
 }
-pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};

@@ -930,6 +930,31 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         assert!(p.weaker.is_empty());
     }
 
+    /// The process limit is set only where it holds, and the plan says why not.
+    #[test]
+    fn the_process_limit_only_where_the_kernel_counts_the_sandbox_alone() {
+        let p = plan(&input(), &fs()).unwrap();
+        assert_eq!(p.processes, Some(8192));
+        assert!(p.weaker.is_empty(), "{:?}", p.weaker);
+        let mut i = input();
+        i.processes = 0;
+        let p = plan(&i, &fs()).unwrap();
+        assert_eq!(p.processes, None);
+        assert!(p.weaker.is_empty(), "{:?}", p.weaker);
+        let mut i = input();
+        i.processes_void = Some("the kernel does not apply it to root");
+        let p = plan(&i, &fs()).unwrap();
+        assert_eq!(p.processes, None);
+        assert!(p.weaker.contains(
+            &"no process limit (limits.processes: the kernel does not apply it to root)".into()
+        ));
+        let mut i = input();
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &fs()).unwrap();
+        assert_eq!(p.processes, None);
+        assert!(p.weaker.iter().any(|w| w.starts_with("no process limit")));
+    }
+
     #[test]
     fn scratch_inside_state_dir_stays_writable_above_read_only_state() {
         // The whole home as workspace: the state dir inside it must be re-protected.
