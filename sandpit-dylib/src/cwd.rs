@@ -94,7 +94,7 @@ pub fn forget() {
 }
 
 /// The remembered cwd into `out`; false if there is none.
-fn recall(out: &mut PBuf) -> bool {
+pub fn recall(out: &mut PBuf) -> bool {
     let gen = GEN.load(Ordering::SeqCst);
     let seq = SLOT.seq.load(Ordering::Acquire);
     if seq & 1 == 1 || SLOT.gen.load(Ordering::Relaxed) != gen {
@@ -146,13 +146,8 @@ fn remember(cwd: &[u8], gen: u64) {
     SLOT.seq.store(seq + 2, Ordering::Release);
 }
 
-/// The cwd into `out`: the remembered one when `recalled` is allowed and there is
-/// one (the result says whether it was), otherwise the kernel's, which is then
-/// remembered.
-pub fn get(out: &mut PBuf, recalled: bool) -> Result<bool, c_int> {
-    if recalled && recall(out) {
-        return Ok(true);
-    }
+/// The kernel's cwd into `out`, which is then remembered.
+pub fn get(out: &mut PBuf) -> Result<(), c_int> {
     let gen = GEN.load(Ordering::SeqCst);
     out.getcwd()?;
     if out.as_bytes().first() != Some(&b'/') {
@@ -160,7 +155,7 @@ pub fn get(out: &mut PBuf, recalled: bool) -> Result<bool, c_int> {
         return Err(libc::ENOENT);
     }
     remember(out.as_bytes(), gen);
-    Ok(false)
+    Ok(())
 }
 
 hook! {
@@ -262,18 +257,18 @@ mod tests {
         assert_eq!(out.as_bytes(), b"/parent");
     }
 
-    /// `get` answers with the process's cwd whether remembered or not, and follows a
-    /// real `chdir` made through the hook's path (`forget`).
+    /// `get` answers with the process's cwd and remembers it until a `chdir` made
+    /// through the hook's path (`forget`).
     #[test]
     fn get_follows_the_cwd() {
         let _l = LOCK.lock().unwrap();
         let here = std::env::current_dir().unwrap();
         let mut out = PBuf::new();
-        get(&mut out, false).unwrap();
+        get(&mut out).unwrap();
         assert_eq!(out.as_bytes(), here.as_os_str().as_encoded_bytes());
-        assert!(get(&mut out, true).unwrap(), "remembered");
+        assert!(recall(&mut out), "remembered");
         assert_eq!(out.as_bytes(), here.as_os_str().as_encoded_bytes());
         forget();
-        assert!(!get(&mut out, true).unwrap(), "forgotten, asked again");
+        assert!(!recall(&mut out), "forgotten");
     }
 }

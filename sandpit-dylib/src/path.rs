@@ -145,7 +145,7 @@ pub fn has_dotdot(path: &[u8]) -> bool {
 pub fn base_dir(dirfd: c_int, out: &mut PBuf) -> Result<(), c_int> {
     if dirfd == libc::AT_FDCWD {
         #[cfg(target_os = "linux")]
-        return crate::cwd::get(out, false).map(drop);
+        return crate::cwd::get(out);
         #[cfg(not(target_os = "linux"))]
         {
             out.getcwd()?;

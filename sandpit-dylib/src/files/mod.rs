@@ -54,21 +54,17 @@ pub fn absolute(dirfd: c_int, path: &[u8], out: &mut PBuf) -> Result<(), c_int> 
 /// [`absolute`] for a path relative to the cwd, the cwd taken from memory when
 /// `recalled` allows it and there is one (Linux, [`crate::cwd`]); whether it was.
 pub fn absolute_from_cwd(path: &[u8], out: &mut PBuf, recalled: bool) -> Result<bool, c_int> {
-    let mut base = PBuf::new();
     #[cfg(target_os = "linux")]
-    let was = crate::cwd::get(&mut base, recalled)?;
-    #[cfg(not(target_os = "linux"))]
-    let was = {
-        let _ = recalled;
-        path::base_dir(libc::AT_FDCWD, &mut base)?;
-        false
-    };
-    match path::join(base.as_bytes(), path, out) {
-        Ok(()) => Ok(was),
-        // A remembered cwd never fails an open: ask the kernel's.
-        Err(_) if was => absolute_from_cwd(path, out, false),
-        Err(e) => Err(e),
+    if recalled {
+        let mut base = PBuf::new();
+        // A remembered cwd never fails an open: if the join fails, ask the kernel's.
+        if crate::cwd::recall(&mut base) && path::join(base.as_bytes(), path, out).is_ok() {
+            return Ok(true);
+        }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = recalled;
+    absolute(libc::AT_FDCWD, path, out).map(|()| false)
 }
 
 /// Ask the policy about a resolved path; report and return `EACCES` on denial.
