@@ -63,18 +63,17 @@ fn policy_lines(
     return match load(&args.policy, Some(program), scratch_root().join("RUN")) {
         Ok(l) => {
             let n = &l.policy.limits.processes;
-            let void = crate::sandbox::linux::process_limit_void();
-            let limit = match (n.value, kernel.user_namespaces, void) {
-                (0, _, _) => format!("no process limit (limits.processes = 0, {})", n.origin.location()),
-                (_, false, _) => format!(
-                    "no process limit: without user namespaces limits.processes ({}) would count every process of your user",
+            let void = crate::sandbox::linux::process_limit_void(kernel.user_namespaces);
+            let limit = match (n.value, void) {
+                (0, _) => format!(
+                    "no process limit (limits.processes = 0, {})",
                     n.origin.location()
                 ),
-                (_, true, Some(why)) => format!(
+                (_, Some(why)) => format!(
                     "no process limit: {why} (limits.processes, {})",
                     n.origin.location()
                 ),
-                (v, true, None) => format!(
+                (v, None) => format!(
                     "at most {v} processes and threads in the sandbox (limits.processes, {})",
                     n.origin.location()
                 ),

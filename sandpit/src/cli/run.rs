@@ -207,7 +207,9 @@ pub mod linux {
             loopback: crate::sandbox::linux::loopback::services(policy),
             cwd,
             processes: policy.limits.processes.value,
-            processes_void: crate::sandbox::linux::process_limit_void(),
+            processes_void: crate::sandbox::linux::process_limit_void(
+                mode == crate::sandbox::linux::Mode::Namespaces,
+            ),
         }
     }
 

@@ -17,11 +17,14 @@ mod sys;
 pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
 pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};
 
-/// Why `limits.processes` would not hold on this machine even in namespace mode, if
-/// it would not: the kernel counts `RLIMIT_NPROC` per user namespace only since 5.14
-/// (before, it would count every process of the user), and never applies it to
-/// root.
-pub fn process_limit_void() -> Option<&'static str> {
+/// Why `limits.processes` would not hold for a run here, if it would not: without a
+/// user namespace (`namespaces` false) and before Linux 5.14 the kernel counts
+/// `RLIMIT_NPROC` across every process of the user, not per user namespace; and it
+/// never applies it to root.
+pub fn process_limit_void(namespaces: bool) -> Option<&'static str> {
+    if !namespaces {
+        return Some("without a user namespace it would count every process of your user");
+    }
     if sys::getuid() == 0 {
         return Some("the kernel does not apply it to root");
     }

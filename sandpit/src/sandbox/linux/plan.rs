@@ -144,7 +144,7 @@ pub struct Input {
     pub cwd: PathBuf,
     /// Policy `limits.processes` (0: none).
     pub processes: u64,
-    /// Why that limit would not hold here (`super::process_limit_void`).
+    /// Why that limit would not hold for this run (`super::process_limit_void`).
     pub processes_void: Option<&'static str>,
 }
 
@@ -529,13 +529,14 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         );
         weaker.push("protected paths inside the workspace stay writable".into());
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
-        if input.processes != 0 {
-            weaker.push(
-                "no process limit (limits.processes would count every process of your user)".into(),
-            );
-        }
     }
-    if let (true, Some(why)) = (ns && input.processes != 0, input.processes_void) {
+    // Never without a user namespace, whatever the input says.
+    let why_no_limit = match (input.processes, ns) {
+        (0, _) => None,
+        (_, false) => Some(input.processes_void.unwrap_or("no user namespace")),
+        (_, true) => input.processes_void,
+    };
+    if let Some(why) = why_no_limit {
         weaker.push(format!("no process limit (limits.processes: {why})"));
     }
     binds.sort_by(|a, b| {
@@ -730,8 +731,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         weaker,
         loopback,
         mirror,
-        processes: (ns && input.processes != 0 && input.processes_void.is_none())
-            .then_some(input.processes),
+        processes: (input.processes != 0 && why_no_limit.is_none()).then_some(input.processes),
     })
 }
 
@@ -950,9 +950,15 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         ));
         let mut i = input();
         i.mode = Mode::LandlockOnly;
+        i.processes_void = super::super::process_limit_void(false);
         let p = plan(&i, &fs()).unwrap();
         assert_eq!(p.processes, None);
-        assert!(p.weaker.iter().any(|w| w.starts_with("no process limit")));
+        assert!(p.weaker.contains(
+            &"no process limit (limits.processes: without a user namespace it would count every process of your user)".into()
+        ));
+        // Without a user namespace there is none even if the input forgot why.
+        i.processes_void = None;
+        assert_eq!(plan(&i, &fs()).unwrap().processes, None);
     }
 
     #[test]
