@@ -603,7 +603,7 @@ mod tests {
                 // Numbers without a rule: the arguments cannot matter; one vector.
                 let vs: &[u64] = if named { &values } else { &[7] };
                 for &a in vs {
-                    for &b in if named { &values[..] } else { &[7][..] } {
+                    for &b in vs {
                         for args in [[a, b, 0, 0, 0, 0], [0, a, b, a, 0, 0], [b, 0, a, b, 0, 0]] {
                             assert_eq!(
                                 run(&p, AUDIT_ARCH, nr, args),

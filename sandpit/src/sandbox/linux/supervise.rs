@@ -735,7 +735,7 @@ fn child_c1(
     // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
     // which forwards it once (not once per supervising process).
     crate::timing::mark("C1 forked");
-    let _ = sys::setpgid_self();
+    let _ = sys::setpgid(0, 0);
     let net = plan.net != NetPlan::Host;
     let (mut init_ends, guard_joined) = match guard {
         Some(e) => (Some((e.built, e.ready)), Some(e.joined)),
@@ -785,14 +785,13 @@ fn guard_process(
     guarded: Vec<guard::Guarded>,
     launcher: libc::pid_t,
     c1: libc::pid_t,
-    ends: Ends,
-) -> ! {
-    let Ends {
+    Ends {
         built,
         ready,
         joined,
-    } = ends;
-    let _ = sys::setpgid_self();
+    }: Ends,
+) -> ! {
+    let _ = sys::setpgid(0, 0);
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
     }

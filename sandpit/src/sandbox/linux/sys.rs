@@ -292,13 +292,8 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::unshare(flags) }).map(drop)
 }
 
-/// Put the calling process in a new process group of its own.
-pub fn setpgid_self() -> io::Result<()> {
-    // SAFETY: setpgid takes only integers.
-    cvt(unsafe { libc::setpgid(0, 0) }).map(drop)
-}
-
-/// Put `pid` (a child) in a new process group of its own.
+/// setpgid(2): `pid` (0: the caller) into process group `pgid` (0: a new one of its
+/// own).
 pub fn setpgid(pid: libc::pid_t, pgid: libc::pid_t) -> io::Result<()> {
     // SAFETY: setpgid takes only integers.
     cvt(unsafe { libc::setpgid(pid, pgid) }).map(drop)
