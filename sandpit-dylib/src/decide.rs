@@ -52,15 +52,45 @@ struct PathTree {
     /// The node at the end of the trunk, and its depth.
     start: usize,
     start_depth: usize,
+    /// Where most opens land (the workspace, the scratch directory, home), each
+    /// with the walk down to it done once: a path inside one starts there, one
+    /// comparison instead of a lookup per component above it.
+    anchors: Vec<Anchor>,
+}
+
+/// A walk's state: the node reached, its depth, and per list the depth of the
+/// deepest rule on the way.
+#[derive(Clone, Copy)]
+struct Walk {
+    node: usize,
+    depth: usize,
+    found: [Option<usize>; 4],
+}
+
+struct Anchor {
+    /// A path whose every component is a node, so any path that continues it past
+    /// a `/` is walked through `at`.
+    path: Box<[u8]>,
+    at: Walk,
 }
 
 #[derive(Default)]
 struct Node {
     /// Bit `1 << list` for each list with a rule naming exactly this node.
     lists: u8,
+    /// One bit per child, at [`bit`] of its key: a name whose bit is clear is no
+    /// child, known without reading the children — most lookups miss (a workspace
+    /// file's first component below the workspace is rarely a protected name), and
+    /// after a system call the children are seldom still in cache.
+    filter: u64,
     /// Sorted by `key`, so a lookup is a binary search over integers (a home
     /// directory node has dozens of children) and one comparison of names.
     children: Vec<Child>,
+}
+
+/// A key's bit in [`Node::filter`] (Fibonacci hashing: the top six bits).
+fn bit(key: u64) -> u64 {
+    1 << (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 struct Child {
@@ -74,21 +104,22 @@ struct Child {
 fn key(comp: &[u8]) -> u64 {
     match comp.first_chunk::<8>() {
         Some(head) => u64::from_le_bytes(*head),
-        None => {
-            let mut head = [0u8; 8];
-            head[..comp.len()].copy_from_slice(comp);
-            u64::from_le_bytes(head)
-        }
+        // Byte by byte: a copy into a zeroed array is a call to memcpy and a
+        // stalled load of bytes just stored, on every short component of every path.
+        None => comp.iter().rev().fold(0, |k, &b| (k << 8) | u64::from(b)),
     }
 }
 
 impl PathTree {
-    fn new(lists: [&[sandpit_policy::Rule<std::path::PathBuf>]; 4]) -> PathTree {
+    /// The tree of `lists`, with `anchors` (paths most opens lie under) that name
+    /// nodes as shortcuts.
+    fn new(lists: [&[sandpit_policy::Rule<std::path::PathBuf>]; 4], anchors: &[&[u8]]) -> PathTree {
         let mut t = PathTree {
             nodes: vec![Node::default()],
             trunk: Vec::new(),
             start: 0,
             start_depth: 0,
+            anchors: Vec::new(),
         };
         for (list, rules) in lists.iter().enumerate() {
             for r in *rules {
@@ -120,12 +151,23 @@ impl PathTree {
             t.start = only.node as usize;
             t.start_depth += 1;
         }
+        for &a in anchors {
+            if let Some((at, true)) = t.begin(a).map(|(w, rest)| t.walk(w, rest)) {
+                t.anchors.push(Anchor { path: a.into(), at });
+            }
+        }
+        // The longer first: a path under both is walked from the deeper.
+        t.anchors.sort_by_key(|a| std::cmp::Reverse(a.path.len()));
         t
     }
 
     fn child(&self, node: usize, comp: &[u8]) -> Option<usize> {
-        let children = &self.nodes[node].children;
         let k = key(comp);
+        let node = &self.nodes[node];
+        if node.filter & bit(k) == 0 {
+            return None;
+        }
+        let children = &node.children;
         let at = children.partition_point(|c| c.key < k);
         children[at..]
             .iter()
@@ -142,6 +184,7 @@ impl PathTree {
         let i = self.nodes.len();
         self.nodes.push(Node::default());
         let k = key(comp);
+        self.nodes[node].filter |= bit(k);
         let children = &mut self.nodes[node].children;
         let at = children.partition_point(|c| c.key <= k);
         children.insert(
@@ -158,39 +201,71 @@ impl PathTree {
     /// Per list, the depth (number of components) of the deepest rule containing
     /// the absolute path `p`.
     fn deepest(&self, p: &[u8]) -> [Option<usize>; 4] {
-        let mut found = [None; 4];
-        let mut note = |node: &Node, depth: usize| {
-            if node.lists != 0 {
-                for (list, f) in found.iter_mut().enumerate() {
-                    if node.lists & (1 << list) != 0 {
-                        *f = Some(depth);
-                    }
-                }
+        for a in &self.anchors {
+            match p.strip_prefix(&a.path[..]) {
+                Some([]) => return a.at.found,
+                Some([b'/', rest @ ..]) => return self.walk(a.at, Some(rest)).0.found,
+                _ => {}
             }
-        };
-        // The components after the trunk, if any.
-        let after = match p.strip_prefix(&self.trunk[..]) {
-            Some(r) if self.trunk.is_empty() => match r.strip_prefix(b"/") {
-                Some(r) => Some(r),
-                None => return found,
-            },
-            Some([]) => None,
-            Some([b'/', r @ ..]) => Some(r),
-            _ => return found,
-        };
-        let mut node = self.start;
-        let mut depth = self.start_depth;
-        note(&self.nodes[node], depth);
-        for comp in after.into_iter().flat_map(|r| r.split(|&b| b == b'/')) {
-            let Some(next) = self.child(node, comp) else {
-                break;
-            };
-            node = next;
-            // An empty component (`//`) adds no depth.
-            depth += usize::from(!comp.is_empty());
-            note(&self.nodes[node], depth);
         }
-        found
+        match self.begin(p) {
+            Some((at, rest)) => self.walk(at, rest).0.found,
+            None => [None; 4],
+        }
+    }
+
+    /// The walk at the end of the trunk and the components of `p` after it, or
+    /// `None` when `p` lies outside the trunk (no rule contains it).
+    fn begin<'p>(&self, p: &'p [u8]) -> Option<(Walk, Option<&'p [u8]>)> {
+        // Not `strip_prefix` of an empty trunk: that calls memcmp with length 0 and
+        // the empty Vec's dangling pointer (address 1), and glibc's AVX-512 memcmp
+        // reads it with a masked load from the unmapped page 0, which the CPU
+        // serves slowly (a fault-suppression assist): measured ~10 ns per path.
+        if self.trunk.is_empty() {
+            return Some((self.at_start(), Some(p.strip_prefix(b"/")?)));
+        }
+        let rest = match p.strip_prefix(&self.trunk[..])? {
+            [] => None,
+            [b'/', r @ ..] => Some(r),
+            _ => return None,
+        };
+        Some((self.at_start(), rest))
+    }
+
+    /// The walk at the end of the trunk.
+    fn at_start(&self) -> Walk {
+        let mut at = Walk {
+            node: self.start,
+            depth: self.start_depth,
+            found: [None; 4],
+        };
+        at.note(&self.nodes[self.start]);
+        at
+    }
+
+    /// Walk on from `at` down the `/`-separated components `rest`, as far as the
+    /// tree goes; true when every component was a node.
+    fn walk(&self, mut at: Walk, rest: Option<&[u8]>) -> (Walk, bool) {
+        for comp in rest.into_iter().flat_map(|r| r.split(|&b| b == b'/')) {
+            let Some(next) = self.child(at.node, comp) else {
+                return (at, false);
+            };
+            at.node = next;
+            // An empty component (`//`) adds no depth.
+            at.depth += usize::from(!comp.is_empty());
+            at.note(&self.nodes[next]);
+        }
+        (at, true)
+    }
+}
+
+impl Walk {
+    fn note(&mut self, node: &Node) {
+        for (list, f) in self.found.iter_mut().enumerate() {
+            if node.lists & (1 << list) != 0 {
+                *f = Some(self.depth);
+            }
+        }
     }
 }
 
@@ -252,12 +327,19 @@ impl Engine {
             });
         Engine {
             review_write,
-            paths: PathTree::new([
-                &policy.files.block_read,
-                &policy.files.allow_read,
-                &policy.files.block_write,
-                &policy.files.allow_write,
-            ]),
+            paths: PathTree::new(
+                [
+                    &policy.files.block_read,
+                    &policy.files.allow_read,
+                    &policy.files.block_write,
+                    &policy.files.allow_write,
+                ],
+                &[
+                    policy.context.workspace.as_os_str().as_bytes(),
+                    policy.context.scratch.as_os_str().as_bytes(),
+                    policy.context.home.as_os_str().as_bytes(),
+                ],
+            ),
             exec_plain,
             withhold: policy
                 .env
@@ -629,9 +711,23 @@ mod tests {
                     })
                     .collect::<Vec<_>>()
             });
-            let tree = PathTree::new([&lists[0], &lists[1], &lists[2], &lists[3]]);
+            // Anchors naming nodes (also through `//`) are taken, others not.
+            let anchors: [&[&str]; 3] = [
+                &["/a/b", "/a/b/c", "/a//b", "/c", "/zz", "/a/b/", "a/b", "/"],
+                &["/c/a/b", "/c/a", "/c/a/x", "/c"],
+                &["/c/a/b/c", "/c/a/ab", "/c/a/b", "/c/a/b/a"],
+            ];
+            let anchors: Vec<&[u8]> = anchors[set].iter().map(|a| a.as_bytes()).collect();
+            let tree = PathTree::new([&lists[0], &lists[1], &lists[2], &lists[3]], &anchors);
             let trunk = [&b""[..], b"/c/a", b"/c/a"][set];
             assert_eq!(tree.trunk, trunk, "set {set}");
+            let taken: Vec<&[u8]> = tree.anchors.iter().map(|a| &a.path[..]).collect();
+            let want: [&[&[u8]]; 3] = [
+                &[b"/a/b/c", b"/a//b", b"/a/b", b"/c"],
+                &[b"/c/a/b", b"/c/a"],
+                &[b"/c/a/b/c", b"/c/a/ab", b"/c/a/b"],
+            ];
+            assert_eq!(taken, want[set], "set {set}");
             let mut paths = vec![String::new()];
             for _ in 0..5 {
                 let mut longer = vec![];
