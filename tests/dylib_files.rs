@@ -315,6 +315,40 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
 
+    // A directory on the way that others may write: its snapshot could be swapped.
+    let p = Pit::new("");
+    let run_dir = p.snapshot.parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    assert!(
+        o.stderr.contains("writable by group or others"),
+        "{}",
+        o.stderr
+    );
+
+    // A link inside the state directory to a well-formed snapshot elsewhere, spelt
+    // as if it were inside, is not followed.
+    let p = Pit::new("");
+    let run_dir = p.snapshot.parent().unwrap().to_path_buf();
+    let moved = p.scratch.join("run-elsewhere");
+    std::fs::rename(&run_dir, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &run_dir).unwrap();
+    let o = probe_in(&p, &["read", "ok.txt"]);
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    assert!(!o.stdout.contains("workspace-data"));
+
+    // Positive control: the state directory named through a link, the snapshot by
+    // its real path, is the same place and loads.
+    let p = Pit::new("");
+    let link = p.scratch.join("state-link");
+    std::os::unix::fs::symlink(&p.state, &link).unwrap();
+    let o = run(p
+        .cmd(probe())
+        .env("SANDPIT_STATE_DIR", &link)
+        .args(["read", "ok.txt"]));
+    assert!(o.stdout.contains("workspace-data"), "{}", o.all());
+
     // Missing snapshot variable: fails closed too.
     let o = run(p
         .cmd(probe())

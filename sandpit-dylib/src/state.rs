@@ -9,8 +9,9 @@
 use crate::decide::Engine;
 use std::ffi::{CString, OsStr};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -188,33 +189,105 @@ fn cpath(name: &'static str) -> Result<Option<CString>, LoadError> {
     }
 }
 
+/// Open `name` below the directory `dir` without following a link in it.
+fn open_below(
+    dir: &std::fs::File,
+    name: &OsStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::fs::File> {
+    let c = CString::new(name.as_bytes())?;
+    // SAFETY: `dir` is an open descriptor and `c` is NUL-terminated.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// The snapshot's bytes, and the state directory's metadata. The snapshot must lie
+/// inside the state directory, and every directory from there down to it, and the
+/// file itself, must be ours (or root's) and not writable by group or others. The
+/// walk goes by descriptor, one component at a time without following links, so
+/// what is checked is what is read; the two paths are resolved (`realpath`) only
+/// when one is not spelt below the other.
+fn read_snapshot(
+    state_dir: &Path,
+    snapshot: &Path,
+) -> Result<(Vec<u8>, std::fs::Metadata), LoadError> {
+    use std::path::Component;
+    let below = |dir: &Path, p: &Path| -> Option<Vec<std::ffi::OsString>> {
+        let rel = p.strip_prefix(dir).ok()?;
+        rel.components()
+            .map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .filter(|names| !names.is_empty())
+    };
+    let (dir, names) = match below(state_dir, snapshot) {
+        Some(names) => (state_dir.to_path_buf(), names),
+        None => {
+            let dir = std::fs::canonicalize(state_dir).map_err(io(state_dir))?;
+            let snap = std::fs::canonicalize(snapshot).map_err(io(snapshot))?;
+            match below(&dir, &snap) {
+                Some(names) => (dir, names),
+                None => {
+                    return Err(LoadError::Outside {
+                        snapshot: snap,
+                        state_dir: dir,
+                    })
+                }
+            }
+        }
+    };
+    // A directory is opened only to look below it and to be checked.
+    #[cfg(target_os = "linux")]
+    const DIR: libc::c_int = libc::O_PATH | libc::O_DIRECTORY;
+    #[cfg(not(target_os = "linux"))]
+    const DIR: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY;
+    let mut at = dir;
+    let mut d = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(DIR | libc::O_CLOEXEC)
+        .open(&at)
+        .map_err(io(&at))?;
+    let top = d.metadata().map_err(io(&at))?;
+    trusted(&at, &top)?;
+    let Some((file, dirs)) = names.split_last() else {
+        return Err(LoadError::NotFile(at));
+    };
+    for name in dirs {
+        at.push(name);
+        d = open_below(&d, name, DIR).map_err(io(&at))?;
+        trusted(&at, &d.metadata().map_err(io(&at))?)?;
+    }
+    at.push(file);
+    let mut f = open_below(&d, file, libc::O_RDONLY).map_err(io(&at))?;
+    let md = f.metadata().map_err(io(&at))?;
+    if !md.is_file() {
+        return Err(LoadError::NotFile(at));
+    }
+    trusted(&at, &md)?;
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    // Through `take`: `File::read_to_end` would ask for the size once more.
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, u64::MAX), &mut bytes)
+        .map_err(io(&at))?;
+    Ok((bytes, top))
+}
+
 fn load() -> Result<State, LoadError> {
     let snapshot = abs_var(SNAPSHOT_VAR)?;
     let state_dir = abs_var(STATE_DIR_VAR)?;
-    let state_dir = std::fs::canonicalize(&state_dir).map_err(io(&state_dir))?;
-    let snap = std::fs::canonicalize(&snapshot).map_err(io(&snapshot))?;
-    if !snap.starts_with(&state_dir) {
-        return Err(LoadError::Outside {
-            snapshot: snap,
-            state_dir,
-        });
-    }
-    // Every directory from the state dir down to the snapshot must be ours.
-    let mut dir = snap.parent();
-    while let Some(d) = dir {
-        let md = std::fs::metadata(d).map_err(io(d))?;
-        trusted(d, &md)?;
-        if d == state_dir {
-            break;
-        }
-        dir = d.parent();
-    }
-    let md = std::fs::metadata(&snap).map_err(io(&snap))?;
-    if !md.is_file() {
-        return Err(LoadError::NotFile(snap));
-    }
-    trusted(&snap, &md)?;
-    let bytes = std::fs::read(&snap).map_err(io(&snap))?;
+    let (bytes, state_md) = read_snapshot(&state_dir, &snapshot)?;
+    let snap = snapshot;
     let policy =
         sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| LoadError::Corrupt {
             path: snap.clone(),
@@ -232,8 +305,10 @@ fn load() -> Result<State, LoadError> {
     if env().any(|e| engine.withhold(crate::envp::name_of(e))) {
         crate::sys::hide_environ();
     }
+    // The policy's own state directory is the one checked above.
     let declared = Path::new(OsStr::from_bytes(engine.state_dir()));
-    if std::fs::canonicalize(declared).ok().as_deref() != Some(state_dir.as_path()) {
+    let same = |md: std::fs::Metadata| md.dev() == state_md.dev() && md.ino() == state_md.ino();
+    if !std::fs::metadata(declared).is_ok_and(same) {
         return Err(LoadError::Outside {
             snapshot: snap,
             state_dir: declared.to_path_buf(),
