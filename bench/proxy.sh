@@ -27,7 +27,7 @@ fi
 
 has 2 || exit 0
 MB=${BENCH_MB:-100}
-ROUNDS=${BENCH_ROUNDS:-5}
+ROUNDS=${BENCH_ROUNDS:-9}
 WORK=$(mktemp -d /var/tmp/sandpit-bench-XXXXXX)
 SERVER=
 SOCAT=

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Bulk transfers on the paths that switch to splice(2) once a direction has carried
-//! a few hundred KiB: a large HTTP response inside a checked plain-HTTP tunnel (the
-//! requests stay checked after it), and the launcher's bridge relay inside
-//! `sandpit run`. Every byte must arrive unchanged.
+//! Bulk transfers: a large HTTP response inside a checked plain-HTTP tunnel (the
+//! requests stay checked after it), carried by the relay as its buffer grows from
+//! 32 KiB to megabytes, and the launcher's bridge relay inside `sandpit run`. Every
+//! byte must arrive unchanged.
 mod common;
 mod kernel_support;
 mod proxy_support;
@@ -94,8 +94,8 @@ async fn bulk_http_response_in_a_tunnel_is_intact_and_requests_stay_checked() {
         } else {
             transparent(w.addr, TOKEN, server, Some("allowed.test")).await
         };
-        // Two large responses on one connection (the second after the relay switched
-        // to splice), each byte as sent: the positive control.
+        // Two large responses on one connection (the second through the grown
+        // buffer), each byte as sent: the positive control.
         for i in 0..2 {
             let req = format!("GET /{way}{i} HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
             s.write_all(req.as_bytes()).await.unwrap();

@@ -335,7 +335,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 async fn run() {
     let total = env_usize("BENCH_MB", 100) * MB;
-    let rounds = env_usize("BENCH_ROUNDS", 5);
+    let rounds = env_usize("BENCH_ROUNDS", 9);
     let lat_n = env_usize("BENCH_LATENCY_N", 500);
     let conc = env_usize("BENCH_CONCURRENT", 2000);
 
