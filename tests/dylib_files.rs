@@ -349,6 +349,38 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .args(["read", "ok.txt"]));
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
 
+    // A FIFO in the snapshot's place fails the check; it must not hang every process
+    // (opening it to read would wait for a writer).
+    let p = Pit::new("");
+    std::fs::remove_file(&p.snapshot).unwrap();
+    let fifo = std::ffi::CString::new(p.snapshot.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    p.h.give_to_test_user(&p.snapshot);
+    let mut child = p
+        .cmd(probe())
+        .args(["read", "ok.txt"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a process under the interposer hung on a FIFO snapshot");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let o = Out {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    assert!(o.stderr.contains("is not a regular file"), "{}", o.stderr);
+
     // Missing snapshot variable: fails closed too.
     let o = run(p
         .cmd(probe())

@@ -270,13 +270,17 @@ fn read_snapshot(
         trusted(&at, &d.metadata().map_err(io(&at))?)?;
     }
     at.push(file);
-    let mut f = open_below(&d, file, libc::O_RDONLY).map_err(io(&at))?;
+    // Non-blocking: a FIFO put in its place must fail the check below, not hang.
+    let mut f = open_below(&d, file, libc::O_RDONLY | libc::O_NONBLOCK).map_err(io(&at))?;
     let md = f.metadata().map_err(io(&at))?;
     if !md.is_file() {
         return Err(LoadError::NotFile(at));
     }
     trusted(&at, &md)?;
-    let mut bytes = Vec::with_capacity(md.len() as usize);
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(md.len() as usize)
+        .map_err(|e| io(&at)(std::io::Error::other(e)))?;
     // Through `take`: `File::read_to_end` would ask for the size once more.
     std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, u64::MAX), &mut bytes)
         .map_err(io(&at))?;

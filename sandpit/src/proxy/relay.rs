@@ -24,11 +24,12 @@ const COPY_BUF: usize = 32 * 1024;
 /// and 0.83–0.87× with 4 MiB, the proxy's CPU per 500 MB from ~240 to ~155 ms
 /// (bench/proxy.sh, interleaved in one session).
 const COPY_BUF_MAX: usize = 4 * 1024 * 1024;
-/// Growth up to this size is free; beyond it each direction draws on [`BIG_BUFFERS`],
-/// so thousands of bulk tunnels cannot make the launcher hold gigabytes.
+/// Growth up to this size is free (as before there was more); beyond it each
+/// direction draws on [`BIG_BUFFERS`], so the larger buffers add at most that much
+/// to the launcher's memory however many bulk tunnels there are.
 const COPY_BUF_UNMETERED: usize = 256 * 1024;
 /// The bytes all directions together may hold beyond [`COPY_BUF_UNMETERED`] each:
-/// sixteen directions at the full size.
+/// seventeen directions at the full size.
 static BIG_BUFFERS: Budget = Budget::new(64 * 1024 * 1024);
 
 /// Bytes shared by every tunnel's grown buffers.
