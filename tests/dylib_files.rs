@@ -288,21 +288,23 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
     assert!(!o.stdout.contains("workspace-data"), "{}", o.all());
     assert_ne!(o.code, Some(0));
 
-    // A valid snapshot that others may write is foreign.
-    let good = {
-        let q = Pit::new("");
-        std::fs::read(&q.snapshot).unwrap()
-    };
-    let p = Pit::new("");
-    let _ = good;
-    std::fs::set_permissions(&p.snapshot, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let o = probe_in(&p, &["read", "ok.txt"]);
-    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
-    assert!(
-        o.stderr.contains("writable by group or others"),
-        "{}",
-        o.stderr
-    );
+    // A valid snapshot, or a directory on its way, that others may write is foreign:
+    // the snapshot could be swapped.
+    for (which, mode) in [("the snapshot", 0o666), ("its directory", 0o770)] {
+        let p = Pit::new("");
+        let path = match which {
+            "the snapshot" => p.snapshot.clone(),
+            _ => p.snapshot.parent().unwrap().to_path_buf(),
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let o = probe_in(&p, &["read", "ok.txt"]);
+        assert_eq!(errno_of(&o), Some(libc::EPERM), "{which}: {}", o.all());
+        assert!(
+            o.stderr.contains("writable by group or others"),
+            "{which}: {}",
+            o.stderr
+        );
+    }
 
     // A snapshot outside the state directory is refused even if well-formed.
     let p = Pit::new("");
@@ -314,18 +316,6 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .env("SANDPIT_SNAPSHOT", &elsewhere)
         .args(["read", "ok.txt"]));
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
-
-    // A directory on the way that others may write: its snapshot could be swapped.
-    let p = Pit::new("");
-    let run_dir = p.snapshot.parent().unwrap().to_path_buf();
-    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o770)).unwrap();
-    let o = probe_in(&p, &["read", "ok.txt"]);
-    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
-    assert!(
-        o.stderr.contains("writable by group or others"),
-        "{}",
-        o.stderr
-    );
 
     // A link inside the state directory to a well-formed snapshot elsewhere, spelt
     // as if it were inside, is not followed.
