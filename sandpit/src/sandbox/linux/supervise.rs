@@ -354,10 +354,10 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
 
 /// Remove the placeholder directories the run created (rmdir: only if still empty).
 fn cleanup(created: &[PathBuf]) {
+    // `rmdir` alone: it removes only an empty directory, never a file or a link (nor
+    // what a link points to), so no `stat` first.
     for p in created.iter().rev() {
-        if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
-            let _ = std::fs::remove_dir(p);
-        }
+        let _ = std::fs::remove_dir(p);
     }
 }
 
