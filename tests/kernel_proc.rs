@@ -268,6 +268,29 @@ fn a_fork_bomb_stops_at_the_process_limit() {
     assert!(t.contains(&format!("nproc ({want}, {want})")), "{t}");
 }
 
+/// A memory flood ends the sandbox, not the user's other programs: everything in it
+/// is the OOM killer's first choice (`oom_score_adj` 1000, inherited by every
+/// descendant), while the same user's processes outside keep their score.
+#[test]
+fn the_sandbox_is_the_oom_killers_first_choice() {
+    let h = TestHome::new();
+    let score = "cat /proc/self/oom_score_adj; sh -c 'sh -c \"cat /proc/self/oom_score_adj\"'";
+    let t = text(&bare(&h, score));
+    assert_eq!(
+        t.split_whitespace().collect::<Vec<_>>(),
+        ["0", "0"],
+        "bare: {t}"
+    );
+    let t = text(&sandboxed(&h, score));
+    let scores: Vec<&str> = t.lines().filter(|l| !l.starts_with("sandpit:")).collect();
+    assert_eq!(scores, ["1000", "1000"], "{t}");
+    let t = text(&h.sandpit().args(["check", "--", "sh"]).output().unwrap());
+    assert!(
+        t.contains("when memory runs out the sandbox is killed first (oom_score_adj 1000)"),
+        "{t}"
+    );
+}
+
 #[test]
 fn exit_status_and_signals_propagate() {
     let h = TestHome::new();

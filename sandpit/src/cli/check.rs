@@ -80,7 +80,9 @@ fn policy_lines(
             };
             (
                 crate::sandbox::linux::loopback::describe(&l.policy),
-                Some(limit),
+                Some(format!(
+                    "{limit}; when memory runs out the sandbox is killed first (oom_score_adj 1000)"
+                )),
             )
         }
         Err(e) => (vec![format!("the policy does not load: {e}")], None),

@@ -1015,6 +1015,9 @@ fn exec_command(
     if let Err(e) = sys::set_no_new_privs() {
         fail(ctl, Layer::Process, &format!("no_new_privs: {e}"))
     }
+    if let Err(e) = sys::prefer_for_oom_kill() {
+        fail(ctl, Layer::Process, &format!("oom_score_adj: {e}"))
+    }
     if let Some(n) = plan.processes {
         if let Err(e) = sys::limit_tasks(n) {
             fail(

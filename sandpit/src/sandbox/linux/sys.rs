@@ -343,6 +343,13 @@ pub fn limit_tasks(n: u64) -> io::Result<()> {
     cvt(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &new) }).map(drop)
 }
 
+/// Make this process (and what it starts) the OOM killer's first choice: a memory
+/// flood in the sandbox then ends the sandbox, not the user's other programs. Raising
+/// it needs no privilege; the sandbox may lower it again, to 0 and no further.
+pub fn prefer_for_oom_kill() -> io::Result<()> {
+    std::fs::write("/proc/self/oom_score_adj", b"1000")
+}
+
 pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
