@@ -484,13 +484,10 @@ impl Engine {
 
     /// True when the variable `name` must not reach spawned commands.
     pub fn withhold(&self, name: &[u8]) -> bool {
-        let any = |n: &[u8]| self.withhold.iter().any(|g| g.matches(n));
-        if name.is_ascii() || std::str::from_utf8(name).is_ok() {
-            any(name)
-        } else {
-            // A name that is not UTF-8 is matched on its lossy form.
-            any(String::from_utf8_lossy(name).as_bytes())
-        }
+        // A name that is not UTF-8 is matched on its lossy form (borrowed, without a
+        // copy, when it is UTF-8).
+        let name = String::from_utf8_lossy(name);
+        self.withhold.iter().any(|g| g.matches(name.as_bytes()))
     }
 
     pub fn net_mode(&self) -> NetMode {

@@ -48,8 +48,8 @@ impl PBuf {
     pub fn clear(&mut self) {
         self.assume(0);
     }
-    /// The kernel's answer to `getcwd` (which may not start with `/`: an unreachable
-    /// cwd reads `(unreachable)/…`).
+    /// The kernel's answer to `getcwd`; `ENOENT` for a cwd outside this mount
+    /// namespace, which has no path here (it reads `(unreachable)/…`).
     pub fn getcwd(&mut self) -> Result<(), c_int> {
         // SAFETY: the buffer is MAX+1 bytes and getcwd writes at most `size` bytes,
         // NUL included.
@@ -60,6 +60,9 @@ impl PBuf {
         // SAFETY: getcwd wrote a NUL-terminated string.
         let n = unsafe { libc::strlen(p) };
         self.assume(n);
+        if self.as_bytes().first() != Some(&b'/') {
+            return Err(libc::ENOENT);
+        }
         Ok(())
     }
     /// Take `n` bytes written into the buffer by C code as the content.
@@ -147,13 +150,7 @@ pub fn base_dir(dirfd: c_int, out: &mut PBuf) -> Result<(), c_int> {
         #[cfg(target_os = "linux")]
         return crate::cwd::get(out);
         #[cfg(not(target_os = "linux"))]
-        {
-            out.getcwd()?;
-            if out.as_bytes().first() != Some(&b'/') {
-                return Err(libc::ENOENT);
-            }
-            return Ok(());
-        }
+        return out.getcwd();
     }
     let n = fd_path(dirfd, out)?;
     if n.first() != Some(&b'/') {

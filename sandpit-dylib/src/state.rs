@@ -291,10 +291,9 @@ fn load() -> Result<State, LoadError> {
     let snapshot = abs_var(SNAPSHOT_VAR)?;
     let state_dir = abs_var(STATE_DIR_VAR)?;
     let (bytes, state_md) = read_snapshot(&state_dir, &snapshot)?;
-    let snap = snapshot;
     let policy =
         sandpit_policy::Policy::from_snapshot(&bytes).map_err(|source| LoadError::Corrupt {
-            path: snap.clone(),
+            path: snapshot.clone(),
             source,
         })?;
     let mut engine = Engine::new(policy);
@@ -314,7 +313,7 @@ fn load() -> Result<State, LoadError> {
     let same = |md: std::fs::Metadata| md.dev() == state_md.dev() && md.ino() == state_md.ino();
     if !std::fs::metadata(declared).is_ok_and(same) {
         return Err(LoadError::Outside {
-            snapshot: snap,
+            snapshot,
             state_dir: declared.to_path_buf(),
         });
     }
