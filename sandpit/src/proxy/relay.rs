@@ -33,13 +33,13 @@ const COPY_BUF_UNMETERED: usize = 256 * 1024;
 static BIG_BUFFERS: Budget = Budget::new(64 * 1024 * 1024);
 
 /// Bytes shared by every tunnel's grown buffers.
-pub(crate) struct Budget {
+struct Budget {
     used: AtomicUsize,
     limit: usize,
 }
 
 impl Budget {
-    pub(crate) const fn new(limit: usize) -> Budget {
+    const fn new(limit: usize) -> Budget {
         Budget {
             used: AtomicUsize::new(0),
             limit,
@@ -60,28 +60,29 @@ impl Budget {
 /// One direction's buffer: doubles while reads fill it, up to [`COPY_BUF_MAX`],
 /// the part beyond [`COPY_BUF_UNMETERED`] drawn on `budget` (and given back when the
 /// direction ends); with the budget spent it stays as it is.
-pub(crate) struct Buffer<'b> {
+struct Buffer<'b> {
     bytes: Vec<u8>,
-    metered: usize,
     budget: &'b Budget,
 }
 
 impl<'b> Buffer<'b> {
-    pub(crate) fn new(budget: &'b Budget) -> Buffer<'b> {
+    fn new(budget: &'b Budget) -> Buffer<'b> {
         Buffer {
             bytes: vec![0; COPY_BUF],
-            metered: 0,
             budget,
         }
+    }
+    /// The bytes this buffer holds from the budget.
+    fn metered(&self) -> usize {
+        self.bytes.len().saturating_sub(COPY_BUF_UNMETERED)
     }
     fn grow(&mut self) {
         let next = self.bytes.len() * 2;
         if next > COPY_BUF_MAX {
             return;
         }
-        let need = next.saturating_sub(COPY_BUF_UNMETERED) - self.metered;
+        let need = next.saturating_sub(COPY_BUF_UNMETERED) - self.metered();
         if need == 0 || self.budget.take(need) {
-            self.metered += need;
             self.bytes.resize(next, 0);
         }
     }
@@ -89,7 +90,7 @@ impl<'b> Buffer<'b> {
 
 impl Drop for Buffer<'_> {
     fn drop(&mut self) {
-        self.budget.give(self.metered);
+        self.budget.give(self.metered());
     }
 }
 /// Bytes a direction carries before it switches to splice.
