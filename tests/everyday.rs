@@ -17,7 +17,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use common::{text, TestHome, PROTECTED};
+use common::{once_tidied, text, TestHome, PROTECTED};
 
 /// A fresh HOME and workspace for the test user under /var/tmp: the usual layout, a
 /// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private
@@ -198,7 +198,10 @@ echo END
     assert_eq!(bare(&h, "git status --porcelain"), "?? wt/\n");
     assert!(!ws.join(".git/hooks").exists() && !ws.join("moved").exists());
     for p in PROTECTED {
-        assert!(!ws.join(p).exists(), "{p} left behind or created");
+        assert!(
+            once_tidied(|| !ws.join(p).exists()),
+            "{p} left behind or created"
+        );
     }
     let config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
     assert!(!config.contains("evil"));
@@ -355,7 +358,10 @@ echo shm > /dev/shm/{marker} && cat /dev/shm/{marker}
     // and the scratch dir is gone with the run.
     assert!(!Path::new("/tmp").join(&marker).exists());
     assert!(!Path::new("/dev/shm").join(&marker).exists());
-    assert!(!Path::new(&tmpdir).exists(), "{tmpdir} outlived the run");
+    assert!(
+        once_tidied(|| !Path::new(&tmpdir).exists()),
+        "{tmpdir} outlived the run"
+    );
 }
 
 #[test]
@@ -643,7 +649,7 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
     assert_eq!(second_out.next().unwrap().unwrap(), "REFUSED");
     // The last run out removed every placeholder, its own or not.
     for p in PROTECTED {
-        assert!(!ws.join(p).exists(), "{p} left behind");
+        assert!(once_tidied(|| !ws.join(p).exists()), "{p} left behind");
     }
 }
 

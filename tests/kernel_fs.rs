@@ -5,7 +5,7 @@
 mod common;
 mod kernel_support;
 
-use common::{spawn_ready, TestHome};
+use common::{once_tidied, spawn_ready, TestHome};
 use kernel_support::*;
 use std::os::unix::fs::MetadataExt;
 
@@ -404,9 +404,9 @@ echo fine > ok.txt && echo WS-OK
         ws.join(".git").is_dir() && !ws.join(".git-moved").exists(),
         "{t}"
     );
-    assert!(!ws.join(".git/hooks").exists(), "{t}");
+    assert!(once_tidied(|| !ws.join(".git/hooks").exists()), "{t}");
     assert!(
-        !ws.join(".sandpit.toml").exists(),
+        once_tidied(|| !ws.join(".sandpit.toml").exists()),
         "placeholder left or file created: {t}"
     );
     assert!(
@@ -467,6 +467,25 @@ fn concurrent_runs_keep_each_others_protected_placeholders() {
     for f in [".sandpit.toml", ".mcp.json"] {
         let c = content(&ws.join(f)).unwrap_or_default();
         assert!(!c.contains("evil"), "{f} was written");
+    }
+}
+
+/// Runs back to back in a workspace with no repository: each finds the last one's
+/// placeholders (a sealed `.git`) still being removed after its launcher exited, and
+/// must wait for that before planning its own, not plan inside a `.git` about to go.
+#[test]
+fn back_to_back_runs_wait_for_the_last_ones_placeholders() {
+    let h = TestHome::new();
+    let ws = h.workspace();
+    for i in 0..30 {
+        let o = sandpit_cmd(&h, &[], "test -d .git && echo SEALED")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "run {i}: {}", text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "SEALED\n", "run {i}");
+    }
+    for p in [".git", ".mcp.json"] {
+        assert!(once_tidied(|| !ws.join(p).exists()), "{p} left behind");
     }
 }
 

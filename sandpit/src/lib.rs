@@ -12,4 +12,5 @@ pub mod launch;
 pub mod proxy;
 pub mod sandbox;
 pub mod sys;
+pub mod tidy;
 pub mod timing;

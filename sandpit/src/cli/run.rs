@@ -253,6 +253,8 @@ pub mod linux {
             );
         }
         crate::timing::mark("arguments parsed, kernel probed");
+        // What the run leaves to remove is removed after the launcher exits.
+        crate::tidy::defer();
         let scratch = make_scratch(&scratch_root())?;
         let mut result = run_with_scratch(&args, mode, &support, &scratch);
         if mode == Mode::Namespaces {
@@ -268,7 +270,7 @@ pub mod linux {
                 mode = match degrade(&message) {
                     Ok(m) => m,
                     Err(e) => {
-                        let _ = std::fs::remove_dir_all(&scratch);
+                        crate::tidy::remove_tree(&scratch);
                         return Err(e);
                     }
                 };
@@ -276,7 +278,7 @@ pub mod linux {
             }
         }
         let allow_degraded = args.allow_degraded;
-        let _ = std::fs::remove_dir_all(&scratch);
+        crate::tidy::remove_tree(&scratch);
         match result {
             Ok(code) => Ok(code),
             Err(e) => match e.downcast::<SpawnError>() {
@@ -382,6 +384,17 @@ pub mod linux {
         if caches {
             crate::caches::ensure(&cache, crate::sys::uid())?;
         }
+        let workspace = &loaded.policy.context.workspace;
+        let placeholder_lock = match mode {
+            linux::Mode::Namespaces => {
+                let path = placeholder_lock(workspace);
+                Some(
+                    linux::lock_placeholders(&path)
+                        .with_context(|| format!("locking {}", path.display()))?,
+                )
+            }
+            linux::Mode::LandlockOnly => None,
+        };
         let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
         // Other runs' sockets (audit, adversary) and every run's log stay out of
         // reach: only this run's directory shows through.
@@ -419,7 +432,7 @@ pub mod linux {
         session.kernel_layer(&line);
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
-            placeholder_lock: Some(placeholder_lock(&loaded.policy.context.workspace)),
+            placeholder_lock,
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),

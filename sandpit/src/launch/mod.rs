@@ -116,7 +116,7 @@ struct Sockets {
 
 impl Drop for Sockets {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::tidy::remove_tree(&self.dir);
     }
 }
 

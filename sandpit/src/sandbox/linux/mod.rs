@@ -15,7 +15,9 @@ pub mod supervise;
 mod sys;
 
 pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
-pub use supervise::{block_forwarded_signals, run, spawn, Layer, Layers, Running, SpawnError};
+pub use supervise::{
+    block_forwarded_signals, lock_placeholders, run, spawn, Layer, Layers, Running, SpawnError,
+};
 
 /// Why `limits.processes` would not hold for a run here, if it would not: without a
 /// user namespace (`namespaces` false) and before Linux 5.14 the kernel counts

@@ -28,7 +28,7 @@ use std::io;
 use std::net::TcpListener;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::plan::{Mode, NetPlan, Plan};
 use super::sys::{self, Exit, Fork, SigSet};
@@ -128,10 +128,9 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
-    /// A per-workspace lock file: every run holds it shared; placeholders are removed
-    /// only by a run that can take it exclusively (no other run could be relying on
-    /// them as mountpoints: deleting a mountpoint would unmount it in that run).
-    pub placeholder_lock: Option<PathBuf>,
+    /// The workspace's placeholder lock ([`lock_placeholders`]), held shared since
+    /// before the plan looked at the workspace.
+    pub placeholder_lock: Option<std::fs::File>,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
@@ -257,34 +256,38 @@ impl Running {
         if let Some(r) = self.relay {
             r.finish();
         }
-        finish_placeholders(&self.lock, &self.created);
-        crate::timing::mark("placeholders removed");
+        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created));
+        crate::timing::mark("placeholders handed over");
         status.map_err(io_err("waiting for the sandboxed command"))
     }
 }
 
 /// The last run out of a workspace removes every placeholder any run there created
 /// (listed in the lock file, one path a line); while another run is active they stay.
-fn finish_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
     match lock {
-        Some(f) if sys::flock(f.as_fd(), true, true).is_ok() => {
+        Some(mut f) if sys::flock(f.as_fd(), true, true).is_ok() => {
             let mut listed = vec![];
-            let mut f = f;
+            let mut dirs: Vec<PathBuf> = vec![];
             if f.rewind().is_ok() && f.read_to_end(&mut listed).is_ok() {
-                let listed: Vec<PathBuf> = listed
+                dirs = listed
                     .split(|&b| b == b'\n')
                     .filter(|l| l.first() == Some(&b'/'))
                     .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
                     .collect();
-                cleanup(&listed);
             }
-            cleanup(created);
-            let _ = f.set_len(0);
+            // This run's own are listed too, unless the list could not be read.
+            for c in created {
+                if !dirs.contains(&c) {
+                    dirs.push(c);
+                }
+            }
+            crate::tidy::remove_placeholders(f, dirs);
         }
         Some(_) => {} // another run is active: leave the (empty) placeholders
-        None => cleanup(created),
+        None => cleanup(&created),
     }
 }
 
@@ -304,24 +307,33 @@ fn record_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
     let _ = f.write_all(&lines);
 }
 
+/// The lock of the workspace whose lock file is `path`, held shared. Every run in
+/// namespace mode holds it from before its plan looks at the workspace until it ends,
+/// not only one that creates placeholders: a run that finds another run's
+/// placeholders relies on them as its own mountpoints. Placeholders are removed only
+/// by a run that can take it exclusively (no other run could be relying on them:
+/// deleting a mountpoint would unmount it in that run), and until they are gone a
+/// run that starts waits here (its plan would otherwise count on them).
+pub fn lock_placeholders(path: &Path) -> io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    sys::flock(f.as_fd(), false, false)?;
+    Ok(f)
+}
+
 /// Fork the sandboxed command and wait until it has been exec'd with every layer
 /// applied (or report the layer that failed). The caller must be single-threaded
 /// here; it may start threads (a proxy runtime) once this returns, then `wait`.
 pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
     let mut prep = prepare(plan, argv)?;
-    // Every run holds it, not only one that creates placeholders: a run that finds
-    // another run's placeholders relies on them as its own mountpoints.
     let lock = match (&layers.placeholder_lock, plan.mode == Mode::Namespaces) {
-        (Some(path), true) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .read(true)
-                .append(true)
-                .open(path)
-                .map_err(io_err(format!("opening {path:?}")))?;
-            sys::flock(f.as_fd(), false, false).map_err(io_err(format!("locking {path:?}")))?;
-            Some(f)
-        }
+        (Some(f), true) => Some(
+            f.try_clone()
+                .map_err(io_err("holding the placeholder lock"))?,
+        ),
         _ => None,
     };
     let mut created: Vec<PathBuf> = vec![];
@@ -346,7 +358,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             Ok(r)
         }
         Err(e) => {
-            finish_placeholders(&lock, &created);
+            finish_placeholders(lock, created);
             Err(e)
         }
     }
