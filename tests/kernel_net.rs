@@ -301,47 +301,56 @@ except OSError as e:
     print("daemon:" + e.strerror)
 "#;
 
-/// The user's session bus / systemd user manager / container engine sockets run code
-/// on request outside the sandbox: they are masked, since a read-only mount does not
-/// stop `connect()`.
+/// Host daemons run code on request outside the sandbox through sockets under /run:
+/// the user's session bus and systemd user manager (/run/user/UID), a screen session
+/// (`screen -X stuff` types into the user's shell), the system bus, container engines.
+/// All of /run is masked, since a read-only mount does not stop `connect()`.
 #[test]
-fn host_daemon_sockets_in_the_runtime_dir_are_unreachable() {
+fn host_daemon_sockets_under_run_are_unreachable() {
     use std::os::unix::fs::chown;
-    let runtime = std::path::PathBuf::from(format!(
-        "/run/user/{}",
-        if common::is_root() {
-            common::TEST_UID
-        } else {
-            // SAFETY: getuid has no preconditions.
-            unsafe { libc::getuid() }
-        }
-    ));
-    let created = !runtime.exists();
-    std::fs::create_dir_all(&runtime).unwrap();
+    let uid = if common::is_root() {
+        common::TEST_UID
+    } else {
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() }
+    };
+    let pid = std::process::id();
+    let mut dirs = vec![std::path::PathBuf::from(format!("/run/user/{uid}"))];
     if common::is_root() {
-        chown(&runtime, Some(common::TEST_UID), Some(common::TEST_GID)).unwrap();
+        dirs.push(format!("/run/screen/S-sandpit-test-{pid}").into());
+        dirs.push(format!("/run/sandpit-test-daemon-{pid}").into());
     }
-    let sock = runtime.join(format!("sandpit-test-bus-{}", std::process::id()));
-    let _ = std::fs::remove_file(&sock);
-    let l = UnixListener::bind(&sock).unwrap();
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
-    l.set_nonblocking(true).unwrap();
     let h = TestHome::new();
     h.write(&h.workspace().join("c.py"), CONNECT_PY);
-    let script = format!("python3 c.py {}", sock.display());
-    let bare_out = text(&bare(&h, &script));
-    let bare_conn = l.accept().is_ok();
-    let t = text(&sandboxed(&h, &script));
-    let sandbox_conn = l.accept().is_ok();
-    let _ = std::fs::remove_file(&sock);
-    if created {
-        let _ = std::fs::remove_dir(&runtime);
+    for runtime in dirs {
+        let created = !runtime.exists();
+        std::fs::create_dir_all(&runtime).unwrap();
+        if common::is_root() {
+            chown(&runtime, Some(common::TEST_UID), Some(common::TEST_GID)).unwrap();
+        }
+        let sock = runtime.join(format!("sandpit-test-bus-{pid}"));
+        let _ = std::fs::remove_file(&sock);
+        let l = UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let script = format!("python3 c.py {}", sock.display());
+        let bare_out = text(&bare(&h, &script));
+        let bare_conn = l.accept().is_ok();
+        let t = text(&sandboxed(&h, &script));
+        let sandbox_conn = l.accept().is_ok();
+        let _ = std::fs::remove_file(&sock);
+        if created {
+            let _ = std::fs::remove_dir(&runtime);
+        }
+        assert!(
+            bare_out.contains("daemon:ok") && bare_conn,
+            "bare, {runtime:?}: {bare_out}"
+        );
+        assert!(
+            !t.contains("daemon:ok") && !sandbox_conn,
+            "{runtime:?}: {t}"
+        );
     }
-    assert!(
-        bare_out.contains("daemon:ok") && bare_conn,
-        "bare: {bare_out}"
-    );
-    assert!(!t.contains("daemon:ok") && !sandbox_conn, "{t}");
 }
 
 const DNS_PY: &str = r#"

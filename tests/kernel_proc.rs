@@ -311,6 +311,70 @@ fn exit_status_and_signals_propagate() {
     assert_eq!(status.code(), Some(42));
 }
 
+const OTHER_TTY_PY: &str = r#"
+import os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOCTTY)
+    os.write(fd, b"INJECTED\n"); print("other-tty:ok")
+except OSError as e:
+    print("other-tty:" + e.strerror)
+m, s = os.openpty()
+os.write(s, b"own\n"); print("openpty:" + os.read(m, 10).decode().strip())
+"#;
+
+/// Another terminal of the same user (a shell in another window, an ssh session)
+/// outside the sandbox: the sandbox must neither type into it, read its keystrokes
+/// nor change its settings. It sees a devpts of its own, where it can still make
+/// terminals.
+#[test]
+fn the_users_other_terminals_are_out_of_reach() {
+    use std::os::unix::fs::chown;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the out-parameters; null name,
+    // termios and winsize are allowed.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0);
+    let name = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    if common::is_root() {
+        chown(&name, Some(common::TEST_UID), Some(common::TEST_GID)).unwrap();
+    }
+    // SAFETY: master is our own descriptor.
+    unsafe { libc::fcntl(master, libc::F_SETFL, libc::O_NONBLOCK) };
+    let typed = || {
+        let mut b = [0u8; 256];
+        // SAFETY: reading into a local buffer of the length passed.
+        let n = unsafe { libc::read(master, b.as_mut_ptr().cast(), b.len()) };
+        String::from_utf8_lossy(&b[..n.max(0) as usize]).into_owned()
+    };
+    let script = format!("python3 t.py {}", name.display());
+    let control = TestHome::new();
+    control.write(&control.workspace().join("t.py"), OTHER_TTY_PY);
+    let t = text(&bare(&control, &script));
+    assert!(t.contains("other-tty:ok"), "bare: {t}");
+    assert!(typed().contains("INJECTED"), "bare: {t}");
+
+    let h = TestHome::new();
+    h.write(&h.workspace().join("t.py"), OTHER_TTY_PY);
+    let t = text(&sandboxed(&h, &script));
+    let seen = typed();
+    // SAFETY: closing our own descriptors.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+    assert!(t.contains("other-tty:No such file or directory"), "{t}");
+    assert!(!seen.contains("INJECTED"), "{seen:?}: {t}");
+    assert!(t.contains("openpty:own"), "positive control: {t}");
+}
+
 #[test]
 fn terminal_is_usable_inside() {
     let h = TestHome::new();

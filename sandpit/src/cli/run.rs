@@ -114,23 +114,27 @@ pub mod linux {
         scratch_root().join(format!("placeholders-{h:016x}.lock"))
     }
 
-    /// Sockets of host daemons that run code on request (session bus and systemd user
-    /// manager, container engines): masked like credentials, since a read-only mount
-    /// does not stop `connect()`.
-    fn host_daemon_sockets() -> Vec<PathBuf> {
-        let uid = crate::sys::uid();
-        let mut v: Vec<PathBuf> = [
-            "/run/docker.sock",
-            "/var/run/docker.sock",
-            "/run/containerd",
-            "/run/podman",
-            "/run/user/{uid}",
-        ]
-        .iter()
-        .map(|p| PathBuf::from(p.replace("{uid}", &uid.to_string())))
-        .collect();
-        v.dedup();
-        v
+    /// Host daemons that run code or hand out secrets on request listen on sockets,
+    /// and a read-only mount does not stop `connect()`: the directories that hold
+    /// them are masked like credentials. That is all of `/run` (the session bus and
+    /// the systemd user manager under /run/user/UID, screen sessions, the system bus,
+    /// container engines, …) and the container managers' directories under /var.
+    /// Returns them with the carve-outs the sandbox needs inside: the file
+    /// `/etc/resolv.conf` links to, when it lies in one (sandpit's own is bound
+    /// over it).
+    fn host_sockets() -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let mut masked: Vec<PathBuf> = ["/run", "/var/run"]
+            .iter()
+            .chain(&["/var/lib/lxd", "/var/snap/lxd/common/lxd", "/var/lib/incus"])
+            .map(PathBuf::from)
+            // /var/run is a link to /run on most systems: masked through it.
+            .filter(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir()))
+            .collect();
+        masked.dedup();
+        let resolv = std::fs::canonicalize("/etc/resolv.conf")
+            .ok()
+            .filter(|r| masked.iter().any(|m| r.starts_with(m)));
+        (masked, resolv.into_iter().collect())
     }
 
     /// The kernel plan's input from the effective policy. `block_read` → masked,
@@ -183,7 +187,10 @@ pub mod linux {
                     || sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
             })
             .collect();
-        read_denied.extend(host_daemon_sockets());
+        let (sockets, resolv) = host_sockets();
+        read_denied.extend(sockets);
+        let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read);
+        read_allowed.extend(resolv);
         crate::sandbox::linux::Input {
             mode,
             home: ctx.home.clone(),
@@ -200,7 +207,7 @@ pub mod linux {
                 .filter(|p| p.symlink_metadata().is_ok())
                 .collect(),
             read_denied,
-            read_allowed: values(&policy.files.allow_read),
+            read_allowed,
             write_protected: values(&policy.files.block_write),
             network,
             allow_local_binding: policy.network.allow_local_binding.value,

@@ -276,9 +276,30 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             let tree = sys::clone_mount(src.as_fd(), false).ctx(|| format!("cloning {path:?}"))?;
             sys::set_mount_attr(tree.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
                 .ctx(|| format!("sealing {path:?}"))?;
-            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, false)
-                .ctx(|| format!("opening {path:?}"))?;
+            // A link (resolv.conf into /run) is followed inside the new root.
+            let t =
+                sys::open_path_in(c"/newroot", &cstr(path)?).ctx(|| format!("opening {path:?}"))?;
             sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("mounting {path:?}"))
+        }
+        MountOp::Devpts { path } => {
+            let m = sys::new_mount(
+                c"devpts",
+                &[(c"ptmxmode", c"0666"), (c"mode", c"0620")],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            )
+            .ctx(|| "creating a devpts instance".into())?;
+            let t = sys::open_path(&cstr(&under(NEWROOT, path))?, true)
+                .ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("mounting devpts on {path:?}"))?;
+            // /dev/ptmx is the instance's own, so new terminals are made in it.
+            let ptmx = sys::open_path(&cstr(&under(NEWROOT, &path.join("ptmx")))?, true)
+                .ctx(|| "opening the new ptmx".into())?;
+            let tree = sys::clone_mount(ptmx.as_fd(), false).ctx(|| "cloning ptmx".into())?;
+            let dev_ptmx = path.with_file_name("ptmx");
+            // Where /dev/ptmx links to pts/ptmx, that is the new one already.
+            let t = sys::open_path_in(c"/newroot", &cstr(&dev_ptmx)?)
+                .ctx(|| format!("opening {dev_ptmx:?}"))?;
+            sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("mounting {dev_ptmx:?}"))
         }
     }
 }

@@ -174,8 +174,14 @@ pub enum MountOp {
     Sealed { path: PathBuf },
     /// A fresh procfs for the new pid namespace.
     Proc { path: PathBuf },
-    /// A sandpit-written file bound read-only (resolv.conf).
+    /// A sandpit-written file bound read-only (resolv.conf); a link is followed
+    /// inside the new root.
     File { path: PathBuf, contents: String },
+    /// A devpts instance of the sandbox's own over the host's (`/dev/pts`), its
+    /// `ptmx` bound over `/dev/ptmx`: the user's other terminals are not there to
+    /// open, and terminals made inside are made in it. The command's own terminal
+    /// (a descriptor it inherits) works as before.
+    Devpts { path: PathBuf },
 }
 
 impl MountOp {
@@ -188,6 +194,7 @@ impl MountOp {
             | MountOp::MaskFile { path }
             | MountOp::Sealed { path }
             | MountOp::Proc { path }
+            | MountOp::Devpts { path }
             | MountOp::File { path, .. } => path,
         }
     }
@@ -589,6 +596,13 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         tail.push(MountOp::Proc {
             path: PathBuf::from("/proc"),
         });
+        if fs.kind(Path::new("/dev/pts/ptmx")).is_some()
+            && fs.kind(Path::new("/dev/ptmx")).is_some()
+        {
+            tail.push(MountOp::Devpts {
+                path: PathBuf::from("/dev/pts"),
+            });
+        }
         let nameserver = match &input.network {
             Network::Proxy {
                 resolver: Some(ip), ..
@@ -875,6 +889,7 @@ mod tests {
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
                 MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
+                MountOp::Devpts { path } => format!("devpts {}\n", path.display()),
                 MountOp::File { path, contents } => {
                     format!("file {} {:?}\n", path.display(), contents)
                 }

@@ -48,6 +48,7 @@ pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_IN_ROOT: u64 = 0x10;
 
 #[repr(C)]
 struct OpenHow {
@@ -82,6 +83,31 @@ pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
         libc::syscall(
             libc::SYS_openat2,
             libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    fd_from(r)
+}
+
+/// An `O_PATH` descriptor of `path` resolved inside the tree at `root`, as if `root`
+/// were `/`: an absolute symlink on the way (`/etc/resolv.conf` →
+/// `/run/systemd/resolve/stub-resolv.conf`) leads to that path beneath `root`, not
+/// beneath the caller's own root, and `..` never climbs out.
+pub fn open_path_in(root: &CStr, path: &CStr) -> io::Result<OwnedFd> {
+    let dir = open_path(root, false)?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_IN_ROOT,
+    };
+    // SAFETY: dir is a live descriptor, path is NUL-terminated, `how` is a valid
+    // open_how of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
             path.as_ptr(),
             &how as *const OpenHow,
             std::mem::size_of::<OpenHow>(),
