@@ -353,6 +353,45 @@ fn host_daemon_sockets_under_run_are_unreachable() {
     }
 }
 
+/// Daemons in the user's home that hand out secrets to whoever connects: git's
+/// credential cache (`git credential-cache get` prints the cached password) and the
+/// SSH agent `SSH_AUTH_SOCK` names (the variable is withheld, the path is not secret).
+#[test]
+fn credential_daemons_in_home_are_unreachable() {
+    let h = TestHome::new();
+    let store = "printf 'protocol=https\\nhost=example.test\\nusername=u\\npassword=CACHED-PW-CANARY\\n\\n' \
+                 | git credential-cache --timeout=60 store";
+    let get = "printf 'protocol=https\\nhost=example.test\\n\\n' | git credential-cache get";
+    let o = bare(&h, store);
+    assert!(o.status.success(), "{}", text(&o));
+    let bare_get = text(&bare(&h, get));
+    let t = text(&sandboxed(&h, get));
+    let _ = bare(&h, "git credential-cache exit");
+    assert!(bare_get.contains("CACHED-PW-CANARY"), "bare: {bare_get}");
+    assert!(!t.contains("CACHED-PW-CANARY"), "{t}");
+
+    let agent = h.home().join(".agent-sock");
+    let l = UnixListener::bind(&agent).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o777)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    h.write(&h.workspace().join("c.py"), CONNECT_PY);
+    let script = format!("python3 c.py {}", agent.display());
+    let bare_out = text(&bare(&h, &script));
+    let bare_conn = l.accept().is_ok();
+    let t = text(
+        &sandpit_cmd(&h, &[], &script)
+            .env("SSH_AUTH_SOCK", &agent)
+            .output()
+            .unwrap(),
+    );
+    let sandbox_conn = l.accept().is_ok();
+    assert!(
+        bare_out.contains("daemon:ok") && bare_conn,
+        "bare: {bare_out}"
+    );
+    assert!(!t.contains("daemon:ok") && !sandbox_conn, "{t}");
+}
+
 const DNS_PY: &str = r#"
 import socket
 print("resolv:" + open("/etc/resolv.conf").read().replace("\n", "|"))

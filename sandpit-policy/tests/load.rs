@@ -697,3 +697,52 @@ fn writes_to_the_runs_private_tmpfs_are_not_reviewed() {
     let data = decide(&p, &Request::Write(Path::new("/nonexistent-data/f")));
     assert_eq!(data.decision, Decision::Review, "{}", data.reason);
 }
+
+/// An agent profile makes the agent's own state writable, never what the agent runs
+/// later (outside the sandbox too): a hook, a setting that names a command, a
+/// directory it takes programs from.
+#[test]
+fn profiles_keep_what_the_agent_runs_later_read_only() {
+    let runs_later: &[(&str, &[&str], &str)] = &[
+        (
+            "pi",
+            &[
+                ".pi/agent/settings.json",
+                ".pi/agent/extensions/x.ts",
+                ".pi/agent/models.json",
+                ".pi/agent/bin/rg",
+            ],
+            ".pi/agent/sessions/s.jsonl",
+        ),
+        (
+            "claude",
+            &[
+                ".claude/settings.json",
+                ".claude/hooks/h.sh",
+                ".claude/commands/c.md",
+                ".claude/agents/a.md",
+            ],
+            ".claude/projects/p.jsonl",
+        ),
+    ];
+    for (name, protected, state) in runs_later {
+        let (_, text) = sandpit_policy::BUILTIN_PROFILES
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap();
+        let mut o = LoadOptions::new(ctx());
+        o.profile = Some(Source::new(
+            Layer::Profile,
+            format!("profiles/{name}.toml"),
+            *text,
+        ));
+        let p = load(&o).unwrap();
+        let home = Path::new("/nonexistent-home/u");
+        for f in *protected {
+            let v = decide(&p, &Request::Write(&home.join(f)));
+            assert!(v.is_denied(), "{name}: {f} is writable: {}", v.reason);
+        }
+        let v = decide(&p, &Request::Write(&home.join(state)));
+        assert!(v.is_allowed(), "{name}: its state {state}: {}", v.reason);
+    }
+}

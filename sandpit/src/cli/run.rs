@@ -118,8 +118,8 @@ pub mod linux {
     /// and a read-only mount does not stop `connect()`: the directories that hold
     /// them are masked like credentials. That is all of `/run` (the session bus and
     /// the systemd user manager under /run/user/UID, screen sessions, the system bus,
-    /// container engines, …) and the container managers' directories under /var.
-    /// Returns them with the carve-outs the sandbox needs inside: the file
+    /// container engines, …), the container managers' directories under /var and
+    /// the SSH agent's socket. Returns them with the carve-outs the sandbox needs inside: the file
     /// `/etc/resolv.conf` links to, when it lies in one (sandpit's own is bound
     /// over it).
     fn host_sockets() -> (Vec<PathBuf>, Vec<PathBuf>) {
@@ -131,6 +131,14 @@ pub mod linux {
             .filter(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir()))
             .collect();
         masked.dedup();
+        // The SSH agent's socket, wherever it lies: the variable is withheld from the
+        // command, but a path can be guessed or found. Not in /tmp (private inside)
+        // or in what is masked already.
+        if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from) {
+            if agent.is_absolute() && !masked.iter().any(|m| agent.starts_with(m)) {
+                masked.push(agent);
+            }
+        }
         let resolv = std::fs::canonicalize("/etc/resolv.conf")
             .ok()
             .filter(|r| masked.iter().any(|m| r.starts_with(m)));

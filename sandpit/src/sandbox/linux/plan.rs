@@ -561,9 +561,22 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         let mut denied = input.read_denied.clone();
         denied.sort();
         denied.dedup();
+        // The private /tmp and /dev/shm show only what is brought back into them.
+        let shown = |p: &Path| {
+            ![Path::new("/tmp"), Path::new("/dev/shm")]
+                .iter()
+                .any(|t| inside(p, t))
+                || [&input.home, &input.state_dir]
+                    .into_iter()
+                    .chain(&roots)
+                    .any(|b| inside(p, b))
+        };
         for p in &denied {
             if denied.iter().any(|o| strictly_inside(p, o)) {
                 continue; // already under a mask
+            }
+            if !shown(p) {
+                continue; // hidden by the private /tmp or /dev/shm already
             }
             match fs.kind(p) {
                 Some(Kind::Dir) => {
