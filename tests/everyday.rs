@@ -161,6 +161,7 @@ echo '{}' > .claude/settings.json || echo CLAUDE-REFUSED
 rmdir .vscode || echo RMDIR-REFUSED
 mv .envrc moved || echo MV-REFUSED
 echo evil > .git/config || echo CONFIG-REFUSED
+echo ../evil > .git/commondir || echo COMMONDIR-REFUSED
 echo END
 "#;
     let t = run(&h, script);
@@ -185,6 +186,7 @@ echo END
         "RMDIR-REFUSED",
         "MV-REFUSED",
         "CONFIG-REFUSED",
+        "COMMONDIR-REFUSED",
         "END",
     ] {
         assert!(t.contains(refused), "{refused}: {t}");

@@ -470,6 +470,46 @@ fn concurrent_runs_keep_each_others_protected_placeholders() {
     }
 }
 
+/// A workspace that is a linked worktree or a submodule checkout has a `.git` file
+/// naming its repository. Rewritten (`gitdir: evil`), it would point the user's git at
+/// a repository the sandbox made, whose config runs code (`core.fsmonitor`): it is
+/// read-only, while git inside still works through it.
+#[test]
+fn a_workspaces_gitfile_cannot_be_redirected() {
+    let script = "git status --porcelain >/dev/null && echo STATUS-OK; \
+                  printf 'gitdir: evil\\n' > .git && echo REWRITTEN; \
+                  echo x > other && echo WS-OK";
+    let gitfile = |h: &TestHome| {
+        let repo = h.home().join("repo");
+        let o = h
+            .command("git")
+            .args(["init", "-q", "--separate-git-dir"])
+            .arg(&repo)
+            .arg(h.workspace())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        std::fs::read_to_string(h.workspace().join(".git")).unwrap()
+    };
+    let control = TestHome::new();
+    gitfile(&control);
+    let t = text(&bare(&control, script));
+    assert!(t.contains("REWRITTEN"), "bare: {t}");
+
+    let h = TestHome::new();
+    let before = gitfile(&h);
+    let t = text(&sandboxed(&h, script));
+    assert!(
+        t.contains("STATUS-OK") && t.contains("WS-OK"),
+        "positive control: {t}"
+    );
+    assert!(!t.contains("REWRITTEN"), "{t}");
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join(".git")).unwrap(),
+        before
+    );
+}
+
 /// Runs back to back in a workspace with no repository: each finds the last one's
 /// placeholders (a sealed `.git`) still being removed after its launcher exited, and
 /// must wait for that before planning its own, not plan inside a `.git` about to go.

@@ -200,6 +200,20 @@ impl MountOp {
     }
 }
 
+/// Files in a `.git` that git reads whenever they exist, and fails on when a directory
+/// stands there: protected by a read-only bind when present, never by a placeholder.
+/// `commondir` names the directory git takes the config and hooks from;
+/// `config.worktree` is config.
+fn is_read_if_present(p: &Path) -> bool {
+    let in_git = p
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == ".git");
+    in_git
+        && p.file_name()
+            .is_some_and(|n| n == "commondir" || n == "config.worktree")
+}
+
 /// An empty directory sandpit creates on the host before the run (and removes after
 /// it if it is still empty and no other run uses it) so that a protected path that
 /// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
@@ -487,20 +501,30 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     first_missing = parent.to_path_buf();
                 }
                 if parent_kind == Some(Kind::File) {
-                    // e.g. `.git/hooks` where `.git` is a worktree's gitfile: nothing
-                    // can ever be created there.
+                    // e.g. `.git/hooks` where `.git` is a worktree's or a submodule's
+                    // gitfile: nothing can be created beneath it, but rewriting it
+                    // (`gitdir: evil`) would point the user's git at a repository
+                    // the sandbox made. The file is bound read-only.
+                    let Some(file) = first_missing.parent() else {
+                        continue;
+                    };
+                    (file.to_path_buf(), false)
+                } else if first_missing == *p && is_read_if_present(p) {
+                    // No placeholder: git reads these whenever they exist, and would
+                    // fail on a directory there (the interposer refuses creating them).
                     continue;
+                } else {
+                    // `.git/hooks` in a directory that is no repository yet seals `.git`
+                    // itself: otherwise a raw-syscall or static program could create a
+                    // repository whose config (core.fsmonitor, hooks) runs code the next
+                    // time the user runs git there. git (which skips an invalid `.git`)
+                    // and the interposer cope; `git init` must happen before the run, and
+                    // go's VCS stamping is turned off for the run (`sealed_git`).
+                    placeholders.push(Placeholder {
+                        path: first_missing.clone(),
+                    });
+                    (first_missing, true)
                 }
-                // `.git/hooks` in a directory that is no repository yet seals `.git`
-                // itself: otherwise a raw-syscall or static program could create a
-                // repository whose config (core.fsmonitor, hooks) runs code the next
-                // time the user runs git there. git (which skips an invalid `.git`)
-                // and the interposer cope; `git init` must happen before the run, and
-                // go's VCS stamping is turned off for the run (`sealed_git`).
-                placeholders.push(Placeholder {
-                    path: first_missing.clone(),
-                });
-                (first_missing, true)
             };
             let mut a = target.parent();
             while let Some(anc) = a {
@@ -1046,12 +1070,33 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
     }
 
     #[test]
-    fn protected_path_under_a_file_needs_nothing() {
+    fn a_gitfile_above_protected_paths_is_bound_read_only() {
+        // A worktree's or submodule's `.git` file: `.git/hooks` and `.git/config`
+        // can never be made beneath it, but `gitdir: evil` could be written into it.
         let mut f = fs();
         f.0.insert("/home/u/proj/.git".into(), Kind::File);
         f.0.remove(&PathBuf::from("/home/u/proj/.git/config"));
         let r = render(&plan(&input(), &f).unwrap());
-        assert!(!r.contains(".git"), "{r}");
+        let git: Vec<&str> = r.lines().filter(|l| l.contains(".git")).collect();
+        assert_eq!(git, ["ro /home/u/proj/.git nofollow"], "{r}");
+    }
+
+    #[test]
+    fn files_git_reads_when_present_get_no_placeholder() {
+        let mut i = input();
+        i.write_protected.extend([
+            PathBuf::from("/home/u/proj/.git/commondir"),
+            PathBuf::from("/home/u/proj/.git/config.worktree"),
+        ]);
+        let r = render(&plan(&i, &fs()).unwrap());
+        assert!(
+            !r.contains("commondir") && !r.contains("config.worktree"),
+            "{r}"
+        );
+        let mut f = fs();
+        f.0.insert("/home/u/proj/.git/commondir".into(), Kind::File);
+        let r = render(&plan(&i, &f).unwrap());
+        assert!(r.contains("ro /home/u/proj/.git/commondir nofollow"), "{r}");
     }
 
     #[test]
