@@ -411,3 +411,60 @@ fn shim_denials_reach_the_log_with_the_users_rule() {
         "{shim}"
     );
 }
+
+#[test]
+fn learn_mode_is_the_launchers_switch_not_the_sandboxs_environment() {
+    let h = setup();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[exec]\nblock = [\"touch forbidden-marker\"]\n",
+    );
+    let marker = h.workspace().join("forbidden-marker");
+    // Each spelling hides the blocked line from the exec that starts the process
+    // which sets the variable; that process's own exec of `touch` is the one judged.
+    let hidden = "T=touch; $T forbidden-marker";
+    let attempts = [
+        // The variable in the environment of a new process (its interposer loads
+        // with it).
+        format!("SANDPIT_LEARN=1 sh -c '{hidden}'"),
+        format!("export SANDPIT_LEARN=1; sh -c '{hidden}'"),
+        // setenv in a running process, then glibc's wordexp, whose shell is started
+        // by glibc's internal execve with the changed environment.
+        format!(
+            "python3 -c 'import ctypes; c = ctypes.CDLL(None); \
+             c.setenv(b\"SANDPIT_LEARN\", b\"1\", 1); \
+             c.wordexp(b\"$({hidden})\", ctypes.create_string_buffer(64), 0)'"
+        ),
+    ];
+    for a in &attempts {
+        let o = run(&h, &["run", "--", "sh", "-c", a]);
+        let err = text(&o.stderr);
+        assert!(!marker.exists(), "{a}: the blocked command ran: {err}");
+        // The judge saw the exec and refused it (wordexp hides the shell's stderr,
+        // so the run's summary says it).
+        assert!(
+            err.contains("deny exec touch forbidden-marker"),
+            "{a}: {err}"
+        );
+        let recs = records(logs(&h).last().unwrap());
+        assert!(
+            !recs.iter().any(|r| r["decision"] == "learn"),
+            "{a}: {recs:#?}"
+        );
+    }
+
+    // Positive control: the real switch records the same exec instead of refusing it.
+    let o = run(&h, &["run", "--learn", "--", "sh", "-c", hidden]);
+    let err = text(&o.stderr);
+    assert!(marker.exists(), "--learn must let it run: {err}");
+    assert!(
+        err.contains("would-be denials recorded (learn mode)"),
+        "{err}"
+    );
+    let recs = records(logs(&h).last().unwrap());
+    assert!(
+        recs.iter()
+            .any(|r| r["action"] == "exec" && r["decision"] == "learn"),
+        "{recs:#?}"
+    );
+}

@@ -280,8 +280,10 @@ pub struct Engine {
     withhold: Vec<Glob>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
-    /// Learn mode (`SANDPIT_LEARN=1`): path and exec denials are recorded to the
-    /// audit socket as `learn` and allowed; the kernel layer still holds.
+    /// Learn mode (the snapshot's `learn`, set by `sandpit run --learn`; never from
+    /// the environment, which the sandbox controls): path and exec denials are
+    /// recorded to the audit socket as `learn` and allowed; the kernel layer still
+    /// holds.
     learn: bool,
     /// The adversary's control socket (`SANDPIT_ADVERSARY_SOCKET` as this process
     /// received it): asked, blocking, for every exec the rules send to review.
@@ -349,15 +351,10 @@ impl Engine {
                 .collect(),
             home: policy.context.home.as_os_str().as_bytes().to_vec(),
             state_dir: policy.context.state_dir.as_os_str().as_bytes().to_vec(),
+            learn: policy.learn,
             policy,
-            learn: false,
             adversary_socket: None,
         }
-    }
-
-    /// Record instead of deny (path and exec decisions only).
-    pub fn set_learn(&mut self, on: bool) {
-        self.learn = on;
     }
 
     pub fn set_adversary_socket(&mut self, socket: Option<std::ffi::OsString>) {

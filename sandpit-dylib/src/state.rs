@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub use sandpit_policy::vars::{
-    AUDIT_VAR, DNS_VAR, LEARN_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
+    AUDIT_VAR, DNS_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
 };
 /// The adversary's control socket (see `sandpit_shims::review::SOCKET_VAR`).
 pub const ADVERSARY_VAR: &str = sandpit_shims::review::SOCKET_VAR;
@@ -297,7 +297,6 @@ fn load() -> Result<State, LoadError> {
             source,
         })?;
     let mut engine = Engine::new(policy);
-    engine.set_learn(var(LEARN_VAR).is_some_and(|v| v == "1"));
     engine.set_adversary_socket(var(ADVERSARY_VAR));
     // The command sandpit started keeps the variables the policy withholds (an agent
     // needs its API key; its children get them stripped): its children must not

@@ -42,6 +42,10 @@ pub struct Policy {
     pub adversary: Option<Adversary>,
     pub shims: Shims,
     pub limits: Limits,
+    /// Learn mode (`sandpit run --learn`): the interposer records what it would deny
+    /// instead of denying it. Set by the launcher alone, never by a config file, and
+    /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
+    pub learn: bool,
 }
 
 /// File rules. Every path is absolute, normalized and symlink-resolved where it exists.

@@ -313,6 +313,7 @@ impl Builder {
                         origin: builtin("limits.processes", &Limits::PROCESSES.to_string()),
                     },
                 },
+                learn: false,
             },
             unrestricted_at: None,
         }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::Policy;
 
 /// First bytes of every snapshot; a file without them is foreign.
-pub const MAGIC: &[u8] = b"sandpit-policy-v3\n";
+pub const MAGIC: &[u8] = b"sandpit-policy-v4\n";
 
 impl Policy {
     pub fn snapshot(&self) -> Vec<u8> {

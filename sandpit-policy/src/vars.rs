@@ -18,5 +18,3 @@ pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 /// The audit session's datagram socket.
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
-/// `1`: learn mode (the interposer records what it would deny instead).
-pub const LEARN_VAR: &str = "SANDPIT_LEARN";

@@ -528,6 +528,10 @@ fn snapshot_round_trips() {
     let p = user("[exec]\nblock = [\"re:nc\\\\s+-e\", \"curl --data\"]\n[network]\nallow = [\"a.example\"]\n").unwrap();
     let back = Policy::from_snapshot(&p.snapshot()).unwrap();
     assert_eq!(back, p);
+    assert!(!back.learn);
+    let mut learning = p.clone();
+    learning.learn = true;
+    assert!(Policy::from_snapshot(&learning.snapshot()).unwrap().learn);
     assert!(decide(&back, &Request::Exec(&["nc".into(), "-e".into()])).is_denied());
     assert!(Policy::from_snapshot(b"garbage").is_err());
     let mut bytes = p.snapshot();
@@ -545,11 +549,13 @@ fn snapshot_round_trips() {
     longer.push(0);
     assert!(Policy::decode_snapshot(&longer).is_err());
     // Snapshots of earlier formats are foreign: JSON (v1), postcard before
-    // `[limits]` (v2).
+    // `[limits]` (v2), before the launcher's learn flag (v3).
     assert!(Policy::from_snapshot(b"sandpit-policy-v1\n{}").is_err());
-    let mut v2 = b"sandpit-policy-v2\n".to_vec();
-    v2.extend_from_slice(&p.snapshot()[b"sandpit-policy-v3\n".len()..]);
-    assert!(Policy::from_snapshot(&v2).is_err());
+    for old in [&b"sandpit-policy-v2\n"[..], b"sandpit-policy-v3\n"] {
+        let mut bytes = old.to_vec();
+        bytes.extend_from_slice(&p.snapshot()[b"sandpit-policy-v4\n".len()..]);
+        assert!(Policy::from_snapshot(&bytes).is_err());
+    }
 }
 
 #[test]

@@ -99,8 +99,8 @@ impl Session {
                 .push((crate::inject::AUDIT_VAR.to_string(), p.to_string()));
         }
         if opts.learn {
-            // The interposer (set up by the launch) records instead of denying.
-            s.env.push((crate::inject::LEARN_VAR.into(), "1".into()));
+            // The interposer records instead of denying: the launcher's snapshot says
+            // so (`Policy::learn`, set by the caller), never the environment.
             notes.push(
                 "learn mode (would-be denials recorded and allowed; the kernel layer still denies)"
                     .into(),

@@ -322,7 +322,9 @@ pub mod linux {
         // Before the audit session's and the launch's threads exist (they inherit it).
         linux::block_forwarded_signals().context("blocking signals")?;
         let cmd0 = args.command.first().and_then(|c| c.to_str());
-        let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+        let mut loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+        // Learn mode reaches the interposer in the snapshot, from this flag alone.
+        loaded.policy.learn = args.audit.learn;
         crate::timing::mark("policy loaded");
         // Audit log, audit socket and learn mode first: the launch's interposer
         // reports to the session's socket (and it makes ~/.sandpit, which the plan

@@ -40,7 +40,9 @@ fn run_with_scratch(
     // Before the audit session's and the launch's threads exist (they inherit it).
     apply::block_forwarded_signals()?;
     let cmd0 = args.command.first().and_then(|c| c.to_str());
-    let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+    let mut loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+    // Learn mode reaches the interposer in the snapshot, from this flag alone.
+    loaded.policy.learn = args.audit.learn;
     let policy = &loaded.policy;
     let session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
     let mut launch = crate::launch::prepare(

@@ -36,7 +36,7 @@ mod sys;
 include!(concat!(env!("OUT_DIR"), "/dylib.rs"));
 
 pub use sandpit_policy::vars::{
-    AUDIT_VAR, DNS_VAR, LEARN_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
+    AUDIT_VAR, DNS_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
 };
 
 #[derive(Debug, thiserror::Error)]
