@@ -180,6 +180,62 @@ fn setsid_and_double_forked_descendants_die_with_the_run() {
     );
 }
 
+/// Degraded mode (no pid namespace): the launcher, a child subreaper, kills what is
+/// left. A detached chain of 150 processes, each the parent of the next, used to
+/// outlive it: it killed one level per round, for at most 100 rounds.
+#[test]
+fn a_detached_chain_deeper_than_a_hundred_dies_with_a_degraded_run() {
+    const DEPTH: usize = 150;
+    let tag = format!("4343.{}", std::process::id());
+    // Each level starts the next in the background and becomes a tagged `sleep` (the
+    // same pid, so it stays the next one's parent); the last one says it is there.
+    let chain = format!(
+        "n=$1
+if [ \"$n\" -gt 0 ]; then sh \"$0\" $((n - 1)) & else : > chain-done; fi
+exec sleep {tag}
+"
+    );
+    let script = format!(
+        "(setsid sh chain-{tag}.sh {} >/dev/null 2>&1 &); \
+         while [ ! -e chain-done ]; do sleep 0.05; done; echo started",
+        DEPTH - 1
+    );
+    let kill_all = |pids: &[u32]| {
+        for p in pids {
+            // SAFETY: killing the tagged processes this test started.
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+    };
+    // Control: without sandpit the whole chain outlives the shell.
+    let control = TestHome::new();
+    control.write(&control.workspace().join(format!("chain-{tag}.sh")), &chain);
+    let out = bare(&control, &script);
+    assert!(text(&out).contains("started"), "{}", text(&out));
+    let survivors = daemons_with_tag(&tag);
+    kill_all(&survivors);
+    assert_eq!(
+        survivors.len(),
+        DEPTH,
+        "bare run should leave the whole chain"
+    );
+
+    let h = TestHome::new();
+    h.write(&h.workspace().join(format!("chain-{tag}.sh")), &chain);
+    let out = sandpit_cmd(&h, &["--allow-degraded"], &script)
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED") && t.contains("started"), "{t}");
+    let survivors = daemons_with_tag(&tag);
+    kill_all(&survivors);
+    assert!(
+        survivors.is_empty(),
+        "{} of {DEPTH} outlived the run: {t}",
+        survivors.len()
+    );
+}
+
 /// Forks sleeping children until `argv[1]` exist or a fork fails; prints how many
 /// it made and the error that stopped it (`None` when none did).
 const FORKER: &str = "python3 -c 'import os,sys,time

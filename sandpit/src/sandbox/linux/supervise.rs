@@ -708,26 +708,67 @@ impl Relay {
     }
 }
 
-/// Fallback mode: kill every process reparented to us (we are a child subreaper).
+/// How long fallback mode keeps finding and killing the command's descendants.
+const KILL_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Fallback mode: kill every descendant, however deep (we are a child subreaper, so
+/// orphans come back to us). Each round walks the whole tree below us, stopping each
+/// process (SIGSTOP: it forks no more) before reading its children, then kills
+/// everything it found and reaps our own children; rounds repeat until one finds
+/// nothing (a fork that was under way shows up in the next), for at most `KILL_FOR`.
 fn kill_descendants() {
-    for _ in 0..100 {
-        let mut any = false;
-        let me = sys::getpid();
-        let path = format!("/proc/{me}/task/{me}/children");
-        if let Ok(s) = std::fs::read_to_string(&path) {
-            for pid in s
-                .split_whitespace()
-                .filter_map(|p| p.parse::<libc::pid_t>().ok())
-            {
-                any = true;
-                let _ = sys::kill(pid, libc::SIGKILL);
-                let _ = sys::wait(pid, false);
-            }
+    let until = std::time::Instant::now() + KILL_FOR;
+    loop {
+        let (found, own) = descendants(sys::getpid());
+        if found.is_empty() {
+            return;
         }
-        if !any {
-            break;
+        for &pid in &found {
+            let _ = sys::kill(pid, libc::SIGKILL);
+        }
+        for &pid in &own {
+            let _ = sys::wait(pid, false);
+        }
+        if std::time::Instant::now() >= until {
+            eprintln!(
+                "sandpit: warning: the command's processes were still appearing after {} s \
+                 of killing them; some may outlive the run",
+                KILL_FOR.as_secs()
+            );
+            return;
         }
     }
+}
+
+/// Every process below `me`, each sent SIGSTOP before its children are read; and
+/// `me`'s own children among them.
+fn descendants(me: libc::pid_t) -> (Vec<libc::pid_t>, Vec<libc::pid_t>) {
+    let own = children(me);
+    let mut found = std::collections::HashSet::new();
+    let mut next = own.clone();
+    while let Some(pid) = next.pop() {
+        if found.insert(pid) {
+            let _ = sys::kill(pid, libc::SIGSTOP);
+            next.extend(children(pid));
+        }
+    }
+    (found.into_iter().collect(), own)
+}
+
+/// The children of every thread of `pid`.
+fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec![];
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<libc::pid_t>>()
+        })
+        .collect()
 }
 
 fn child_c1(
