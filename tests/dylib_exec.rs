@@ -127,6 +127,69 @@ fn blocked_command_is_refused_by_every_exec_entry_point() {
     assert!(p.ws().join("allowed-py").exists(), "{}", o.all());
 }
 
+/// A script whose `#!` line names the blocked command runs it without its name on
+/// any command line (`#!/usr/bin/touch forbidden-marker` in `mk`: the kernel runs
+/// `touch forbidden-marker mk`); so does a script whose interpreter is such a
+/// script. Judged by every entry point, found by path or on `PATH`.
+#[test]
+fn a_script_whose_interpreter_line_is_blocked_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Pit::new(POLICY);
+    let marker = p.ws().join("forbidden-marker");
+    let script = |name: &str, line: &str| {
+        let f = p.ws().join(name);
+        std::fs::write(&f, format!("{line}\n")).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        f.display().to_string()
+    };
+    let mk = script("mk", "#!/usr/bin/touch  forbidden-marker \t");
+    let outer = script("outer", &format!("#! {mk}"));
+    let ok = script("ok", "#!/usr/bin/touch allowed-script");
+    let path = format!("{}:/usr/bin:/bin", p.ws().display());
+    // Bare, the script runs the command (the probe and the script work).
+    let o = run(p
+        .bare(probe())
+        .args(["execv", &mk, "mk"])
+        .current_dir(p.ws()));
+    assert!(marker.exists(), "bare: {}", o.all());
+    std::fs::remove_file(&marker).unwrap();
+
+    for c in [
+        vec!["execv", &mk, "mk"],
+        vec!["execv", &outer, "outer"],
+        vec!["execvp", "mk", "mk"],
+        vec!["posix_spawn", &mk, "mk"],
+        vec!["posix_spawnp", "mk", "mk"],
+        vec!["posix_spawnp", "outer", "outer"],
+    ] {
+        let o = run(p
+            .cmd(probe())
+            .args(&c)
+            .env("PATH", &path)
+            .current_dir(p.ws()));
+        assert!(
+            !marker.exists(),
+            "{c:?} ran the blocked command: {}",
+            o.all()
+        );
+        assert_eq!(errno_of(&o), Some(libc::EACCES), "{c:?}: {}", o.all());
+    }
+    for sh in ["./mk", "mk", "./outer"] {
+        let o = run(p
+            .cmd("sh")
+            .args(["-c", sh])
+            .env("PATH", &path)
+            .current_dir(p.ws()));
+        assert!(!marker.exists(), "sh -c {sh}: {}", o.all());
+    }
+    // Positive control: a script naming an allowed command runs.
+    let o = run(p
+        .cmd(probe())
+        .args(["execv", &ok, "ok"])
+        .current_dir(p.ws()));
+    assert!(p.ws().join("allowed-script").exists(), "{}", o.all());
+}
+
 #[test]
 fn children_stay_hooked_when_the_parent_drops_the_preload() {
     let p = Pit::new(POLICY);

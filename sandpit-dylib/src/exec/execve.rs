@@ -1,6 +1,6 @@
 //! `execve`, `execv`, `execveat`, `fexecve`, and the variadic `execl`, `execle`
 //! (C shim + naked trampolines, see `csrc/variadic.c`).
-use super::{environ, prepare};
+use super::{environ, prepare, Find};
 use crate::envp::Envp;
 #[cfg(target_os = "linux")]
 use crate::path::{fd_link, PBuf};
@@ -27,7 +27,7 @@ pub unsafe fn execve_impl(
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
     let mut env = Envp::new();
     // SAFETY: per the contract.
-    let envp = unsafe { prepare(Some(p), argv, envp, &mut env) }?;
+    let envp = unsafe { prepare(Some(p), Find::Path, argv, envp, &mut env) }?;
     let real = real_execve()?;
     // SAFETY: arguments valid per the contract; `envp` lives in `env`.
     Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
@@ -66,7 +66,7 @@ hook! {
         }
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(prog.as_bytes()), argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, argv, envp, &mut env) }?;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }))
     }
@@ -81,7 +81,7 @@ hook! {
         fd_link(fd, &mut link)?;
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(link.as_bytes()), argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, argv, envp, &mut env) }?;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }))
     }

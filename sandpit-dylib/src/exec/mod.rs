@@ -51,13 +51,7 @@ pub fn judge<'a>(
     argv: &mut Argv<'a>,
 ) -> Result<(), libc::c_int> {
     let args = argv.as_slice();
-    let deny = |args: &[&[u8]]| match st.decider.exec(args) {
-        Ok(()) => Ok(()),
-        Err(d) => {
-            crate::report::denied(&d);
-            Err(libc::EACCES)
-        }
-    };
+    let deny = |args: &[&[u8]]| decide(st, args);
     deny(args)?;
     if let Some(p) = program {
         if args.is_empty() {
@@ -70,8 +64,137 @@ pub fn judge<'a>(
             args[0] = saved;
             r?;
         }
+        if p.contains(&b'/') {
+            script(st, p, args)?;
+        }
     }
     Ok(())
+}
+
+/// One command line against `exec.block`: refused (and reported) or not.
+fn decide(st: &State, args: &[&[u8]]) -> Result<(), libc::c_int> {
+    match st.decider.exec(args) {
+        Ok(()) => Ok(()),
+        Err(d) => {
+            crate::report::denied(&d);
+            Err(libc::EACCES)
+        }
+    }
+}
+
+/// Linux reads at most this much of a program for its `#!` line (BINPRM_BUF_SIZE).
+const SHEBANG_MAX: usize = 256;
+/// How deep an interpreter that is a script again is followed, as deep as Linux does.
+const SCRIPT_DEPTH: usize = 4;
+
+/// Judge what the kernel runs when the file at `path` is a script: `#!interp [arg]`
+/// makes it `interp [arg] path argv[1]…`, so `#!/bin/rm -rf` in a file runs
+/// `rm -rf` without its name on any command line. An interpreter that is a script
+/// again is read the same way.
+fn script(st: &State, path: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
+    let mut bufs = [[0u8; SHEBANG_MAX]; SCRIPT_DEPTH];
+    let mut line: Argv<'_> = Argv::new();
+    line.push(path)?;
+    for a in argv.iter().skip(1) {
+        line.push(a)?;
+    }
+    let mut program = path;
+    for buf in bufs.iter_mut() {
+        let Some((interp, arg)) = shebang(program, buf) else {
+            break;
+        };
+        let mut next: Argv<'_> = Argv::new();
+        next.push(interp)?;
+        if let Some(a) = arg {
+            next.push(a)?;
+        }
+        for a in line.as_slice().iter() {
+            next.push(a)?;
+        }
+        decide(st, next.as_slice())?;
+        line = next;
+        program = interp;
+    }
+    Ok(())
+}
+
+/// The interpreter and its one optional argument on a `#!` line at the start of the
+/// file at `path`, split as the kernel splits them (spaces and tabs around, the
+/// argument not split further, a NUL or newline ends the line). `None` for a file
+/// that cannot be opened or is no script.
+fn shebang<'b>(
+    path: &[u8],
+    buf: &'b mut [u8; SHEBANG_MAX],
+) -> Option<(&'b [u8], Option<&'b [u8]>)> {
+    let mut p = crate::path::PBuf::new();
+    p.set(path).ok()?;
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+    // SAFETY: a NUL-terminated path. Called inside a hook body, this open reaches
+    // the real one (the re-entry guard is set).
+    let fd = unsafe { libc::open(p.as_ptr(), flags) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: reading into a buffer of the length passed, then closing our own
+    // descriptor.
+    let n = unsafe {
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let head: &'b [u8] = buf;
+    let line = head[..usize::try_from(n).ok()?].strip_prefix(b"#!")?;
+    let end = line
+        .iter()
+        .position(|&b| b == b'\n' || b == 0)
+        .unwrap_or(line.len());
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let line = &line[..end];
+    let start = line.iter().position(|b| !blank(b))?;
+    let line = &line[start..];
+    let (interp, rest) = line.split_at(line.iter().position(blank).unwrap_or(line.len()));
+    let rest = match rest.iter().position(|b| !blank(b)) {
+        Some(i) => {
+            &rest[i..rest
+                .iter()
+                .rposition(|b| !blank(b))
+                .map_or(rest.len(), |j| j + 1)]
+        }
+        None => &[],
+    };
+    Some((interp, (!rest.is_empty()).then_some(rest)))
+}
+
+/// Judge the script a name without `/` finds on `PATH`: the first candidate there
+/// that may be executed is the one the search runs.
+fn judge_search(st: &State, file: &[u8], argv: &mut Argv<'_>) -> Result<(), libc::c_int> {
+    if file.contains(&b'/') {
+        return Ok(()); // judged as a path already
+    }
+    // SAFETY: getenv reads the process environment; the result is used at once.
+    let path_var =
+        unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }.unwrap_or(b"/bin:/usr/bin");
+    let mut cand = crate::path::PBuf::new();
+    for dir in path_var.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        if cand.set(dir).is_err() || cand.push(file).is_err() {
+            continue;
+        }
+        // SAFETY: `cand` is NUL-terminated.
+        if unsafe { libc::access(cand.as_ptr(), libc::X_OK) } == 0 {
+            return script(st, cand.as_bytes(), argv.as_slice());
+        }
+    }
+    Ok(())
+}
+
+/// How the program's name is found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Find {
+    /// A path (relative to the current directory if not absolute), as `execve` takes.
+    Path,
+    /// A name without `/` is searched on `PATH` (`execvp`, `posix_spawnp`).
+    Search,
 }
 
 /// Decide `program argv` and compose the child environment from `envp`.
@@ -80,6 +203,7 @@ pub fn judge<'a>(
 /// `argv`/`envp` as for `execve`.
 pub unsafe fn prepare(
     program: Option<&[u8]>,
+    find: Find,
     argv: *const *const c_char,
     envp: *const *const c_char,
     env_out: &mut crate::envp::Envp,
@@ -89,6 +213,9 @@ pub unsafe fn prepare(
     // SAFETY: per the contract.
     unsafe { decode(argv, &mut args) }?;
     judge(st, program, &mut args)?;
+    if let (Some(p), Find::Search) = (program, find) {
+        judge_search(st, p, &mut args)?;
+    }
     // SAFETY: per the contract.
     unsafe { env_out.compose(st, envp) }
 }

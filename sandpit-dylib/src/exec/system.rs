@@ -3,7 +3,7 @@
 //! the composed environment for the duration of the real call. (A concurrent
 //! `setenv` in another thread during that window is lost; `getenv` there sees the
 //! child's environment.)
-use super::prepare;
+use super::{prepare, Find};
 use crate::envp::Envp;
 use libc::{c_char, c_int, FILE};
 
@@ -15,7 +15,15 @@ unsafe fn with_child_env<R>(cmd: *const c_char, f: impl FnOnce() -> R) -> Result
     let argv = [c"/bin/sh".as_ptr(), c"-c".as_ptr(), cmd, std::ptr::null()];
     let mut env = Envp::new();
     // SAFETY: a NULL-terminated argv of valid strings; the process environment.
-    let child = unsafe { prepare(Some(b"/bin/sh"), argv.as_ptr(), super::environ(), &mut env) }?;
+    let child = unsafe {
+        prepare(
+            Some(b"/bin/sh"),
+            Find::Path,
+            argv.as_ptr(),
+            super::environ(),
+            &mut env,
+        )
+    }?;
     let env = crate::sys::environ_ptr();
     // SAFETY: swapping libc's global environment pointer around the real call.
     let old = unsafe { std::ptr::replace(env, child) };
