@@ -1,6 +1,6 @@
 //! Every way into the proxy × allowed/blocked, every host spelling, fronting,
-//! pipelining, allowed names resolving to loopback, an empty allowlist and per-run
-//! tokens. Each denial is judged by its effect — the `blocked.test` sink on 127.0.0.1
+//! pipelining, protocol switches and CONNECT inside a tunnel, allowed names resolving
+//! to loopback, an empty allowlist and per-run tokens. Each denial is judged by its effect — the `blocked.test` sink on 127.0.0.1
 //! received nothing — next to a positive control that reaches `allowed.test` on
 //! 127.0.0.2.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -588,4 +588,227 @@ async fn bulk_transfer_through_tunnels_is_intact() {
     bulk_round_trip(s, len).await;
     let s = transparent(w.addr, TOKEN, echo, Some("allowed.test")).await;
     bulk_round_trip(s, len).await;
+}
+
+/// A tunnel to allowed.test:`port` (127.0.0.2) by `way`: CONNECT, SOCKS5, or
+/// transparent with the interposer's name.
+async fn tunnel(w: &World, way: &str, port: u16) -> tokio::net::TcpStream {
+    match way {
+        "connect" => {
+            let (head, s) = connect(w.addr, &authority("allowed.test", port)).await;
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            s
+        }
+        "socks" => {
+            let (rep, s) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), port).await;
+            assert_eq!(rep, Some(0));
+            s
+        }
+        _ => {
+            let orig = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+            transparent(w.addr, TOKEN, orig, Some("allowed.test")).await
+        }
+    }
+}
+
+const WAYS: [&str; 3] = ["connect", "socks", "transparent"];
+
+/// Read from `s` until `n` answers from a sink arrived (or the connection ends).
+async fn answers(s: &mut tokio::net::TcpStream, n: usize) -> String {
+    let mut got = Vec::new();
+    let mut b = [0u8; 1024];
+    while got.windows(12).filter(|w| w == b"sink:allowed").count() < n {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut b)).await {
+            Ok(Ok(k)) if k > 0 => got.extend_from_slice(&b[..k]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_not_answered_101_leaves_the_stream_checked() {
+    let w = World::new().await;
+    let port = w.allowed.port();
+    for way in WAYS {
+        // The smuggled request in the same write as the Upgrade request…
+        let mut s = tunnel(&w, way, port).await;
+        s.write_all(
+            b"GET /u1 HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: whatever\r\n\r\n\
+              GET /SMUGGLED1 HTTP/1.1\r\nHost: blocked.test\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+        assert!(
+            r.contains("sink:allowed"),
+            "{way}: the Upgrade request is answered: {r}"
+        );
+        // …and after the server answered it 200.
+        let mut s = tunnel(&w, way, port).await;
+        s.write_all(b"GET /u2 HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way}");
+        s.write_all(b"GET /SMUGGLED2 HTTP/1.1\r\nHost: blocked.test\r\n\r\n")
+            .await
+            .unwrap();
+        let _ = read_all(&mut s).await;
+        // Positive controls: allowed requests pipelined behind an Upgrade request or
+        // an ordinary one reach the server, all answered.
+        for first in ["Upgrade: h2c\r\n", ""] {
+            let mut s = tunnel(&w, way, port).await;
+            let two = format!(
+                "GET /p1 HTTP/1.1\r\nHost: allowed.test\r\n{first}\r\n\
+                 GET /p2 HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"
+            );
+            s.write_all(two.as_bytes()).await.unwrap();
+            let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+            assert_eq!(r.matches("sink:allowed").count(), 2, "{way} {first:?}: {r}");
+        }
+    }
+    w.settle().await;
+    let seen = String::from_utf8_lossy(&w.allowed.received()).into_owned();
+    assert_eq!(
+        seen.matches("GET /p2").count(),
+        6,
+        "positive control: {seen}"
+    );
+    assert_eq!(seen.matches("GET /u1").count(), 3, "{seen}");
+    assert!(
+        !seen.contains("SMUGGLED") && !seen.contains("blocked.test"),
+        "{seen}"
+    );
+    w.blocked.assert_untouched("upgrade without 101");
+    let denials = w.audit.events().iter().filter(|e| !e.allow).count();
+    assert_eq!(denials, 6, "each smuggled request is a denial");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_inside_a_tunnel_is_refused() {
+    let w = World::new().await;
+    let port = w.allowed.port();
+    let b = authority("blocked.test", w.blocked.port());
+    let evil = format!(
+        "CONNECT {b} HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET /SMUGGLED HTTP/1.1\r\nHost: blocked.test\r\n\r\n"
+    );
+    for way in WAYS {
+        // As the first request: refused with a 403 before any byte is forwarded.
+        let mut s = tunnel(&w, way, port).await;
+        s.write_all(evil.as_bytes()).await.unwrap();
+        let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+        assert!(r.starts_with("HTTP/1.1 403"), "{way}: {r}");
+        // After an allowed request (the positive control, answered).
+        let mut s = tunnel(&w, way, port).await;
+        s.write_all(b"GET /ok HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way}");
+        s.write_all(evil.as_bytes()).await.unwrap();
+        let _ = read_all(&mut s).await;
+    }
+    // A transparent connection without a name, whose first bytes are that CONNECT:
+    // it is not named by its Host header.
+    let orig = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+    let mut s = transparent(w.addr, TOKEN, orig, None).await;
+    s.write_all(evil.as_bytes()).await.unwrap();
+    let _ = read_all(&mut s).await;
+    w.settle().await;
+    let seen = String::from_utf8_lossy(&w.allowed.received()).into_owned();
+    assert_eq!(
+        seen.matches("GET /ok").count(),
+        3,
+        "positive control: {seen}"
+    );
+    assert!(
+        !seen.contains("CONNECT") && !seen.contains("SMUGGLED"),
+        "{seen}"
+    );
+    w.blocked.assert_untouched("CONNECT inside a tunnel");
+}
+
+/// A server on 127.0.0.2 (allowed.test) that answers the first request head with
+/// `101` after 200 ms, then echoes. Records, per connection, the bytes that arrived
+/// after the head before it answered.
+async fn switching_server() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let early = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let e = early.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            let e = e.clone();
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.into_split();
+                let mut seen = Vec::new();
+                let mut b = [0u8; 4096];
+                let end = loop {
+                    if let Some(i) = find(&seen, b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match r.read(&mut b).await {
+                        Ok(n) if n > 0 => seen.extend_from_slice(&b[..n]),
+                        _ => return,
+                    }
+                };
+                let mut extra = seen.split_off(end);
+                let wait = tokio::time::Instant::now() + std::time::Duration::from_millis(200);
+                while let Ok(Ok(n)) = tokio::time::timeout_at(wait, r.read(&mut b)).await {
+                    if n == 0 {
+                        break;
+                    }
+                    extra.extend_from_slice(&b[..n]);
+                }
+                e.lock().unwrap().push(extra.clone());
+                let head = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n";
+                if w.write_all(head).await.is_err() || w.write_all(&extra).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    (addr, early)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_answered_101_carries_anything_both_ways() {
+    let w = World::new().await;
+    let (server, early) = switching_server().await;
+    // Pipelined behind the Upgrade request: what no checked stream would pass.
+    let pipelined: &[u8] = b"GET /x HTTP/1.1\r\nHost: blocked.test\r\n\r\n\x00\xff\x81\x05hello";
+    for way in WAYS {
+        let mut s = tunnel(&w, way, server.port()).await;
+        let req = b"GET /chat HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n";
+        s.write_all(&[&req[..], pipelined].concat()).await.unwrap();
+        let mut got = Vec::new();
+        let mut b = [0u8; 4096];
+        loop {
+            if let Some(i) = find(&got, b"\r\n\r\n") {
+                if got.len() >= i + 4 + pipelined.len() {
+                    break;
+                }
+            }
+            let n = tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut b))
+                .await
+                .expect("answer in time")
+                .unwrap();
+            assert!(n > 0, "{way}: closed: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&b[..n]);
+        }
+        assert!(got.starts_with(b"HTTP/1.1 101 "), "{way}");
+        let i = find(&got, b"\r\n\r\n").unwrap() + 4;
+        assert_eq!(&got[i..], pipelined, "{way}: the held bytes, echoed");
+        // Then bulk both ways, past the splice threshold.
+        bulk_round_trip(s, 600 * 1024 + 7).await;
+    }
+    let early = early.lock().unwrap().clone();
+    assert_eq!(early.len(), 3);
+    assert!(
+        early.iter().all(Vec::is_empty),
+        "nothing after the Upgrade request reached the server before its 101: {early:?}"
+    );
+    w.blocked.assert_untouched("101");
 }

@@ -1,5 +1,6 @@
 //! One client connection: tell the way in apart, decide, dial, inspect, relay.
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -558,8 +559,17 @@ async fn first_name<S: Io>(client: &mut S, buf: &mut BytesMut, deadline: Instant
     }
 }
 
-/// The host an HTTP request names (absolute-form authority and Host must agree).
+/// The host an HTTP request names (absolute-form authority and Host must agree). A
+/// `CONNECT` inside a connection is refused: a tunnel is opened only by a CONNECT to
+/// sandpit's proxy itself, decided by its authority (as hyper's way in answers a
+/// CONNECT that is not the first request with 400).
 fn request_host(h: &http::Head) -> Result<Option<Host>, String> {
+    if h.method == "CONNECT" {
+        return Err(format!(
+            "CONNECT {} inside a connection: a tunnel is opened only by a CONNECT to the proxy itself",
+            h.target
+        ));
+    }
     let host_hdr = match h.host() {
         Some(v) => Some(
             parse_authority(v)
@@ -688,9 +698,68 @@ async fn inspect_then_relay<S: Io>(
     super::relay::relay(client, upstream, proxy.cfg.splice).await;
 }
 
+/// Whether the response direction reads the server's first response head: only when
+/// the first request asked to switch protocols (`Upgrade`), so an ordinary stream's
+/// responses are relayed as before, untouched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Watch {
+    /// The first request head is not complete yet.
+    Undecided,
+    Yes,
+    No,
+}
+
+/// A tunnel's [`Watch`], shared by its two directions; decided once.
+struct WatchCell(AtomicU8);
+
+impl WatchCell {
+    fn new(w: Watch) -> WatchCell {
+        WatchCell(AtomicU8::new(w as u8))
+    }
+    /// Decide `w` unless already decided; the decided value.
+    fn decide(&self, w: Watch) -> Watch {
+        match self.0.compare_exchange(
+            Watch::Undecided as u8,
+            w as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => w,
+            Err(x) if x == Watch::Yes as u8 => Watch::Yes,
+            Err(_) => Watch::No,
+        }
+    }
+    fn is(&self, w: Watch) -> bool {
+        self.0.load(Ordering::Acquire) == w as u8
+    }
+}
+
+/// After client bytes were fed: settle what the response direction watches for.
+fn settle(
+    stream: &mut http::RequestStream,
+    watch: &WatchCell,
+    out: &mut Vec<u8>,
+    check: &mut dyn FnMut(&http::Head) -> Result<(), String>,
+) -> Result<(), http::StreamError> {
+    let w = match stream.want() {
+        http::Want::Unknown => return Ok(()),
+        http::Want::Answer => Watch::Yes,
+        http::Want::Nothing => Watch::No,
+    };
+    if watch.decide(w) == Watch::No && w == Watch::Yes {
+        // The server spoke before the first request was complete: its answer to the
+        // request cannot be told apart, so the stream stays checked.
+        stream.answer(false, out, check)?;
+    }
+    Ok(())
+}
+
 /// Relay a plain-HTTP tunnel, checking every request head before it is forwarded.
 /// Responses are not inspected, so that direction is an ordinary relay (splice on
-/// Linux once it carries bulk data).
+/// Linux once it carries bulk data) — except the start of the response stream when the
+/// first request asked to switch protocols: the client's later bytes pass unchecked
+/// only once the server answered it `101`.
 async fn http_tunnel<S: Io>(
     proxy: &Proxy,
     way: Way,
@@ -703,45 +772,120 @@ async fn http_tunnel<S: Io>(
     let mut stream = http::RequestStream::new();
     let mut out = Vec::with_capacity(first.len());
     let mut check = |h: &http::Head| check_request(h, host);
-    if let Err(e) = stream.feed(&first, &mut out, &mut check) {
-        let why = e.to_string();
-        proxy.deny(way, &host.to_string(), port, why.clone());
-        let _ = client
-            .write_all(&forbidden(
-                &host.to_string(),
-                port,
-                &Verdict::deny(None, why),
-            ))
-            .await;
-        return;
-    }
     let Some(c) = super::relay::side(&client) else {
+        // No way in yields another kind of client; a switch is not followed here.
+        let watch = WatchCell::new(Watch::No);
+        if let Err(e) = stream
+            .feed(&first, &mut out, &mut check)
+            .and_then(|()| settle(&mut stream, &watch, &mut out, &mut check))
+        {
+            return refuse_first(proxy, way, &mut client, host, port, e).await;
+        }
         return http_tunnel_generic(proxy, way, client, out, stream, upstream, host, port).await;
     };
+    let watch = WatchCell::new(Watch::Undecided);
+    if let Err(e) = stream
+        .feed(&first, &mut out, &mut check)
+        .and_then(|()| settle(&mut stream, &watch, &mut out, &mut check))
+    {
+        return refuse_first(proxy, way, &mut client, host, port, e).await;
+    }
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel::<bool>();
     let u = super::relay::Side::Tcp(&upstream);
+    let refused = |e: http::StreamError| proxy.deny(way, &host.to_string(), port, e.to_string());
     let c2u = async {
-        super::relay::write_all(u, &out).await.map_err(drop)?;
+        let mut answer_rx = Some(answer_rx);
         let mut buf = vec![0u8; RELAY_BUF];
         loop {
+            super::relay::write_all(u, &out).await.map_err(drop)?;
+            out.clear();
+            if stream.is_waiting() {
+                let rx = answer_rx.take().ok_or(())?;
+                let switched = rx.await.unwrap_or(false);
+                stream
+                    .answer(switched, &mut out, &mut check)
+                    .map_err(|e| drop(refused(e)))?;
+                continue;
+            }
+            if stream.is_opaque() {
+                return super::relay::one_way(c, u, proxy.cfg.splice)
+                    .await
+                    .map_err(drop);
+            }
             let n = super::relay::read(c, &mut buf).await.map_err(drop)?;
             if n == 0 {
                 u.shutdown_write();
                 return Ok(());
             }
-            out.clear();
-            if let Err(e) = stream.feed(&buf[..n], &mut out, &mut check) {
-                proxy.deny(way, &host.to_string(), port, e.to_string());
-                return Err(());
-            }
-            super::relay::write_all(u, &out).await.map_err(drop)?;
+            stream
+                .feed(&buf[..n], &mut out, &mut check)
+                .and_then(|()| settle(&mut stream, &watch, &mut out, &mut check))
+                .map_err(|e| drop(refused(e)))?;
         }
     };
     let u2c = async {
+        let answer = if watch.is(Watch::No) {
+            None
+        } else {
+            first_answer(u, c, &watch).await.ok().flatten()
+        };
+        match answer {
+            Some(switched) => drop(answer_tx.send(switched)),
+            // No answer to wait for: the stream stays checked.
+            None => drop(answer_tx),
+        }
         let _ = super::relay::one_way(u, c, proxy.cfg.splice).await;
         c.shutdown_write();
         Ok::<(), ()>(())
     };
     let _ = tokio::try_join!(c2u, u2c);
+}
+
+/// Deny a tunnel whose first request is refused, with a 403 to the client.
+async fn refuse_first<S: Io>(
+    proxy: &Proxy,
+    way: Way,
+    client: &mut S,
+    host: &Host,
+    port: u16,
+    e: http::StreamError,
+) {
+    let why = e.to_string();
+    proxy.deny(way, &host.to_string(), port, why.clone());
+    let _ = client
+        .write_all(&forbidden(
+            &host.to_string(),
+            port,
+            &Verdict::deny(None, why),
+        ))
+        .await;
+}
+
+/// Relay the server's first bytes to the client and, when the first request asked to
+/// switch protocols, read the start of the response for the answer to it
+/// (`Some(true)`: `101`). Returns `None` at once when the server spoke before that
+/// request was complete.
+async fn first_answer(
+    u: super::relay::Side<'_>,
+    c: super::relay::Side<'_>,
+    watch: &WatchCell,
+) -> std::io::Result<Option<bool>> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut start = http::ResponseStart::new();
+    loop {
+        let n = super::relay::read(u, &mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let w = watch.decide(Watch::No);
+        super::relay::write_all(c, &buf[..n]).await?;
+        if w == Watch::No {
+            return Ok(None);
+        }
+        if let Some(switched) = start.feed(&buf[..n]) {
+            return Ok(Some(switched));
+        }
+    }
 }
 
 /// [`http_tunnel`] for a client stream of another type, with user-space copies.
@@ -757,6 +901,7 @@ async fn http_tunnel_generic<S: Io>(
     port: u16,
 ) {
     let mut check = |h: &http::Head| check_request(h, host);
+    let watch = WatchCell::new(Watch::No);
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = upstream.into_split();
     let c2u = async {
@@ -774,7 +919,10 @@ async fn http_tunnel_generic<S: Io>(
                 Err(_) => return Err(()),
             };
             out.clear();
-            if let Err(e) = stream.feed(&buf[..n], &mut out, &mut check) {
+            if let Err(e) = stream
+                .feed(&buf[..n], &mut out, &mut check)
+                .and_then(|()| settle(&mut stream, &watch, &mut out, &mut check))
+            {
                 proxy.deny(way, &host.to_string(), port, e.to_string());
                 return Err(());
             }

@@ -1,6 +1,7 @@
-//! HTTP/1 request head parsing for deciding (pure). Strict on purpose: anything a
-//! lenient server might read differently (folded lines, two Host headers, control
-//! characters, userinfo) is an error, and an error is a denial.
+//! HTTP/1 request head parsing for deciding, and the status that answers a request to
+//! switch protocols (pure). Strict on purpose: anything a lenient server might read
+//! differently (folded lines, two Host headers, control characters, userinfo) is an
+//! error, and an error is a denial.
 
 /// Largest request head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -243,10 +244,24 @@ impl Head {
 /// Follows a client's request stream (heads, Content-Length and chunked bodies) so
 /// that every request head on a connection is checked before any of its bytes are
 /// forwarded — not only the first one.
+///
+/// A protocol switch is followed only when the server agrees to it: when the first
+/// request on the stream carries `Upgrade`, the client's bytes after that request are
+/// held back until the caller reports the server's answer ([`RequestStream::answer`],
+/// read with [`ResponseStart`]); on `101` they and the rest of the stream pass
+/// unchecked, on anything else they are checked as requests. Only the first request's
+/// answer can be told apart without following every response, so an `Upgrade` on a
+/// later request is an ordinary request: the stream stays checked. A `CONNECT` is
+/// refused: it would turn the stream into a tunnel to its own authority.
 #[derive(Debug, Default)]
 pub struct RequestStream {
     state: StreamState,
     head: Vec<u8>,
+    /// A request head has been forwarded.
+    seen_head: bool,
+    switch: Switch,
+    /// Client bytes after a request that asked to switch protocols, until the answer.
+    held: Vec<u8>,
 }
 
 #[derive(Debug, Default)]
@@ -258,10 +273,39 @@ enum StreamState {
     ChunkData(u64),
     ChunkEnd(Vec<u8>),
     Trailer(Vec<u8>),
-    /// After a protocol switch (`Upgrade`, `CONNECT`): no longer HTTP.
+    /// The request that asked to switch protocols is forwarded whole; what follows is
+    /// held until the server's answer is known.
+    Await,
+    /// The server switched protocols (`101`): no longer HTTP.
     Opaque,
 }
 
+/// Where the first request's `Upgrade` stands.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Switch {
+    /// Not asked, or answered with anything but `101`.
+    #[default]
+    No,
+    /// Asked; the server's answer is not known yet.
+    Asked,
+    /// Answered with `101`.
+    Yes,
+}
+
+/// What a [`RequestStream`] needs to hear about the server's first response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// The first request head is not complete yet.
+    Unknown,
+    /// The first request asked to switch protocols: report whether the server's answer
+    /// to it is `101` ([`RequestStream::answer`]).
+    Answer,
+    /// Nothing.
+    Nothing,
+}
+
+/// Most client bytes held while waiting for the answer to an `Upgrade`.
+const MAX_HELD: usize = 128 * 1024;
 const MAX_LINE: usize = 4096;
 
 /// Why a request stream was refused.
@@ -278,14 +322,60 @@ impl RequestStream {
         RequestStream::default()
     }
 
-    /// True once the stream switched protocols and is no longer checked.
+    /// True once the server switched protocols and the stream is no longer checked.
     pub fn is_opaque(&self) -> bool {
         matches!(self.state, StreamState::Opaque)
     }
 
+    /// True while client bytes are held for the server's answer to an `Upgrade`: feed
+    /// nothing more until [`RequestStream::answer`].
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.state, StreamState::Await)
+    }
+
+    pub fn want(&self) -> Want {
+        match (self.seen_head, self.switch) {
+            (false, _) => Want::Unknown,
+            (true, Switch::Asked) => Want::Answer,
+            _ => Want::Nothing,
+        }
+    }
+
+    /// The server's answer to the first request's `Upgrade`: `switched` when it is
+    /// `101`. Held bytes are released to `out` — unchecked after a switch, otherwise
+    /// checked as requests. Called with `false` before the request is sent whole, it
+    /// means the answer cannot be told apart: the stream stays checked.
+    pub fn answer(
+        &mut self,
+        switched: bool,
+        out: &mut Vec<u8>,
+        check: &mut dyn FnMut(&Head) -> Result<(), String>,
+    ) -> Result<(), StreamError> {
+        if self.switch != Switch::Asked {
+            return Ok(());
+        }
+        self.switch = if switched { Switch::Yes } else { Switch::No };
+        if !self.is_waiting() {
+            return Ok(());
+        }
+        self.state = self.after_request();
+        let held = std::mem::take(&mut self.held);
+        self.feed(&held, out, check)
+    }
+
+    /// The state once a request (head and body) is forwarded whole.
+    fn after_request(&self) -> StreamState {
+        match self.switch {
+            Switch::No => StreamState::Head,
+            Switch::Asked => StreamState::Await,
+            Switch::Yes => StreamState::Opaque,
+        }
+    }
+
     /// Feed client bytes. Bytes that may be forwarded are appended to `out`; each
     /// completed head is passed to `check` first. Bytes of an incomplete head are
-    /// held back until it is complete.
+    /// held back until it is complete, and bytes after a request that asked to switch
+    /// protocols until [`RequestStream::answer`].
     pub fn feed(
         &mut self,
         data: &[u8],
@@ -298,6 +388,15 @@ impl RequestStream {
             match &mut self.state {
                 StreamState::Opaque => {
                     out.extend_from_slice(rest);
+                    pos = data.len();
+                }
+                StreamState::Await => {
+                    if self.held.len() + rest.len() > MAX_HELD {
+                        return Err(StreamError::Refused(format!(
+                            "more than {MAX_HELD} bytes sent before the server answered an Upgrade"
+                        )));
+                    }
+                    self.held.extend_from_slice(rest);
                     pos = data.len();
                 }
                 StreamState::Head => {
@@ -317,13 +416,22 @@ impl RequestStream {
                             pos += end - old;
                             self.head.truncate(end);
                             let (h, _) = parse_head(&self.head)?.ok_or(HttpError::RequestLine)?;
+                            if h.method == "CONNECT" {
+                                return Err(StreamError::Refused(format!(
+                                    "CONNECT {} inside a connection: a tunnel is opened only by a CONNECT to the proxy itself",
+                                    h.target
+                                )));
+                            }
                             check(&h).map_err(StreamError::Refused)?;
+                            let body = h.body_len()?;
                             out.extend_from_slice(&self.head);
                             self.head.clear();
-                            let upgrade = h.method == "CONNECT" || h.get("upgrade").is_some();
-                            self.state = match h.body_len()? {
-                                _ if upgrade => StreamState::Opaque,
-                                Some(0) => StreamState::Head,
+                            if !self.seen_head && h.get("upgrade").is_some() {
+                                self.switch = Switch::Asked;
+                            }
+                            self.seen_head = true;
+                            self.state = match body {
+                                Some(0) => self.after_request(),
                                 Some(n) => StreamState::Body(n),
                                 None => StreamState::ChunkSize(Vec::new()),
                             };
@@ -336,7 +444,7 @@ impl RequestStream {
                     pos += take;
                     *n -= take as u64;
                     if *n == 0 {
-                        self.state = StreamState::Head;
+                        self.state = self.after_request();
                     }
                 }
                 StreamState::ChunkData(n) => {
@@ -371,7 +479,7 @@ impl RequestStream {
                                 StreamState::ChunkSize(Vec::new())
                             }
                             StreamState::ChunkEnd(_) => return Err(HttpError::Framing.into()),
-                            _ if text.is_empty() => StreamState::Head,
+                            _ if text.is_empty() => self.after_request(),
                             _ => StreamState::Trailer(Vec::new()),
                         };
                     }
@@ -391,6 +499,56 @@ fn chunk_size(line: &[u8]) -> Result<u64, HttpError> {
         return Err(HttpError::Framing);
     }
     u64::from_str_radix(hex, 16).map_err(|_| HttpError::Framing)
+}
+
+/// Reads the start of a server's response stream for its answer to a request that
+/// asked to switch protocols: interim `1xx` heads (`100 Continue`, `103 Early Hints`)
+/// are skipped and the first other status decides. Only the heads are looked at; the
+/// caller forwards the bytes as they come.
+#[derive(Debug, Default)]
+pub struct ResponseStart {
+    buf: Vec<u8>,
+}
+
+impl ResponseStart {
+    pub fn new() -> ResponseStart {
+        ResponseStart::default()
+    }
+
+    /// Feed server bytes: `Some(true)` once the answer is `101 Switching Protocols`,
+    /// `Some(false)` once it is another status or the bytes are not an HTTP/1 response,
+    /// `None` while more are needed.
+    pub fn feed(&mut self, data: &[u8]) -> Option<bool> {
+        self.buf.extend_from_slice(data);
+        loop {
+            let Some(end) = find_head_end(&self.buf) else {
+                let prefix = &self.buf[..self.buf.len().min(7)];
+                let bad = self.buf.len() > MAX_HEAD || !b"HTTP/1.".starts_with(prefix);
+                return bad.then_some(false);
+            };
+            match status_code(&self.buf[..end]) {
+                Some(101) => return Some(true),
+                Some(100..=199) => drop(self.buf.drain(..end)),
+                _ => return Some(false),
+            }
+        }
+    }
+}
+
+/// The status code of a response head (`HTTP/1.x NNN reason`).
+fn status_code(head: &[u8]) -> Option<u16> {
+    let line = split_lines(head).next()?;
+    let rest = line.strip_prefix(b"HTTP/1.")?;
+    let (minor, rest) = rest.split_first()?;
+    let code = rest.strip_prefix(b" ")?;
+    let (digits, reason) = code.split_at_checked(3)?;
+    if !minor.is_ascii_digit()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || !(reason.is_empty() || reason.starts_with(b" "))
+    {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -483,8 +641,8 @@ GET / HTTP/1.1\r\nHost: e.test\r\n\r\n";
             assert_eq!(r, Ok(()));
             assert_eq!(
                 hosts,
-                ["a.test", "b.test", "c.test", "d.test"],
-                "split {split}"
+                ["a.test", "b.test", "c.test", "d.test", "e.test"],
+                "split {split}: an Upgrade on a later request leaves the stream checked"
             );
             assert_eq!(out, s.to_vec(), "split {split}");
         }
@@ -512,5 +670,156 @@ GET / HTTP/1.1\r\nHost: e.test\r\n\r\n";
         assert!(RequestStream::new()
             .feed(bad_chunk, &mut Vec::new(), &mut check)
             .is_err());
+    }
+
+    /// Only `a.test` is allowed.
+    fn only_a(h: &Head) -> Result<(), String> {
+        match h.host() {
+            Some("a.test") => Ok(()),
+            _ => Err("no".to_string()),
+        }
+    }
+
+    const UPGRADE_THEN_B: &[u8] = b"GET /u1 HTTP/1.1\r\nHost: a.test\r\nUpgrade: whatever\r\n\r\n\
+GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
+
+    /// What follows a first request that asks to switch protocols is neither checked
+    /// nor forwarded before the server's answer, at any split.
+    #[test]
+    fn upgrade_holds_what_follows_until_answered() {
+        let first = UPGRADE_THEN_B.len() - b"GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n".len();
+        for split in [1, 2, 5, 64, UPGRADE_THEN_B.len()] {
+            let (hosts, out, r) = hosts_seen(UPGRADE_THEN_B, split);
+            assert_eq!(r, Ok(()), "split {split}");
+            assert_eq!(hosts, ["a.test"], "split {split}");
+            assert_eq!(out, UPGRADE_THEN_B[..first].to_vec(), "split {split}");
+        }
+    }
+
+    #[test]
+    fn the_answer_decides_whether_the_stream_stays_checked() {
+        let first = UPGRADE_THEN_B.len() - b"GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n".len();
+        // Not 101: the held request is checked, and refused.
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        assert_eq!(rs.want(), Want::Unknown);
+        rs.feed(UPGRADE_THEN_B, &mut out, &mut only_a).unwrap();
+        assert!(rs.is_waiting());
+        assert_eq!(rs.want(), Want::Answer);
+        assert!(rs.answer(false, &mut out, &mut only_a).is_err());
+        assert_eq!(out, UPGRADE_THEN_B[..first].to_vec());
+        // Not 101, an allowed request held: checked, forwarded, and later ones too.
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        let s = b"GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\n\r\nGET /2 HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        rs.feed(s, &mut out, &mut only_a).unwrap();
+        rs.answer(false, &mut out, &mut only_a).unwrap();
+        assert_eq!(out, s.to_vec());
+        assert_eq!(rs.want(), Want::Nothing);
+        assert!(rs
+            .feed(
+                b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
+                &mut out,
+                &mut only_a
+            )
+            .is_err());
+        // 101: the held bytes and everything after pass as they are.
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        rs.feed(UPGRADE_THEN_B, &mut out, &mut only_a).unwrap();
+        rs.answer(true, &mut out, &mut only_a).unwrap();
+        assert!(rs.is_opaque());
+        rs.feed(b"\x00\xffanything", &mut out, &mut only_a).unwrap();
+        assert_eq!(out, [UPGRADE_THEN_B, b"\x00\xffanything"].concat());
+    }
+
+    /// An Upgrade request's body is forwarded (it is part of the request); the wait
+    /// starts after it. An answer that cannot be told apart, given early, leaves the
+    /// stream checked.
+    #[test]
+    fn upgrade_with_a_body_then_an_early_answer() {
+        let head = b"POST / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nContent-Length: 5\r\n\r\n";
+        let mut rs = RequestStream::new();
+        let mut out = Vec::new();
+        rs.feed(&[&head[..], b"hel"].concat(), &mut out, &mut only_a)
+            .unwrap();
+        assert!(!rs.is_waiting());
+        let mut waiting = RequestStream::new();
+        let mut o2 = Vec::new();
+        waiting
+            .feed(
+                &[&head[..], b"hello", b"GET"].concat(),
+                &mut o2,
+                &mut only_a,
+            )
+            .unwrap();
+        assert!(waiting.is_waiting());
+        assert_eq!(o2, [&head[..], b"hello"].concat());
+        rs.answer(false, &mut out, &mut only_a).unwrap();
+        rs.feed(
+            b"loGET / HTTP/1.1\r\nHost: a.test\r\n\r\n",
+            &mut out,
+            &mut only_a,
+        )
+        .unwrap();
+        assert!(!rs.is_waiting() && !rs.is_opaque());
+        assert!(rs
+            .feed(
+                b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
+                &mut out,
+                &mut only_a
+            )
+            .is_err());
+    }
+
+    /// A CONNECT inside the stream is refused whatever its Host, first or later.
+    #[test]
+    fn connect_inside_the_stream_is_refused() {
+        for s in [
+            &b"CONNECT b.test:80 HTTP/1.1\r\nHost: a.test\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n"[..],
+            b"CONNECT a.test:80 HTTP/1.1\r\nHost: a.test\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\nCONNECT b.test:80 HTTP/1.1\r\nHost: a.test\r\n\r\nx",
+        ] {
+            let mut rs = RequestStream::new();
+            let mut out = Vec::new();
+            let mut all = |_: &Head| Ok(());
+            assert!(
+                rs.feed(s, &mut out, &mut all).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(s)
+            );
+            assert!(!String::from_utf8_lossy(&out).contains("CONNECT"));
+        }
+    }
+
+    #[test]
+    fn response_start_finds_the_answer() {
+        let cases: &[(&[u8], bool)] = &[
+            (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05", true),
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\nHTTP/1.1 101 \r\n\r\n", true),
+            (b"HTTP/1.0 101\n\n", true),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 38\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n\r\n", false),
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 400 Bad Request\r\n\r\n", false),
+            (b"HTTP/1.1 1010 x\r\n\r\n", false),
+            (b"HTTP/2 101\r\n\r\n", false),
+            (b"SSH-2.0-OpenSSH\r\n", false),
+        ];
+        for (resp, want) in cases {
+            for split in [1, 3, resp.len()] {
+                let mut rs = ResponseStart::new();
+                let got = resp.chunks(split).find_map(|c| rs.feed(c));
+                assert_eq!(
+                    got,
+                    Some(*want),
+                    "{:?} split {split}",
+                    String::from_utf8_lossy(resp)
+                );
+            }
+        }
+        let mut rs = ResponseStart::new();
+        assert_eq!(rs.feed(b"HTTP/1.1 101 Switching"), None);
+        let mut big = b"HTTP/1.1 101 x\r\nX: ".to_vec();
+        big.resize(MAX_HEAD + 1, b'a');
+        assert_eq!(ResponseStart::new().feed(&big), Some(false));
     }
 }
