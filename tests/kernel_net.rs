@@ -258,6 +258,76 @@ fn fallback_mode_limits_tcp_to_the_proxy_port_and_refuses_udp_and_fast_open() {
     assert!(got.is_empty(), "listeners received: {got:?} ({t})");
 }
 
+const MPTCP_PY: &str = r#"
+import socket, sys
+p, p6 = map(int, sys.argv[1:3])
+def t(name, f):
+    try:
+        f(); print(name + ":ok")
+    except OSError as e:
+        print(name + ":" + (e.strerror or type(e).__name__))
+def mptcp(fam, host, port, tag):
+    s = socket.socket(fam, socket.SOCK_STREAM, 262)  # IPPROTO_MPTCP
+    s.settimeout(3); s.connect((host, port)); s.sendall(tag); s.close()
+t("mptcp", lambda: mptcp(socket.AF_INET, "127.0.0.1", p, b"LEAK-MPTCP"))
+t("mptcp6", lambda: mptcp(socket.AF_INET6, "::1", p6, b"LEAK-MPTCP6"))
+t("tcp-proto", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP).close())
+"#;
+
+/// Landlock's TCP rules cover IPPROTO_TCP sockets only: an MPTCP (or SCTP) stream
+/// socket would connect anywhere in fallback mode, so seccomp refuses inet stream
+/// sockets of any protocol but TCP.
+#[test]
+fn fallback_mode_refuses_mptcp() {
+    let h = probe_home();
+    h.write(&h.workspace().join("m.py"), MPTCP_PY);
+    let ports = |l: &Listeners| {
+        format!(
+            "{} {}",
+            l.tcp.local_addr().unwrap().port(),
+            l.tcp6.local_addr().unwrap().port()
+        )
+    };
+    // Control: without sandpit the probe's MPTCP connects reach both listeners.
+    let l = Listeners::new();
+    let bare_out = text(&bare(&h, &format!("python3 m.py {}", ports(&l))));
+    let got = l.received();
+    if !common::machine_lacks("mptcp") {
+        assert!(
+            bare_out.contains("mptcp:ok") && bare_out.contains("mptcp6:ok"),
+            "bare (net.mptcp.enabled must be 1, or SANDPIT_MACHINE_LACKS=mptcp): {bare_out}"
+        );
+        for leak in ["LEAK-MPTCP", "LEAK-MPTCP6"] {
+            assert!(got.contains(&format!("conn:{leak}")), "bare: {got:?}");
+        }
+    }
+
+    let l = Listeners::new();
+    let out = sandpit_cmd(
+        &h,
+        &["--allow-degraded"],
+        &format!("python3 m.py {}", ports(&l)),
+    )
+    .env("SANDPIT_FORCE_FALLBACK", "1")
+    .output()
+    .unwrap();
+    let t = text(&out);
+    assert!(t.contains("DEGRADED"), "{t}");
+    for p in ["mptcp", "mptcp6"] {
+        assert!(
+            t.contains(&format!("{p}:Operation not permitted")),
+            "{p}: {t}"
+        );
+    }
+    assert!(
+        t.contains("tcp-proto:ok"),
+        "plain TCP sockets still open: {t}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let got = l.received();
+    assert!(got.is_empty(), "listeners received: {got:?} ({t})");
+}
+
 /// Fallback mode's bridge is a port of this machine: each run takes a free one, so
 /// runs at once (or a local squid on 3128) do not collide.
 #[test]

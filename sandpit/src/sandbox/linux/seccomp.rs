@@ -11,7 +11,8 @@
 use super::sys::SockFilter;
 
 /// Which table: the full sandbox (namespaces on), or the fallback without network
-/// namespace, which must also refuse datagram/raw sockets and TCP Fast Open.
+/// namespace, which must also refuse datagram/raw sockets, stream sockets of any
+/// protocol but TCP, and TCP Fast Open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Profile {
     Namespaced,
@@ -54,6 +55,9 @@ const AF_INET: u32 = 2;
 const AF_INET6: u32 = 10;
 const SOCK_STREAM: u32 = 1;
 const SOCK_TYPE_MASK: u32 = 0xf;
+/// A stream socket's protocol: 0 (the kernel's default, TCP) or TCP itself.
+const IPPROTO_IP: u32 = 0;
+const IPPROTO_TCP: u32 = 6;
 const MSG_FASTOPEN: u32 = 0x2000_0000;
 
 fn nr(n: libc::c_long) -> u32 {
@@ -152,7 +156,9 @@ pub fn table(profile: Profile) -> Vec<Rule> {
     ];
     if profile == Profile::Fallback {
         // Without a network namespace, Landlock only mediates TCP connect/bind: refuse
-        // every other inet socket type, and Fast Open (which connects inside sendto).
+        // every other inet socket type, every stream protocol but TCP (MPTCP and SCTP
+        // stream sockets are not TCP to Landlock, which lets them connect anywhere),
+        // and Fast Open (which connects inside sendto).
         t.push(when(
             "socket",
             libc::SYS_socket,
@@ -163,6 +169,14 @@ pub fn table(profile: Profile) -> Vec<Rule> {
                     mask: SOCK_TYPE_MASK,
                     op: Op::Ne(SOCK_STREAM),
                 },
+            ],
+        ));
+        t.push(when(
+            "socket",
+            libc::SYS_socket,
+            vec![
+                low(0, Op::In(vec![AF_INET, AF_INET6])),
+                low(2, Op::NotIn(vec![IPPROTO_IP, IPPROTO_TCP])),
             ],
         ));
         t.push(when(
@@ -536,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn fallback_refuses_udp_raw_and_fast_open() {
+    fn fallback_refuses_udp_raw_non_tcp_streams_and_fast_open() {
         let p = prog(Profile::Fallback);
         let nb = libc::SOCK_NONBLOCK as u64 | libc::SOCK_CLOEXEC as u64;
         for d in [libc::AF_INET, libc::AF_INET6] {
@@ -547,7 +561,31 @@ mod tests {
             );
             assert_eq!(call(&p, libc::SYS_socket, [d, 2 | nb, 0, 0, 0, 0]), EPERM);
             assert_eq!(call(&p, libc::SYS_socket, [d, 3, 0, 0, 0, 0]), EPERM);
+            // TCP named or left to the default; MPTCP, SCTP and anything else refused
+            // (the high half of the protocol is ignored, as the kernel does).
+            for proto in [0, libc::IPPROTO_TCP as u64, 0xdead_0000_0006] {
+                assert_eq!(
+                    call(&p, libc::SYS_socket, [d, 1 | nb, proto, 0, 0, 0]),
+                    RET_ALLOW,
+                    "{proto:#x}"
+                );
+            }
+            for proto in [
+                libc::IPPROTO_MPTCP as u64,
+                libc::IPPROTO_SCTP as u64,
+                libc::IPPROTO_UDP as u64,
+                0x1_0000_0000 | libc::IPPROTO_MPTCP as u64,
+                1,
+            ] {
+                assert_eq!(
+                    call(&p, libc::SYS_socket, [d, 1 | nb, proto, 0, 0, 0]),
+                    EPERM,
+                    "{proto:#x}"
+                );
+            }
         }
+        // Other families keep their protocols (AF_UNIX takes none but 0 anyway).
+        assert_eq!(call(&p, libc::SYS_socket, [1, 1, 262, 0, 0, 0]), RET_ALLOW);
         assert_eq!(call(&p, libc::SYS_socket, [1, 2, 0, 0, 0, 0]), RET_ALLOW);
         let fo = MSG_FASTOPEN as u64;
         assert_eq!(call(&p, libc::SYS_sendto, [3, 0, 0, fo, 0, 0]), EPERM);
@@ -557,6 +595,7 @@ mod tests {
         // The namespaced table leaves them to the namespace.
         let n = prog(Profile::Namespaced);
         assert_eq!(call(&n, libc::SYS_sendto, [3, 0, 0, fo, 0, 0]), RET_ALLOW);
+        assert_eq!(call(&n, libc::SYS_socket, [2, 1, 262, 0, 0, 0]), RET_ALLOW);
     }
 
     /// What the table means, read straight off it: the first rule for the number
@@ -602,9 +641,13 @@ mod tests {
                 let named = rules.iter().any(|r| r.nr == nr);
                 // Numbers without a rule: the arguments cannot matter; one vector.
                 let vs: &[u64] = if named { &values } else { &[7] };
+                // Every combination of the first three arguments (a rule reads up to
+                // three of them: socket's domain, type and protocol); the fourth
+                // follows the third (the send flags are one argument alone).
                 for &a in vs {
                     for &b in vs {
-                        for args in [[a, b, 0, 0, 0, 0], [0, a, b, a, 0, 0], [b, 0, a, b, 0, 0]] {
+                        for &c in vs {
+                            let args = [a, b, c, c, 0, 0];
                             assert_eq!(
                                 run(&p, AUDIT_ARCH, nr, args),
                                 meaning(&rules, nr, args),
@@ -615,7 +658,7 @@ mod tests {
                     }
                 }
             }
-            assert!(checked > 10_000, "{checked}");
+            assert!(checked > 100_000, "{checked}");
         }
     }
 
@@ -630,5 +673,11 @@ mod tests {
              pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick \
              mount_setattr setns clone3 unshare clone ioctl ioctl socket socketpair"
         );
+        let fallback: Vec<&str> = table(Profile::Fallback).iter().map(|r| r.name).collect();
+        assert_eq!(
+            fallback[names.len()..].join(" "),
+            "socket socket sendto sendmsg sendmmsg"
+        );
+        assert_eq!(fallback[..names.len()], names[..]);
     }
 }
