@@ -107,6 +107,34 @@ fn explain_connect_follows_profiles_flags_and_resolve() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["decision"], "allow", "{v}");
     assert_eq!(v["verdicts"][0]["rule"]["file"], "command line");
+    // localhost is 127.0.0.1 and ::1, not the rest of 127.0.0.0/8.
+    for (dest, verdict) in [
+        ("127.0.0.1:9999", "ALLOW"),
+        ("[::1]:9999", "ALLOW"),
+        ("127.0.0.3:9999", "DENY"),
+        ("127.1.2.3:9999", "DENY"),
+    ] {
+        let o = run(
+            &h,
+            &["explain", "connect", dest, "--allow-host", "localhost:9999"],
+        );
+        assert!(text(&o).0.starts_with(verdict), "{dest}: {:?}", text(&o));
+    }
+    let o = run(
+        &h,
+        &[
+            "explain",
+            "connect",
+            "127.0.0.3:9999",
+            "--allow-host",
+            "localhost:9999",
+        ],
+    );
+    assert!(
+        text(&o).0.contains("e.g. \"127.0.0.3:9999\""),
+        "the advice names the address: {:?}",
+        text(&o)
+    );
     // A name sandpit resolves to loopback is judged on its address too.
     h.write(&h.home().join(".sandpit/config.toml"), "[network]\nallow = [\"allowed.test\", \"bad.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n");
     let o = run(&h, &["explain", "connect", "allowed.test:80"]);

@@ -1,5 +1,7 @@
 //! The one decision function every layer consults.
-use crate::host::{canonical_host, canonical_ip, is_metadata, is_non_public, Host, HostMatch};
+use crate::host::{
+    canonical_host, canonical_ip, is_localhost, is_metadata, is_non_public, Host, HostMatch,
+};
 use crate::matchers::command_line;
 use crate::origin::Origin;
 use crate::path::{depth, display, is_within, normalize};
@@ -236,7 +238,8 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
 /// Decide whether `name` (already allowed) may be dialled at the address it resolved
 /// to. Answers in loopback, private, link-local or metadata ranges are denied unless
 /// the policy names them: a `network.resolve` entry, an address or range in
-/// `network.allow`, or a loopback name with its port listed (`localhost:11434`).
+/// `network.allow`, or a loopback name with its port listed (`localhost:11434`,
+/// which stands for 127.0.0.1 and ::1 only).
 pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> Verdict {
     let addr = canonical_ip(addr);
     let dest = format!("{name}:{port} ({addr})");
@@ -260,7 +263,9 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
     if let Some(o) = names_address(policy, addr, port) {
         return Verdict::new(Decision::Allow, Some(o), format!("{dest} named by {o}"));
     }
-    if addr.is_loopback() {
+    // Address entries were judged just above: what is left are loopback names, and a
+    // name stands for 127.0.0.1 and ::1 (where the relay listeners are), not 127/8.
+    if is_localhost(addr) {
         if let Some(r) = policy.network.allow.iter().find(|r| {
             r.value.port == Some(port) && r.value.is_loopback() && r.value.matches(name, port)
         }) {
@@ -301,14 +306,12 @@ pub fn loopback_service(
     {
         return None;
     }
-    let lo4 = IpAddr::from([127, 0, 0, 1]);
-    let lo6 = IpAddr::from(std::net::Ipv6Addr::LOCALHOST);
     net.allow.iter().find(|r| {
         r.value.port == Some(port)
             && r.value.is_loopback()
             && match &r.value.host {
                 HostMatch::Ip(a) => canonical_ip(*a) == ip,
-                HostMatch::Exact(_) => ip == lo4 || ip == lo6,
+                HostMatch::Exact(_) => is_localhost(ip),
                 HostMatch::Subdomains(_) | HostMatch::Cidr(..) => false,
             }
     })

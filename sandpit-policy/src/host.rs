@@ -340,7 +340,7 @@ impl HostPattern {
         }
         match (&self.host, host) {
             (HostMatch::Exact(p), Host::Name(n)) => p == n,
-            (HostMatch::Exact(p), Host::Ip(ip)) => p == "localhost" && is_loopback(*ip),
+            (HostMatch::Exact(p), Host::Ip(ip)) => p == "localhost" && is_localhost(*ip),
             (HostMatch::Subdomains(p), Host::Name(n)) => {
                 n.len() > p.len() + 1
                     && n.ends_with(p.as_str())
@@ -411,6 +411,16 @@ fn mask(ip: IpAddr, len: u8) -> IpAddr {
 
 pub fn is_loopback(ip: IpAddr) -> bool {
     canonical_ip(ip).is_loopback()
+}
+
+/// The addresses a `localhost` entry stands for: 127.0.0.1 and ::1 (also as
+/// `::ffff:127.0.0.1`), not the rest of 127.0.0.0/8 — the kernel layer's relay
+/// listeners are at those two addresses only.
+pub fn is_localhost(ip: IpAddr) -> bool {
+    match canonical_ip(ip) {
+        IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
+        IpAddr::V6(v6) => v6 == Ipv6Addr::LOCALHOST,
+    }
 }
 
 /// Cloud metadata endpoints and link-local ranges: denied even in unrestricted mode
@@ -576,7 +586,12 @@ mod tests {
         let p = HostPattern::parse("localhost:11434").unwrap();
         assert!(p.matches(&ip("127.0.0.1"), 11434));
         assert!(p.matches(&ip("::1"), 11434));
+        assert!(p.matches(&ip("::ffff:127.0.0.1"), 11434));
         assert!(!p.matches(&ip("127.0.0.1"), 11435));
+        // localhost is 127.0.0.1 and ::1, not all of 127.0.0.0/8.
+        assert!(!p.matches(&ip("127.0.0.3"), 11434));
+        assert!(!p.matches(&ip("127.1.2.3"), 11434));
+        assert!(!p.matches(&ip("::ffff:127.0.0.3"), 11434));
     }
 
     #[test]

@@ -598,6 +598,48 @@ fn an_allowed_name_resolving_to_loopback_needs_the_port_listed() {
     assert!(check_resolved(&p, &name("localhost"), 11435, lo).is_denied());
 }
 
+/// `localhost` stands for 127.0.0.1 and ::1, as the kernel layer's relay listeners
+/// do: not for the rest of 127.0.0.0/8, whether asked by address or resolved.
+#[test]
+fn localhost_means_127_0_0_1_and_1_only() {
+    use sandpit_policy::{check_resolved, Host};
+    let p = user("[network]\nallow = [\"localhost:9999\"]\n").unwrap();
+    let connect = |host: &str| decide(&p, &Request::Connect { host, port: 9999 });
+    let resolved = |addr: &str| {
+        check_resolved(
+            &p,
+            &Host::Name("localhost".into()),
+            9999,
+            addr.parse().unwrap(),
+        )
+    };
+    for a in ["127.0.0.1", "::1", "::ffff:127.0.0.1", "localhost"] {
+        assert!(connect(a).is_allowed(), "{a}: {}", connect(a).reason);
+    }
+    for a in ["127.0.0.1", "::1", "::ffff:127.0.0.1"] {
+        assert!(resolved(a).is_allowed(), "{a}: {}", resolved(a).reason);
+    }
+    for a in [
+        "127.0.0.3",
+        "127.1.2.3",
+        "::ffff:127.0.0.3",
+        "127.2",
+        "2130706434",
+    ] {
+        assert!(connect(a).is_denied(), "{a}: {}", connect(a).reason);
+    }
+    for a in ["127.0.0.3", "127.1.2.3", "::ffff:127.1.2.3"] {
+        assert!(resolved(a).is_denied(), "{a}: {}", resolved(a).reason);
+    }
+    // An address entry still names exactly its address.
+    let p = user("[network]\nallow = [\"127.0.0.3:9999\"]\n").unwrap();
+    let connect = |host: &str| decide(&p, &Request::Connect { host, port: 9999 });
+    assert!(connect("127.0.0.3").is_allowed());
+    assert!(connect("127.0.0.1").is_denied());
+    let addr = "127.0.0.3".parse().unwrap();
+    assert!(check_resolved(&p, &Host::Name("x.localhost".into()), 9999, addr).is_allowed());
+}
+
 #[test]
 fn a_later_layer_carves_out_the_exact_path_an_earlier_one_blocks() {
     let auth = Path::new("/nonexistent-home/u/.pi/agent/auth.json");

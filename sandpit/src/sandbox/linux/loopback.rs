@@ -147,8 +147,14 @@ pub fn how_reached(policy: &Policy, host: &sandpit_policy::Host, port: u16) -> O
         .filter(|s| s.listen.port() == port && candidates.contains(&s.listen.ip()))
         .collect();
     if svcs.is_empty() {
+        // `localhost` stands for 127.0.0.1 and ::1 only: another 127/8 address is
+        // listed by itself.
+        let entry = match host {
+            Host::Ip(ip) if !sandpit_policy::host::is_localhost(*ip) => format!("{host}:{port}"),
+            _ => format!("localhost:{port}"),
+        };
         return Some(format!(
-            "loopback inside the sandbox is the sandbox's own: this machine's {host}:{port} is not reachable (not a listed loopback service; list it with its port in [network] allow, e.g. \"localhost:{port}\")"
+            "loopback inside the sandbox is the sandbox's own: this machine's {host}:{port} is not reachable (not a listed loopback service; list it with its port in [network] allow, e.g. \"{entry}\")"
         ));
     }
     let at: Vec<String> = svcs.iter().map(|s| s.listen.to_string()).collect();
