@@ -470,45 +470,152 @@ s.sendto(b"QUERY-example.test", ("127.0.0.1", 53))
 print("answer:" + s.recv(100).decode())
 "#;
 
+/// A stand-in for sandpit's DNS responder at `dns.sock` (and a proxy socket nothing
+/// answers on), for `--proxy-socket`/`--dns-socket`: it answers each datagram that
+/// starts with `QUERY` with `ANSWER-FOR-<datagram>` and ignores the others;
+/// `received` stops it and returns what it was sent.
+struct FakeDns {
+    proxy: std::path::PathBuf,
+    dns: std::path::PathBuf,
+    _keep: UnixListener,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    server: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl FakeDns {
+    fn start(h: &TestHome) -> FakeDns {
+        use std::os::unix::net::UnixDatagram;
+        use std::sync::atomic::Ordering;
+        let proxy = h.dir.path().join("proxy.sock");
+        let keep = UnixListener::bind(&proxy).unwrap();
+        let dns = h.dir.path().join("dns.sock");
+        let responder = UnixDatagram::bind(&dns).unwrap();
+        std::fs::set_permissions(&dns, std::fs::Permissions::from_mode(0o777)).unwrap();
+        responder
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let server = std::thread::spawn(move || {
+            let mut seen = vec![];
+            let mut b = [0u8; 100];
+            loop {
+                let Ok((n, from)) = responder.recv_from(&mut b) else {
+                    if stop.load(Ordering::Acquire) {
+                        return seen;
+                    }
+                    continue;
+                };
+                let q = String::from_utf8_lossy(&b[..n]).into_owned();
+                if q.starts_with("QUERY") {
+                    let _ = responder.send_to_addr(format!("ANSWER-FOR-{q}").as_bytes(), &from);
+                }
+                seen.push(q);
+            }
+        });
+        FakeDns {
+            proxy,
+            dns,
+            _keep: keep,
+            done,
+            server,
+        }
+    }
+    fn command(&self, h: &TestHome, script: &str) -> std::process::Command {
+        sandpit_cmd(
+            h,
+            &[
+                "--proxy-socket",
+                self.proxy.to_str().unwrap(),
+                "--dns-socket",
+                self.dns.to_str().unwrap(),
+            ],
+            script,
+        )
+    }
+    fn received(self) -> Vec<String> {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        self.server.join().unwrap()
+    }
+}
+
 #[test]
 fn dns_queries_go_only_to_sandpits_responder() {
-    use std::os::unix::net::UnixDatagram;
     let h = TestHome::new();
     h.write(&h.workspace().join("d.py"), DNS_PY);
-    let proxy = h.dir.path().join("proxy.sock");
-    let _keep = UnixListener::bind(&proxy).unwrap();
-    let dns = h.dir.path().join("dns.sock");
-    let responder = UnixDatagram::bind(&dns).unwrap();
-    std::fs::set_permissions(&dns, std::fs::Permissions::from_mode(0o777)).unwrap();
-    responder
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        let mut b = [0u8; 100];
-        let (n, from) = responder.recv_from(&mut b).unwrap();
-        let q = String::from_utf8_lossy(&b[..n]).into_owned();
-        responder
-            .send_to_addr(format!("ANSWER-FOR-{q}").as_bytes(), &from)
-            .unwrap();
-        q
-    });
-    let out = sandpit_cmd(
-        &h,
-        &[
-            "--proxy-socket",
-            proxy.to_str().unwrap(),
-            "--dns-socket",
-            dns.to_str().unwrap(),
-        ],
-        "python3 d.py",
-    )
-    .output()
-    .unwrap();
+    let dns = FakeDns::start(&h);
+    let out = dns.command(&h, "python3 d.py").output().unwrap();
     let t = text(&out);
-    assert_eq!(server.join().unwrap(), "QUERY-example.test");
+    assert_eq!(dns.received(), vec!["QUERY-example.test".to_string()]);
     assert!(t.contains("answer:ANSWER-FOR-QUERY-example.test"), "{t}");
     assert!(
         t.contains("resolv:# written by sandpit|nameserver 127.0.0.1|"),
         "{t}"
+    );
+}
+
+const DNS_FLOOD_PY: &str = r#"
+import socket, sys, time
+print("ready", flush=True)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for burst in range(40):
+    for i in range(100):
+        s.sendto(b"FLOOD-%d-%d" % (burst, i), ("127.0.0.1", 53))
+    time.sleep(0.005)
+print("flooded", flush=True)
+# A client retries: the flood's relays hold their slots until the responder's
+# silence times them out.
+s.settimeout(1)
+for attempt in range(15):
+    s.sendto(b"QUERY-after-flood", ("127.0.0.1", 53))
+    try:
+        print("answer:" + s.recv(100).decode(), flush=True); break
+    except socket.timeout:
+        pass
+"#;
+
+/// The launcher relays each DNS datagram in a thread of its own that waits for the
+/// responder: a flood must not grow those threads past the bound (64 relays in
+/// flight; a datagram beyond them is dropped), and a query after it is answered.
+#[test]
+fn a_dns_flood_does_not_grow_the_launchers_threads_past_the_bound() {
+    let h = TestHome::new();
+    h.write(&h.workspace().join("f.py"), DNS_FLOOD_PY);
+    // Silent to the flood: each relayed datagram holds its relay for the whole wait.
+    let dns = FakeDns::start(&h);
+    let (child, mut lines) = common::spawn_ready(
+        dns.command(&h, "python3 f.py"),
+        std::process::Stdio::piped(),
+    );
+    let tasks = format!("/proc/{}/task", child.id());
+    let sampler = std::thread::spawn(move || {
+        let mut most = 0;
+        while let Ok(d) = std::fs::read_dir(&tasks) {
+            most = most.max(d.count());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        most
+    });
+    let rest: Vec<String> = lines.by_ref().map_while(Result::ok).collect();
+    let out = child.wait_with_output().unwrap();
+    let most = sampler.join().unwrap();
+    let t = format!("{}\n{}", rest.join("\n"), text(&out));
+    let seen = dns.received();
+    let floods = seen.iter().filter(|q| q.starts_with("FLOOD")).count();
+    assert!(rest.iter().any(|l| l == "flooded"), "{t}");
+    assert!(
+        floods >= 64,
+        "the flood reached the responder {floods} times: {t}"
+    );
+    // The launcher's own threads (bridge, DNS relay loop, terminal, signals) are
+    // fewer than 20; unbounded, the flood made thousands.
+    assert!(
+        most <= 64 + 20,
+        "launcher threads: {most} at most during the flood ({floods} relayed)"
+    );
+    assert!(
+        rest.iter()
+            .any(|l| l == "answer:ANSWER-FOR-QUERY-after-flood"),
+        "a query after the flood: {t}"
     );
 }

@@ -7,6 +7,8 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -23,30 +25,64 @@ pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {
     })
 }
 
+/// DNS relays in flight at once. Each holds a thread that waits up to 5 s for the
+/// responder; a datagram beyond them is dropped (DNS clients retry), so a flood
+/// cannot grow the launcher's threads without bound.
+const DNS_IN_FLIGHT: usize = 64;
+
 /// Relay DNS: every datagram to 127.0.0.1:53 inside the sandbox goes to sandpit's
 /// responder on the unix datagram socket `to`; its one reply goes back to the sender.
+/// At most [`DNS_IN_FLIGHT`] at once.
 pub fn serve_dns(sock: UdpSocket, to: PathBuf) -> thread::JoinHandle<()> {
     thread::spawn(move || {
+        let in_flight = Arc::new(AtomicUsize::new(0));
         let mut buf = [0u8; 4096];
         loop {
             let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let Some(slot) = Slot::take(&in_flight, DNS_IN_FLIGHT) else {
                 continue;
             };
             let (Ok(out), query) = (sock.try_clone(), buf[..n].to_vec()) else {
                 continue;
             };
             let to = to.clone();
-            thread::spawn(move || {
-                let _ = relay_dns(&out, from, &query, &to);
-            });
+            // A thread that cannot start drops its closure, and the slot with it.
+            let _ = thread::Builder::new()
+                .name("sandpit-dns-relay".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    let _ = relay_dns(&out, from, &query, &to);
+                });
         }
     })
+}
+
+/// One of at most `max` things in flight; given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(count.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn relay_dns(out: &UdpSocket, from: SocketAddr, query: &[u8], to: &PathBuf) -> io::Result<()> {
     // The responder needs an address to answer to: a unique abstract name.
     use std::os::linux::net::SocketAddrExt;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!(
         "sandpit-dns-{}-{}",
