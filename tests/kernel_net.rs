@@ -619,3 +619,83 @@ fn a_dns_flood_does_not_grow_the_launchers_threads_past_the_bound() {
         "a query after the flood: {t}"
     );
 }
+
+const DNS_ASK_PY: &str = r#"
+import socket, struct, sys
+q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(p)]) + p.encode() for p in sys.argv[2].split(".")) + b"\0"
+q += struct.pack(">HH", 1, 1)
+if sys.argv[1] == "udp":
+    s, to = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), ("127.0.0.1", 53)
+else:
+    s, to = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM), sys.argv[1]
+    s.bind("")  # an abstract address of its own, for the reply
+s.settimeout(3)
+try:
+    s.sendto(q, to); print("sent:ok", flush=True)
+except OSError as e:
+    print("sent:" + e.strerror, flush=True)
+try:
+    r = s.recv(512); print("answer:" + ".".join(str(b) for b in r[-4:]), flush=True)
+except OSError as e:
+    print("answer:none", flush=True)
+"#;
+
+/// A run's DNS responder answers its own bridge alone: in degraded mode another run's
+/// sandbox can reach the socket's path, and a looser run's resolver would carry a
+/// strict run's data out in query names.
+#[test]
+fn another_runs_sandbox_gets_nothing_from_a_runs_dns_socket() {
+    let config = "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n";
+    // Run A (namespaces, sandpit's own responder) resolves through its bridge: the
+    // positive control, and the socket exists while it waits.
+    let a = TestHome::new();
+    a.write(&a.workspace().join("q.py"), DNS_ASK_PY);
+    a.write(&a.home().join(".sandpit/config.toml"), config);
+    let (child, mut lines) = common::spawn_ready(
+        sandpit_cmd(
+            &a,
+            &[],
+            "echo ready; python3 q.py udp allowed.test; while [ ! -e stop ]; do sleep 0.05; done",
+        ),
+        std::process::Stdio::piped(),
+    );
+    let own: Vec<String> = lines.by_ref().take(2).map(|l| l.unwrap()).collect();
+    let uid = if common::is_root() {
+        common::TEST_UID
+    } else {
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() }
+    };
+    let root = std::path::PathBuf::from(format!("/tmp/sandpit-{uid}"));
+    let prefix = format!("run-{}-", child.id());
+    let net = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(&prefix) && n.ends_with(".net"))
+        .unwrap_or_else(|| panic!("no {prefix}*.net in {}", root.display()));
+    let sock = root.join(net).join("dns.sock");
+
+    // Run B, degraded (the host's /tmp is its /tmp), asks A's responder directly.
+    let b = TestHome::new();
+    b.write(&b.workspace().join("q.py"), DNS_ASK_PY);
+    let out = sandpit_cmd(
+        &b,
+        &["--allow-degraded"],
+        &format!("python3 q.py {} allowed.test", sock.display()),
+    )
+    .env("SANDPIT_FORCE_FALLBACK", "1")
+    .output()
+    .unwrap();
+    let t = text(&out);
+    a.write(&a.workspace().join("stop"), "");
+    let a_out = child.wait_with_output().unwrap();
+    assert!(
+        own == ["sent:ok", "answer:127.0.0.2"],
+        "run A resolves through its bridge: {own:?} {}",
+        text(&a_out)
+    );
+    assert!(t.contains("DEGRADED"), "{t}");
+    assert!(t.contains("sent:ok"), "B's query reached A's socket: {t}");
+    assert!(t.contains("answer:none"), "A's responder answered B: {t}");
+}

@@ -319,10 +319,13 @@ fn bind_sockets(scratch: &Path) -> Result<Sockets> {
             .map_err(io(format!("binding {}", s.proxy_path.display())))?,
     );
     private(&s.proxy_path)?;
-    s.dns = Some(
-        UnixDatagram::bind(&s.dns_path).map_err(io(format!("binding {}", s.dns_path.display())))?,
-    );
+    let dns =
+        UnixDatagram::bind(&s.dns_path).map_err(io(format!("binding {}", s.dns_path.display())))?;
     private(&s.dns_path)?;
+    // Before anything can be sent: a datagram queued without credentials is dropped.
+    #[cfg(target_os = "linux")]
+    sys::pass_credentials(&dns).map_err(io(format!("SO_PASSCRED on {}", s.dns_path.display())))?;
+    s.dns = Some(dns);
     Ok(s)
 }
 
@@ -657,7 +660,12 @@ enum Listener {
     Loopback(std::net::TcpListener),
 }
 
-/// Answer DNS queries arriving on `dns_sock` (the bridge's relay).
+/// Answer DNS queries arriving on `dns_sock` from the bridge's relay, which runs in
+/// this process. A datagram from any other process is dropped unread: in degraded
+/// mode another run's sandbox can reach this socket's path (Landlock has no right
+/// for sending to a unix socket), and this run's resolver would carry its data out
+/// in query names. The kernel reports the sender's pid (`SO_PASSCRED`); only a
+/// process privileged over the pid namespace could claim another.
 fn serve_dns(
     decide: Arc<dyn crate::proxy::Decide>,
     resolver: Arc<crate::dns::Resolver>,
@@ -670,11 +678,15 @@ fn serve_dns(
     std::thread::Builder::new()
         .name("sandpit-dns".into())
         .spawn(move || {
+            let me = std::process::id() as libc::pid_t;
             let mut buf = [0u8; 4096];
             loop {
-                let Ok((n, from)) = dns_sock.recv_from(&mut buf) else {
+                let Ok((n, Some(pid), Some(from))) = sys::recv_with_pid(&dns_sock, &mut buf) else {
                     continue;
                 };
+                if pid != me {
+                    continue;
+                }
                 let (packet, dns, out) = (buf[..n].to_vec(), dns.clone(), dns_sock.clone());
                 handle.spawn(async move {
                     if let Some(reply) = dns.handle(&packet).await {

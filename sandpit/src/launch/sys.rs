@@ -1,4 +1,6 @@
-//! The one system call the launcher needs that std does not wrap.
+//! The system calls the launcher needs that std does not wrap.
+use std::io;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
 
 /// Raise the soft limit on open files to the hard limit (the proxy holds two
 /// descriptors per relayed connection). Returns the new soft limit.
@@ -31,4 +33,115 @@ pub fn terminate_self() {
     unsafe {
         libc::kill(libc::getpid(), libc::SIGTERM);
     }
+}
+
+/// Have the kernel attach each sender's credentials to the datagrams `sock` receives
+/// (`SO_PASSCRED`), for [`recv_with_pid`].
+#[cfg(target_os = "linux")]
+pub fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: `on` outlives the call and its size is the length passed.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receive one datagram into `buf`: its length, the sender's pid as the kernel
+/// reports it (`None` when no credentials came with it: `SO_PASSCRED` was off when
+/// it was sent) and the sender's address (`None`: unnamed, nowhere to reply).
+#[cfg(target_os = "linux")]
+pub fn recv_with_pid(
+    sock: &UnixDatagram,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<libc::pid_t>, Option<SocketAddr>)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32) } as usize;
+    // u64s: the control buffer must be aligned for cmsghdr.
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    // SAFETY: sockaddr_un and msghdr are plain data; all zeroes is valid for both.
+    let mut name: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: as above.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_name = (&mut name as *mut libc::sockaddr_un).cast();
+    hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = cbuf.as_mut_ptr().cast();
+    hdr.msg_controllen = (cbuf.len() * 8) as _;
+    let n = loop {
+        // SAFETY: hdr describes `name`, `buf` (through iov) and `cbuf`, all valid and
+        // writable for the lengths it gives.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
+        if r >= 0 {
+            break r as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut pid = None;
+    // SAFETY: walking the control buffer the kernel filled, within msg_controllen;
+    // a credentials message carries one ucred (read unaligned).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET
+                && (*c).cmsg_type == libc::SCM_CREDENTIALS
+                && (*c).cmsg_len as usize
+                    >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
+            {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>());
+                pid = Some(cred.pid);
+            }
+            c = libc::CMSG_NXTHDR(&hdr, c);
+        }
+    }
+    Ok((n, pid, unix_addr(&name, hdr.msg_namelen as usize)))
+}
+
+/// The std address for the first `len` bytes of `name` (`None`: unnamed).
+#[cfg(target_os = "linux")]
+fn unix_addr(name: &libc::sockaddr_un, len: usize) -> Option<SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::ffi::OsStrExt;
+    let path_at = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let path: Vec<u8> = name.sun_path[..len.checked_sub(path_at)?.min(name.sun_path.len())]
+        .iter()
+        .map(|&c| c as u8)
+        .collect();
+    match path.split_first()? {
+        (0, abstract_name) => SocketAddr::from_abstract_name(abstract_name).ok(),
+        _ => {
+            let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
+            SocketAddr::from_pathname(std::ffi::OsStr::from_bytes(&path[..end])).ok()
+        }
+    }
+}
+
+/// Elsewhere there is no bridge to relay DNS: nothing carries credentials, so
+/// every datagram is reported without a sender (and dropped).
+#[cfg(not(target_os = "linux"))]
+pub fn recv_with_pid(
+    sock: &UnixDatagram,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<libc::pid_t>, Option<SocketAddr>)> {
+    let (n, from) = sock.recv_from(buf)?;
+    Ok((n, None, Some(from)))
 }
