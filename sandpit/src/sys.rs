@@ -88,3 +88,24 @@ impl Drop for Mapped {
         }
     }
 }
+
+/// recvmsg(2) on `fd`, retried when a signal interrupts it: the bytes received.
+/// Descriptors passed in it are close-on-exec.
+///
+/// # Safety
+/// `hdr` describes buffers (name, iov, control) valid and writable for the lengths
+/// it gives.
+#[cfg(target_os = "linux")]
+pub unsafe fn recvmsg(fd: std::os::fd::RawFd, hdr: &mut libc::msghdr) -> std::io::Result<usize> {
+    loop {
+        // SAFETY: per the contract.
+        let r = unsafe { libc::recvmsg(fd, hdr, libc::MSG_CMSG_CLOEXEC) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

@@ -84,18 +84,9 @@ pub fn recv_with_pid(
     hdr.msg_iovlen = 1;
     hdr.msg_control = cbuf.as_mut_ptr().cast();
     hdr.msg_controllen = (cbuf.len() * 8) as _;
-    let n = loop {
-        // SAFETY: hdr describes `name`, `buf` (through iov) and `cbuf`, all valid and
-        // writable for the lengths it gives.
-        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
-        if r >= 0 {
-            break r as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
+    // SAFETY: hdr describes `name`, `buf` (through iov) and `cbuf`, all valid and
+    // writable for the lengths it gives.
+    let n = unsafe { crate::sys::recvmsg(sock.as_raw_fd(), &mut hdr) }?;
     let mut pid = None;
     // SAFETY: walking the control buffer the kernel filled, within msg_controllen;
     // a credentials message carries one ucred (read unaligned).

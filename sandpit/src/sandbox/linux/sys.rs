@@ -676,17 +676,9 @@ pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Opti
     hdr.msg_iovlen = 1;
     hdr.msg_control = cbuf.as_mut_ptr().cast();
     hdr.msg_controllen = space as _;
-    let n = loop {
-        // SAFETY: hdr describes valid buffers.
-        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
-        if r >= 0 {
-            break r as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
+    // SAFETY: hdr describes `buf` (through iov) and `cbuf`, valid and writable for
+    // the lengths it gives.
+    let n = unsafe { crate::sys::recvmsg(sock.as_raw_fd(), &mut hdr) }?;
     let mut fd = None;
     // SAFETY: walking the control buffer the kernel filled, within controllen.
     unsafe {
