@@ -410,7 +410,7 @@ echo fine > ok.txt && echo WS-OK
         "placeholder left or file created: {t}"
     );
     assert!(
-        !ws.join(".mcp.json").exists() && !ws.join(".claude").exists(),
+        once_tidied(|| !ws.join(".mcp.json").exists() && !ws.join(".claude").exists()),
         "{t}"
     );
     assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
