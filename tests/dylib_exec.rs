@@ -7,6 +7,7 @@ mod common;
 mod dylib_common;
 
 use dylib_common::*;
+use std::path::Path;
 
 /// A policy blocking one command line whose effect is a marker file.
 const POLICY: &str =
@@ -145,7 +146,19 @@ fn a_script_whose_interpreter_line_is_blocked_is_refused() {
     let mk = script("mk", "#!/usr/bin/touch  forbidden-marker \t");
     let outer = script("outer", &format!("#! {mk}"));
     let ok = script("ok", "#!/usr/bin/touch allowed-script");
-    let path = format!("{}:/usr/bin:/bin", p.ws().display());
+    // Five scripts deep, as far as the kernel follows.
+    let mut deep = mk.clone();
+    for i in 2..=5 {
+        deep = script(&format!("deep{i}"), &format!("#!{deep}"));
+    }
+    // One the caller may run but not read: the kernel runs its line all the same.
+    let hidden = script("hidden", "#!/usr/bin/touch forbidden-marker");
+    p.h.give_to_test_user(Path::new(&hidden));
+    std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o111)).unwrap();
+    // A directory of the same name earlier on PATH: the search skips it.
+    std::fs::create_dir_all(p.ws().join("first/mk")).unwrap();
+    let path = format!("{0}/first:{0}:/usr/bin:/bin", p.ws().display());
+    let ws = p.ws().display().to_string();
     // Bare, the script runs the command (the probe and the script work).
     let o = run(p
         .bare(probe())
@@ -161,6 +174,11 @@ fn a_script_whose_interpreter_line_is_blocked_is_refused() {
         vec!["posix_spawn", &mk, "mk"],
         vec!["posix_spawnp", "mk", "mk"],
         vec!["posix_spawnp", "outer", "outer"],
+        vec!["execv", "mk", "mk"],
+        vec!["execv", &deep, "deep5"],
+        vec!["execv", &hidden, "hidden"],
+        vec!["fexecve", &mk, "mk"],
+        vec!["execveat-dir", &ws, "mk", "mk"],
     ] {
         let o = run(p
             .cmd(probe())

@@ -147,6 +147,11 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "execlp")) { execlp(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL); return res(-1); }
     if (!strcmp(op, "execle")) { char *e[] = {NULL}; execle(a, a, argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, (char *)NULL, e); return res(-1); }
     if (!strcmp(op, "execveat")) { char *e[] = {NULL}; execveat(AT_FDCWD, a, argv + 3, e, 0); return res(-1); }
+    if (!strcmp(op, "execveat-dir")) { /* execveat-dir DIR NAME argv...: NAME relative to DIR's fd */
+        int d = open(a, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d < 0) return res(-1);
+        char *e[] = {NULL}; execveat(d, b, argv + 4, e, 0); return res(-1);
+    }
     if (!strcmp(op, "execvpe")) { char *e[] = {NULL}; execvpe(a, argv + 3, e); return res(-1); }
     if (!strcmp(op, "freopen")) {
         FILE *f = freopen(a, b, stdin);

@@ -58,11 +58,16 @@ hook! {
     |real| {
         // SAFETY: the caller's string.
         let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
+        // The program as a path this process can open: a name relative to `dir`
+        // is found below the descriptor's /proc/self/fd link.
         let mut prog = PBuf::new();
         if p.is_empty() {
             fd_link(dir, &mut prog)?;
-        } else {
+        } else if p[0] == b'/' || dir == libc::AT_FDCWD {
             prog.set(p)?;
+        } else {
+            fd_link(dir, &mut prog)?;
+            prog.push(p)?;
         }
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.

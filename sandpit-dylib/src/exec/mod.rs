@@ -64,9 +64,6 @@ pub fn judge<'a>(
             args[0] = saved;
             r?;
         }
-        if p.contains(&b'/') {
-            script(st, p, args)?;
-        }
     }
     Ok(())
 }
@@ -84,13 +81,15 @@ fn decide(st: &State, args: &[&[u8]]) -> Result<(), libc::c_int> {
 
 /// Linux reads at most this much of a program for its `#!` line (BINPRM_BUF_SIZE).
 const SHEBANG_MAX: usize = 256;
-/// How deep an interpreter that is a script again is followed, as deep as Linux does.
-const SCRIPT_DEPTH: usize = 4;
+/// How many times the kernel lets an interpreter be a script again (`exec_binprm`:
+/// five rewrites); a longer chain is refused here.
+const SCRIPT_DEPTH: usize = 5;
 
-/// Judge what the kernel runs when the file at `path` is a script: `#!interp [arg]`
-/// makes it `interp [arg] path argv[1]…`, so `#!/bin/rm -rf` in a file runs
-/// `rm -rf` without its name on any command line. An interpreter that is a script
-/// again is read the same way.
+/// Judge what the kernel runs when the program is a script: `#!interp [arg]` makes
+/// it `interp [arg] path argv[1]…`, so `#!/bin/rm -rf` in a file runs `rm -rf`
+/// with its name on no command line. An interpreter that is a script again is read
+/// the same way. `path` is a path this process can open (a descriptor's program is
+/// named by its `/proc/self/fd/N`).
 fn script(st: &State, path: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
     let mut bufs = [[0u8; SHEBANG_MAX]; SCRIPT_DEPTH];
     let mut line: Argv<'_> = Argv::new();
@@ -100,8 +99,8 @@ fn script(st: &State, path: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
     }
     let mut program = path;
     for buf in bufs.iter_mut() {
-        let Some((interp, arg)) = shebang(program, buf) else {
-            break;
+        let Some((interp, arg)) = shebang(program, buf)? else {
+            return Ok(());
         };
         let mut next: Argv<'_> = Argv::new();
         next.push(interp)?;
@@ -115,42 +114,74 @@ fn script(st: &State, path: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
         line = next;
         program = interp;
     }
-    Ok(())
+    // Still a script: the kernel would refuse it (ELOOP); so does this.
+    match shebang(program, &mut [0; SHEBANG_MAX])? {
+        Some(_) => Err(libc::ELOOP),
+        None => Ok(()),
+    }
 }
 
+/// A `#!` line: the interpreter and its one optional argument.
+type Shebang<'b> = (&'b [u8], Option<&'b [u8]>);
+
 /// The interpreter and its one optional argument on a `#!` line at the start of the
-/// file at `path`, split as the kernel splits them (spaces and tabs around, the
-/// argument not split further, a NUL or newline ends the line). `None` for a file
-/// that cannot be opened or is no script.
+/// regular file at `path`, split as the kernel splits them (spaces and tabs around,
+/// the argument not split further, a NUL or newline ends the line). `None` for what
+/// cannot be opened or is no script. A script of the caller's own that it may run
+/// but not read (mode 111: the kernel runs its `#!` line all the same) is refused:
+/// whoever made it could make it readable.
 fn shebang<'b>(
     path: &[u8],
     buf: &'b mut [u8; SHEBANG_MAX],
-) -> Option<(&'b [u8], Option<&'b [u8]>)> {
+) -> Result<Option<Shebang<'b>>, libc::c_int> {
     let mut p = crate::path::PBuf::new();
-    p.set(path).ok()?;
+    if p.set(path).is_err() {
+        return Ok(None);
+    }
     let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
     // SAFETY: a NUL-terminated path. Called inside a hook body, this open reaches
     // the real one (the re-entry guard is set).
     let fd = unsafe { libc::open(p.as_ptr(), flags) };
+    // SAFETY: stat fills the zeroed struct it is given.
+    let mut sb: libc::stat = unsafe { std::mem::zeroed() };
     if fd < 0 {
-        return None;
+        let own_unreadable = crate::sys::errno() == libc::EACCES
+            // SAFETY: as above, with a NUL-terminated path.
+            && unsafe { libc::stat(p.as_ptr(), &mut sb) } == 0
+            && sb.st_mode & libc::S_IFMT == libc::S_IFREG
+            // SAFETY: getuid has no preconditions.
+            && sb.st_uid == unsafe { libc::getuid() };
+        return if own_unreadable {
+            Err(libc::EACCES)
+        } else {
+            Ok(None)
+        };
     }
-    // SAFETY: reading into a buffer of the length passed, then closing our own
-    // descriptor.
+    // SAFETY: fstat of our descriptor into the struct; reading into a buffer of the
+    // length passed; closing our own descriptor.
     let n = unsafe {
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        let regular = libc::fstat(fd, &mut sb) == 0 && sb.st_mode & libc::S_IFMT == libc::S_IFREG;
+        let n = if regular {
+            libc::read(fd, buf.as_mut_ptr().cast(), buf.len())
+        } else {
+            0
+        };
         libc::close(fd);
         n
     };
     let head: &'b [u8] = buf;
-    let line = head[..usize::try_from(n).ok()?].strip_prefix(b"#!")?;
+    let Some(line) = head[..usize::try_from(n).unwrap_or(0)].strip_prefix(b"#!") else {
+        return Ok(None);
+    };
     let end = line
         .iter()
         .position(|&b| b == b'\n' || b == 0)
         .unwrap_or(line.len());
     let blank = |b: &u8| *b == b' ' || *b == b'\t';
     let line = &line[..end];
-    let start = line.iter().position(|b| !blank(b))?;
+    let Some(start) = line.iter().position(|b| !blank(b)) else {
+        return Ok(None);
+    };
     let line = &line[start..];
     let (interp, rest) = line.split_at(line.iter().position(blank).unwrap_or(line.len()));
     let rest = match rest.iter().position(|b| !blank(b)) {
@@ -162,36 +193,41 @@ fn shebang<'b>(
         }
         None => &[],
     };
-    Some((interp, (!rest.is_empty()).then_some(rest)))
+    Ok(Some((interp, (!rest.is_empty()).then_some(rest))))
 }
 
-/// Judge the script a name without `/` finds on `PATH`: the first candidate there
-/// that may be executed is the one the search runs.
-fn judge_search(st: &State, file: &[u8], argv: &mut Argv<'_>) -> Result<(), libc::c_int> {
-    if file.contains(&b'/') {
-        return Ok(()); // judged as a path already
-    }
+/// Judge the script a name without `/` finds on `PATH`: the first regular file
+/// there that may be executed is the one the search runs.
+fn judge_search(st: &State, name: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
     // SAFETY: getenv reads the process environment; the result is used at once.
     let path_var =
         unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }.unwrap_or(b"/bin:/usr/bin");
     let mut cand = crate::path::PBuf::new();
     for dir in path_var.split(|&b| b == b':') {
         let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-        if cand.set(dir).is_err() || cand.push(file).is_err() {
+        if cand.set(dir).is_err() || cand.push(name).is_err() {
             continue;
         }
-        // SAFETY: `cand` is NUL-terminated.
-        if unsafe { libc::access(cand.as_ptr(), libc::X_OK) } == 0 {
-            return script(st, cand.as_bytes(), argv.as_slice());
+        // SAFETY: stat fills the zeroed struct; `cand` is NUL-terminated.
+        let mut sb: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let runs = unsafe {
+            libc::stat(cand.as_ptr(), &mut sb) == 0
+                && sb.st_mode & libc::S_IFMT == libc::S_IFREG
+                && libc::access(cand.as_ptr(), libc::X_OK) == 0
+        };
+        if runs {
+            return script(st, cand.as_bytes(), argv);
         }
     }
     Ok(())
 }
 
-/// How the program's name is found.
+/// How the program's file is found.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Find {
-    /// A path (relative to the current directory if not absolute), as `execve` takes.
+    /// The program is a path (relative to the current directory if not absolute),
+    /// as `execve` takes.
     Path,
     /// A name without `/` is searched on `PATH` (`execvp`, `posix_spawnp`).
     Search,
@@ -213,8 +249,12 @@ pub unsafe fn prepare(
     // SAFETY: per the contract.
     unsafe { decode(argv, &mut args) }?;
     judge(st, program, &mut args)?;
-    if let (Some(p), Find::Search) = (program, find) {
-        judge_search(st, p, &mut args)?;
+    if let Some(p) = program {
+        let args = args.as_slice();
+        match find {
+            Find::Search if !p.contains(&b'/') => judge_search(st, p, args)?,
+            Find::Path | Find::Search => script(st, p, args)?,
+        }
     }
     // SAFETY: per the contract.
     unsafe { env_out.compose(st, envp) }
