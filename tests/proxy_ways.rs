@@ -634,7 +634,7 @@ async fn upgrade_not_answered_101_leaves_the_stream_checked() {
         // The smuggled request in the same write as the Upgrade request…
         let mut s = tunnel(&w, way, port).await;
         s.write_all(
-            b"GET /u1 HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: whatever\r\n\r\n\
+            b"GET /u1 HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n\
               GET /SMUGGLED1 HTTP/1.1\r\nHost: blocked.test\r\n\r\n",
         )
         .await
@@ -656,7 +656,7 @@ async fn upgrade_not_answered_101_leaves_the_stream_checked() {
         let _ = read_all(&mut s).await;
         // Positive controls: allowed requests pipelined behind an Upgrade request or
         // an ordinary one reach the server, all answered.
-        for first in ["Upgrade: h2c\r\n", ""] {
+        for first in ["Upgrade: websocket\r\n", ""] {
             let mut s = tunnel(&w, way, port).await;
             let two = format!(
                 "GET /p1 HTTP/1.1\r\nHost: allowed.test\r\n{first}\r\n\
@@ -761,7 +761,7 @@ async fn switching_server() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<
                     extra.extend_from_slice(&b[..n]);
                 }
                 e.lock().unwrap().push(extra.clone());
-                let head = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n";
+                let head = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
                 if w.write_all(head).await.is_err() || w.write_all(&extra).await.is_err() {
                     return;
                 }
@@ -781,7 +781,7 @@ async fn upgrade_answered_101_carries_anything_both_ways() {
     let pipelined: &[u8] = b"GET /x HTTP/1.1\r\nHost: blocked.test\r\n\r\n\x00\xff\x81\x05hello";
     for way in WAYS {
         let mut s = tunnel(&w, way, server.port()).await;
-        let req = b"GET /chat HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n";
+        let req = b"GET /chat HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
         s.write_all(&[&req[..], pipelined].concat()).await.unwrap();
         let mut got = Vec::new();
         let mut b = [0u8; 4096];

@@ -426,7 +426,10 @@ impl RequestStream {
                             let body = h.body_len()?;
                             out.extend_from_slice(&self.head);
                             self.head.clear();
-                            if !self.seen_head && h.get("upgrade").is_some() {
+                            if !self.seen_head
+                                && h.get("upgrade").is_some()
+                                && h.all("upgrade").all(websocket_only)
+                            {
                                 self.switch = Switch::Asked;
                             }
                             self.seen_head = true;
@@ -549,6 +552,17 @@ fn status_code(head: &[u8]) -> Option<u16> {
         return None;
     }
     std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// An `Upgrade:` value asking for WebSocket alone. Any other protocol is not
+/// followed, and the stream stays checked after it: h2c would carry HTTP/2 streams,
+/// each naming its own authority, past the request check (an upstream serving many
+/// hosts would route them).
+fn websocket_only(v: &str) -> bool {
+    v.split(',').all(|t| {
+        let name = t.split('/').next().unwrap_or("");
+        name.trim().eq_ignore_ascii_case("websocket")
+    })
 }
 
 #[cfg(test)]
@@ -680,7 +694,7 @@ GET / HTTP/1.1\r\nHost: e.test\r\n\r\n";
         }
     }
 
-    const UPGRADE_THEN_B: &[u8] = b"GET /u1 HTTP/1.1\r\nHost: a.test\r\nUpgrade: whatever\r\n\r\n\
+    const UPGRADE_THEN_B: &[u8] = b"GET /u1 HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n\r\n\
 GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
 
     /// What follows a first request that asks to switch protocols is neither checked
@@ -711,7 +725,7 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
         // Not 101, an allowed request held: checked, forwarded, and later ones too.
         let mut rs = RequestStream::new();
         let mut out = Vec::new();
-        let s = b"GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\n\r\nGET /2 HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        let s = b"GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n\r\nGET /2 HTTP/1.1\r\nHost: a.test\r\n\r\n";
         rs.feed(s, &mut out, &mut only_a).unwrap();
         rs.answer(false, &mut out, &mut only_a).unwrap();
         assert_eq!(out, s.to_vec());
@@ -738,7 +752,8 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
     /// stream checked.
     #[test]
     fn upgrade_with_a_body_then_an_early_answer() {
-        let head = b"POST / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nContent-Length: 5\r\n\r\n";
+        let head =
+            b"POST / HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\nContent-Length: 5\r\n\r\n";
         let mut rs = RequestStream::new();
         let mut out = Vec::new();
         rs.feed(&[&head[..], b"hel"].concat(), &mut out, &mut only_a)
@@ -770,6 +785,35 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
                 &mut only_a
             )
             .is_err());
+    }
+
+    /// Only WebSocket is followed: after an h2c (or any other) upgrade, even one the
+    /// server accepts, the stream stays checked.
+    #[test]
+    fn only_websocket_upgrades_switch() {
+        for up in ["h2c", "websocket, h2c", "TLS/1.2", ""] {
+            let mut rs = RequestStream::new();
+            let mut out = Vec::new();
+            let s = format!("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: {up}\r\n\r\n");
+            rs.feed(s.as_bytes(), &mut out, &mut only_a).unwrap();
+            assert!(!rs.is_waiting(), "{up:?}");
+            assert!(
+                rs.feed(
+                    b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
+                    &mut out,
+                    &mut only_a
+                )
+                .is_err(),
+                "{up:?}"
+            );
+        }
+        for up in ["websocket", "WebSocket", "websocket/13"] {
+            let mut rs = RequestStream::new();
+            let mut out = Vec::new();
+            let s = format!("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: {up}\r\n\r\nx");
+            rs.feed(s.as_bytes(), &mut out, &mut only_a).unwrap();
+            assert!(rs.is_waiting(), "{up:?}");
+        }
     }
 
     /// A CONNECT inside the stream is refused whatever its Host, first or later.
