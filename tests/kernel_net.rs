@@ -421,6 +421,24 @@ fn host_daemon_sockets_under_run_are_unreachable() {
             "{runtime:?}: {t}"
         );
     }
+    // Positive control: programs kept under /run (NixOS's system profile, setuid
+    // wrappers) stay runnable from PATH.
+    if common::is_root() {
+        let bin = std::path::PathBuf::from(format!("/run/sandpit-test-bin-{pid}"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("hello-from-run"), "#!/bin/sh\necho RUN-BIN-OK\n").unwrap();
+        std::fs::set_permissions(
+            bin.join("hello-from-run"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let o = sandpit_cmd(&h, &[], "hello-from-run")
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&bin);
+        assert!(text(&o).contains("RUN-BIN-OK"), "{}", text(&o));
+    }
 }
 
 /// Daemons in the user's home that hand out secrets to whoever connects: git's

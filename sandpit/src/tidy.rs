@@ -60,9 +60,12 @@ pub fn remove_tree(dir: &Path) {
 
 /// Remove the empty directories `dirs` (each with `rmdir`, so only while empty, and
 /// never a file or a link), then empty `lock`'s file and let the lock go: now, or at
-/// [`finish`] after [`defer`].
-pub fn remove_placeholders(lock: File, dirs: Vec<PathBuf>) {
-    if let Some(job) = later(Job::Placeholders { lock, dirs }) {
+/// [`finish`] after [`defer`] unless `now`. A run that did not start and will try
+/// again in another mode removes them now: the lock it would keep until its end is
+/// exclusive.
+pub fn remove_placeholders(lock: File, dirs: Vec<PathBuf>, now: bool) {
+    let job = Job::Placeholders { lock, dirs };
+    if let Some(job) = if now { Some(job) } else { later(job) } {
         run(vec![job]);
     }
 }
@@ -131,10 +134,14 @@ pub fn finish() {
 /// waits for this process.
 #[cfg(target_os = "linux")]
 fn detach(keep: &[libc::c_int]) {
-    // SAFETY: plain system calls on integers and a static C string; the descriptors
-    // closed belong to this (child) process alone.
+    // SAFETY: plain system calls on integers, a static C string and a signal set of
+    // our own; the descriptors closed belong to this (child) process alone.
     unsafe {
         libc::setsid();
+        // The launcher blocks the signals it forwards: this process answers them.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
         if null >= 0 {
             // A lock that is one of them (a launcher started with one closed) stays.
@@ -175,7 +182,11 @@ mod tests {
         std::fs::write(&lock_path, "/p\n/p/q\n").unwrap();
         remove_tree(&tree);
         let lock = File::options().write(true).open(&lock_path).unwrap();
-        remove_placeholders(lock, vec![p1.clone(), p2, full.clone(), lock_path.clone()]);
+        remove_placeholders(
+            lock,
+            vec![p1.clone(), p2, full.clone(), lock_path.clone()],
+            false,
+        );
         assert!(!tree.exists() && !p1.exists());
         // rmdir only: a directory with something in it and a file stay.
         assert!(full.join("kept").exists() && lock_path.exists());

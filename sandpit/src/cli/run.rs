@@ -119,9 +119,7 @@ pub mod linux {
     /// them are masked like credentials. That is all of `/run` (the session bus and
     /// the systemd user manager under /run/user/UID, screen sessions, the system bus,
     /// container engines, …), the container managers' directories under /var and
-    /// the SSH agent's socket. Returns them with the carve-outs the sandbox needs inside: the file
-    /// `/etc/resolv.conf` links to, when it lies in one (sandpit's own is bound
-    /// over it).
+    /// the SSH agent's socket. Returns them with what comes back inside them.
     fn host_sockets() -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut masked: Vec<PathBuf> = ["/run", "/var/run"]
             .iter()
@@ -132,17 +130,43 @@ pub mod linux {
             .collect();
         masked.dedup();
         // The SSH agent's socket, wherever it lies: the variable is withheld from the
-        // command, but a path can be guessed or found. Not in /tmp (private inside)
-        // or in what is masked already.
-        if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from) {
-            if agent.is_absolute() && !masked.iter().any(|m| agent.starts_with(m)) {
-                masked.push(agent);
-            }
+        // command, but a path can be guessed or found. Not what is masked already.
+        if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK")
+            .and_then(|a| std::fs::canonicalize(a).ok())
+            .filter(|a| !masked.iter().any(|m| a.starts_with(m)))
+        {
+            masked.push(agent);
         }
-        let resolv = std::fs::canonicalize("/etc/resolv.conf")
-            .ok()
-            .filter(|r| masked.iter().any(|m| r.starts_with(m)));
-        (masked, resolv.into_iter().collect())
+        // Back inside, read-only: the file resolv.conf links to (sandpit's own is bound
+        // over it), and programs kept under /run: NixOS's and Guix's system profile,
+        // setuid wrappers and GPU drivers, and the directories on PATH there (not the
+        // runtime directory's, which holds the session's sockets).
+        let mut back: Vec<PathBuf> = std::fs::canonicalize("/etc/resolv.conf")
+            .into_iter()
+            .chain(
+                [
+                    "/run/current-system",
+                    "/run/booted-system",
+                    "/run/wrappers",
+                    "/run/opengl-driver",
+                    "/run/opengl-driver-32",
+                ]
+                .map(PathBuf::from),
+            )
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            ))
+            .filter(|p| p.starts_with("/run") && !p.starts_with("/run/user"))
+            .filter(|p| {
+                use std::path::Component;
+                p.components()
+                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+                    && p.exists()
+            })
+            .collect();
+        back.sort();
+        back.dedup();
+        (masked, back)
     }
 
     /// The kernel plan's input from the effective policy. `block_read` → masked,
@@ -195,10 +219,10 @@ pub mod linux {
                     || sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
             })
             .collect();
-        let (sockets, resolv) = host_sockets();
+        let (sockets, back) = host_sockets();
         read_denied.extend(sockets);
         let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read);
-        read_allowed.extend(resolv);
+        read_allowed.extend(back);
         crate::sandbox::linux::Input {
             mode,
             home: ctx.home.clone(),

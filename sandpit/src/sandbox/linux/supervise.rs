@@ -256,7 +256,7 @@ impl Running {
         if let Some(r) = self.relay {
             r.finish();
         }
-        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created));
+        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created), false);
         crate::timing::mark("placeholders handed over");
         status.map_err(io_err("waiting for the sandboxed command"))
     }
@@ -264,7 +264,8 @@ impl Running {
 
 /// The last run out of a workspace removes every placeholder any run there created
 /// (listed in the lock file, one path a line); while another run is active they stay.
-fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
+/// `now`: not deferred to the launcher's exit (`tidy`).
+fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>, now: bool) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
     match lock {
@@ -284,7 +285,7 @@ fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
                     dirs.push(c);
                 }
             }
-            crate::tidy::remove_placeholders(f, dirs);
+            crate::tidy::remove_placeholders(f, dirs, now);
         }
         Some(_) => {} // another run is active: leave the (empty) placeholders
         None => cleanup(&created),
@@ -358,7 +359,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             Ok(r)
         }
         Err(e) => {
-            finish_placeholders(lock, created);
+            finish_placeholders(lock, created, true);
             Err(e)
         }
     }
