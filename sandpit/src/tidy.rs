@@ -117,6 +117,7 @@ pub fn finish() {
         // for that after fork), then leaves with _exit; the parent goes on as before.
         match unsafe { libc::fork() } {
             0 => {
+                retitle();
                 detach(&keep);
                 run(jobs);
                 // SAFETY: leaving the child without running the parent's exit handlers.
@@ -127,6 +128,41 @@ pub fn finish() {
         }
     }
     run(jobs);
+}
+
+/// Its command line (`ps`, `pgrep -f`, `/proc/PID/cmdline`) stops being the user's
+/// command's, which it has from the launcher: the argument area is overwritten with
+/// `sandpit tidy`, so nothing looking for the command's processes finds this one.
+#[cfg(target_os = "linux")]
+fn retitle() {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // The fields after the name in parentheses, from the third (state) on;
+    // arg_start and arg_end are the 48th and 49th.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return;
+    };
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n - 3)
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    let (Some(start), Some(end)) = (field(48), field(49)) else {
+        return;
+    };
+    let title = b"sandpit tidy";
+    if end <= start + title.len() {
+        return;
+    }
+    // SAFETY: [arg_start, arg_end) is this process's own argument area, writable
+    // memory at the top of its stack that nothing here reads again (the argument
+    // strings were copied at start-up).
+    unsafe {
+        let p = start as *mut u8;
+        std::ptr::write_bytes(p, 0, end - start);
+        std::ptr::copy_nonoverlapping(title.as_ptr(), p, title.len());
+    }
 }
 
 /// A session of its own (no terminal's signals), `/dev/null` for 0, 1 and 2 and no
