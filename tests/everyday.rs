@@ -17,7 +17,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use common::{once_tidied, text, TestHome, PROTECTED};
+use common::{text, TestHome, PROTECTED};
 
 /// A fresh HOME and workspace for the test user under /var/tmp: the usual layout, a
 /// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private
@@ -198,12 +198,9 @@ echo END
     assert_eq!(bare(&h, "git stash list"), "");
     assert!(ws.join("wt/.git").is_file() && ws.join("wt/a.txt").is_file());
     assert_eq!(bare(&h, "git status --porcelain"), "?? wt/\n");
-    assert!(once_tidied(|| !ws.join(".git/hooks").exists()) && !ws.join("moved").exists());
+    assert!(!ws.join(".git/hooks").exists() && !ws.join("moved").exists());
     for p in PROTECTED {
-        assert!(
-            once_tidied(|| !ws.join(p).exists()),
-            "{p} left behind or created"
-        );
+        assert!(!ws.join(p).exists(), "{p} left behind or created");
     }
     let config = std::fs::read_to_string(ws.join(".git/config")).unwrap();
     assert!(!config.contains("evil"));
@@ -360,10 +357,7 @@ echo shm > /dev/shm/{marker} && cat /dev/shm/{marker}
     // and the scratch dir is gone with the run.
     assert!(!Path::new("/tmp").join(&marker).exists());
     assert!(!Path::new("/dev/shm").join(&marker).exists());
-    assert!(
-        once_tidied(|| !Path::new(&tmpdir).exists()),
-        "{tmpdir} outlived the run"
-    );
+    assert!(!Path::new(&tmpdir).exists(), "{tmpdir} outlived the run");
 }
 
 #[test]
@@ -651,7 +645,7 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
     assert_eq!(second_out.next().unwrap().unwrap(), "REFUSED");
     // The last run out removed every placeholder, its own or not.
     for p in PROTECTED {
-        assert!(once_tidied(|| !ws.join(p).exists()), "{p} left behind");
+        assert!(!ws.join(p).exists(), "{p} left behind");
     }
 }
 

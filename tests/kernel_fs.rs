@@ -5,7 +5,7 @@
 mod common;
 mod kernel_support;
 
-use common::{once_tidied, spawn_ready, TestHome};
+use common::{spawn_ready, TestHome};
 use kernel_support::*;
 use std::os::unix::fs::MetadataExt;
 
@@ -404,13 +404,13 @@ echo fine > ok.txt && echo WS-OK
         ws.join(".git").is_dir() && !ws.join(".git-moved").exists(),
         "{t}"
     );
-    assert!(once_tidied(|| !ws.join(".git/hooks").exists()), "{t}");
+    assert!(!ws.join(".git/hooks").exists(), "{t}");
     assert!(
-        once_tidied(|| !ws.join(".sandpit.toml").exists()),
+        !ws.join(".sandpit.toml").exists(),
         "placeholder left or file created: {t}"
     );
     assert!(
-        once_tidied(|| !ws.join(".mcp.json").exists() && !ws.join(".claude").exists()),
+        !ws.join(".mcp.json").exists() && !ws.join(".claude").exists(),
         "{t}"
     );
     assert_eq!(content(&ws.join("x")).as_deref(), Some("payload"));
@@ -510,9 +510,9 @@ fn a_workspaces_gitfile_cannot_be_redirected() {
     );
 }
 
-/// Runs back to back in a workspace with no repository: each finds the last one's
-/// placeholders (a sealed `.git`) still being removed after its launcher exited, and
-/// must wait for that before planning its own, not plan inside a `.git` about to go.
+/// Runs back to back in a workspace with no repository: a run that plans while the
+/// last one is still removing its placeholders (a sealed `.git`) must wait for that,
+/// not plan inside a `.git` about to go; it takes the workspace lock before planning.
 #[test]
 fn back_to_back_runs_wait_for_the_last_ones_placeholders() {
     let h = TestHome::new();
@@ -525,7 +525,7 @@ fn back_to_back_runs_wait_for_the_last_ones_placeholders() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "SEALED\n", "run {i}");
     }
     for p in [".git", ".mcp.json"] {
-        assert!(once_tidied(|| !ws.join(p).exists()), "{p} left behind");
+        assert!(!ws.join(p).exists(), "{p} left behind");
     }
 }
 

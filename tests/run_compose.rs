@@ -9,7 +9,7 @@ mod common;
 use std::process::{Command, Output};
 
 use common::sink::Sink;
-use common::{once_tidied, text as out, TestHome};
+use common::{text as out, TestHome};
 
 const CANARY: &str = "CANARY-run-91c2e7";
 
@@ -101,10 +101,7 @@ fn startup_line_names_every_layer() {
     assert!(!line.contains("interposer OFF"), "{e}");
     // The run directory and the sockets are gone afterwards.
     let runs = w.h.home().join(".sandpit/run");
-    assert!(
-        once_tidied(|| std::fs::read_dir(&runs).unwrap().count() == 0),
-        "{runs:?}"
-    );
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 0, "{runs:?}");
 
     let o = w.run(&["--kernel-only"], "true");
     assert!(o.status.success(), "{}", out(&o));

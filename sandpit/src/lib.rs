@@ -12,5 +12,4 @@ pub mod launch;
 pub mod proxy;
 pub mod sandbox;
 pub mod sys;
-pub mod tidy;
 pub mod timing;

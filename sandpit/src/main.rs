@@ -1,7 +1,6 @@
 fn main() {
     sandpit::timing::init();
     let code = sandpit::cli::main();
-    sandpit::tidy::finish();
     sandpit::timing::mark("exit");
     std::process::exit(code);
 }

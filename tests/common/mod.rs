@@ -148,16 +148,3 @@ pub fn spawn_ready(
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     (child, lines)
 }
-
-/// Whether `done` holds within 10 s: what a run leaves to remove (placeholders, its
-/// directories) is removed by a detached process after the launcher exits.
-pub fn once_tidied(done: impl Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !done() {
-        if std::time::Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    true
-}

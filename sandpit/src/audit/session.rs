@@ -183,7 +183,7 @@ impl Session {
                 Err(e) => eprintln!("sandpit: warning: could not write the learned draft: {e}"),
             }
         }
-        // The run directory goes when `self` drops.
+        let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
 
@@ -192,7 +192,7 @@ impl Drop for Session {
         if let Some(l) = self.listener.take() {
             l.finish();
         }
-        crate::tidy::remove_tree(&self.run_dir);
+        let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
 

@@ -292,8 +292,6 @@ pub mod linux {
             );
         }
         crate::timing::mark("arguments parsed, kernel probed");
-        // What the run leaves to remove is removed after the launcher exits.
-        crate::tidy::defer();
         let scratch = make_scratch(&scratch_root())?;
         let mut result = run_with_scratch(&args, mode, &support, &scratch);
         if mode == Mode::Namespaces {
@@ -309,7 +307,7 @@ pub mod linux {
                 mode = match degrade(&message) {
                     Ok(m) => m,
                     Err(e) => {
-                        crate::tidy::remove_tree(&scratch);
+                        let _ = std::fs::remove_dir_all(&scratch);
                         return Err(e);
                     }
                 };
@@ -317,7 +315,7 @@ pub mod linux {
             }
         }
         let allow_degraded = args.allow_degraded;
-        crate::tidy::remove_tree(&scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
         match result {
             Ok(code) => Ok(code),
             Err(e) => match e.downcast::<SpawnError>() {

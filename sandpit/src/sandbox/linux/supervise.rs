@@ -256,16 +256,16 @@ impl Running {
         if let Some(r) = self.relay {
             r.finish();
         }
-        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created), false);
-        crate::timing::mark("placeholders handed over");
+        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created));
+        crate::timing::mark("placeholders removed");
         status.map_err(io_err("waiting for the sandboxed command"))
     }
 }
 
 /// The last run out of a workspace removes every placeholder any run there created
-/// (listed in the lock file, one path a line); while another run is active they stay.
-/// `now`: not deferred to the launcher's exit (`tidy`).
-fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>, now: bool) {
+/// (listed in the lock file, one path a line; this run's own are listed too, unless
+/// the list could not be read); while another run is active they stay.
+fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
     match lock {
@@ -279,13 +279,13 @@ fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>, now: 
                     .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
                     .collect();
             }
-            // This run's own are listed too, unless the list could not be read.
             for c in created {
                 if !dirs.contains(&c) {
                     dirs.push(c);
                 }
             }
-            crate::tidy::remove_placeholders(f, dirs, now);
+            cleanup(&dirs);
+            let _ = f.set_len(0);
         }
         Some(_) => {} // another run is active: leave the (empty) placeholders
         None => cleanup(&created),
@@ -359,7 +359,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             Ok(r)
         }
         Err(e) => {
-            finish_placeholders(lock, created, true);
+            finish_placeholders(lock, created);
             Err(e)
         }
     }
