@@ -694,6 +694,16 @@ GET / HTTP/1.1\r\nHost: e.test\r\n\r\n";
         }
     }
 
+    /// Whether `rs` refuses a request to b.test next.
+    fn refuses_b(rs: &mut RequestStream) -> bool {
+        rs.feed(
+            b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
+            &mut Vec::new(),
+            &mut only_a,
+        )
+        .is_err()
+    }
+
     const UPGRADE_THEN_B: &[u8] = b"GET /u1 HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket\r\n\r\n\
 GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
 
@@ -730,13 +740,7 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
         rs.answer(false, &mut out, &mut only_a).unwrap();
         assert_eq!(out, s.to_vec());
         assert_eq!(rs.want(), Want::Nothing);
-        assert!(rs
-            .feed(
-                b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
-                &mut out,
-                &mut only_a
-            )
-            .is_err());
+        assert!(refuses_b(&mut rs));
         // 101: the held bytes and everything after pass as they are.
         let mut rs = RequestStream::new();
         let mut out = Vec::new();
@@ -778,13 +782,7 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
         )
         .unwrap();
         assert!(!rs.is_waiting() && !rs.is_opaque());
-        assert!(rs
-            .feed(
-                b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
-                &mut out,
-                &mut only_a
-            )
-            .is_err());
+        assert!(refuses_b(&mut rs));
     }
 
     /// Only WebSocket is followed: after an h2c (or any other) upgrade, even one the
@@ -797,15 +795,7 @@ GET /SMUGGLED HTTP/1.1\r\nHost: b.test\r\n\r\n";
             let s = format!("GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: {up}\r\n\r\n");
             rs.feed(s.as_bytes(), &mut out, &mut only_a).unwrap();
             assert!(!rs.is_waiting(), "{up:?}");
-            assert!(
-                rs.feed(
-                    b"GET / HTTP/1.1\r\nHost: b.test\r\n\r\n",
-                    &mut out,
-                    &mut only_a
-                )
-                .is_err(),
-                "{up:?}"
-            );
+            assert!(refuses_b(&mut rs), "{up:?}");
         }
         for up in ["websocket", "WebSocket", "websocket/13"] {
             let mut rs = RequestStream::new();
