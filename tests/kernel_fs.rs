@@ -510,6 +510,59 @@ fn a_workspaces_gitfile_cannot_be_redirected() {
     );
 }
 
+/// `.git/commondir` names the directory git takes its config and hooks from; no
+/// placeholder can hold its name (git fails on a directory there). Created past the
+/// interposer (here: without it), it is moved aside when the run ends, and the
+/// user's git is not redirected.
+#[test]
+fn a_commondir_the_run_created_is_moved_aside() {
+    let h = TestHome::new();
+    let ws = h.workspace();
+    let o = h
+        .command("git")
+        .args(["init", "-q"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let script = "mkdir -p .x && printf '../.x\\n' > .git/commondir && echo CREATED";
+    let out = sandboxed(&h, script);
+    let t = text(&out);
+    assert!(
+        t.contains("CREATED"),
+        "the write itself passes the kernel layer: {t}"
+    );
+    assert!(!ws.join(".git/commondir").exists(), "{t}");
+    assert!(
+        t.contains("sandpit: warning: the run created") && t.contains(".git/commondir"),
+        "{t}"
+    );
+    let moved: Vec<_> = std::fs::read_dir(ws.join(".git"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("commondir.sandpit-quarantine-")
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "{t}");
+    // The user's git works on its own repository again.
+    let o = h
+        .command("git")
+        .args(["-C"])
+        .arg(&ws)
+        .args(["rev-parse", "--git-common-dir"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        ".git",
+        "{}",
+        text(&o)
+    );
+}
+
 /// Runs back to back in a workspace with no repository: a run that plans while the
 /// last one is still removing its placeholders (a sealed `.git`) must wait for that,
 /// not plan inside a `.git` about to go; it takes the workspace lock before planning.

@@ -132,6 +132,20 @@ impl Session {
     }
 
     /// Record which kernel layer the run got (the start-up line).
+    /// A file the run left that the user's tools would run code from, moved aside by
+    /// the launcher to `to`.
+    pub fn quarantined(&self, path: &Path, to: &Path, why: &str) {
+        let mut r = Record::new(
+            self.log.run(),
+            Layer::Launcher,
+            "quarantine",
+            path.display().to_string(),
+            Decision::Deny,
+        );
+        r.reason = format!("moved to {}: {why}", to.display());
+        self.log.record(r);
+    }
+
     pub fn kernel_layer(&self, line: &str) {
         let mut r = Record::new(
             self.log.run(),

@@ -503,10 +503,34 @@ pub mod linux {
         for line in services.finish() {
             eprintln!("{line}");
         }
+        for p in &plan.absent_git_files {
+            if let Some(to) = quarantine(p, session.run()) {
+                let why = "git would take its config from what it names";
+                eprintln!(
+                    "sandpit: warning: the run created {} ({why}); moved it to {}",
+                    p.display(),
+                    to.display()
+                );
+                session.quarantined(p, &to, why);
+            }
+        }
         crate::timing::mark("proxy and DNS stopped");
         session.finish(result.as_ref().ok().copied());
         crate::timing::mark("audit session finished, run directory removed");
         Ok(result?)
+    }
+
+    /// A protected file git reads whenever it exists (`.git/commondir`) that the run
+    /// created past the interposer (a static program, a raw system call): renamed
+    /// aside (a rename never follows a link at `path`), so the user's git does not
+    /// take its config from where the sandbox pointed it. Where it went, if it was
+    /// there.
+    fn quarantine(path: &Path, run: &str) -> Option<PathBuf> {
+        std::fs::symlink_metadata(path).ok()?;
+        let name = path.file_name()?.to_string_lossy();
+        let to = path.with_file_name(format!("{name}.sandpit-quarantine-{run}"));
+        std::fs::rename(path, &to).ok()?;
+        Some(to)
     }
 
     /// The policy the interposer and shims decide with: in namespace mode `/tmp` and

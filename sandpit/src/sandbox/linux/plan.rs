@@ -332,6 +332,11 @@ pub struct Plan {
     /// Read-denied paths that do not exist now: nothing to mask (if the host creates
     /// one during the run, the kernel layer does not hide it; L1 still refuses it).
     pub unmasked_missing: Vec<PathBuf>,
+    /// Protected files in a `.git` that do not exist now and get no placeholder (git
+    /// reads them whenever they exist, and fails on a directory there): the
+    /// interposer refuses creating them, and the launcher moves aside any that a
+    /// static program or a raw system call created by the run's end.
+    pub absent_git_files: Vec<PathBuf>,
     /// What this plan cannot enforce, for the start-up line and `sandpit check`.
     pub weaker: Vec<String>,
     /// Namespace mode: listeners inside at these addresses relay to the host's.
@@ -435,6 +440,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
 
     let ns = input.mode == Mode::Namespaces;
     let mut binds: Vec<MountOp> = vec![];
+    let mut absent_git_files = vec![];
     let mut placeholders = vec![];
     let mut weaker = vec![];
 
@@ -512,6 +518,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 } else if first_missing == *p && is_read_if_present(p) {
                     // No placeholder: git reads these whenever they exist, and would
                     // fail on a directory there (the interposer refuses creating them).
+                    absent_git_files.push(p.clone());
                     continue;
                 } else {
                     // `.git/hooks` in a directory that is no repository yet seals `.git`
@@ -779,6 +786,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         env,
         cwd: input.cwd.clone(),
         unmasked_missing,
+        absent_git_files,
         weaker,
         loopback,
         mirror,
@@ -1093,10 +1101,21 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             !r.contains("commondir") && !r.contains("config.worktree"),
             "{r}"
         );
+        assert_eq!(
+            plan(&i, &fs()).unwrap().absent_git_files,
+            [
+                PathBuf::from("/home/u/proj/.git/commondir"),
+                PathBuf::from("/home/u/proj/.git/config.worktree")
+            ]
+        );
         let mut f = fs();
         f.0.insert("/home/u/proj/.git/commondir".into(), Kind::File);
-        let r = render(&plan(&i, &f).unwrap());
-        assert!(r.contains("ro /home/u/proj/.git/commondir nofollow"), "{r}");
+        let p = plan(&i, &f).unwrap();
+        assert!(render(&p).contains("ro /home/u/proj/.git/commondir nofollow"));
+        assert_eq!(
+            p.absent_git_files,
+            [PathBuf::from("/home/u/proj/.git/config.worktree")]
+        );
     }
 
     #[test]
