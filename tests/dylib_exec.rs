@@ -155,9 +155,12 @@ fn a_script_whose_interpreter_line_is_blocked_is_refused() {
     let hidden = script("hidden", "#!/usr/bin/touch forbidden-marker");
     p.h.give_to_test_user(Path::new(&hidden));
     std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o111)).unwrap();
-    // A directory of the same name earlier on PATH: the search skips it.
+    // A directory of the same name earlier on PATH: the search skips it. A script
+    // there whose interpreter is missing: the search goes on past it.
     std::fs::create_dir_all(p.ws().join("first/mk")).unwrap();
-    let path = format!("{0}/first:{0}:/usr/bin:/bin", p.ws().display());
+    std::fs::create_dir_all(p.ws().join("second")).unwrap();
+    script("second/mk", "#!/nonexistent-interpreter");
+    let path = format!("{0}/first:{0}/second:{0}:/usr/bin:/bin", p.ws().display());
     let ws = p.ws().display().to_string();
     // Bare, the script runs the command (the probe and the script work).
     let o = run(p
@@ -192,6 +195,18 @@ fn a_script_whose_interpreter_line_is_blocked_is_refused() {
         );
         assert_eq!(errno_of(&o), Some(libc::EACCES), "{c:?}: {}", o.all());
     }
+    // A full descriptor table: the check cannot open the script, the kernel needs
+    // no descriptor to run it.
+    let o = run(p
+        .cmd("python3")
+        .args([
+            "-c",
+            "import os,resource\nresource.setrlimit(resource.RLIMIT_NOFILE,(64,64))\n\
+             try:\n  while True: os.open('/dev/null',os.O_RDONLY)\nexcept OSError: pass\n\
+             os.execv('./mk',['./mk'])",
+        ])
+        .current_dir(p.ws()));
+    assert!(!marker.exists(), "a full descriptor table: {}", o.all());
     for sh in ["./mk", "mk", "./outer"] {
         let o = run(p
             .cmd("sh")

@@ -145,9 +145,21 @@ fn shebang<'b>(
     // SAFETY: stat fills the zeroed struct it is given.
     let mut sb: libc::stat = unsafe { std::mem::zeroed() };
     if fd < 0 {
-        let own_unreadable = crate::sys::errno() == libc::EACCES
-            // SAFETY: as above, with a NUL-terminated path.
-            && unsafe { libc::stat(p.as_ptr(), &mut sb) } == 0
+        let e = crate::sys::errno();
+        // Nothing there to run, or not a path: the kernel would not run it either.
+        if matches!(
+            e,
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG
+        ) {
+            return Ok(None);
+        }
+        // Anything else (EMFILE from a full descriptor table, ENOMEM, …) is no
+        // answer, while the kernel's exec needs no descriptor: refused.
+        if e != libc::EACCES {
+            return Err(e);
+        }
+        // SAFETY: as above, with a NUL-terminated path.
+        let own_unreadable = unsafe { libc::stat(p.as_ptr(), &mut sb) } == 0
             && sb.st_mode & libc::S_IFMT == libc::S_IFREG
             // SAFETY: getuid has no preconditions.
             && sb.st_uid == unsafe { libc::getuid() };
@@ -196,8 +208,8 @@ fn shebang<'b>(
     Ok(Some((interp, (!rest.is_empty()).then_some(rest))))
 }
 
-/// Judge the script a name without `/` finds on `PATH`: the first regular file
-/// there that may be executed is the one the search runs.
+/// Judge the scripts a name without `/` can find on `PATH`: every regular file there
+/// that may be executed (the search runs the first whose exec succeeds).
 fn judge_search(st: &State, name: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_int> {
     // SAFETY: getenv reads the process environment; the result is used at once.
     let path_var =
@@ -216,8 +228,10 @@ fn judge_search(st: &State, name: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_i
                 && sb.st_mode & libc::S_IFMT == libc::S_IFREG
                 && libc::access(cand.as_ptr(), libc::X_OK) == 0
         };
+        // Every candidate, not the first alone: the search goes on past one whose
+        // exec fails (a missing interpreter, ENOENT), to the next.
         if runs {
-            return script(st, cand.as_bytes(), argv);
+            script(st, cand.as_bytes(), argv)?;
         }
     }
     Ok(())
