@@ -563,6 +563,64 @@ fn a_commondir_the_run_created_is_moved_aside() {
     );
 }
 
+/// With its `.git` made unusable (`HEAD` broken), git takes a workspace holding
+/// `HEAD`, `objects/` and `refs/` for a bare repository and runs what its `config`
+/// names (`core.fsmonitor`) on the user's next `git status`. A `HEAD` the run created
+/// at the top is moved aside when the run ends.
+#[test]
+fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
+    let attack = |h: &TestHome| {
+        let ws = h.workspace();
+        let pwned = h.home().join("pwned");
+        let o = h
+            .command("git")
+            .args(["init", "-q"])
+            .arg(&ws)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        let script = format!(
+            "echo broken > .git/HEAD; mkdir -p objects refs/heads; \
+             echo 'ref: refs/heads/master' > HEAD; \
+             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = {}\\n\\tfsmonitor = \"touch {}; false\"\\n' > config; \
+             echo PLANTED",
+            ws.display(),
+            pwned.display()
+        );
+        (script, pwned)
+    };
+    let host_git_status = |h: &TestHome| {
+        let _ = h
+            .command("git")
+            .arg("-C")
+            .arg(h.workspace())
+            .arg("status")
+            .output();
+    };
+    let control = TestHome::new();
+    let (script, pwned) = attack(&control);
+    assert!(text(&bare(&control, &script)).contains("PLANTED"));
+    host_git_status(&control);
+    assert!(
+        pwned.exists(),
+        "control: the layout made the user's git run it"
+    );
+
+    let h = TestHome::new();
+    let (script, pwned) = attack(&h);
+    let t = text(&sandboxed(&h, &script));
+    assert!(t.contains("PLANTED"), "{t}");
+    assert!(
+        t.contains("sandpit: warning: the run created") && t.contains("HEAD"),
+        "{t}"
+    );
+    host_git_status(&h);
+    assert!(
+        !pwned.exists(),
+        "the user's git ran the sandbox's config: {t}"
+    );
+}
+
 /// Runs back to back in a workspace with no repository: a run that plans while the
 /// last one is still removing its placeholders (a sealed `.git`) must wait for that,
 /// not plan inside a `.git` about to go; it takes the workspace lock before planning.

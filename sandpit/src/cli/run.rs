@@ -505,7 +505,12 @@ pub mod linux {
         }
         for p in &plan.absent_git_files {
             if let Some(to) = quarantine(p, session.run()) {
-                let why = "git would take its config from what it names";
+                let why = if p.file_name().is_some_and(|n| n == "HEAD") {
+                    "with `.git` unusable, git would take the workspace for a repository \
+                     and run what its config names"
+                } else {
+                    "git would take its config from what it names"
+                };
                 eprintln!(
                     "sandpit: warning: the run created {} ({why}); moved it to {}",
                     p.display(),

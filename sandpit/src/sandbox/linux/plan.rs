@@ -200,18 +200,21 @@ impl MountOp {
     }
 }
 
-/// Files in a `.git` that git reads whenever they exist, and fails on when a directory
-/// stands there: protected by a read-only bind when present, never by a placeholder.
-/// `commondir` names the directory git takes the config and hooks from;
-/// `config.worktree` is config.
-fn is_read_if_present(p: &Path) -> bool {
+/// Files git reads whenever they exist, and stumbles on when a directory stands
+/// there: protected by a read-only bind when present, never by a placeholder.
+/// `commondir` in a `.git` names the directory git takes the config and hooks from;
+/// `config.worktree` is config; a `HEAD` at the top of a writable root (`root`)
+/// makes git take that directory for a bare repository, config and all, once its
+/// `.git` is unusable (and a `HEAD` directory there would make `git log HEAD`
+/// ambiguous).
+fn is_read_if_present(p: &Path, root: &Path) -> bool {
+    let name = p.file_name();
     let in_git = p
         .parent()
         .and_then(Path::file_name)
         .is_some_and(|n| n == ".git");
-    in_git
-        && p.file_name()
-            .is_some_and(|n| n == "commondir" || n == "config.worktree")
+    (in_git && name.is_some_and(|n| n == "commondir" || n == "config.worktree"))
+        || (p.parent() == Some(root) && name.is_some_and(|n| n == "HEAD"))
 }
 
 /// An empty directory sandpit creates on the host before the run (and removes after
@@ -332,8 +335,8 @@ pub struct Plan {
     /// Read-denied paths that do not exist now: nothing to mask (if the host creates
     /// one during the run, the kernel layer does not hide it; L1 still refuses it).
     pub unmasked_missing: Vec<PathBuf>,
-    /// Protected files in a `.git` that do not exist now and get no placeholder (git
-    /// reads them whenever they exist, and fails on a directory there): the
+    /// Protected files git reads whenever they exist (`.git/commondir`, a `HEAD` at
+    /// the workspace's top) that do not exist now and get no placeholder: the
     /// interposer refuses creating them, and the launcher moves aside any that a
     /// static program or a raw system call created by the run's end.
     pub absent_git_files: Vec<PathBuf>,
@@ -515,7 +518,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         continue;
                     };
                     (file.to_path_buf(), false)
-                } else if first_missing == *p && is_read_if_present(p) {
+                } else if first_missing == *p && is_read_if_present(p, &root) {
                     // No placeholder: git reads these whenever they exist, and would
                     // fail on a directory there (the interposer refuses creating them).
                     absent_git_files.push(p.clone());
@@ -1095,17 +1098,20 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         i.write_protected.extend([
             PathBuf::from("/home/u/proj/.git/commondir"),
             PathBuf::from("/home/u/proj/.git/config.worktree"),
+            PathBuf::from("/home/u/proj/HEAD"),
+            PathBuf::from("/home/u/proj/sub/HEAD"),
         ]);
         let r = render(&plan(&i, &fs()).unwrap());
         assert!(
-            !r.contains("commondir") && !r.contains("config.worktree"),
+            !r.contains("commondir") && !r.contains("config.worktree") && !r.contains("proj/HEAD"),
             "{r}"
         );
         assert_eq!(
             plan(&i, &fs()).unwrap().absent_git_files,
             [
                 PathBuf::from("/home/u/proj/.git/commondir"),
-                PathBuf::from("/home/u/proj/.git/config.worktree")
+                PathBuf::from("/home/u/proj/.git/config.worktree"),
+                PathBuf::from("/home/u/proj/HEAD"),
             ]
         );
         let mut f = fs();
@@ -1114,7 +1120,10 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         assert!(render(&p).contains("ro /home/u/proj/.git/commondir nofollow"));
         assert_eq!(
             p.absent_git_files,
-            [PathBuf::from("/home/u/proj/.git/config.worktree")]
+            [
+                PathBuf::from("/home/u/proj/.git/config.worktree"),
+                PathBuf::from("/home/u/proj/HEAD")
+            ]
         );
     }
 
