@@ -458,26 +458,64 @@ fn credential_daemons_in_home_are_unreachable() {
     assert!(bare_get.contains("CACHED-PW-CANARY"), "bare: {bare_get}");
     assert!(!t.contains("CACHED-PW-CANARY"), "{t}");
 
-    let agent = h.home().join(".agent-sock");
-    let l = UnixListener::bind(&agent).unwrap();
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o777)).unwrap();
-    l.set_nonblocking(true).unwrap();
+    // Sockets where the user's environment puts them: (variable, its value, the
+    // socket). A TMUX_TMPDIR of home itself masks only tmux's own directory there.
+    let home = h.home();
+    let uid = if common::is_root() {
+        common::TEST_UID
+    } else {
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() }
+    };
     h.write(&h.workspace().join("c.py"), CONNECT_PY);
-    let script = format!("python3 c.py {}", agent.display());
-    let bare_out = text(&bare(&h, &script));
-    let bare_conn = l.accept().is_ok();
-    let t = text(
-        &sandpit_cmd(&h, &[], &script)
-            .env("SSH_AUTH_SOCK", &agent)
-            .output()
-            .unwrap(),
-    );
-    let sandbox_conn = l.accept().is_ok();
-    assert!(
-        bare_out.contains("daemon:ok") && bare_conn,
-        "bare: {bare_out}"
-    );
-    assert!(!t.contains("daemon:ok") && !sandbox_conn, "{t}");
+    h.write(&home.join("visible.txt"), "HOME-VISIBLE");
+    for (var, value, sock) in [
+        (
+            "SSH_AUTH_SOCK",
+            home.join(".agent-sock"),
+            home.join(".agent-sock"),
+        ),
+        (
+            "SCREENDIR",
+            home.join(".myscreen"),
+            home.join(".myscreen/123.victim"),
+        ),
+        (
+            "TMUX_TMPDIR",
+            home.clone(),
+            home.join(format!("tmux-{uid}/default")),
+        ),
+        (
+            "XDG_CACHE_HOME",
+            home.join(".xdgcache"),
+            home.join(".xdgcache/git/credential/socket"),
+        ),
+    ] {
+        std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+        h.give_to_test_user(sock.parent().unwrap());
+        let l = UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let script = format!("cat $HOME/visible.txt; python3 c.py {}", sock.display());
+        let bare_out = text(&bare(&h, &script));
+        let bare_conn = l.accept().is_ok();
+        let t = text(
+            &sandpit_cmd(&h, &[], &script)
+                .env(var, &value)
+                .output()
+                .unwrap(),
+        );
+        let sandbox_conn = l.accept().is_ok();
+        assert!(
+            bare_out.contains("daemon:ok") && bare_conn,
+            "bare {var}: {bare_out}"
+        );
+        assert!(!t.contains("daemon:ok") && !sandbox_conn, "{var}: {t}");
+        assert!(
+            t.contains("HOME-VISIBLE"),
+            "{var}: home stays readable: {t}"
+        );
+    }
 }
 
 const DNS_PY: &str = r#"

@@ -118,9 +118,11 @@ pub mod linux {
     /// and a read-only mount does not stop `connect()`: the directories that hold
     /// them are masked like credentials. That is all of `/run` (the session bus and
     /// the systemd user manager under /run/user/UID, screen sessions, the system bus,
-    /// container engines, …), the container managers' directories under /var and
-    /// the SSH agent's socket. Returns them with what comes back inside them.
-    fn host_sockets() -> (Vec<PathBuf>, Vec<PathBuf>) {
+    /// container engines, …), the container managers' directories under /var, and
+    /// where the environment puts the SSH agent's, screen's, tmux's and git's
+    /// credential cache's sockets (never a directory that holds one of `keep`).
+    /// Returns them with what comes back inside them.
+    fn host_sockets(keep: &[&Path]) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut masked: Vec<PathBuf> = ["/run", "/var/run"]
             .iter()
             .chain(&["/var/lib/lxd", "/var/snap/lxd/common/lxd", "/var/lib/incus"])
@@ -129,13 +131,27 @@ pub mod linux {
             .filter(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir()))
             .collect();
         masked.dedup();
-        // The SSH agent's socket, wherever it lies: the variable is withheld from the
-        // command, but a path can be guessed or found. Not what is masked already.
-        if let Some(agent) = std::env::var_os("SSH_AUTH_SOCK")
-            .and_then(|a| std::fs::canonicalize(a).ok())
-            .filter(|a| !masked.iter().any(|m| a.starts_with(m)))
-        {
-            masked.push(agent);
+        // Where the user's environment puts such sockets, wherever that is: the SSH
+        // agent's (the variable is withheld from the command, but a path can be
+        // guessed or found), screen's and tmux's sessions, git's credential cache
+        // under XDG_CACHE_HOME. Not what is masked already, and never a directory
+        // that holds the workspace or home (a TMUX_TMPDIR of ~ masks only its
+        // tmux-UID).
+        let uid = crate::sys::uid();
+        let var = |name: &str| std::env::var_os(name).map(PathBuf::from);
+        let named = [
+            var("SSH_AUTH_SOCK"),
+            var("SCREENDIR"),
+            var("TMUX_TMPDIR").map(|d| d.join(format!("tmux-{uid}"))),
+            var("XDG_CACHE_HOME").map(|d| d.join("git/credential")),
+        ];
+        for p in named.into_iter().flatten() {
+            let Ok(p) = std::fs::canonicalize(p) else {
+                continue;
+            };
+            if !masked.iter().any(|m| p.starts_with(m)) && !keep.iter().any(|k| k.starts_with(&p)) {
+                masked.push(p);
+            }
         }
         // Back inside, read-only: the file resolv.conf links to (sandpit's own is bound
         // over it), and programs kept under /run: NixOS's and Guix's system profile,
@@ -219,7 +235,7 @@ pub mod linux {
                     || sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
             })
             .collect();
-        let (sockets, back) = host_sockets();
+        let (sockets, back) = host_sockets(&[&ctx.home, &ctx.workspace]);
         read_denied.extend(sockets);
         let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read);
         read_allowed.extend(back);
