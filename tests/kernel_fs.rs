@@ -510,6 +510,17 @@ fn a_workspaces_gitfile_cannot_be_redirected() {
     );
 }
 
+/// The workspace made a repository, as the test user.
+fn git_init(h: &TestHome) {
+    let o = h
+        .command("git")
+        .args(["init", "-q"])
+        .arg(h.workspace())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 /// `.git/commondir` names the directory git takes its config and hooks from; no
 /// placeholder can hold its name (git fails on a directory there). Created past the
 /// interposer (here: without it), it is moved aside when the run ends, and the
@@ -518,13 +529,7 @@ fn a_workspaces_gitfile_cannot_be_redirected() {
 fn a_commondir_the_run_created_is_moved_aside() {
     let h = TestHome::new();
     let ws = h.workspace();
-    let o = h
-        .command("git")
-        .args(["init", "-q"])
-        .arg(&ws)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    git_init(&h);
     let script = "mkdir -p .x && printf '../.x\\n' > .git/commondir && echo CREATED";
     let out = sandboxed(&h, script);
     let t = text(&out);
@@ -572,13 +577,7 @@ fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
     let attack = |h: &TestHome| {
         let ws = h.workspace();
         let pwned = h.home().join("pwned");
-        let o = h
-            .command("git")
-            .args(["init", "-q"])
-            .arg(&ws)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", text(&o));
+        git_init(h);
         let script = format!(
             "echo broken > .git/HEAD; mkdir -p objects refs/heads; \
              echo 'ref: refs/heads/master' > HEAD; \
