@@ -432,6 +432,45 @@ fn the_users_other_terminals_are_out_of_reach() {
     assert!(t.contains("openpty:own"), "positive control: {t}");
 }
 
+/// A virtual console the user is logged in on is the user's (login hands it over):
+/// the host's `/dev` is shown, but the consoles the user owns are masked.
+#[test]
+fn the_users_virtual_consoles_are_out_of_reach() {
+    use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
+    let vt = std::path::Path::new("/dev/tty5");
+    let Ok(m) = std::fs::metadata(vt) else {
+        assert!(
+            common::machine_lacks("vt"),
+            "/dev/tty5 is missing (SANDPIT_MACHINE_LACKS=vt)"
+        );
+        return;
+    };
+    assert!(
+        common::is_root(),
+        "the test hands a console to the test user"
+    );
+    /// Gives the console back to its owner, however the test ends.
+    struct Restore(u32, u32, u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let vt = std::path::Path::new("/dev/tty5");
+            let _ = chown(vt, Some(self.0), Some(self.1));
+            let _ = std::fs::set_permissions(vt, std::fs::Permissions::from_mode(self.2));
+        }
+    }
+    let _restore = Restore(m.uid(), m.gid(), m.mode() & 0o7777);
+    chown(vt, Some(common::TEST_UID), None).unwrap();
+    std::fs::set_permissions(vt, std::fs::Permissions::from_mode(0o620)).unwrap();
+    let script = "python3 -c 'import os; os.open(\"/dev/tty5\", os.O_WRONLY | os.O_NOCTTY); print(\"vt:open\")'";
+    let control = TestHome::new();
+    let t = text(&bare(&control, script));
+    assert!(t.contains("vt:open"), "bare: {t}");
+    let h = TestHome::new();
+    let t = text(&sandboxed(&h, script));
+    assert!(!t.contains("vt:open"), "{t}");
+    assert!(t.contains("Permission denied"), "{t}");
+}
+
 #[test]
 fn terminal_is_usable_inside() {
     let h = TestHome::new();

@@ -120,7 +120,8 @@ pub mod linux {
     /// the systemd user manager under /run/user/UID, screen sessions, the system bus,
     /// container engines, …), the container managers' directories under /var, and
     /// where the environment puts the SSH agent's, screen's, tmux's and git's
-    /// credential cache's sockets (never a directory that holds one of `keep`).
+    /// credential cache's sockets (never a directory that holds one of `keep`), and
+    /// the virtual consoles the user owns.
     /// Returns them with what comes back inside them.
     fn host_sockets(keep: &[&Path]) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut masked: Vec<PathBuf> = ["/run", "/var/run"]
@@ -151,6 +152,15 @@ pub mod linux {
             };
             if !masked.iter().any(|m| p.starts_with(m)) && !keep.iter().any(|k| k.starts_with(&p)) {
                 masked.push(p);
+            }
+        }
+        // Virtual consoles the user is logged in on (login hands the console to the
+        // user): `/dev` is the host's, and only `/dev/pts` is the sandbox's own.
+        for n in 1..=63 {
+            let tty = PathBuf::from(format!("/dev/tty{n}"));
+            if std::fs::metadata(&tty).is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == uid)
+            {
+                masked.push(tty);
             }
         }
         // Back inside, read-only: the file resolv.conf links to (sandpit's own is bound
