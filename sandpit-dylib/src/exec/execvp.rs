@@ -6,6 +6,7 @@ use super::{environ, prepare, Argv, Find};
 use crate::envp::Envp;
 use crate::path::PBuf;
 use libc::{c_char, c_int};
+use std::ops::ControlFlow;
 
 /// # Safety
 /// As for `execvpe`.
@@ -40,30 +41,30 @@ pub unsafe fn execvpe_impl(
     let mut pbuf = PBuf::new();
     pbuf.set(path_var)?;
     let mut seen_eacces = false;
-    let mut cand = PBuf::new();
-    for dir in pbuf.as_bytes().split(|&b| b == b':') {
-        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-        if cand.set(dir).is_err() || cand.push(f).is_err() {
-            continue;
-        }
+    let failed = super::on_path(pbuf.as_bytes(), f, |cand| {
         // SAFETY: `cand` is NUL-terminated; arrays as above.
         crate::guard::released(|| unsafe { real(cand.as_ptr(), argv, envp) });
         match crate::sys::errno() {
             libc::ENOEXEC => {
                 // SAFETY: as above.
                 unsafe { run_as_script(cand.as_ptr(), argv, envp) };
-                return Err(crate::sys::errno());
+                ControlFlow::Break(crate::sys::errno())
             }
-            libc::EACCES => seen_eacces = true,
-            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-            e => return Err(e),
+            libc::EACCES => {
+                seen_eacces = true;
+                ControlFlow::Continue(())
+            }
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {
+                ControlFlow::Continue(())
+            }
+            e => ControlFlow::Break(e),
         }
-    }
-    Err(if seen_eacces {
+    });
+    Err(failed.unwrap_or(if seen_eacces {
         libc::EACCES
     } else {
         libc::ENOENT
-    })
+    }))
 }
 
 /// glibc's fallback for a file without a recognised format: run it with /bin/sh.

@@ -9,6 +9,7 @@
 use crate::envp::Scratch;
 use crate::state::State;
 use libc::c_char;
+use std::ops::ControlFlow;
 
 pub mod execve;
 pub mod execvp;
@@ -214,12 +215,7 @@ fn judge_search(st: &State, name: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_i
     // SAFETY: getenv reads the process environment; the result is used at once.
     let path_var =
         unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }.unwrap_or(b"/bin:/usr/bin");
-    let mut cand = crate::path::PBuf::new();
-    for dir in path_var.split(|&b| b == b':') {
-        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-        if cand.set(dir).is_err() || cand.push(name).is_err() {
-            continue;
-        }
+    let judged = on_path(path_var, name, |cand| {
         // SAFETY: stat fills the zeroed struct; `cand` is NUL-terminated.
         let mut sb: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -230,11 +226,34 @@ fn judge_search(st: &State, name: &[u8], argv: &[&[u8]]) -> Result<(), libc::c_i
         };
         // Every candidate, not the first alone: the search goes on past one whose
         // exec fails (a missing interpreter, ENOENT), to the next.
-        if runs {
-            script(st, cand.as_bytes(), argv)?;
+        match runs.then(|| script(st, cand.as_bytes(), argv)) {
+            Some(Err(e)) => ControlFlow::Break(e),
+            _ => ControlFlow::Continue(()),
+        }
+    });
+    judged.map_or(Ok(()), Err)
+}
+
+/// The files a search of `path` (a `PATH` value) for `name` tries, in order, as the
+/// C library tries them (an empty entry is the current directory; one too long for
+/// a path is passed over): `each` gets each in turn, NUL-terminated, and ends the
+/// search with `Break`, whose value is returned.
+pub fn on_path<B>(
+    path: &[u8],
+    name: &[u8],
+    mut each: impl FnMut(&crate::path::PBuf) -> ControlFlow<B>,
+) -> Option<B> {
+    let mut cand = crate::path::PBuf::new();
+    for dir in path.split(|&b| b == b':') {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        if cand.set(dir).is_err() || cand.push(name).is_err() {
+            continue;
+        }
+        if let ControlFlow::Break(b) = each(&cand) {
+            return Some(b);
         }
     }
-    Ok(())
+    None
 }
 
 /// How the program's file is found.
