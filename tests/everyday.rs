@@ -649,6 +649,74 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
     }
 }
 
+/// Placeholders come from, and go back to, empty directories kept in sandpit's state
+/// (`~/.sandpit/spare`); one the user fills on the host during the run is left where
+/// it is, with what was written, and nothing else goes among the spares.
+#[test]
+fn placeholders_are_kept_for_the_next_run_and_what_the_user_writes_stays() {
+    use std::os::unix::fs::MetadataExt;
+    use std::process::Stdio;
+    let h = home();
+    let ws = h.workspace();
+    let spare = h.home().join(".sandpit/spare");
+    let spares = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&spare)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    // The default policy's placeholders in a directory that is no repository: a
+    // sealed `.git` besides the workspace's protected paths.
+    let placeholders: Vec<&str> = PROTECTED.iter().copied().chain([".git"]).collect();
+    let kept = spares();
+    assert_eq!(kept.len(), placeholders.len(), "{kept:?}");
+    let inodes: Vec<u64> = kept
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    for p in &placeholders {
+        assert!(!ws.join(p).exists(), "{p} left behind");
+    }
+    let mut c = h.sandpit();
+    c.args([
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo ready; while [ ! -e go ]; do sleep 0.05; done",
+    ]);
+    let (mut run, _) = common::spawn_ready(c, Stdio::null());
+    // The second run took the spares: the same directories are the placeholders.
+    assert!(spares().is_empty(), "{:?}", spares());
+    let mut used: Vec<u64> = placeholders
+        .iter()
+        .map(|p| std::fs::metadata(ws.join(p)).unwrap().ino())
+        .collect();
+    used.sort();
+    let mut before = inodes.clone();
+    before.sort();
+    assert_eq!(used, before);
+    // The user writes into one on the host meanwhile.
+    h.write(&ws.join(".vscode/settings.json"), "{\"editor.tabSize\": 2}");
+    h.write(&ws.join("go"), "");
+    assert!(run.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".vscode/settings.json")).unwrap(),
+        "{\"editor.tabSize\": 2}"
+    );
+    for p in placeholders.iter().filter(|p| **p != ".vscode") {
+        assert!(!ws.join(p).exists(), "{p} left behind");
+    }
+    let kept = spares();
+    assert_eq!(kept.len(), placeholders.len() - 1, "{kept:?}");
+    for k in kept {
+        assert_eq!(std::fs::read_dir(&k).unwrap().count(), 0, "{k:?} not empty");
+    }
+}
+
 /// The degraded mode (no user namespaces: Landlock + seccomp only) as it is: caches,
 /// `TMPDIR` and installs work; no placeholder is made (there is no mount to hold
 /// one), so protected paths are guarded by the interposer only (dynamic programs)

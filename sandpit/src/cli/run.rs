@@ -498,6 +498,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock,
+            spare_dir: Some(state.join("spare")),
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),

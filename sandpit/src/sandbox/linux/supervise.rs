@@ -31,6 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::plan::{Mode, NetPlan, Plan};
+use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
 use super::{bridge, guard, landlock, loopback, namespaces, seccomp};
 
@@ -131,6 +132,9 @@ pub struct Layers {
     /// The workspace's placeholder lock ([`lock_placeholders`]), held shared since
     /// before the plan looked at the workspace.
     pub placeholder_lock: Option<std::fs::File>,
+    /// Where empty directories are kept between runs to serve as placeholders
+    /// (sandpit's state; `spare.rs`); `None` makes and removes each one.
+    pub spare_dir: Option<PathBuf>,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
@@ -228,6 +232,7 @@ pub struct Running {
     relay: Option<Relay>,
     created: Vec<PathBuf>,
     lock: Option<std::fs::File>,
+    spares: Spares,
     bridge: Option<TcpListener>,
 }
 
@@ -256,7 +261,11 @@ impl Running {
         if let Some(r) = self.relay {
             r.finish();
         }
-        finish_placeholders(self.lock.take(), std::mem::take(&mut self.created));
+        finish_placeholders(
+            self.lock.take(),
+            std::mem::take(&mut self.created),
+            &mut self.spares,
+        );
         crate::timing::mark("placeholders removed");
         status.map_err(io_err("waiting for the sandboxed command"))
     }
@@ -265,7 +274,7 @@ impl Running {
 /// The last run out of a workspace removes every placeholder any run there created
 /// (listed in the lock file, one path a line; this run's own are listed too, unless
 /// the list could not be read); while another run is active they stay.
-fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
+fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>, spares: &mut Spares) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
     match lock {
@@ -284,11 +293,11 @@ fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>) {
                     dirs.push(c);
                 }
             }
-            cleanup(&dirs);
+            cleanup(&dirs, spares);
             let _ = f.set_len(0);
         }
         Some(_) => {} // another run is active: leave the (empty) placeholders
-        None => cleanup(&created),
+        None => cleanup(&created, spares),
     }
 }
 
@@ -338,12 +347,13 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
         _ => None,
     };
     let mut created: Vec<PathBuf> = vec![];
+    let mut spares = Spares::new(layers.spare_dir.clone());
     for ph in &plan.placeholders {
-        match std::fs::create_dir(&ph.path) {
+        match spares.make(&ph.path) {
             Ok(()) => created.push(ph.path.clone()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                cleanup(&created);
+                cleanup(&created, &mut spares);
                 return Err(io_err(format!(
                     "creating placeholder for protected path {:?}",
                     ph.path
@@ -356,21 +366,20 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
         Ok(mut r) => {
             r.created = created;
             r.lock = lock;
+            r.spares = spares;
             Ok(r)
         }
         Err(e) => {
-            finish_placeholders(lock, created);
+            finish_placeholders(lock, created, &mut spares);
             Err(e)
         }
     }
 }
 
-/// Remove the placeholder directories the run created (rmdir: only if still empty).
-fn cleanup(created: &[PathBuf]) {
-    // `rmdir` alone: it removes only an empty directory, never a file or a link (nor
-    // what a link points to), so no `stat` first.
+/// Remove the placeholder directories the run created (only those still empty).
+fn cleanup(created: &[PathBuf], spares: &mut Spares) {
     for p in created.iter().rev() {
-        let _ = std::fs::remove_dir(p);
+        spares.release(p);
     }
 }
 
@@ -601,6 +610,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         relay,
         created: vec![],
         lock: None,
+        spares: Spares::new(None),
         bridge: handed,
     })
 }
