@@ -2,6 +2,7 @@
 //! the agent under the kernel layer with the interposition library injected.
 pub mod adversary;
 pub mod audit;
+pub mod budget;
 pub mod caches;
 pub mod cli;
 pub mod config;

@@ -9,12 +9,12 @@ use std::any::Any;
 use std::io;
 #[cfg(target_os = "linux")]
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 
 use super::io::Io;
+use crate::budget::Budget;
 
 /// User-space buffer per direction to start with: enough for interactive traffic.
 const COPY_BUF: usize = 32 * 1024;
@@ -31,31 +31,6 @@ const COPY_BUF_UNMETERED: usize = 256 * 1024;
 /// The bytes all directions together may hold beyond [`COPY_BUF_UNMETERED`] each:
 /// seventeen directions at the full size.
 static BIG_BUFFERS: Budget = Budget::new(64 * 1024 * 1024);
-
-/// Bytes shared by every tunnel's grown buffers.
-struct Budget {
-    used: AtomicUsize,
-    limit: usize,
-}
-
-impl Budget {
-    const fn new(limit: usize) -> Budget {
-        Budget {
-            used: AtomicUsize::new(0),
-            limit,
-        }
-    }
-    fn take(&self, n: usize) -> bool {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                (u + n <= self.limit).then_some(u + n)
-            })
-            .is_ok()
-    }
-    fn give(&self, n: usize) {
-        self.used.fetch_sub(n, Ordering::AcqRel);
-    }
-}
 
 /// One direction's buffer: doubles while reads fill it, up to [`COPY_BUF_MAX`],
 /// the part beyond [`COPY_BUF_UNMETERED`] drawn on `budget` (and given back when the
@@ -284,10 +259,10 @@ mod tests {
         assert_eq!((grown(&mut a), grown(&mut b)), (COPY_BUF_MAX, COPY_BUF_MAX));
         let mut c = Buffer::new(&budget);
         assert_eq!(grown(&mut c), COPY_BUF_UNMETERED, "the budget is spent");
-        assert_eq!(budget.used.load(Ordering::Relaxed), 2 * full);
+        assert_eq!(budget.used(), 2 * full);
         drop(a);
         assert_eq!(grown(&mut c), COPY_BUF_MAX, "a's share went back");
         drop((b, c));
-        assert_eq!(budget.used.load(Ordering::Relaxed), 0);
+        assert_eq!(budget.used(), 0);
     }
 }

@@ -7,8 +7,10 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use crate::budget::Budget;
 use std::thread;
 use std::time::Duration;
 
@@ -35,13 +37,13 @@ const DNS_IN_FLIGHT: usize = 64;
 /// At most [`DNS_IN_FLIGHT`] at once.
 pub fn serve_dns(sock: UdpSocket, to: PathBuf) -> thread::JoinHandle<()> {
     thread::spawn(move || {
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(Budget::new(DNS_IN_FLIGHT));
         let mut buf = [0u8; 4096];
         loop {
             let Ok((n, from)) = sock.recv_from(&mut buf) else {
                 continue;
             };
-            let Some(slot) = Slot::take(&in_flight, DNS_IN_FLIGHT) else {
+            let Some(slot) = Slot::take(&in_flight) else {
                 continue;
             };
             let (Ok(out), query) = (sock.try_clone(), buf[..n].to_vec()) else {
@@ -59,23 +61,18 @@ pub fn serve_dns(sock: UdpSocket, to: PathBuf) -> thread::JoinHandle<()> {
     })
 }
 
-/// One of at most `max` things in flight; given back when dropped.
-struct Slot(Arc<AtomicUsize>);
+/// One of the relays in flight; given back when dropped.
+struct Slot(Arc<Budget>);
 
 impl Slot {
-    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-        count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(count.clone()))
+    fn take(in_flight: &Arc<Budget>) -> Option<Slot> {
+        in_flight.take(1).then(|| Slot(in_flight.clone()))
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.give(1);
     }
 }
 
