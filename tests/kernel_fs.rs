@@ -523,23 +523,38 @@ fn git_init(h: &TestHome) {
 
 /// `.git/commondir` names the directory git takes its config and hooks from; no
 /// placeholder can hold its name (git fails on a directory there). Created past the
-/// interposer (here: without it), it is moved aside when the run ends, and the
-/// user's git is not redirected.
+/// interposer (here: without it), it is moved aside by the mount guard at once and
+/// the run is stopped (an editor running git every few seconds would otherwise
+/// follow it while the run lasts); the user's git is not redirected. Other files
+/// git writes in `.git` stop nothing.
 #[test]
-fn a_commondir_the_run_created_is_moved_aside() {
+fn a_commondir_the_run_created_is_moved_aside_and_the_run_stopped() {
     let h = TestHome::new();
     let ws = h.workspace();
     git_init(&h);
-    let script = "mkdir -p .x && printf '../.x\\n' > .git/commondir && echo CREATED";
+    let control = sandboxed(
+        &h,
+        "echo x > .git/FETCH_HEAD && echo y > .git/ORIG_HEAD && echo ref > head && echo FINE",
+    );
+    assert!(control.status.success(), "{}", text(&control));
+    assert!(text(&control).contains("FINE"), "{}", text(&control));
+    let start = std::time::Instant::now();
+    let script = "mkdir -p .x && printf '../.x\\n' > .git/commondir; sleep 20; echo SURVIVED";
     let out = sandboxed(&h, script);
     let t = text(&out);
     assert!(
-        t.contains("CREATED"),
-        "the write itself passes the kernel layer: {t}"
+        start.elapsed() < std::time::Duration::from_secs(10),
+        "the run went on: {t}"
+    );
+    assert!(!t.contains("SURVIVED"), "{t}");
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("mount guard: the sandbox created") && t.contains(".git/commondir"),
+        "{t}"
     );
     assert!(!ws.join(".git/commondir").exists(), "{t}");
     assert!(
-        t.contains("sandpit: warning: the run created") && t.contains(".git/commondir"),
+        t.contains("sandpit: warning: the run created") && t.contains("moved it to"),
         "{t}"
     );
     let moved: Vec<_> = std::fs::read_dir(ws.join(".git"))
@@ -552,6 +567,11 @@ fn a_commondir_the_run_created_is_moved_aside() {
         })
         .collect();
     assert_eq!(moved.len(), 1, "{t}");
+    assert_eq!(
+        std::fs::read_to_string(moved[0].path()).unwrap(),
+        "../.x\n",
+        "nothing lost"
+    );
     // The user's git works on its own repository again.
     let o = h
         .command("git")
@@ -570,8 +590,9 @@ fn a_commondir_the_run_created_is_moved_aside() {
 
 /// With its `.git` made unusable (`HEAD` broken), git takes a workspace holding
 /// `HEAD`, `objects/` and `refs/` for a bare repository and runs what its `config`
-/// names (`core.fsmonitor`) on the user's next `git status`. A `HEAD` the run created
-/// at the top is moved aside when the run ends.
+/// names (`core.fsmonitor`) on the user's next `git status`. A `HEAD` the run creates
+/// at the top (last, when all the rest is in place) is moved aside by the mount
+/// guard at once, and the run is stopped.
 #[test]
 fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
     let attack = |h: &TestHome| {
@@ -580,9 +601,9 @@ fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
         git_init(h);
         let script = format!(
             "echo broken > .git/HEAD; mkdir -p objects refs/heads; \
-             echo 'ref: refs/heads/master' > HEAD; \
              printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = {}\\n\\tfsmonitor = \"touch {}; false\"\\n' > config; \
-             echo PLANTED",
+             echo 'ref: refs/heads/master' > HEAD; \
+             echo PLANTED; sleep 20; echo SURVIVED",
             ws.display(),
             pwned.display()
         );
@@ -598,7 +619,8 @@ fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
     };
     let control = TestHome::new();
     let (script, pwned) = attack(&control);
-    assert!(text(&bare(&control, &script)).contains("PLANTED"));
+    let quick = script.replace("sleep 20; ", "");
+    assert!(text(&bare(&control, &quick)).contains("SURVIVED"));
     host_git_status(&control);
     assert!(
         pwned.exists(),
@@ -608,7 +630,11 @@ fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
     let h = TestHome::new();
     let (script, pwned) = attack(&h);
     let t = text(&sandboxed(&h, &script));
-    assert!(t.contains("PLANTED"), "{t}");
+    assert!(!t.contains("SURVIVED"), "{t}");
+    assert!(
+        t.contains("mount guard: the sandbox created") && t.contains("HEAD"),
+        "{t}"
+    );
     assert!(
         t.contains("sandpit: warning: the run created") && t.contains("HEAD"),
         "{t}"

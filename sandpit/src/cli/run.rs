@@ -499,6 +499,7 @@ pub mod linux {
             landlock_abi: support.landlock_abi,
             placeholder_lock,
             spare_dir: Some(state.join("spare")),
+            run: session.run().to_string(),
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),
@@ -532,12 +533,7 @@ pub mod linux {
         }
         for p in &plan.absent_git_files {
             if let Some(to) = quarantine(p, session.run()) {
-                let why = if p.file_name().is_some_and(|n| n == "HEAD") {
-                    "with `.git` unusable, git would take the workspace for a repository \
-                     and run what its config names"
-                } else {
-                    "git would take its config from what it names"
-                };
+                let why = linux::absent_git_file_danger(p);
                 eprintln!(
                     "sandpit: warning: the run created {} ({why}); moved it to {}",
                     p.display(),
@@ -556,11 +552,12 @@ pub mod linux {
     /// created past the interposer (a static program, a raw system call): renamed
     /// aside (a rename never follows a link at `path`), so the user's git does not
     /// take its config from where the sandbox pointed it. Where it went, if it was
-    /// there.
+    /// there, or if the mount guard moved it there during the run.
     fn quarantine(path: &Path, run: &str) -> Option<PathBuf> {
-        std::fs::symlink_metadata(path).ok()?;
-        let name = path.file_name()?.to_string_lossy();
-        let to = path.with_file_name(format!("{name}.sandpit-quarantine-{run}"));
+        let to = crate::sandbox::linux::quarantine_path(path, run)?;
+        if std::fs::symlink_metadata(path).is_err() {
+            return std::fs::symlink_metadata(&to).is_ok().then_some(to);
+        }
         std::fs::rename(path, &to).ok()?;
         Some(to)
     }

@@ -10,7 +10,9 @@
 //! capabilities the command drops: it watches the parent directories of the guarded
 //! paths with inotify and puts the mount back when one is gone. It also masks a
 //! read-denied path that did not exist at start once the host creates it (`~/.azure`
-//! after `az login`), when its parent existed.
+//! after `az login`), when its parent existed. And it moves aside a file git reads
+//! whenever it exists (`.git/commondir`, a `HEAD` at the workspace's top) that the
+//! sandbox creates past the interposer, and stops the run (`Restore::Absent`).
 //!
 //! The launcher forks the guard; it joins once init has built the mount tree. A
 //! guard that cannot set up, or stops, makes the launcher stop the run
@@ -47,6 +49,13 @@ pub enum Restore {
     /// (`MountOp::Sealed`). If the host removes the directory (a user cleaning up
     /// an empty `.claude`), it is made again.
     Sealed,
+    /// A file git reads whenever it exists, absent at start and with nothing to hold
+    /// its name (`Plan::absent_git_files`: `.git/commondir`, a `HEAD` at the
+    /// workspace's top). If one appears (a static program, a raw system call: the
+    /// interposer refuses it) it is moved aside at once and the run is stopped, so
+    /// the user's git (an editor runs it every few seconds) finds it for
+    /// microseconds at most, once, instead of until the run ends.
+    Absent,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +70,7 @@ pub struct Guarded {
 pub fn guarded(
     mounts: &[MountOp],
     unmasked_missing: &[PathBuf],
+    absent_git_files: &[PathBuf],
     exists: &dyn Fn(&Path) -> bool,
 ) -> Vec<Guarded> {
     let writable: Vec<&Path> = mounts
@@ -110,6 +120,11 @@ pub fn guarded(
             });
         }
     }
+    // Their parents (`.git`, the workspace) existed when the plan was made.
+    out.extend(absent_git_files.iter().map(|p| Guarded {
+        path: p.clone(),
+        restore: Restore::Absent,
+    }));
     out
 }
 
@@ -148,6 +163,9 @@ struct Replaced {
 
 /// Put `g`'s mount back if the host took it away. `Ok(None)`: nothing to do.
 fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
+    if g.restore == Restore::Absent {
+        return Ok(None);
+    }
     let Some(path) = cstr(&g.path) else {
         return Ok(None);
     };
@@ -184,6 +202,7 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
         // The same mask as at start (`namespaces::apply_op`, `MountOp::MaskDir`).
         Restore::Mask if is_dir => sys::small_tmpfs(c"000", true)?,
         Restore::Mask => mask_file_mount()?,
+        Restore::Absent => return Ok(None),
         Restore::Sealed => {
             // What the command made there while the placeholder was gone would
             // reach the host: nothing may be there.
@@ -272,18 +291,25 @@ pub struct Guard {
     list: Vec<Guarded>,
     ino: OwnedFd,
     dirs: Vec<(i32, PathBuf)>,
+    /// The run's id, for what is moved aside.
+    run: String,
 }
 
 /// Set up the guard for `list` in the sandbox's mount namespace (after init's pivot).
 /// An error means the guard cannot work, and the run stops.
-pub fn prepare(list: Vec<Guarded>) -> std::io::Result<Guard> {
+pub fn prepare(list: Vec<Guarded>, run: &str) -> std::io::Result<Guard> {
     let ino = sys::inotify()?;
     let dirs = watch_dirs(ino.as_fd(), &list)?;
     // What changed between the plan and the watches being in place.
     for g in &list {
-        check(g);
+        check(g, run);
     }
-    Ok(Guard { list, ino, dirs })
+    Ok(Guard {
+        list,
+        ino,
+        dirs,
+        run: run.to_string(),
+    })
 }
 
 /// Watch the parent directory of every guarded path (one watch each).
@@ -334,7 +360,7 @@ pub fn run(mut g: Guard) -> ! {
                     .any(|(w, d)| *w == wd && p.path.parent() == Some(d))
                     && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice());
                 if hit {
-                    check(p);
+                    check(p, &g.run);
                 }
             }
         }
@@ -346,15 +372,18 @@ pub fn run(mut g: Guard) -> ! {
                 Err(e) => stop(&e.to_string()),
             };
             for p in &g.list {
-                check(p);
+                check(p, &g.run);
             }
         }
     }
 }
 
 /// Restore `p` if needed; stop the run if that fails, or if something inside already
-/// holds what was exposed.
-fn check(p: &Guarded) {
+/// holds what was exposed, or if `p` is a git file that must stay absent and is there.
+fn check(p: &Guarded, run: &str) {
+    if p.restore == Restore::Absent {
+        return set_aside(&p.path, run);
+    }
     match restore(p) {
         Ok(None) => {}
         Ok(Some(r)) => {
@@ -369,6 +398,32 @@ fn check(p: &Guarded) {
         // Replaced again meanwhile: the next event brings it back here.
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) => stop(&format!("restoring {}: {e}", p.path.display())),
+    }
+}
+
+/// A git file that must stay absent (`Restore::Absent`), if it is there: moved aside
+/// (a rename never follows a link at `path`), then the run stops. The launcher says
+/// where it went and records it once the run has ended.
+fn set_aside(path: &Path, run: &str) {
+    if std::fs::symlink_metadata(path).is_err() {
+        return;
+    }
+    let why = crate::sandbox::linux::absent_git_file_danger(path);
+    let moved = crate::sandbox::linux::quarantine_path(path, run)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+        .and_then(|to| std::fs::rename(path, to));
+    match moved {
+        Ok(()) => stop(&format!(
+            "the sandbox created {} ({why}); it was moved aside and the run was stopped",
+            path.display()
+        )),
+        // Gone again meanwhile (the command renamed it): nothing to move.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => stop(&format!(
+            "the sandbox created {} ({why}) and it could not be moved aside ({e}); the \
+             run was stopped",
+            path.display()
+        )),
     }
 }
 
@@ -420,7 +475,8 @@ mod tests {
         ];
         let missing: Vec<PathBuf> = vec!["/h/.azure".into(), "/h/.m2/settings.xml".into()];
         let exists = |p: &Path| p == Path::new("/h");
-        let got = guarded(&mounts, &missing, &exists);
+        let absent: Vec<PathBuf> = vec!["/h/p/.git/commondir".into(), "/h/p/HEAD".into()];
+        let got = guarded(&mounts, &missing, &absent, &exists);
         let want = vec![
             Guarded {
                 path: "/h/p/.git/config".into(),
@@ -441,6 +497,14 @@ mod tests {
             Guarded {
                 path: "/h/.azure".into(),
                 restore: Restore::Mask,
+            },
+            Guarded {
+                path: "/h/p/.git/commondir".into(),
+                restore: Restore::Absent,
+            },
+            Guarded {
+                path: "/h/p/HEAD".into(),
+                restore: Restore::Absent,
             },
         ];
         assert_eq!(got, want);

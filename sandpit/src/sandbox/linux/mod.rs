@@ -15,7 +15,10 @@ mod spare;
 pub mod supervise;
 mod sys;
 
-pub use plan::{plan, FsView, HostFs, Input, Kind, Mode, MountOp, Network, Plan, PlanError};
+pub use plan::{
+    absent_git_file_danger, plan, quarantine_path, FsView, HostFs, Input, Kind, Mode, MountOp,
+    Network, Plan, PlanError,
+};
 pub use supervise::{
     block_forwarded_signals, lock_placeholders, run, spawn, Layer, Layers, Running, SpawnError,
 };

@@ -217,6 +217,23 @@ fn is_read_if_present(p: &Path, root: &Path) -> bool {
         || (p.parent() == Some(root) && name.is_some_and(|n| n == "HEAD"))
 }
 
+/// Why a file of `Plan::absent_git_files` that the run created is moved aside.
+pub fn absent_git_file_danger(p: &Path) -> &'static str {
+    if p.file_name().is_some_and(|n| n == "HEAD") {
+        "with `.git` unusable, git would take the workspace for a repository and run \
+         what its config names"
+    } else {
+        "git would take its config from what it names"
+    }
+}
+
+/// Where a file of `Plan::absent_git_files` the run created is moved: beside it,
+/// named for the run.
+pub fn quarantine_path(p: &Path, run: &str) -> Option<PathBuf> {
+    let name = p.file_name()?.to_string_lossy();
+    Some(p.with_file_name(format!("{name}.sandpit-quarantine-{run}")))
+}
+
 /// An empty directory sandpit creates on the host before the run (and removes after
 /// it if it is still empty and no other run uses it) so that a protected path that
 /// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
@@ -337,8 +354,9 @@ pub struct Plan {
     pub unmasked_missing: Vec<PathBuf>,
     /// Protected files git reads whenever they exist (`.git/commondir`, a `HEAD` at
     /// the workspace's top) that do not exist now and get no placeholder: the
-    /// interposer refuses creating them, and the launcher moves aside any that a
-    /// static program or a raw system call created by the run's end.
+    /// interposer refuses creating them; one that a static program or a raw system
+    /// call creates is moved aside at once by the mount guard, which stops the run
+    /// (`guard.rs`), and by the launcher at the run's end in fallback mode.
     pub absent_git_files: Vec<PathBuf>,
     /// What this plan cannot enforce, for the start-up line and `sandpit check`.
     pub weaker: Vec<String>,

@@ -135,6 +135,9 @@ pub struct Layers {
     /// Where empty directories are kept between runs to serve as placeholders
     /// (sandpit's state; `spare.rs`); `None` makes and removes each one.
     pub spare_dir: Option<PathBuf>,
+    /// This run's id: the mount guard names what it moves aside after it
+    /// (`plan::quarantine_path`).
+    pub run: String,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
@@ -426,7 +429,12 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     // tells C1 it has joined (C1 stays until then: the guard joins through C1, as pid
     // 1 is not dumpable).
     let guarded = if ns {
-        guard::guarded(&plan.mounts, &plan.unmasked_missing, &|p| p.exists())
+        guard::guarded(
+            &plan.mounts,
+            &plan.unmasked_missing,
+            &plan.absent_git_files,
+            &|p| p.exists(),
+        )
     } else {
         vec![]
     };
@@ -486,7 +494,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                     // As in C1: a panic must never unwind back into the launcher's
                     // code in this copy (its drops would remove the run's files).
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        guard_process(guarded, launcher, c1, ends)
+                        guard_process(guarded, &layers.run, launcher, c1, ends)
                     }));
                     sys::exit_now(125)
                 }
@@ -847,6 +855,7 @@ struct Ends {
 /// then stops the run.
 fn guard_process(
     guarded: Vec<guard::Guarded>,
+    run: &str,
     launcher: libc::pid_t,
     c1: libc::pid_t,
     Ends {
@@ -880,7 +889,7 @@ fn guard_process(
             sys::exit_now(125)
         }
     };
-    let g = match guard::prepare(guarded) {
+    let g = match guard::prepare(guarded, run) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("sandpit: mount guard: {e}");
