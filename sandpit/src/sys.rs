@@ -7,6 +7,24 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// Connections the kernel queues on a listener before they are accepted; it caps the
+/// number at `net.core.somaxconn` (4096 by default since Linux 5.4; 128 on macOS).
+const LISTEN_BACKLOG: libc::c_int = 4096;
+
+/// A TCP listener on `addr` whose queue holds a burst of connections. std listens
+/// with a backlog of 128: an agent opening a few hundred connections at once while
+/// the launcher is busy had its connects dropped and retried (a second's delay each),
+/// or reset. Listening again on a listening socket only changes its backlog.
+pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::AsRawFd;
+    let l = std::net::TcpListener::bind(addr)?;
+    // SAFETY: listen on a socket this function owns, with an integer argument.
+    if unsafe { libc::listen(l.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(l)
+}
+
 /// `n` random bytes from the kernel, as lowercase hex.
 pub fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;
@@ -107,5 +125,25 @@ pub unsafe fn recvmsg(fd: std::os::fd::RawFd, hdr: &mut libc::msghdr) -> std::io
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A burst of connections nobody accepts yet all complete at once: the queue
+    /// holds them (with std's backlog of 128 the rest wait for a SYN retry, 1 s).
+    #[test]
+    fn a_listener_queues_a_burst_of_connections() {
+        use std::time::{Duration, Instant};
+        let l = super::tcp_listener(("127.0.0.1", 0)).unwrap();
+        let addr = l.local_addr().unwrap();
+        let start = Instant::now();
+        let conns: Vec<_> = (0..600)
+            .map(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)))
+            .collect();
+        let failed = conns.iter().filter(|c| c.is_err()).count();
+        assert_eq!(failed, 0, "{failed} of 600 connects did not complete");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        drop(l);
     }
 }

@@ -418,7 +418,7 @@ pub mod linux {
         crate::timing::mark("run prepared (snapshot, interposer, sockets)");
         let bridge_listener = match (mode, args.proxy_port) {
             (linux::Mode::LandlockOnly, None) => Some(
-                std::net::TcpListener::bind(("127.0.0.1", 0))
+                crate::sys::tcp_listener(("127.0.0.1", 0))
                     .context("binding the proxy bridge on 127.0.0.1")?,
             ),
             _ => None,

@@ -218,7 +218,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
     let loopback = if ours && o.loopback_proxy {
-        let l = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        let l = crate::sys::tcp_listener(SocketAddr::from(([127, 0, 0, 1], 0)))
             .map_err(io("binding the proxy on 127.0.0.1"))?;
         let addr = l
             .local_addr()

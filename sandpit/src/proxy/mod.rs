@@ -158,7 +158,12 @@ impl Proxy {
             addr: addr.to_string(),
             source,
         };
-        let listener = TcpListener::bind(addr).await.map_err(bind_err)?;
+        let listener = crate::sys::tcp_listener(addr)
+            .and_then(|l| {
+                l.set_nonblocking(true)?;
+                TcpListener::from_std(l)
+            })
+            .map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
         Ok(Running::new(local, self.accept_loop(listener, true)))
     }

@@ -415,7 +415,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                 Some(l) => l
                     .try_clone()
                     .map_err(io_err("the proxy bridge's listener"))?,
-                None => TcpListener::bind(("127.0.0.1", *port))
+                None => crate::sys::tcp_listener(("127.0.0.1", *port))
                     .map_err(io_err(format!("binding proxy bridge on 127.0.0.1:{port}")))?,
             });
         }
@@ -926,7 +926,7 @@ fn child_init(
         }
     }
     if let NetPlan::Bridge { port, .. } = &plan.net {
-        match TcpListener::bind(("127.0.0.1", *port)) {
+        match crate::sys::tcp_listener(("127.0.0.1", *port)) {
             Ok(l) => {
                 if let Err(e) = sys::send_fd(ctl.as_fd(), b"B", l.as_fd()) {
                     fail(&ctl, Layer::Network, &format!("handing over bridge: {e}"))
