@@ -228,6 +228,14 @@ fn defaults_deny_credentials_and_outside_writes() {
         "~/.git-credentials",
         "~/.password-store/x.gpg",
         "~/.codex/auth.json",
+        // Sockets that hand out secrets or run code: git's credential cache, SSH
+        // agents, container VMs' Docker sockets.
+        "~/.cache/git/credential/socket",
+        "~/.1password/agent.sock",
+        "~/.colima/default/docker.sock",
+        "~/.lima/default/sock/ssh.sock",
+        "~/.rd/docker.sock",
+        "~/.orbstack/run/docker.sock",
     ] {
         let path = PathBuf::from(secret.replace('~', "/nonexistent-home/u"));
         let v = decide(&p, &Request::Read(&path));
