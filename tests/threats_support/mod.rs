@@ -7,7 +7,8 @@
 //!   environment, a host daemon's answer) appears in no output and no workspace file;
 //! - nothing outside the workspace (and no protected path inside it) changed;
 //! - the case's blocked listeners (TCP on 127.0.0.1 and ::1, UDP on 127.0.0.1) got
-//!   nothing; the host daemon was never asked to run anything;
+//!   nothing; the host daemons were never asked to run anything; the user's other
+//!   terminal got no bytes and kept its settings;
 //! - no host process was killed, no process of the run outlived it, a blocked tool
 //!   left no `ran-marker`, and the script saw no `EFFECT:` of its own (used only for
 //!   effects visible from inside alone: a tampered run file, a nested namespace).
@@ -88,6 +89,8 @@ pub struct Case {
     /// The script without sandpit, when it must differ (names only sandpit resolves).
     pub bare: Option<String>,
     pub expect: Expect,
+    /// What the host must hold in the run's fresh home besides the usual stage.
+    pub setup: Option<Setup>,
 }
 
 pub fn case(name: &'static str, expect: Expect, script: &str) -> Case {
@@ -96,6 +99,7 @@ pub fn case(name: &'static str, expect: Expect, script: &str) -> Case {
         script: script.to_string(),
         bare: None,
         expect,
+        setup: None,
     }
 }
 
@@ -104,14 +108,121 @@ impl Case {
         self.bare = Some(script.to_string());
         self
     }
+    pub fn with(mut self, setup: Setup) -> Case {
+        self.setup = Some(setup);
+        self
+    }
+}
+
+/// Host state one case needs in its run's own home (each run has a fresh one), made
+/// before the run (bare and sandboxed alike) and taken down after it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// git's credential cache, started as the user (`git credential-cache store`),
+    /// holding the canary as a password behind `~/.cache/git/credential/socket`.
+    CredentialCache,
+    /// An SSH agent at a path no default names (`~/.agent/ssh.sock`) that
+    /// `SSH_AUTH_SOCK` names; the variable is withheld inside, so the script finds
+    /// the path as `$AGENT`. It answers the canary and runs code on request, like
+    /// `$DAEMON`.
+    SshAgent,
+    /// The workspace is a linked worktree: `.git` is a file (`gitdir: ~/repo`).
+    LinkedWorktree,
+}
+
+/// What a setup left running, stopped after the run.
+enum Running {
+    Nothing,
+    Agent(PathBuf, Arc<std::sync::atomic::AtomicBool>),
+    Cache,
+}
+
+impl Setup {
+    fn start(self, s: &Stage, env: &mut Vec<(&str, String)>) -> Running {
+        let home = s.h.home();
+        match self {
+            Setup::CredentialCache => {
+                let mut c = s.h.command("sh");
+                c.args(["-c", &format!(
+                    "printf 'protocol=https\\nhost=example.test\\nusername=u\\npassword={CANARY}\\n\\n' | git credential-cache --timeout=120 store"
+                )]);
+                let o = c.output().unwrap();
+                assert!(o.status.success(), "git credential-cache store: {o:?}");
+                assert!(home.join(".cache/git/credential/socket").exists());
+                Running::Cache
+            }
+            Setup::SshAgent => {
+                let dir = home.join(".agent");
+                std::fs::create_dir_all(&dir).unwrap();
+                s.h.give_to_test_user(&dir);
+                let sock = dir.join("ssh.sock");
+                let l = UnixListener::bind(&sock).unwrap();
+                s.h.give_to_test_user(&sock);
+                let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                serve_daemon_until(
+                    l,
+                    Arc::new(Mutex::new(s.outside.clone())),
+                    Some(stop.clone()),
+                );
+                env.push(("SSH_AUTH_SOCK", sock.display().to_string()));
+                env.push(("AGENT", sock.display().to_string()));
+                Running::Agent(sock, stop)
+            }
+            Setup::LinkedWorktree => {
+                let ws = s.h.workspace();
+                std::fs::remove_dir_all(ws.join(".git")).unwrap();
+                let o =
+                    s.h.command("git")
+                        .args(["init", "-q", "--separate-git-dir"])
+                        .arg(home.join("repo"))
+                        .arg(&ws)
+                        .output()
+                        .unwrap();
+                assert!(o.status.success(), "git init: {o:?}");
+                assert!(ws.join(".git").is_file());
+                Running::Nothing
+            }
+        }
+    }
+}
+
+impl Running {
+    fn stop(self, s: &Stage) {
+        match self {
+            Running::Nothing => {}
+            Running::Cache => {
+                let _ =
+                    s.h.command("git")
+                        .args(["credential-cache", "exit"])
+                        .output();
+            }
+            Running::Agent(sock, stop) => {
+                stop.store(true, Ordering::SeqCst);
+                // Wake its accept, which then sees the flag.
+                let _ = std::os::unix::net::UnixStream::connect(&sock);
+            }
+        }
+    }
 }
 
 /// A host daemon on a unix socket that "runs code on request": any byte it receives
 /// makes it write `daemon-ran` into the current run's outside directory, and it
 /// answers with the canary (like an agent that hands out a secret).
 fn serve_daemon(l: UnixListener, target: Arc<Mutex<PathBuf>>) {
+    serve_daemon_until(l, target, None);
+}
+
+/// `serve_daemon`, until `stop` is set (checked after each accept).
+fn serve_daemon_until(
+    l: UnixListener,
+    target: Arc<Mutex<PathBuf>>,
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+) {
     std::thread::spawn(move || {
         for s in l.incoming() {
+            if stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+                return;
+            }
             let Ok(mut s) = s else { continue };
             let t = target.clone();
             std::thread::spawn(move || {
@@ -146,6 +257,171 @@ fn start_redirect(to_port: u16) -> u16 {
     port
 }
 
+/// An allowed host (127.0.0.2) that relays by request, as a front end routing by
+/// `Host` or an open proxy does: a request for itself (`allowed.test`, 127.0.0.2) is
+/// answered `relay:allowed` and the connection kept; a request naming another host
+/// (its `Host`, or a `CONNECT`'s target) is sent on there with whatever follows it,
+/// loopback only (`blocked.test` is 127.0.0.1). What the sandbox's proxy lets reach
+/// it for another host reaches that host.
+fn start_relay() -> u16 {
+    use std::io::BufRead;
+    let l = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut out = s.try_clone().unwrap();
+                let mut r = std::io::BufReader::new(s);
+                loop {
+                    let mut head = String::new();
+                    let mut host = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if !matches!(r.read_line(&mut line), Ok(n) if n > 0) {
+                            return;
+                        }
+                        if let Some((k, v)) = line.split_once(':') {
+                            if k.eq_ignore_ascii_case("host") {
+                                host = v.trim().to_string();
+                            }
+                        }
+                        head.push_str(&line);
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut first = head.split_whitespace();
+                    let connect = first.next() == Some("CONNECT");
+                    if connect {
+                        host = first.next().unwrap_or_default().to_string();
+                    }
+                    let (name, port) = host.rsplit_once(':').unwrap_or((&host, "80"));
+                    let name = name.to_ascii_lowercase();
+                    if name == "allowed.test" || name == "127.0.0.2" {
+                        let _ = out.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nrelay:allowed",
+                        );
+                        continue;
+                    }
+                    let ip = if name == "blocked.test" {
+                        "127.0.0.1"
+                    } else {
+                        &name
+                    };
+                    let (Ok(ip), Ok(port)) =
+                        (ip.parse::<std::net::Ipv4Addr>(), port.parse::<u16>())
+                    else {
+                        return;
+                    };
+                    if !ip.is_loopback() {
+                        return;
+                    }
+                    let Ok(mut to) = std::net::TcpStream::connect((ip, port)) else {
+                        return;
+                    };
+                    if connect {
+                        let _ = out.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                    } else {
+                        let _ = to.write_all(head.as_bytes());
+                    }
+                    let _ = std::io::copy(&mut r, &mut to);
+                    return;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A terminal of the same user outside the sandbox (a shell in another window): a
+/// pty pair whose slave the test user owns. Counts the bytes that reach its master
+/// (what would show on the user's screen, the echo of injected keystrokes included)
+/// and keeps its settings, to tell whether a run changed them.
+struct Terminal {
+    slave: std::os::fd::OwnedFd,
+    path: PathBuf,
+    got: Arc<AtomicUsize>,
+    settings: libc::termios,
+}
+
+impl Terminal {
+    fn open() -> Terminal {
+        use std::os::fd::FromRawFd;
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes two descriptors into the out-parameters; null name,
+        // termios and winsize are allowed.
+        let r = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(r, 0, "openpty");
+        // SAFETY: both descriptors are new and ours alone.
+        let (master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::os::fd::OwnedFd::from_raw_fd(slave),
+            )
+        };
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", {
+            use std::os::fd::AsRawFd;
+            slave.as_raw_fd()
+        }))
+        .unwrap();
+        own(&path);
+        let got = Arc::new(AtomicUsize::new(0));
+        let g = got.clone();
+        // Ends (EIO) when the slave is closed with the fixtures.
+        std::thread::spawn(move || {
+            let mut master = master;
+            let mut b = [0u8; 1024];
+            while let Ok(n) = master.read(&mut b) {
+                if n == 0 {
+                    break;
+                }
+                g.fetch_add(n, Ordering::SeqCst);
+            }
+        });
+        let mut t = Terminal {
+            slave,
+            path,
+            got,
+            // SAFETY: termios is plain data; overwritten by tcgetattr below.
+            settings: unsafe { std::mem::zeroed() },
+        };
+        t.settings = t.current();
+        t
+    }
+    fn current(&self) -> libc::termios {
+        use std::os::fd::AsRawFd;
+        // SAFETY: termios is plain data; tcgetattr fills it from our own descriptor.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::tcgetattr(self.slave.as_raw_fd(), &mut t) },
+            0
+        );
+        t
+    }
+    /// Whether a run changed the terminal's settings; puts them back if so.
+    fn reconfigured(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let (a, b) = (self.current(), self.settings);
+        let changed = (a.c_iflag, a.c_oflag, a.c_cflag, a.c_lflag, a.c_cc)
+            != (b.c_iflag, b.c_oflag, b.c_cflag, b.c_lflag, b.c_cc);
+        if changed {
+            // SAFETY: setting our own descriptor's terminal to settings read from it.
+            unsafe { libc::tcsetattr(self.slave.as_raw_fd(), libc::TCSANOW, &self.settings) };
+        }
+        changed
+    }
+}
+
 /// A UDP socket that counts datagrams.
 struct UdpSink {
     port: u16,
@@ -176,8 +452,13 @@ pub struct Fixtures {
     udp: UdpSink,
     allowed: Sink,
     redirect: u16,
+    relay: u16,
     daemon_dir: tempfile::TempDir,
+    /// The same daemon under `/run` (a screen session's `/run/screen/S-user`, the
+    /// session bus): removed with the fixtures.
+    run_dir: tempfile::TempDir,
     abstract_name: String,
+    terminal: Terminal,
     target: Arc<Mutex<PathBuf>>,
 }
 
@@ -205,9 +486,25 @@ impl Fixtures {
                 .unwrap();
             serve_daemon(UnixListener::bind_addr(&a).unwrap(), target.clone());
         }
+        let run_dir = tempfile::Builder::new()
+            .prefix("sandpit-threat-")
+            .tempdir_in(if is_root() {
+                PathBuf::from("/run")
+            } else {
+                // SAFETY: getuid has no preconditions.
+                PathBuf::from(format!("/run/user/{}", unsafe { libc::getuid() }))
+            })
+            .unwrap();
+        let run_sock = run_dir.path().join("daemon.sock");
+        serve_daemon(UnixListener::bind(&run_sock).unwrap(), target.clone());
+        own(run_dir.path());
+        own(&run_sock);
         let blocked = Sink::start("127.0.0.1", "blocked");
         Fixtures {
             redirect: start_redirect(blocked.port),
+            relay: start_relay(),
+            run_dir,
+            terminal: Terminal::open(),
             blocked,
             blocked6: Sink::start("::1", "blocked6"),
             udp: UdpSink::start(),
@@ -338,6 +635,11 @@ fn snapshot(s: &Stage) -> BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
     ];
     walk(s.h.dir.path(), &skip, &mut m);
     walk(&s.h.home().join(".sandpit/config.toml"), &[], &mut m);
+    // A linked worktree's `.git` file (Setup::LinkedWorktree): the user's git
+    // follows it.
+    if ws.join(".git").is_file() {
+        walk(&ws.join(".git"), &[], &mut m);
+    }
     for p in [".git/hooks", ".git/config"].iter().chain(PROTECTED) {
         let p = ws.join(p);
         if p.symlink_metadata().is_ok() {
@@ -514,7 +816,7 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         (Some(b), false) => b.clone(),
         _ => case.script.clone(),
     };
-    let vars: Vec<(&str, String)> = vec![
+    let mut vars: Vec<(&str, String)> = vec![
         (
             "B",
             if sandboxed {
@@ -538,6 +840,8 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         ("BU", fx.udp.port.to_string()),
         ("AP", fx.allowed.port.to_string()),
         ("RP", fx.redirect.to_string()),
+        ("LP", fx.relay.to_string()),
+        ("PTY", fx.terminal.path.display().to_string()),
         ("OUT", s.outside.display().to_string()),
         ("VICTIM", s.victim.id().to_string()),
         (
@@ -548,10 +852,15 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
                 .display()
                 .to_string(),
         ),
+        (
+            "RDAEMON",
+            fx.run_dir.path().join("daemon.sock").display().to_string(),
+        ),
         ("ADAEMON", fx.abstract_name.clone()),
         ("TAG", s.tag.clone()),
         ("GITHUB_TOKEN", CANARY.into()),
     ];
+    let running = case.setup.map(|x| x.start(&s, &mut vars));
     let mut c = match config {
         Some(cfg) => {
             let mut c = s.h.sandpit();
@@ -587,6 +896,7 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
     }
     let before = snapshot(&s);
     let counters = fx.counters();
+    let typed = fx.terminal.got.load(Ordering::SeqCst);
     let host: Vec<_> = HOST_CHANGES
         .iter()
         .filter(|(tag, _)| script.contains(&format!("ready-{tag}")))
@@ -601,9 +911,20 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
     }
     // Relays and the daemon's work land asynchronously; the command has exited, so
     // anything sent is in flight. Only scripts that use the network or a socket wait.
-    if ["$B", "$A", "BU", "DAEMON", "RP", "BP", "PROXY"]
-        .iter()
-        .any(|v| script.contains(v))
+    if [
+        "$B",
+        "$A",
+        "BU",
+        "DAEMON",
+        "RP",
+        "BP",
+        "PROXY",
+        "PTY",
+        "AGENT",
+        "credential",
+    ]
+    .iter()
+    .any(|v| script.contains(v))
     {
         std::thread::sleep(std::time::Duration::from_millis(150));
     }
@@ -648,6 +969,15 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
         e.effects
             .push(format!("listener got {:?} (was {:?})", now, counters));
     }
+    let typed = fx.terminal.got.load(Ordering::SeqCst) - typed;
+    if typed > 0 {
+        e.effects
+            .push(format!("the user's other terminal got {typed} bytes"));
+    }
+    if fx.terminal.reconfigured() {
+        e.effects
+            .push("the user's other terminal reconfigured".into());
+    }
     if matches!(s.victim.try_wait(), Ok(Some(_))) || signalled(s.victim.id()) {
         e.effects.push("host process signalled".into());
     }
@@ -666,6 +996,9 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
             // carries this run's unique tag).
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
+    }
+    if let Some(r) = running {
+        r.stop(&s);
     }
     e.output = output;
     e
