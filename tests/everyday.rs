@@ -649,72 +649,64 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
     }
 }
 
-/// Placeholders come from, and go back to, empty directories kept in sandpit's state
-/// (`~/.sandpit/spare`); one the user fills on the host during the run is left where
-/// it is, with what was written, and nothing else goes among the spares.
+/// Placeholders are made ahead of time in sandpit's state (`~/.sandpit/spare`) and
+/// put in its trash after the run, to be removed during a later one. A file the user
+/// writes into a placeholder on the host during the run stays in the workspace; a
+/// handle held on a placeholder after its run (a shell whose working directory it
+/// was) never reaches a later run's placeholders: what is written through it ends up
+/// in the trash, put aside, not lost.
 #[test]
-fn placeholders_are_kept_for_the_next_run_and_what_the_user_writes_stays() {
-    use std::os::unix::fs::MetadataExt;
+fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
+    use std::os::fd::AsRawFd;
     use std::process::Stdio;
     let h = home();
     let ws = h.workspace();
-    let spare = h.home().join(".sandpit/spare");
-    let spares = || -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&spare)
-            .map(|d| d.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+    let placeholders: Vec<&str> = PROTECTED.iter().copied().chain([".git"]).collect();
+    let wait_for_go = |go: &str| {
+        let mut c = h.sandpit();
+        c.args(["run", "--", "sh", "-c"]);
+        c.arg(format!("echo ready; while [ ! -e {go} ]; do sleep 0.05; done"));
+        common::spawn_ready(c, Stdio::null())
     };
+    let (mut first, _) = wait_for_go("go1");
+    let held = std::fs::File::open(ws.join(".vscode")).unwrap();
+    h.write(&ws.join(".idea/notes.txt"), "mine");
+    h.write(&ws.join("go1"), "");
+    assert!(first.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".idea/notes.txt")).unwrap(),
+        "mine"
+    );
+    for p in placeholders.iter().filter(|p| **p != ".idea") {
+        assert!(!ws.join(p).exists(), "{p} left behind");
+    }
+    // Written through the handle after the run.
+    let via = PathBuf::from(format!("/proc/self/fd/{}/planted", held.as_raw_fd()));
+    std::fs::write(&via, "through a held handle").unwrap();
+    drop(held);
+    std::fs::remove_dir_all(ws.join(".idea")).unwrap();
+    let (mut second, _) = wait_for_go("go2");
+    for p in &placeholders {
+        let n = std::fs::read_dir(ws.join(p)).map(|d| d.count());
+        assert_eq!(n.unwrap_or(0), 0, "{p} is no empty placeholder");
+    }
+    h.write(&ws.join("go2"), "");
+    assert!(second.wait().unwrap().success());
     let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    // The default policy's placeholders in a directory that is no repository: a
-    // sealed `.git` besides the workspace's protected paths.
-    let placeholders: Vec<&str> = PROTECTED.iter().copied().chain([".git"]).collect();
-    let kept = spares();
-    assert_eq!(kept.len(), placeholders.len(), "{kept:?}");
-    let inodes: Vec<u64> = kept
-        .iter()
-        .map(|p| std::fs::metadata(p).unwrap().ino())
+    // By now a run has emptied the trash: the planted file was kept, put aside.
+    let trash = h.home().join(".sandpit/trash");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&trash)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("planted").exists())
         .collect();
-    for p in &placeholders {
-        assert!(!ws.join(p).exists(), "{p} left behind");
-    }
-    let mut c = h.sandpit();
-    c.args([
-        "run",
-        "--",
-        "sh",
-        "-c",
-        "echo ready; while [ ! -e go ]; do sleep 0.05; done",
-    ]);
-    let (mut run, _) = common::spawn_ready(c, Stdio::null());
-    // The second run took the spares: the same directories are the placeholders.
-    assert!(spares().is_empty(), "{:?}", spares());
-    let mut used: Vec<u64> = placeholders
-        .iter()
-        .map(|p| std::fs::metadata(ws.join(p)).unwrap().ino())
-        .collect();
-    used.sort();
-    let mut before = inodes.clone();
-    before.sort();
-    assert_eq!(used, before);
-    // The user writes into one on the host meanwhile.
-    h.write(&ws.join(".vscode/settings.json"), "{\"editor.tabSize\": 2}");
-    h.write(&ws.join("go"), "");
-    assert!(run.wait().unwrap().success());
+    assert_eq!(kept.len(), 1, "{:?}", std::fs::read_dir(&trash).unwrap().count());
+    assert!(kept[0].to_string_lossy().ends_with(".not-empty"), "{kept:?}");
     assert_eq!(
-        std::fs::read_to_string(ws.join(".vscode/settings.json")).unwrap(),
-        "{\"editor.tabSize\": 2}"
+        std::fs::read_to_string(kept[0].join("planted")).unwrap(),
+        "through a held handle"
     );
-    for p in placeholders.iter().filter(|p| **p != ".vscode") {
-        assert!(!ws.join(p).exists(), "{p} left behind");
-    }
-    let kept = spares();
-    assert_eq!(kept.len(), placeholders.len() - 1, "{kept:?}");
-    for k in kept {
-        assert_eq!(std::fs::read_dir(&k).unwrap().count(), 0, "{k:?} not empty");
-    }
 }
 
 /// The degraded mode (no user namespaces: Landlock + seccomp only) as it is: caches,

@@ -498,7 +498,7 @@ pub mod linux {
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock,
-            spare_dir: Some(state.join("spare")),
+            spare_state: Some(state.clone()),
             run: session.run().to_string(),
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
@@ -526,6 +526,14 @@ pub mod linux {
             }
         };
         crate::timing::mark("proxy and DNS started");
+        // While the command runs: remove the last runs' placeholders and make the
+        // next runs' (off the start and the end of every run).
+        if plan.mode == linux::Mode::Namespaces {
+            let state = state.clone();
+            let _ = std::thread::Builder::new()
+                .name("sandpit-spares".into())
+                .spawn(move || linux::tend_spares(&state));
+        }
         let result = running.wait();
         crate::timing::mark("command and its supervisors exited");
         for line in services.finish() {

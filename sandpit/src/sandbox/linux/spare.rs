@@ -1,37 +1,37 @@
-//! Empty directories kept between runs for placeholders (`plan::Placeholder`).
+//! Placeholders made ahead of time, and put away to be removed later.
 //!
 //! A placeholder is an empty directory made in the workspace before a run and
-//! removed after it. Making and removing a directory costs a block allocation and a
-//! block release (on a filesystem mounted `-o discard` the release waits for the
-//! device: ~70 µs a directory here, ~0.9 ms for the default policy's eight), where a
-//! rename costs a few µs. So a placeholder is an empty directory renamed out of
-//! `dir` (in sandpit's state, read-only to every sandbox) when one is there, and
-//! renamed back when the run ends; `mkdir` and `rmdir` remain for a workspace on
-//! another filesystem, or when there is none to spare or too many spared.
+//! removed after it (`plan::Placeholder`). Making and removing a directory costs a
+//! block allocation and a block release: on a filesystem mounted `-o discard` the
+//! release waits for the device (~70–95 µs a directory on this project's VM, ~0.9 ms
+//! for the default policy's eight), where a rename costs a few µs. So, in sandpit's
+//! state (read-only to every namespace-mode sandbox):
 //!
-//! Only an empty directory ever becomes a placeholder or a spare: one is checked
-//! after every rename, and what holds anything (written there meanwhile, or put
-//! among the spares) goes back where it came from.
+//! - `spare/` holds empty directories sandpit made there itself. A placeholder is one
+//!   of them renamed into place. Never one that has been in a workspace: something
+//!   there (a shell whose working directory it was, a descriptor) could still hold it
+//!   and write into it wherever it went next.
+//! - `trash/` takes placeholders the run is done with, renamed there.
+//! - [`tend`], on a launcher thread while the command runs, removes what is in the
+//!   trash and makes spares for the next runs, a bounded number of each per run.
+//!
+//! A workspace on another filesystem, or a state directory that is not a private
+//! directory of this user, gets `mkdir` and `rmdir` as before.
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::sys;
 
-/// Spares kept at most; a placeholder released past that is removed.
-const KEEP: usize = 64;
-
-/// Where a spare that turned out not empty is put aside, in `dir`: never taken.
-const NOT_EMPTY: &str = ".not-empty";
-
-pub struct Spares {
-    dir: Option<PathBuf>,
-    /// Spares in `dir` not yet tried, listed once, when first needed.
-    names: Option<Vec<OsString>>,
-    /// For naming the spares this process releases.
-    next: u32,
-}
+/// Spares kept ready (the default policy makes up to eight placeholders).
+const KEEP: usize = 16;
+/// Directories [`tend`] removes, and spares it makes, in one run at most.
+const TEND: usize = 32;
+/// Suffix of what is put aside, never taken or removed: a spare that was no empty
+/// directory of this user's, or a trashed placeholder something wrote into.
+const ASIDE: &str = ".not-empty";
 
 fn cstr(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput.into())
@@ -45,201 +45,311 @@ fn is_empty_dir(p: &Path) -> bool {
     cstr(p).is_ok_and(|c| sys::is_empty_dir(&c).unwrap_or(false))
 }
 
+/// `dir` (made when missing) if it is a directory of this user's that no one else
+/// can write, not a link.
+fn private_dir(dir: &Path) -> Option<&Path> {
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    let m = std::fs::symlink_metadata(dir).ok()?;
+    (m.is_dir() && m.uid() == crate::sys::uid() && m.mode() & 0o022 == 0).then_some(dir)
+}
+
+/// A spare fit to become a placeholder: an empty directory of this user's, not a link,
+/// with no special mode bits and not writable by everyone.
+fn fit(p: &Path) -> bool {
+    std::fs::symlink_metadata(p)
+        .is_ok_and(|m| m.is_dir() && m.uid() == crate::sys::uid() && m.mode() & 0o7002 == 0)
+        && is_empty_dir(p)
+}
+
+/// A name in `dir` no other process of this user's picks: pid and a count.
+fn fresh_name(dir: &Path, next: &mut u32) -> PathBuf {
+    *next += 1;
+    dir.join(format!("{}.{}", std::process::id(), next))
+}
+
+pub struct Spares {
+    /// sandpit's state directory; `None` makes and removes every placeholder.
+    state: Option<PathBuf>,
+    /// Spares not yet tried, listed when first needed.
+    names: Option<Vec<OsString>>,
+    next: u32,
+}
+
 impl Spares {
-    /// Spares kept in `dir` (made when the first is released); `None` keeps none.
-    pub fn new(dir: Option<PathBuf>) -> Spares {
+    pub fn new(state: Option<PathBuf>) -> Spares {
         Spares {
-            dir,
+            state,
             names: None,
             next: 0,
         }
     }
 
-    fn names(&mut self) -> &mut Vec<OsString> {
-        let dir = self.dir.as_deref();
-        self.names.get_or_insert_with(|| {
-            let Some(d) = dir.and_then(|d| std::fs::read_dir(d).ok()) else {
-                return vec![];
-            };
-            d.filter_map(|e| e.ok().map(|e| e.file_name()))
-                .filter(|n| !n.as_bytes().ends_with(NOT_EMPTY.as_bytes()))
-                .collect()
-        })
+    fn spare_dir(&self) -> Option<PathBuf> {
+        let d = self.state.as_ref()?.join("spare");
+        private_dir(&d)?;
+        Some(d)
     }
 
-    /// Make `path` an empty directory, as `mkdir` would: `AlreadyExists` when
-    /// something is there already.
+    /// Make `path` an empty directory, as `mkdir` would (`AlreadyExists` when
+    /// something is there already).
     pub fn make(&mut self, path: &Path) -> io::Result<()> {
-        while let Some(dir) = self.dir.clone() {
-            let Some(name) = self.names().pop() else {
-                break;
-            };
-            let spare = dir.join(&name);
-            match rename(&spare, path) {
-                Ok(()) if is_empty_dir(path) => return Ok(()),
-                Ok(()) => {
-                    // Not a spare sandpit put there: back, and never taken again.
-                    let mut aside = name;
-                    aside.push(NOT_EMPTY);
-                    if rename(path, &dir.join(aside)).is_err() {
-                        let _ = rename(path, &spare);
+        if let Some(dir) = self.spare_dir() {
+            let names = self.names.get_or_insert_with(|| list(&dir));
+            while let Some(name) = names.pop() {
+                let spare = dir.join(&name);
+                if !fit(&spare) {
+                    let _ = rename(&spare, &aside(&spare));
+                    continue;
+                }
+                match rename(&spare, path) {
+                    // Checked before the move; only this user can have changed it since
+                    // (the state directory is no sandbox's to write in namespace mode).
+                    Ok(()) if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) => {
+                        return Ok(())
                     }
+                    Ok(()) => {
+                        return Err(io::Error::other(format!(
+                            "{} changed while it was made a placeholder",
+                            spare.display()
+                        )))
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                        names.push(name);
+                        return Err(e);
+                    }
+                    // Another run took it: the next one. (Or `path`'s parent is
+                    // missing, which `mkdir` below reports.)
+                    Err(e) if e.kind() == io::ErrorKind::NotFound && spare.exists() => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    // Another filesystem: `mkdir`.
+                    Err(_) => break,
                 }
-                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                    self.names().push(name);
-                    return Err(e);
-                }
-                // Another run took it: the next one.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                // Another filesystem, or the state directory not usable.
-                Err(_) => self.dir = None,
             }
         }
         std::fs::create_dir(path)
     }
 
-    /// Remove the directory `path` if it is empty, as `rmdir` would.
+    /// Remove the directory `path` if it is empty: put in the trash when it can be,
+    /// else `rmdir` (which removes only an empty directory, never a file or a link).
     pub fn release(&mut self, path: &Path) {
-        if let Some(dir) = self.dir.clone() {
-            if self.names().len() < KEEP && is_empty_dir(path) {
-                if self.next == 0 {
-                    let _ = std::fs::create_dir(&dir);
-                }
-                self.next += 1;
-                let name = format!("{}.{}", std::process::id(), self.next);
-                let spare = dir.join(&name);
-                if rename(path, &spare).is_ok() {
-                    if is_empty_dir(&spare) {
-                        self.names().push(name.into());
-                        return;
-                    }
-                    // Written to between the check and the rename: back in place, or
-                    // left among the spares under a name never taken, and said.
-                    if rename(&spare, path).is_err() {
-                        let aside = dir.join(format!("{name}{NOT_EMPTY}"));
-                        let kept = if rename(&spare, &aside).is_ok() {
-                            aside
-                        } else {
-                            spare
-                        };
-                        eprintln!(
-                            "sandpit: what was written to {} as the run ended is in {}",
-                            path.display(),
-                            kept.display()
-                        );
-                    }
-                    return;
-                }
+        let trash = self.state.as_ref().map(|s| s.join("trash"));
+        if let Some(trash) = trash.as_deref().and_then(private_dir) {
+            if is_empty_dir(path) && rename(path, &fresh_name(trash, &mut self.next)).is_ok() {
+                return;
             }
         }
-        // `rmdir` alone: it removes only an empty directory, never a file or a link
-        // (nor what a link points to).
         let _ = std::fs::remove_dir(path);
+    }
+}
+
+fn list(dir: &Path) -> Vec<OsString> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.file_name()))
+                .filter(|n| !n.as_bytes().ends_with(ASIDE.as_bytes()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn aside(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(ASIDE);
+    PathBuf::from(s)
+}
+
+/// Empty the trash and make spares up to [`KEEP`] in `state`, at most [`TEND`] of
+/// each; for a thread of the launcher's while the command runs. A trashed
+/// placeholder that holds something (written through a handle held on it after its
+/// run) is kept, put aside, and said.
+pub fn tend(state: &Path) {
+    let trash = state.join("trash");
+    if let Some(trash) = private_dir(&trash) {
+        for name in list(trash).into_iter().take(TEND) {
+            let p = trash.join(&name);
+            match std::fs::remove_dir(&p) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                    let to = aside(&p);
+                    if rename(&p, &to).is_ok() {
+                        eprintln!(
+                            "sandpit: what was written into a placeholder after its run ended \
+                             is in {}",
+                            to.display()
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let spare = state.join("spare");
+    let Some(spare) = private_dir(&spare) else {
+        return;
+    };
+    let have = list(spare).len();
+    let mut next = 0;
+    for _ in have..KEEP.min(have + TEND) {
+        let _ = std::fs::create_dir(fresh_name(spare, &mut next));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
-    fn tmp() -> tempfile::TempDir {
-        tempfile::tempdir().unwrap()
+    fn ino(p: &Path) -> u64 {
+        std::fs::symlink_metadata(p).unwrap().ino()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
     }
 
     #[test]
-    fn a_released_placeholder_is_the_next_one_made() {
-        let t = tmp();
-        let dir = t.path().join("spare");
+    fn placeholders_come_from_spares_and_go_to_the_trash_never_back() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
         let ws = t.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let mut s = Spares::new(Some(dir.clone()));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        // Nothing spare yet: mkdir.
+        let mut s = Spares::new(Some(state.clone()));
         s.make(&ws.join(".envrc")).unwrap();
-        assert!(is_empty_dir(&ws.join(".envrc")));
         s.release(&ws.join(".envrc"));
         assert!(!ws.join(".envrc").exists());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-        let kept = std::fs::read_dir(&dir)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        let before = ino(&kept);
-        // Another process (another run) finds it.
-        let mut other = Spares::new(Some(dir.clone()));
-        other.make(&ws.join(".vscode")).unwrap();
-        assert_eq!(ino(&ws.join(".vscode")), before);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
-        // Nothing spare: mkdir.
-        other.make(&ws.join(".idea")).unwrap();
-        assert!(is_empty_dir(&ws.join(".idea")));
+        assert_eq!(names(&state.join("trash")).len(), 1);
+        tend(&state);
+        assert!(
+            names(&state.join("trash")).is_empty(),
+            "the trash is emptied"
+        );
+        let spares = names(&state.join("spare"));
+        assert_eq!(spares.len(), KEEP);
+        // The next run's placeholders are those spares, never the released directory.
+        let made: Vec<u64> = spares
+            .iter()
+            .map(|n| ino(&state.join("spare").join(n)))
+            .collect();
+        let mut s = Spares::new(Some(state.clone()));
+        s.make(&ws.join(".vscode")).unwrap();
+        assert!(made.contains(&ino(&ws.join(".vscode"))));
+        assert_eq!(names(&state.join("spare")).len(), KEEP - 1);
     }
 
     #[test]
-    fn what_holds_anything_is_never_moved_or_taken() {
-        let t = tmp();
-        let dir = t.path().join("spare");
+    fn a_handle_on_a_released_placeholder_reaches_no_other_workspace() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mut s = Spares::new(Some(state.clone()));
+        s.make(&ws.join(".vscode")).unwrap();
+        let held = std::fs::File::open(ws.join(".vscode")).unwrap();
+        s.release(&ws.join(".vscode"));
+        // Written through the handle after the run: stays in the trash, put aside.
+        use std::os::fd::AsRawFd;
+        let via = PathBuf::from(format!("/proc/self/fd/{}/config", held.as_raw_fd()));
+        std::fs::write(&via, "[core]").unwrap();
+        tend(&state);
+        let trash = names(&state.join("trash"));
+        assert_eq!(trash.len(), 1);
+        assert!(trash[0].ends_with(ASIDE), "{trash:?}");
+        for _ in 0..KEEP {
+            let mut s = Spares::new(Some(state.clone()));
+            let p = ws.join(".git");
+            s.make(&p).unwrap();
+            assert!(is_empty_dir(&p));
+            std::fs::remove_dir(&p).unwrap();
+        }
+    }
+
+    #[test]
+    fn only_an_empty_directory_of_this_user_becomes_a_placeholder() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        let spare = state.join("spare");
+        std::fs::create_dir_all(&spare).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&spare, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::create_dir(spare.join("1.1")).unwrap();
+        std::fs::write(spare.join("1.1/config"), "[core]").unwrap();
+        std::fs::write(spare.join("1.2"), "x").unwrap();
+        std::os::unix::fs::symlink(t.path(), spare.join("1.3")).unwrap();
+        std::fs::create_dir(spare.join("1.4")).unwrap();
+        std::fs::set_permissions(spare.join("1.4"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let mut s = Spares::new(Some(state.clone()));
+        s.make(&ws.join(".git")).unwrap();
+        assert!(is_empty_dir(&ws.join(".git")));
+        assert!(!ws.join(".git").symlink_metadata().unwrap().is_symlink());
+        assert_eq!(
+            names(&spare),
+            [
+                "1.1.not-empty",
+                "1.2.not-empty",
+                "1.3.not-empty",
+                "1.4.not-empty"
+            ]
+        );
+        assert_eq!(
+            std::fs::read(spare.join("1.1.not-empty/config")).unwrap(),
+            b"[core]"
+        );
+    }
+
+    #[test]
+    fn what_holds_anything_or_is_taken_is_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        tend(&state);
         let ws = t.path().join("ws");
         std::fs::create_dir_all(ws.join(".vscode")).unwrap();
         std::fs::write(ws.join(".vscode/settings.json"), "{}").unwrap();
-        let mut s = Spares::new(Some(dir.clone()));
+        std::fs::write(ws.join(".envrc"), "export A=1").unwrap();
+        let mut s = Spares::new(Some(state.clone()));
         s.release(&ws.join(".vscode"));
         assert_eq!(
             std::fs::read(ws.join(".vscode/settings.json")).unwrap(),
             b"{}"
         );
-        // A spare that holds a file, and a file among the spares: neither becomes
-        // a placeholder, both are put aside.
-        std::fs::create_dir_all(dir.join("1.1")).unwrap();
-        std::fs::write(dir.join("1.1/config"), "[core]").unwrap();
-        std::fs::write(dir.join("1.2"), "x").unwrap();
-        let mut s = Spares::new(Some(dir.clone()));
-        s.make(&ws.join(".git")).unwrap();
-        assert!(is_empty_dir(&ws.join(".git")));
-        let mut left: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["1.1.not-empty", "1.2.not-empty"]);
+        let e = s.make(&ws.join(".envrc")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(ws.join(".envrc")).unwrap(), b"export A=1");
         assert_eq!(
-            std::fs::read(dir.join("1.1.not-empty/config")).unwrap(),
-            b"[core]"
+            names(&state.join("spare")).len(),
+            KEEP,
+            "the spare was kept"
         );
-        // A symlink to an empty directory is not one.
-        std::os::unix::fs::symlink(&dir, ws.join(".idea")).unwrap();
+        // A link to an empty directory is not one.
+        std::os::unix::fs::symlink(&state, ws.join(".idea")).unwrap();
         s.release(&ws.join(".idea"));
         assert!(ws.join(".idea").symlink_metadata().unwrap().is_symlink());
     }
 
     #[test]
-    fn a_name_taken_meanwhile_is_left_alone() {
-        let t = tmp();
-        let dir = t.path().join("spare");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::create_dir(dir.join("1.1")).unwrap();
-        std::fs::write(t.path().join(".envrc"), "export A=1").unwrap();
-        let mut s = Spares::new(Some(dir.clone()));
-        let e = s.make(&t.path().join(".envrc")).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
-        assert_eq!(
-            std::fs::read(t.path().join(".envrc")).unwrap(),
-            b"export A=1"
-        );
-    }
-
-    #[test]
-    fn past_the_limit_a_placeholder_is_removed() {
-        let t = tmp();
-        let dir = t.path().join("spare");
-        let mut s = Spares::new(Some(dir.clone()));
-        for i in 0..KEEP + 3 {
-            let p = t.path().join(format!("p{i}"));
-            std::fs::create_dir(&p).unwrap();
-            s.release(&p);
-            assert!(!p.exists());
-        }
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), KEEP);
+    fn a_state_directory_others_can_write_is_not_used() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        std::fs::create_dir_all(state.join("spare")).unwrap();
+        std::fs::create_dir(state.join("spare/1.1")).unwrap();
+        std::fs::set_permissions(state.join("spare"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let mut s = Spares::new(Some(state.clone()));
+        s.make(&ws.join(".git")).unwrap();
+        assert!(state.join("spare/1.1").exists(), "not taken");
     }
 }

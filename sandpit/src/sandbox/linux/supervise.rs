@@ -132,9 +132,9 @@ pub struct Layers {
     /// The workspace's placeholder lock ([`lock_placeholders`]), held shared since
     /// before the plan looked at the workspace.
     pub placeholder_lock: Option<std::fs::File>,
-    /// Where empty directories are kept between runs to serve as placeholders
-    /// (sandpit's state; `spare.rs`); `None` makes and removes each one.
-    pub spare_dir: Option<PathBuf>,
+    /// sandpit's state directory, where placeholders are made ahead of time and put
+    /// away to be removed later (`spare.rs`); `None` makes and removes each one.
+    pub spare_state: Option<PathBuf>,
     /// This run's id: the mount guard names what it moves aside after it
     /// (`plan::quarantine_path`).
     pub run: String,
@@ -350,7 +350,7 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
         _ => None,
     };
     let mut created: Vec<PathBuf> = vec![];
-    let mut spares = Spares::new(layers.spare_dir.clone());
+    let mut spares = Spares::new(layers.spare_state.clone());
     for ph in &plan.placeholders {
         match spares.make(&ph.path) {
             Ok(()) => created.push(ph.path.clone()),
