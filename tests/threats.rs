@@ -355,6 +355,13 @@ fn running_what_is_blocked() {
     // `[exec] block = ["forbidden-tool"]`; the tool is a copy of touch whose effect
     // is a `ran-marker` file. The kernel layer does not judge command lines: these
     // cases measure the precision layers (THREATS.md: judged for recall).
+    //
+    // The script is a file (`sh ./.threat-case.sh`), so naming the tool in it is
+    // what a shell's own exec of it shows. A program started with its code on its
+    // command line (`python3 -c`, `perl -e`, `node -e`, `bash -c`) would be refused
+    // whole for naming the tool there, before the route the case names is tried: those
+    // cases build the name as they run (`"forbidden" + "-tool"`), as an attacker
+    // avoiding a pattern would, so only the route itself can refuse it.
     let p = "export PATH=$PWD/bin:$PATH; ";
     let c = |name, expect, s: &str| case(name, expect, &format!("{p}{s}"));
     let cases: Vec<Case> = vec![
@@ -365,7 +372,8 @@ fn running_what_is_blocked() {
         ),
         c("direct", Layers, "forbidden-tool ran-marker"),
         c("quoting", Layers, "\"forbid\"'den-tool' ran-marker"),
-        c("$IFS", Layers, "sh -c 'forbidden-tool${IFS}ran-marker'"),
+        // Field splitting makes the arguments: no space in the text.
+        c("$IFS", Layers, "forbidden-tool${IFS}ran-marker"),
         c(
             "\\x escapes",
             Layers,
@@ -380,27 +388,26 @@ fn running_what_is_blocked() {
         c(
             "alias",
             Layers,
-            "bash -c 'shopt -s expand_aliases; alias ok=forbidden-tool\nok ran-marker'",
+            "bash -c 'shopt -s expand_aliases; alias ok=forbidden\"-tool\"\nok ran-marker'",
         ),
         c(
             "python -c",
             Layers,
-            "python3 -c 'import subprocess; subprocess.run([\"forbidden-tool\", \"ran-marker\"])'",
+            "python3 -c 'import subprocess; subprocess.run([\"forbidden\" + \"-tool\", \"ran-marker\"])'",
         ),
         c(
             "perl -e",
             Layers,
-            "perl -e 'system(\"forbidden-tool\", \"ran-marker\")'",
+            "perl -e 'system(\"forbidden\" . \"-tool\", \"ran-marker\")'",
         ),
         c(
             "node -e",
             Layers,
-            "node -e 'require(\"child_process\").execFileSync(\"forbidden-tool\", [\"ran-marker\"])'",
+            "node -e 'require(\"child_process\").execFileSync(\"forbidden\" + \"-tool\", [\"ran-marker\"])'",
         ),
         c("absolute path", Layers, "$PWD/bin/forbidden-tool ran-marker"),
-        // The kernel runs the command a script's `#!` line names. (The tool's name
-        // comes from a directory listing: a script that spells it is refused whole,
-        // its `sh -c` command line naming it.)
+        // The kernel runs the command a script's `#!` line names (the tool's name
+        // comes from a directory listing).
         c(
             "#! line",
             Layers,
@@ -419,17 +426,18 @@ fn running_what_is_blocked() {
         c(
             "posix_spawn",
             Layers,
-            "python3 -c 'import os; os.waitpid(os.posix_spawn(\"bin/forbidden-tool\", [\"forbidden-tool\", \"ran-marker\"], dict(os.environ)), 0)'",
+            "python3 -c 'import os; p = \"bin/forbidden\" + \"-tool\"; os.waitpid(os.posix_spawn(p, [p, \"ran-marker\"], dict(os.environ)), 0)'",
         ),
         c(
             "system()",
             Layers,
-            "python3 -c 'import os; os.system(\"forbidden-tool ran-marker\")'",
+            "python3 -c 'import os; os.system(\"forbidden\" + \"-tool ran-marker\")'",
         ),
+        // The C library's popen (Python's os.popen is subprocess, an execve).
         c(
             "popen()",
             Layers,
-            "python3 -c 'import os; os.popen(\"forbidden-tool ran-marker\").read()'",
+            "python3 -c 'import ctypes; c = ctypes.CDLL(None); c.popen.restype = ctypes.c_void_p; c.pclose.argtypes = [ctypes.c_void_p]; f = c.popen(b\"forbidden\" + b\"-tool ran-marker\", b\"r\"); f and c.pclose(f)'",
         ),
         // The last three never name the tool on a command line (the name comes from
         // a directory listing) and exec it as something else.

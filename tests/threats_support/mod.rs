@@ -798,6 +798,12 @@ fn replace_by_rename(home: &Path, ws: &Path) {
     }
 }
 
+/// The file in the workspace that holds a run's script.
+const CASE_FILE: &str = ".threat-case.sh";
+/// The script's first line: prints `RUN_STARTED`, which its text does not contain.
+const RUN_MARK: &str = "echo RUN-$((40+2))-STARTED";
+const RUN_STARTED: &str = "RUN-42-STARTED";
+
 /// The effects one run had.
 #[derive(Default, Debug)]
 pub struct Effects {
@@ -888,9 +894,15 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
             c
         }
     };
-    // The first line proves the command ran: a run that never started holds nothing.
-    let script = format!("echo RUN-STARTED; {script}");
-    c.args(["-s", "KILL", "60", "sh", "-c", &script]);
+    // The script is a file in the workspace, run as `sh ./CASE_FILE`: no command
+    // line carries its text, so a rule that matches the text (an `exec.block`
+    // pattern) cannot refuse the run as a whole; each of its commands is judged on
+    // its own. Its first line proves it ran: a run that never started holds nothing.
+    // The marker is computed as it runs (`RUN_MARK`), so a message that quotes the
+    // script (a refusal of the command line, a syntax error) cannot fake it.
+    let script = format!("{RUN_MARK}\n{script}\n");
+    s.h.write(&s.h.workspace().join(CASE_FILE), &script);
+    c.args(["-s", "KILL", "60", "sh", &format!("./{CASE_FILE}")]);
     for (k, v) in &vars {
         c.env(k, v);
     }
@@ -935,7 +947,7 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
     );
     let mut e = Effects {
         control_ok: output.contains("CONTROL-OK"),
-        started: output.contains("RUN-STARTED"),
+        started: output.contains(RUN_STARTED),
         ..Effects::default()
     };
     if output.contains(CANARY) {
@@ -1008,6 +1020,9 @@ fn run_once(fx: &Fixtures, case: &Case, config: Option<&Config>) -> Effects {
 /// and assert what the cases expect.
 pub fn run_class(class: &str, cases: Vec<Case>) {
     let fx = Fixtures::new();
+    // `SANDPIT_THREATS_SHOW=all` (a configuration's name) prints what each case
+    // printed in that configuration, to see where it was refused.
+    let show = std::env::var("SANDPIT_THREATS_SHOW").ok();
     let mut failures = vec![];
     let mut rows = vec![];
     let mut held_all = 0;
@@ -1037,6 +1052,15 @@ pub fn run_class(class: &str, cases: Vec<Case>) {
         let mut held = vec![];
         for cfg in CONFIGS {
             let e = run_once(&fx, c, Some(cfg));
+            if show.as_deref() == Some(cfg.name) {
+                println!(
+                    "--- {} [{}]: {:?}\n{}",
+                    c.name,
+                    cfg.name,
+                    e.effects,
+                    e.output.trim_end()
+                );
+            }
             if !e.started {
                 failures.push(format!(
                     "{} [{}]: the command did not run:\n{}",
