@@ -665,7 +665,9 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     let wait_for_go = |go: &str| {
         let mut c = h.sandpit();
         c.args(["run", "--", "sh", "-c"]);
-        c.arg(format!("echo ready; while [ ! -e {go} ]; do sleep 0.05; done"));
+        c.arg(format!(
+            "echo ready; while [ ! -e {go} ]; do sleep 0.05; done"
+        ));
         common::spawn_ready(c, Stdio::null())
     };
     let (mut first, _) = wait_for_go("go1");
@@ -701,8 +703,16 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("planted").exists())
         .collect();
-    assert_eq!(kept.len(), 1, "{:?}", std::fs::read_dir(&trash).unwrap().count());
-    assert!(kept[0].to_string_lossy().ends_with(".not-empty"), "{kept:?}");
+    assert_eq!(
+        kept.len(),
+        1,
+        "{:?}",
+        std::fs::read_dir(&trash).unwrap().count()
+    );
+    assert!(
+        kept[0].to_string_lossy().ends_with(".not-empty"),
+        "{kept:?}"
+    );
     assert_eq!(
         std::fs::read_to_string(kept[0].join("planted")).unwrap(),
         "through a held handle"

@@ -554,7 +554,7 @@ fn a_commondir_the_run_created_is_moved_aside_and_the_run_stopped() {
     );
     assert!(!ws.join(".git/commondir").exists(), "{t}");
     assert!(
-        t.contains("sandpit: warning: the run created") && t.contains("moved it to"),
+        t.contains(".git/commondir was created by the run") && t.contains("moved it to"),
         "{t}"
     );
     let moved: Vec<_> = std::fs::read_dir(ws.join(".git"))
@@ -586,6 +586,85 @@ fn a_commondir_the_run_created_is_moved_aside_and_the_run_stopped() {
         "{}",
         text(&o)
     );
+}
+
+/// The name a file is moved aside to cannot be taken first: the sandbox knows the
+/// run's id (its audit socket's path names it), so directories at every name it
+/// could guess are in the way, and `commondir` is moved aside all the same, and
+/// nothing but it is reported moved.
+#[test]
+fn a_commondir_is_moved_aside_whatever_names_the_sandbox_takes_first() {
+    let h = TestHome::new();
+    let ws = h.workspace();
+    git_init(&h);
+    let script = "run=$(basename \"$(dirname \"$SANDPIT_AUDIT\")\"); \
+                  test -n \"$run\" || { echo NO-RUN-ID; exit 1; }; \
+                  mkdir -p .git/commondir.sandpit-quarantine-$run/keep \
+                  .git/HEAD.sandpit-quarantine-$run/keep \
+                  .git/config.worktree.sandpit-quarantine-$run/keep && echo TAKEN && \
+                  mkdir -p .x && printf '../.x\\n' > .git/commondir; sleep 20";
+    let out = sandboxed(&h, script);
+    let t = text(&out);
+    assert!(t.contains("TAKEN"), "{t}");
+    assert!(!ws.join(".git/commondir").exists(), "{t}");
+    let moved: Vec<String> = std::fs::read_dir(ws.join(".git"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("commondir.sandpit-quarantine-"))
+        .collect();
+    let files: Vec<&String> = moved
+        .iter()
+        .filter(|n| ws.join(".git").join(n).is_file())
+        .collect();
+    assert_eq!(files.len(), 1, "{moved:?} {t}");
+    // Only commondir is reported; the names taken in advance are no moves.
+    assert_eq!(t.matches("moved it to").count(), 1, "{t}");
+    let o = h
+        .command("git")
+        .args(["-C"])
+        .arg(&ws)
+        .args(["rev-parse", "--git-common-dir"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        ".git",
+        "{}",
+        text(&o)
+    );
+}
+
+/// `git sparse-checkout` on the host makes `.git/config.worktree`: a run going on
+/// meanwhile is not stopped for it (the guard cannot tell who made it); the file is
+/// moved aside when the run ends, with a warning that says it may be the user's.
+#[test]
+fn the_users_own_config_worktree_does_not_stop_a_run() {
+    use std::io::Read;
+    let h = TestHome::new();
+    let ws = h.workspace();
+    git_init(&h);
+    let c = sandpit_cmd(
+        &h,
+        &[],
+        "echo ready; while [ ! -e go ]; do sleep 0.05; done; echo DONE",
+    );
+    let (mut run, mut out) = spawn_ready(c, std::process::Stdio::piped());
+    h.write(
+        &ws.join(".git/config.worktree"),
+        "[core]\n\tsparseCheckout = true\n",
+    );
+    h.write(&ws.join("go"), "");
+    let status = run.wait().unwrap();
+    let mut err = String::new();
+    run.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "the run was stopped: {err}");
+    assert_eq!(out.next().unwrap().unwrap(), "DONE");
+    assert!(
+        err.contains("config.worktree appeared during the run") && err.contains("moved it to"),
+        "{err}"
+    );
+    assert!(!ws.join(".git/config.worktree").exists(), "{err}");
 }
 
 /// With its `.git` made unusable (`HEAD` broken), git takes a workspace holding
@@ -636,7 +715,7 @@ fn a_bare_repository_made_of_the_workspace_runs_nothing_afterwards() {
         "{t}"
     );
     assert!(
-        t.contains("sandpit: warning: the run created") && t.contains("HEAD"),
+        t.contains("HEAD was created by the run") && t.contains("moved it to"),
         "{t}"
     );
     host_git_status(&h);

@@ -495,11 +495,18 @@ pub mod linux {
         );
         eprintln!("sandpit: {line}");
         session.kernel_layer(&line);
+        // The run's id and a secret no process of the sandbox sees: the sandbox
+        // cannot take the names files are moved aside to before they are.
+        let quarantine_tag = format!(
+            "{}-{}",
+            session.run(),
+            crate::sys::random_hex(4).context("reading /dev/urandom")?
+        );
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock,
             spare_state: Some(state.clone()),
-            run: session.run().to_string(),
+            quarantine_tag: quarantine_tag.clone(),
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),
@@ -540,15 +547,7 @@ pub mod linux {
             eprintln!("{line}");
         }
         for p in &plan.absent_git_files {
-            if let Some(to) = quarantine(p, session.run()) {
-                let why = linux::absent_git_file_danger(p);
-                eprintln!(
-                    "sandpit: warning: the run created {} ({why}); moved it to {}",
-                    p.display(),
-                    to.display()
-                );
-                session.quarantined(p, &to, why);
-            }
+            quarantine(p, &quarantine_tag, &session);
         }
         crate::timing::mark("proxy and DNS stopped");
         session.finish(result.as_ref().ok().copied());
@@ -556,18 +555,41 @@ pub mod linux {
         Ok(result?)
     }
 
-    /// A protected file git reads whenever it exists (`.git/commondir`) that the run
-    /// created past the interposer (a static program, a raw system call): renamed
-    /// aside (a rename never follows a link at `path`), so the user's git does not
-    /// take its config from where the sandbox pointed it. Where it went, if it was
-    /// there, or if the mount guard moved it there during the run.
-    fn quarantine(path: &Path, run: &str) -> Option<PathBuf> {
-        let to = crate::sandbox::linux::quarantine_path(path, run)?;
-        if std::fs::symlink_metadata(path).is_err() {
-            return std::fs::symlink_metadata(&to).is_ok().then_some(to);
+    /// A protected file git reads whenever it exists (`.git/commondir`) that appeared
+    /// during the run past the interposer (a static program, a raw system call; for
+    /// `config.worktree`, possibly git on the host): moved aside so that the user's
+    /// git does not take its config from where the sandbox pointed it, or found moved
+    /// by the mount guard, which stopped the run; said and recorded either way.
+    fn quarantine(path: &Path, tag: &str, session: &crate::audit::Session) {
+        use crate::sandbox::linux;
+        let why = linux::absent_git_file_danger(path);
+        let who = if path.file_name().is_some_and(|n| n == "config.worktree") {
+            "appeared during the run (made inside the sandbox, or by git on the host: `git \
+             sparse-checkout`, `git config --worktree`)"
+        } else {
+            "was created by the run"
+        };
+        let guard_moved =
+            || linux::quarantine_path(path, tag).filter(|to| std::fs::symlink_metadata(to).is_ok());
+        match linux::move_aside(path, tag).map(|m| m.or_else(guard_moved)) {
+            Ok(None) => {}
+            Ok(Some(to)) => {
+                eprintln!(
+                    "sandpit: warning: {} {who} ({why}); moved it to {}",
+                    path.display(),
+                    to.display()
+                );
+                session.quarantined(path, &to, why);
+            }
+            Err(e) => {
+                eprintln!(
+                    "sandpit: error: {} {who} ({why}) and could not be moved aside ({e}); \
+                     remove it before running git in this workspace",
+                    path.display()
+                );
+                session.quarantined(path, path, &format!("{why}; could not be moved: {e}"));
+            }
         }
-        std::fs::rename(path, &to).ok()?;
-        Some(to)
     }
 
     /// The policy the interposer and shims decide with: in namespace mode `/tmp` and

@@ -9,10 +9,10 @@ use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use crate::budget::Budget;
 use std::thread;
 use std::time::Duration;
+
+use crate::budget::Budget;
 
 /// Accept on `listener` forever (in a thread), relaying each connection to `to`.
 pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {

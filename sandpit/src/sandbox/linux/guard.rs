@@ -53,8 +53,9 @@ pub enum Restore {
     /// its name (`Plan::absent_git_files`: `.git/commondir`, a `HEAD` at the
     /// workspace's top). If one appears (a static program, a raw system call: the
     /// interposer refuses it) it is moved aside at once and the run is stopped, so
-    /// the user's git (an editor runs it every few seconds) finds it for
-    /// microseconds at most, once, instead of until the run ends.
+    /// the user's git (an editor runs it every few seconds) can find it only until
+    /// the guard wakes (microseconds when the machine is idle, milliseconds under
+    /// load), once, instead of until the run ends.
     Absent,
 }
 
@@ -120,11 +121,19 @@ pub fn guarded(
             });
         }
     }
-    // Their parents (`.git`, the workspace) existed when the plan was made.
-    out.extend(absent_git_files.iter().map(|p| Guarded {
-        path: p.clone(),
-        restore: Restore::Absent,
-    }));
+    // Their parents (`.git`, the workspace) existed when the plan was made. Not
+    // `config.worktree`: git on the host makes it too (`git sparse-checkout`, `git
+    // config --worktree`), and the run must not stop for that; the launcher moves it
+    // aside when the run ends.
+    out.extend(
+        absent_git_files
+            .iter()
+            .filter(|p| p.file_name().is_none_or(|n| n != "config.worktree"))
+            .map(|p| Guarded {
+                path: p.clone(),
+                restore: Restore::Absent,
+            }),
+    );
     out
 }
 
@@ -163,9 +172,6 @@ struct Replaced {
 
 /// Put `g`'s mount back if the host took it away. `Ok(None)`: nothing to do.
 fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
-    if g.restore == Restore::Absent {
-        return Ok(None);
-    }
     let Some(path) = cstr(&g.path) else {
         return Ok(None);
     };
@@ -202,6 +208,7 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
         // The same mask as at start (`namespaces::apply_op`, `MountOp::MaskDir`).
         Restore::Mask if is_dir => sys::small_tmpfs(c"000", true)?,
         Restore::Mask => mask_file_mount()?,
+        // Never mounted over: `check` moves these aside instead.
         Restore::Absent => return Ok(None),
         Restore::Sealed => {
             // What the command made there while the placeholder was gone would
@@ -291,24 +298,24 @@ pub struct Guard {
     list: Vec<Guarded>,
     ino: OwnedFd,
     dirs: Vec<(i32, PathBuf)>,
-    /// The run's id, for what is moved aside.
-    run: String,
+    /// Names what is moved aside (`Layers::quarantine_tag`).
+    tag: String,
 }
 
 /// Set up the guard for `list` in the sandbox's mount namespace (after init's pivot).
 /// An error means the guard cannot work, and the run stops.
-pub fn prepare(list: Vec<Guarded>, run: &str) -> std::io::Result<Guard> {
+pub fn prepare(list: Vec<Guarded>, tag: &str) -> std::io::Result<Guard> {
     let ino = sys::inotify()?;
     let dirs = watch_dirs(ino.as_fd(), &list)?;
     // What changed between the plan and the watches being in place.
     for g in &list {
-        check(g, run);
+        check(g, tag);
     }
     Ok(Guard {
         list,
         ino,
         dirs,
-        run: run.to_string(),
+        tag: tag.to_string(),
     })
 }
 
@@ -360,7 +367,7 @@ pub fn run(mut g: Guard) -> ! {
                     .any(|(w, d)| *w == wd && p.path.parent() == Some(d))
                     && p.path.file_name().map(|n| n.as_bytes()) == Some(name.as_slice());
                 if hit {
-                    check(p, &g.run);
+                    check(p, &g.tag);
                 }
             }
         }
@@ -372,7 +379,7 @@ pub fn run(mut g: Guard) -> ! {
                 Err(e) => stop(&e.to_string()),
             };
             for p in &g.list {
-                check(p, &g.run);
+                check(p, &g.tag);
             }
         }
     }
@@ -380,9 +387,9 @@ pub fn run(mut g: Guard) -> ! {
 
 /// Restore `p` if needed; stop the run if that fails, or if something inside already
 /// holds what was exposed, or if `p` is a git file that must stay absent and is there.
-fn check(p: &Guarded, run: &str) {
+fn check(p: &Guarded, tag: &str) {
     if p.restore == Restore::Absent {
-        return set_aside(&p.path, run);
+        return set_aside(&p.path, tag);
     }
     match restore(p) {
         Ok(None) => {}
@@ -401,24 +408,38 @@ fn check(p: &Guarded, run: &str) {
     }
 }
 
-/// A git file that must stay absent (`Restore::Absent`), if it is there: moved aside
-/// (a rename never follows a link at `path`), then the run stops. The launcher says
-/// where it went and records it once the run has ended.
-fn set_aside(path: &Path, run: &str) {
+/// Move a file of `Plan::absent_git_files` aside, to `plan::quarantine_path(path,
+/// tag)`: never over anything there (renameat2 `RENAME_NOREPLACE`), never following a
+/// link at `path`. `tag` holds a secret of the launcher's, so the sandbox cannot take
+/// that name first (a directory there made every rename fail). `Ok(None)`: nothing at
+/// `path`.
+pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
     if std::fs::symlink_metadata(path).is_err() {
-        return;
+        return Ok(None);
     }
+    let to = crate::sandbox::linux::quarantine_path(path, tag)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let c =
+        |p: &Path| cstr(p).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    match sys::rename_noreplace(&c(path)?, &c(&to)?) {
+        Ok(()) => Ok(Some(to)),
+        // Gone again meanwhile (the command renamed it): nothing to move.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A git file that must stay absent (`Restore::Absent`), if it is there: moved aside,
+/// then the run stops. The launcher says where it went and records it once the run
+/// has ended.
+fn set_aside(path: &Path, tag: &str) {
     let why = crate::sandbox::linux::absent_git_file_danger(path);
-    let moved = crate::sandbox::linux::quarantine_path(path, run)
-        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))
-        .and_then(|to| std::fs::rename(path, to));
-    match moved {
-        Ok(()) => stop(&format!(
+    match move_aside(path, tag) {
+        Ok(None) => {}
+        Ok(Some(_)) => stop(&format!(
             "the sandbox created {} ({why}); it was moved aside and the run was stopped",
             path.display()
         )),
-        // Gone again meanwhile (the command renamed it): nothing to move.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => stop(&format!(
             "the sandbox created {} ({why}) and it could not be moved aside ({e}); the \
              run was stopped",
@@ -475,7 +496,11 @@ mod tests {
         ];
         let missing: Vec<PathBuf> = vec!["/h/.azure".into(), "/h/.m2/settings.xml".into()];
         let exists = |p: &Path| p == Path::new("/h");
-        let absent: Vec<PathBuf> = vec!["/h/p/.git/commondir".into(), "/h/p/HEAD".into()];
+        let absent: Vec<PathBuf> = vec![
+            "/h/p/.git/commondir".into(),
+            "/h/p/.git/config.worktree".into(),
+            "/h/p/HEAD".into(),
+        ];
         let got = guarded(&mounts, &missing, &absent, &exists);
         let want = vec![
             Guarded {

@@ -358,7 +358,7 @@ pub fn mirror(factory: OwnedFd, exclude: Vec<SocketAddr>) -> thread::JoinHandle<
                     refused.push(*a);
                     continue;
                 }
-                match TcpListener::bind(a) {
+                match crate::sys::tcp_listener(a) {
                     Ok(l) => {
                         eprintln!(
                             "sandpit: a server in the sandbox listens on {a}; reachable from this machine at {a} while the run lasts (allow_local_binding)"

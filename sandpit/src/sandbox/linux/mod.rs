@@ -15,6 +15,7 @@ mod spare;
 pub mod supervise;
 mod sys;
 
+pub use guard::move_aside;
 pub use plan::{
     absent_git_file_danger, plan, quarantine_path, FsView, HostFs, Input, Kind, Mode, MountOp,
     Network, Plan, PlanError,

@@ -135,9 +135,10 @@ pub struct Layers {
     /// sandpit's state directory, where placeholders are made ahead of time and put
     /// away to be removed later (`spare.rs`); `None` makes and removes each one.
     pub spare_state: Option<PathBuf>,
-    /// This run's id: the mount guard names what it moves aside after it
-    /// (`plan::quarantine_path`).
-    pub run: String,
+    /// What the mount guard names what it moves aside after (`plan::quarantine_path`):
+    /// the run's id and a secret of the launcher's, so that the sandbox cannot take
+    /// the name first. Never in the command's environment.
+    pub quarantine_tag: String,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
@@ -494,7 +495,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                     // As in C1: a panic must never unwind back into the launcher's
                     // code in this copy (its drops would remove the run's files).
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        guard_process(guarded, &layers.run, launcher, c1, ends)
+                        guard_process(guarded, &layers.quarantine_tag, launcher, c1, ends)
                     }));
                     sys::exit_now(125)
                 }
@@ -855,7 +856,7 @@ struct Ends {
 /// then stops the run.
 fn guard_process(
     guarded: Vec<guard::Guarded>,
-    run: &str,
+    quarantine_tag: &str,
     launcher: libc::pid_t,
     c1: libc::pid_t,
     Ends {
@@ -889,7 +890,7 @@ fn guard_process(
             sys::exit_now(125)
         }
     };
-    let g = match guard::prepare(guarded, run) {
+    let g = match guard::prepare(guarded, quarantine_tag) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("sandpit: mount guard: {e}");
@@ -962,7 +963,7 @@ fn child_init(
         }
     }
     for svc in &plan.loopback {
-        match TcpListener::bind(svc.listen) {
+        match crate::sys::tcp_listener(svc.listen) {
             Ok(l) => {
                 if let Err(e) = sys::send_fd(ctl.as_fd(), b"L", l.as_fd()) {
                     fail(
