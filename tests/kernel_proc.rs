@@ -384,32 +384,15 @@ os.write(s, b"own\n"); print("openpty:" + os.read(m, 10).decode().strip())
 /// terminals.
 #[test]
 fn the_users_other_terminals_are_out_of_reach() {
-    use std::os::unix::fs::chown;
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the out-parameters; null name,
-    // termios and winsize are allowed.
-    let r = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            // (const on Linux, mut on macOS, where this file is only type-checked)
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        )
-    };
-    assert_eq!(r, 0);
-    let name = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
-    if common::is_root() {
-        chown(&name, Some(common::TEST_UID), Some(common::TEST_GID)).unwrap();
-    }
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let (mut master, slave, name) = common::user_terminal();
     // SAFETY: master is our own descriptor.
-    unsafe { libc::fcntl(master, libc::F_SETFL, libc::O_NONBLOCK) };
-    let typed = || {
+    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut typed = || {
         let mut b = [0u8; 256];
-        // SAFETY: reading into a local buffer of the length passed.
-        let n = unsafe { libc::read(master, b.as_mut_ptr().cast(), b.len()) };
-        String::from_utf8_lossy(&b[..n.max(0) as usize]).into_owned()
+        let n = master.read(&mut b).unwrap_or(0);
+        String::from_utf8_lossy(&b[..n]).into_owned()
     };
     let script = format!("python3 t.py {}", name.display());
     let control = TestHome::new();
@@ -422,11 +405,7 @@ fn the_users_other_terminals_are_out_of_reach() {
     h.write(&h.workspace().join("t.py"), OTHER_TTY_PY);
     let t = text(&sandboxed(&h, &script));
     let seen = typed();
-    // SAFETY: closing our own descriptors.
-    unsafe {
-        libc::close(master);
-        libc::close(slave);
-    }
+    drop(slave);
     assert!(t.contains("other-tty:No such file or directory"), "{t}");
     assert!(!seen.contains("INJECTED"), "{seen:?}: {t}");
     assert!(t.contains("openpty:own"), "positive control: {t}");

@@ -117,6 +117,39 @@ impl TestHome {
 }
 
 /// A command's status, stdout and stderr, for assertion messages.
+/// Another terminal of the test user's outside the sandbox (a shell in another
+/// window): a pseudo-terminal pair of this process, the slave handed to the test user
+/// when the tests run as root. Returns the master, the slave and the slave's path.
+pub fn user_terminal() -> (std::fs::File, std::os::fd::OwnedFd, PathBuf) {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the out-parameters; null name,
+    // termios and winsize are allowed (const on Linux, mut on macOS, where the tests
+    // are only type-checked).
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(r, 0, "openpty");
+    // SAFETY: both descriptors are new and ours alone.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd())).unwrap();
+    if is_root() {
+        chown(&path, Some(TEST_UID), Some(TEST_GID)).unwrap();
+    }
+    (master, slave, path)
+}
+
 pub fn text(o: &std::process::Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",

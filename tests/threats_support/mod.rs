@@ -347,33 +347,7 @@ struct Terminal {
 
 impl Terminal {
     fn open() -> Terminal {
-        use std::os::fd::FromRawFd;
-        let (mut master, mut slave) = (-1, -1);
-        // SAFETY: openpty writes two descriptors into the out-parameters; null name,
-        // termios and winsize are allowed.
-        let r = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        assert_eq!(r, 0, "openpty");
-        // SAFETY: both descriptors are new and ours alone.
-        let (master, slave) = unsafe {
-            (
-                std::fs::File::from_raw_fd(master),
-                std::os::fd::OwnedFd::from_raw_fd(slave),
-            )
-        };
-        let path = std::fs::read_link(format!("/proc/self/fd/{}", {
-            use std::os::fd::AsRawFd;
-            slave.as_raw_fd()
-        }))
-        .unwrap();
-        own(&path);
+        let (master, slave, path) = crate::common::user_terminal();
         let got = Arc::new(AtomicUsize::new(0));
         let g = got.clone();
         // Ends (EIO) when the slave is closed with the fixtures.
