@@ -521,6 +521,34 @@ fn git_init(h: &TestHome) {
     assert!(o.status.success(), "{}", text(&o));
 }
 
+/// The user's git takes the workspace's own `.git` for its repository (nothing
+/// points it elsewhere).
+fn assert_git_uses_its_own_repository(h: &TestHome) {
+    let o = h
+        .command("git")
+        .arg("-C")
+        .arg(h.workspace())
+        .args(["rev-parse", "--git-common-dir"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        ".git",
+        "{}",
+        text(&o)
+    );
+}
+
+/// The names in the workspace's `.git` that start with `prefix`.
+fn in_git_dir(h: &TestHome, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(h.workspace().join(".git"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
 /// `.git/commondir` names the directory git takes its config and hooks from; no
 /// placeholder can hold its name (git fails on a directory there). Created past the
 /// interposer (here: without it), it is moved aside by the mount guard at once and
@@ -557,35 +585,15 @@ fn a_commondir_the_run_created_is_moved_aside_and_the_run_stopped() {
         t.contains(".git/commondir was created by the run") && t.contains("moved it to"),
         "{t}"
     );
-    let moved: Vec<_> = std::fs::read_dir(ws.join(".git"))
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("commondir.sandpit-quarantine-")
-        })
-        .collect();
+    let moved = in_git_dir(&h, "commondir.sandpit-quarantine-");
     assert_eq!(moved.len(), 1, "{t}");
     assert_eq!(
-        std::fs::read_to_string(moved[0].path()).unwrap(),
+        std::fs::read_to_string(ws.join(".git").join(&moved[0])).unwrap(),
         "../.x\n",
         "nothing lost"
     );
     // The user's git works on its own repository again.
-    let o = h
-        .command("git")
-        .args(["-C"])
-        .arg(&ws)
-        .args(["rev-parse", "--git-common-dir"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout).trim(),
-        ".git",
-        "{}",
-        text(&o)
-    );
+    assert_git_uses_its_own_repository(&h);
 }
 
 /// The name a file is moved aside to cannot be taken first: the sandbox knows the
@@ -607,12 +615,7 @@ fn a_commondir_is_moved_aside_whatever_names_the_sandbox_takes_first() {
     let t = text(&out);
     assert!(t.contains("TAKEN"), "{t}");
     assert!(!ws.join(".git/commondir").exists(), "{t}");
-    let moved: Vec<String> = std::fs::read_dir(ws.join(".git"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("commondir.sandpit-quarantine-"))
-        .collect();
+    let moved = in_git_dir(&h, "commondir.sandpit-quarantine-");
     let files: Vec<&String> = moved
         .iter()
         .filter(|n| ws.join(".git").join(n).is_file())
@@ -620,19 +623,7 @@ fn a_commondir_is_moved_aside_whatever_names_the_sandbox_takes_first() {
     assert_eq!(files.len(), 1, "{moved:?} {t}");
     // Only commondir is reported; the names taken in advance are no moves.
     assert_eq!(t.matches("moved it to").count(), 1, "{t}");
-    let o = h
-        .command("git")
-        .args(["-C"])
-        .arg(&ws)
-        .args(["rev-parse", "--git-common-dir"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout).trim(),
-        ".git",
-        "{}",
-        text(&o)
-    );
+    assert_git_uses_its_own_repository(&h);
 }
 
 /// `git sparse-checkout` on the host makes `.git/config.worktree`: a run going on
