@@ -411,22 +411,31 @@ fn check(p: &Guarded, tag: &str) {
 /// Move a file of `Plan::absent_git_files` aside, to `plan::quarantine_path(path,
 /// tag)`: never over anything there (renameat2 `RENAME_NOREPLACE`), never following a
 /// link at `path`. `tag` holds a secret of the launcher's, so the sandbox cannot take
-/// that name first (a directory there made every rename fail). `Ok(None)`: nothing at
-/// `path`.
+/// that name first (a directory there made every rename fail); once one file has been
+/// moved the name shows, so a name found taken is retried with a fresh random part.
+/// `Ok(None)`: nothing at `path`.
 pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
-    if std::fs::symlink_metadata(path).is_err() {
-        return Ok(None);
+    let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let from = cstr(path).ok_or_else(invalid)?;
+    let mut name = tag.to_string();
+    let mut last = None;
+    for _ in 0..8 {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(None);
+        }
+        let to = crate::sandbox::linux::quarantine_path(path, &name).ok_or_else(invalid)?;
+        match sys::rename_noreplace(&from, &cstr(&to).ok_or_else(invalid)?) {
+            Ok(()) => return Ok(Some(to)),
+            // Gone again meanwhile (the command renamed it): nothing to move.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                name = format!("{tag}-{}", crate::sys::random_hex(4)?);
+                last = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
     }
-    let to = crate::sandbox::linux::quarantine_path(path, tag)
-        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let c =
-        |p: &Path| cstr(p).ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput));
-    match sys::rename_noreplace(&c(path)?, &c(&to)?) {
-        Ok(()) => Ok(Some(to)),
-        // Gone again meanwhile (the command renamed it): nothing to move.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    Err(last.unwrap_or_else(invalid))
 }
 
 /// A git file that must stay absent (`Restore::Absent`), if it is there: moved aside,
@@ -458,6 +467,24 @@ fn stop(why: &str) -> ! {
 mod tests {
     use super::*;
     use crate::sandbox::linux::plan::Kind;
+
+    /// The name a file is moved aside to, taken first (the sandbox can read it once a
+    /// first file was moved in the same run): the move takes another; nothing is
+    /// replaced.
+    #[test]
+    fn a_name_taken_first_is_no_obstacle_to_moving_aside() {
+        let t = tempfile::tempdir().unwrap();
+        let head = t.path().join("HEAD");
+        std::fs::write(&head, "ref: refs/heads/x\n").unwrap();
+        let taken = crate::sandbox::linux::quarantine_path(&head, "run-secret").unwrap();
+        std::fs::create_dir_all(taken.join("keep")).unwrap();
+        let to = move_aside(&head, "run-secret").unwrap().unwrap();
+        assert_ne!(to, taken);
+        assert!(!head.exists());
+        assert_eq!(std::fs::read(&to).unwrap(), b"ref: refs/heads/x\n");
+        assert!(taken.join("keep").is_dir(), "nothing replaced");
+        assert_eq!(move_aside(&head, "run-secret").unwrap(), None);
+    }
 
     #[test]
     fn guards_protected_binds_masks_and_absent_denials_with_a_parent() {
