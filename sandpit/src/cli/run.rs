@@ -571,7 +571,29 @@ pub mod linux {
         };
         let guard_moved =
             || linux::quarantine_path(path, tag).filter(|to| std::fs::symlink_metadata(to).is_ok());
-        match linux::move_aside(path, tag).map(|m| m.or_else(guard_moved)) {
+        // The sandbox may have taken the directory's write or search right away (it
+        // owns it): given back to its owner (this user) for the move, and said.
+        let moved = linux::move_aside(path, tag).or_else(|e| {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let parent = path
+                .parent()
+                .filter(|_| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)));
+            let Some((parent, m)) = parent.and_then(|p| {
+                let m = std::fs::symlink_metadata(p).ok()?;
+                (m.is_dir() && m.uid() == crate::sys::uid()).then_some((p, m))
+            }) else {
+                return Err(e);
+            };
+            let mode = m.mode() & 0o7777;
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o700))?;
+            eprintln!(
+                "sandpit: warning: the run had set {}'s mode to {mode:o}; it is {:o} again",
+                parent.display(),
+                mode | 0o700
+            );
+            linux::move_aside(path, tag)
+        });
+        match moved.map(|m| m.or_else(guard_moved)) {
             Ok(None) => {}
             Ok(Some(to)) => {
                 eprintln!(

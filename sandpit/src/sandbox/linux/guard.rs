@@ -121,19 +121,11 @@ pub fn guarded(
             });
         }
     }
-    // Their parents (`.git`, the workspace) existed when the plan was made. Not
-    // `config.worktree`: git on the host makes it too (`git sparse-checkout`, `git
-    // config --worktree`), and the run must not stop for that; the launcher moves it
-    // aside when the run ends.
-    out.extend(
-        absent_git_files
-            .iter()
-            .filter(|p| p.file_name().is_none_or(|n| n != "config.worktree"))
-            .map(|p| Guarded {
-                path: p.clone(),
-                restore: Restore::Absent,
-            }),
-    );
+    // Their parents (`.git`, the workspace) existed when the plan was made.
+    out.extend(absent_git_files.iter().map(|p| Guarded {
+        path: p.clone(),
+        restore: Restore::Absent,
+    }));
     out
 }
 
@@ -420,8 +412,11 @@ pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
     let mut name = tag.to_string();
     let mut last = None;
     for _ in 0..8 {
-        if std::fs::symlink_metadata(path).is_err() {
-            return Ok(None);
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            // Not even looked at (the directory's mode changed): no "nothing there".
+            Err(e) => return Err(e),
+            Ok(_) => {}
         }
         let to = crate::sandbox::linux::quarantine_path(path, &name).ok_or_else(invalid)?;
         match sys::rename_noreplace(&from, &cstr(&to).ok_or_else(invalid)?) {
@@ -438,22 +433,80 @@ pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
     Err(last.unwrap_or_else(invalid))
 }
 
-/// A git file that must stay absent (`Restore::Absent`), if it is there: moved aside,
-/// then the run stops. The launcher says where it went and records it once the run
-/// has ended.
+/// A git file that must stay absent (`Restore::Absent`), if it is there: the sandbox
+/// is killed first (nothing inside can put the file back or change its directory's
+/// mode afterwards), then the file is moved aside (the guard's capabilities in the
+/// sandbox's user namespace override a mode the sandbox set) and the guard stops. The
+/// launcher says where it went and records it once the run has ended.
+/// `config.worktree` counts only while `extensions.worktreeConfig` is on (the user's
+/// `.git/config`, read-only inside): otherwise git does not read it, and the launcher
+/// moves it aside when the run ends.
 fn set_aside(path: &Path, tag: &str) {
     let why = crate::sandbox::linux::absent_git_file_danger(path);
-    match move_aside(path, tag) {
-        Ok(None) => {}
-        Ok(Some(_)) => stop(&format!(
-            "the sandbox created {} ({why}); it was moved aside and the run was stopped",
-            path.display()
-        )),
-        Err(e) => stop(&format!(
-            "the sandbox created {} ({why}) and it could not be moved aside ({e}); the \
-             run was stopped",
-            path.display()
-        )),
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            kill_sandbox();
+            stop(&format!(
+                "{} cannot be looked at ({e}): the sandbox changed its directory; the run \
+                 was stopped",
+                path.display()
+            ))
+        }
+        Ok(_) => {}
+    }
+    if path.file_name().is_some_and(|n| n == "config.worktree") && !worktree_config_on(path) {
+        return;
+    }
+    // Said first: once the sandbox is dead the launcher may end the guard any time
+    // (and then moves the file aside itself).
+    eprintln!(
+        "sandpit: mount guard: {} appeared during the run ({why}); the run is stopped and \
+         the file moved aside",
+        path.display()
+    );
+    kill_sandbox();
+    if let Err(e) = move_aside(path, tag) {
+        stop(&format!("moving {} aside: {e}", path.display()));
+    }
+    sys::exit_now(125)
+}
+
+/// Whether `extensions.worktreeConfig` may be on in the `config` beside `path` (when
+/// unsure: yes).
+fn worktree_config_on(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path.with_file_name("config")) else {
+        return true;
+    };
+    text.lines().any(|l| {
+        let l: String = l
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        l.starts_with("worktreeconfig")
+            && !["=false", "=no", "=off", "=0"]
+                .iter()
+                .any(|f| l.ends_with(f))
+    })
+}
+
+/// Kill the sandbox (its pid 1, and so its whole pid namespace) and wait, at most
+/// 2 s, until none of its processes is left. The guard sees the sandbox's `/proc`.
+fn kill_sandbox() {
+    if let Ok(init) = std::fs::File::open("/proc/1") {
+        let _ = sys::signal_proc_dir(init.as_fd(), libc::SIGKILL);
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        let alive = std::fs::read_dir("/proc").is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
+        });
+        if !alive {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -523,11 +576,7 @@ mod tests {
         ];
         let missing: Vec<PathBuf> = vec!["/h/.azure".into(), "/h/.m2/settings.xml".into()];
         let exists = |p: &Path| p == Path::new("/h");
-        let absent: Vec<PathBuf> = vec![
-            "/h/p/.git/commondir".into(),
-            "/h/p/.git/config.worktree".into(),
-            "/h/p/HEAD".into(),
-        ];
+        let absent: Vec<PathBuf> = vec!["/h/p/.git/commondir".into(), "/h/p/HEAD".into()];
         let got = guarded(&mounts, &missing, &absent, &exists);
         let want = vec![
             Guarded {

@@ -219,11 +219,16 @@ fn is_read_if_present(p: &Path, root: &Path) -> bool {
 
 /// Why a file of `Plan::absent_git_files` that the run created is moved aside.
 pub fn absent_git_file_danger(p: &Path) -> &'static str {
-    if p.file_name().is_some_and(|n| n == "HEAD") {
-        "with `.git` unusable, git would take the workspace for a repository and run \
-         what its config names"
-    } else {
-        "git would take its config from what it names"
+    match p.file_name().and_then(|n| n.to_str()) {
+        Some("HEAD") => {
+            "with `.git` unusable, git would take the workspace for a repository and run \
+             what its config names"
+        }
+        Some("config.worktree") => {
+            "git reads it as the repository's config once `extensions.worktreeConfig` is \
+             on, hooks and `core.fsmonitor` included"
+        }
+        _ => "git would take its config from what it names",
     }
 }
 

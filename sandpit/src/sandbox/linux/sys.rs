@@ -868,6 +868,23 @@ pub fn is_empty_dir(path: &CStr) -> io::Result<bool> {
     }
 }
 
+/// Send `sig` to the process whose `/proc/<pid>` directory `dir` is open (a pidfd
+/// made from the directory: the process of that procfs's pid namespace, whatever the
+/// caller's).
+pub fn signal_proc_dir(dir: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: dir is a live descriptor; a null siginfo and flags 0 are allowed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            dir.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    cvt_long(r).map(drop)
+}
+
 pub fn chdir(path: &CStr) -> io::Result<()> {
     // SAFETY: path is NUL-terminated.
     cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
