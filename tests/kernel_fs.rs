@@ -625,9 +625,11 @@ fn a_commondir_is_moved_aside_whatever_names_the_sandbox_takes_first() {
     assert_git_uses_its_own_repository(&h);
 }
 
-/// `git sparse-checkout` on the host makes `.git/config.worktree`: a run going on
-/// meanwhile is not stopped for it (the guard cannot tell who made it); the file is
-/// moved aside when the run ends, with a warning that says it may be the user's.
+/// The user's own `.git/config.worktree` (git on the host makes one: `git config
+/// --worktree`, `git sparse-checkout`) in a repository without
+/// `extensions.worktreeConfig`, which git does not read: a run going on meanwhile is
+/// not stopped for it; the file is moved aside when the run ends, with a warning that
+/// says it may be the user's.
 #[test]
 fn the_users_own_config_worktree_does_not_stop_a_run() {
     use std::io::Read;
