@@ -571,28 +571,15 @@ pub mod linux {
         };
         let guard_moved =
             || linux::quarantine_path(path, tag).filter(|to| std::fs::symlink_metadata(to).is_ok());
-        // The sandbox may have taken the directory's write or search right away (it
-        // owns it): given back to its owner (this user) for the move, and said.
-        let moved = linux::move_aside(path, tag).or_else(|e| {
-            use std::os::unix::fs::{MetadataExt, PermissionsExt};
-            let parent = path
-                .parent()
-                .filter(|_| matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)));
-            let Some((parent, m)) = parent.and_then(|p| {
-                let m = std::fs::symlink_metadata(p).ok()?;
-                (m.is_dir() && m.uid() == crate::sys::uid()).then_some((p, m))
-            }) else {
-                return Err(e);
-            };
-            let mode = m.mode() & 0o7777;
-            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o700))?;
-            eprintln!(
-                "sandpit: warning: the run had set {}'s mode to {mode:o}; it is {:o} again",
-                parent.display(),
-                mode | 0o700
-            );
-            linux::move_aside(path, tag)
-        });
+        let moved = match linux::move_aside(path, tag) {
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+                    && path.parent().is_some_and(give_back_rights) =>
+            {
+                linux::move_aside(path, tag)
+            }
+            r => r,
+        };
         match moved.map(|m| m.or_else(guard_moved)) {
             Ok(None) => {}
             Ok(Some(to)) => {
@@ -612,6 +599,28 @@ pub mod linux {
                 session.quarantined(path, path, &format!("{why}; could not be moved: {e}"));
             }
         }
+    }
+
+    /// The run may have taken the write or search right of a directory it owns (this
+    /// user's): given back to its owner, and said. Whether it was.
+    fn give_back_rights(dir: &Path) -> bool {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let Ok(m) = std::fs::symlink_metadata(dir) else {
+            return false;
+        };
+        let mode = m.mode() & 0o7777;
+        if !m.is_dir() || m.uid() != crate::sys::uid() {
+            return false;
+        }
+        if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700)).is_err() {
+            return false;
+        }
+        eprintln!(
+            "sandpit: warning: the run had set {}'s mode to {mode:o}; it is {:o} again",
+            dir.display(),
+            mode | 0o700
+        );
+        true
     }
 
     /// The policy the interposer and shims decide with: in namespace mode `/tmp` and

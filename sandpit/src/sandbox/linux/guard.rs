@@ -219,11 +219,20 @@ fn restore(g: &Guarded) -> std::io::Result<Option<Replaced>> {
     Ok(Some(Replaced { object, is_dir }))
 }
 
+/// The `/proc/<pid>` directories of the sandbox's processes (the guard sees the
+/// sandbox's `/proc`, and only its pids).
+fn sandbox_processes() -> std::io::Result<impl Iterator<Item = PathBuf>> {
+    Ok(std::fs::read_dir("/proc")?
+        .flatten()
+        .filter(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
+        .map(|e| e.path()))
+}
+
 /// Whether a process of the sandbox holds `object` (device, inode) open, as its
 /// working directory or root, or mapped: what it opened while the mount was gone
 /// outlives the new mount. With `writes_only` (a protected file: reading it is
 /// allowed), only a way to change it counts: a file open or mapped for writing, or
-/// any hold on a directory. The guard sees the sandbox's `/proc`, and only its pids.
+/// any hold on a directory.
 fn held_inside(object: (u64, u64), is_dir: bool, writes_only: bool) -> bool {
     use std::os::unix::fs::MetadataExt;
     let (dev, ino) = object;
@@ -248,14 +257,10 @@ fn held_inside(object: (u64, u64), is_dir: bool, writes_only: bool) -> bool {
     let (major, minor) = sys::dev_major_minor(dev);
     let maps_dev = format!("{major:02x}:{minor:02x}");
     let ino_s = ino.to_string();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    let Ok(procs) = sandbox_processes() else {
         return true; // cannot tell: assume the worst
     };
-    for e in procs.flatten() {
-        if !e.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
-            continue;
-        }
-        let pid = e.path();
+    for pid in procs {
         if same(&pid.join("cwd")) || same(&pid.join("root")) {
             return true;
         }
@@ -408,7 +413,6 @@ fn check(p: &Guarded, tag: &str) {
 /// `Ok(None)`: nothing at `path`.
 pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
     let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
-    let from = cstr(path).ok_or_else(invalid)?;
     let mut name = tag.to_string();
     let mut last = None;
     for _ in 0..8 {
@@ -419,7 +423,7 @@ pub fn move_aside(path: &Path, tag: &str) -> std::io::Result<Option<PathBuf>> {
             Ok(_) => {}
         }
         let to = crate::sandbox::linux::quarantine_path(path, &name).ok_or_else(invalid)?;
-        match sys::rename_noreplace(&from, &cstr(&to).ok_or_else(invalid)?) {
+        match sys::rename_noreplace(path, &to) {
             Ok(()) => return Ok(Some(to)),
             // Gone again meanwhile (the command renamed it): nothing to move.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -492,18 +496,14 @@ fn worktree_config_on(path: &Path) -> bool {
 }
 
 /// Kill the sandbox (its pid 1, and so its whole pid namespace) and wait, at most
-/// 2 s, until none of its processes is left. The guard sees the sandbox's `/proc`.
+/// 2 s, until none of its processes is left.
 fn kill_sandbox() {
     if let Ok(init) = std::fs::File::open("/proc/1") {
-        let _ = sys::signal_proc_dir(init.as_fd(), libc::SIGKILL);
+        let _ = sys::kill_proc_dir(init.as_fd());
     }
     let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
     while std::time::Instant::now() < until {
-        let alive = std::fs::read_dir("/proc").is_ok_and(|d| {
-            d.flatten()
-                .any(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
-        });
-        if !alive {
+        if !sandbox_processes().is_ok_and(|mut p| p.next().is_some()) {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -233,10 +233,10 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
 }
 
 /// Where a file of `Plan::absent_git_files` the run created is moved: beside it,
-/// named for the run.
-pub fn quarantine_path(p: &Path, run: &str) -> Option<PathBuf> {
+/// named with `tag` (the run's id and a secret, `Layers::quarantine_tag`).
+pub fn quarantine_path(p: &Path, tag: &str) -> Option<PathBuf> {
     let name = p.file_name()?.to_string_lossy();
-    Some(p.with_file_name(format!("{name}.sandpit-quarantine-{run}")))
+    Some(p.with_file_name(format!("{name}.sandpit-quarantine-{tag}")))
 }
 
 /// An empty directory sandpit creates on the host before the run (and removes after

@@ -17,7 +17,7 @@
 //!
 //! A workspace on another filesystem, or a state directory that is not a private
 //! directory of this user, gets `mkdir` and `rmdir` as before.
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -33,23 +33,20 @@ const TEND: usize = 32;
 /// directory of this user's, or a trashed placeholder something wrote into.
 const ASIDE: &str = ".not-empty";
 
-fn cstr(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput.into())
-}
-
 fn rename(from: &Path, to: &Path) -> io::Result<()> {
-    sys::rename_noreplace(&cstr(from)?, &cstr(to)?)
+    sys::rename_noreplace(from, to)
 }
 
 fn is_empty_dir(p: &Path) -> bool {
-    cstr(p).is_ok_and(|c| sys::is_empty_dir(&c).unwrap_or(false))
+    sys::is_empty_dir(p).unwrap_or(false)
 }
 
-/// `dir` (made when missing) if it is a directory of this user's that no one else
-/// can write, not a link.
-fn private_dir(dir: &Path) -> Option<&Path> {
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
-    let m = std::fs::symlink_metadata(dir).ok()?;
+/// `state`'s directory `name` (made when missing), if it is a directory of this
+/// user's that no one else can write, not a link.
+fn private_dir(state: &Path, name: &str) -> Option<PathBuf> {
+    let dir = state.join(name);
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let m = std::fs::symlink_metadata(&dir).ok()?;
     (m.is_dir() && m.uid() == crate::sys::uid() && m.mode() & 0o022 == 0).then_some(dir)
 }
 
@@ -68,33 +65,32 @@ fn fresh_name(dir: &Path, next: &mut u32) -> PathBuf {
 }
 
 pub struct Spares {
-    /// sandpit's state directory; `None` makes and removes every placeholder.
-    state: Option<PathBuf>,
+    /// `spare/` and `trash/` in sandpit's state directory, where usable; `None` makes
+    /// and removes every placeholder.
+    spare: Option<PathBuf>,
+    trash: Option<PathBuf>,
     /// Spares not yet tried, listed when first needed.
     names: Option<Vec<OsString>>,
     next: u32,
 }
 
 impl Spares {
+    /// The spares and trash in `state` (sandpit's state directory).
     pub fn new(state: Option<PathBuf>) -> Spares {
+        let dir = |name| state.as_deref().and_then(|s| private_dir(s, name));
         Spares {
-            state,
+            spare: dir("spare"),
+            trash: dir("trash"),
             names: None,
             next: 0,
         }
     }
 
-    fn spare_dir(&self) -> Option<PathBuf> {
-        let d = self.state.as_ref()?.join("spare");
-        private_dir(&d)?;
-        Some(d)
-    }
-
     /// Make `path` an empty directory, as `mkdir` would (`AlreadyExists` when
     /// something is there already).
     pub fn make(&mut self, path: &Path) -> io::Result<()> {
-        if let Some(dir) = self.spare_dir() {
-            let names = self.names.get_or_insert_with(|| list(&dir));
+        if let Some(dir) = &self.spare {
+            let names = self.names.get_or_insert_with(|| list(dir));
             while let Some(name) = names.pop() {
                 let spare = dir.join(&name);
                 if !fit(&spare) {
@@ -132,8 +128,7 @@ impl Spares {
     /// Remove the directory `path` if it is empty: put in the trash when it can be,
     /// else `rmdir` (which removes only an empty directory, never a file or a link).
     pub fn release(&mut self, path: &Path) {
-        let trash = self.state.as_ref().map(|s| s.join("trash"));
-        if let Some(trash) = trash.as_deref().and_then(private_dir) {
+        if let Some(trash) = &self.trash {
             if is_empty_dir(path) && rename(path, &fresh_name(trash, &mut self.next)).is_ok() {
                 return;
             }
@@ -163,9 +158,8 @@ fn aside(p: &Path) -> PathBuf {
 /// placeholder that holds something (written through a handle held on it after its
 /// run) is kept, put aside, and said.
 pub fn tend(state: &Path) {
-    let trash = state.join("trash");
-    if let Some(trash) = private_dir(&trash) {
-        for name in list(trash).into_iter().take(TEND) {
+    if let Some(trash) = private_dir(state, "trash") {
+        for name in list(&trash).into_iter().take(TEND) {
             let p = trash.join(&name);
             match std::fs::remove_dir(&p) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
@@ -182,14 +176,13 @@ pub fn tend(state: &Path) {
             }
         }
     }
-    let spare = state.join("spare");
-    let Some(spare) = private_dir(&spare) else {
+    let Some(spare) = private_dir(state, "spare") else {
         return;
     };
-    let have = list(spare).len();
+    let have = list(&spare).len();
     let mut next = 0;
     for _ in have..KEEP.min(have + TEND) {
-        let _ = std::fs::create_dir(fresh_name(spare, &mut next));
+        let _ = std::fs::create_dir(fresh_name(&spare, &mut next));
     }
 }
 

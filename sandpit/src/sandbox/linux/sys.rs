@@ -7,6 +7,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -807,82 +808,31 @@ pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Resu
 }
 
 /// Rename `from` to `to` unless `to` exists (renameat2 `RENAME_NOREPLACE`).
-pub fn rename_noreplace(from: &CStr, to: &CStr) -> io::Result<()> {
-    const RENAME_NOREPLACE: libc::c_uint = 1;
-    // SAFETY: both paths are NUL-terminated; renameat2 takes only those and integers.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            RENAME_NOREPLACE,
-        )
-    };
-    cvt_long(r).map(drop)
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    Ok(renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE)?)
 }
 
 /// Whether `path` is a directory, not a symlink to one, holding nothing.
-pub fn is_empty_dir(path: &CStr) -> io::Result<bool> {
-    // SAFETY: path is NUL-terminated; the flags are integers.
-    let fd = cvt(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: open returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // Reading stops at the first name that is not `.` or `..`.
-    let mut buf = [0u64; 64];
-    loop {
-        // SAFETY: fd is a live directory descriptor; buf is writable for its length.
-        let n = cvt_long(unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                fd.as_raw_fd(),
-                buf.as_mut_ptr(),
-                std::mem::size_of_val(&buf),
-            )
-        })? as usize;
-        if n == 0 {
-            return Ok(true);
-        }
-        // SAFETY: the kernel wrote `n` bytes into buf; u64s are valid as bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
-        let mut off = 0;
-        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
-        while off + 19 < n {
-            let reclen = usize::from(u16::from_ne_bytes([bytes[off + 16], bytes[off + 17]]));
-            if reclen < 20 || off + reclen > n {
-                return Err(io::Error::from(io::ErrorKind::InvalidData));
-            }
-            let name = &bytes[off + 19..off + reclen];
-            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-            if name != b"." && name != b".." {
-                return Ok(false);
-            }
-            off += reclen;
+pub fn is_empty_dir(path: &Path) -> io::Result<bool> {
+    use rustix::fs::{openat, Dir, Mode, OFlags, CWD};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = openat(CWD, path, flags, Mode::empty())?;
+    for entry in Dir::read_from(&dir)? {
+        let entry = entry?;
+        if ![&b"."[..], b".."].contains(&entry.file_name().to_bytes()) {
+            return Ok(false);
         }
     }
+    Ok(true)
 }
 
-/// Send `sig` to the process whose `/proc/<pid>` directory `dir` is open (a pidfd
-/// made from the directory: the process of that procfs's pid namespace, whatever the
+/// SIGKILL to the process whose `/proc/<pid>` directory `dir` is open (a pidfd made
+/// from the directory: the process of that procfs's pid namespace, whatever the
 /// caller's).
-pub fn signal_proc_dir(dir: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: dir is a live descriptor; a null siginfo and flags 0 are allowed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            dir.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    cvt_long(r).map(drop)
+pub fn kill_proc_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::process::{pidfd_send_signal, Signal};
+    Ok(pidfd_send_signal(dir, Signal::KILL)?)
 }
 
 pub fn chdir(path: &CStr) -> io::Result<()> {
