@@ -682,9 +682,15 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     for p in placeholders.iter().filter(|p| **p != ".idea") {
         assert!(!ws.join(p).exists(), "{p} left behind");
     }
-    // Written through the handle after the run.
+    // Written through the handle after the run: into the trash, or refused if the run's
+    // tending thread already removed the directory there (it lists the trash when it
+    // starts, which can be after the run put its placeholders in it).
     let via = PathBuf::from(format!("/proc/self/fd/{}/planted", held.as_raw_fd()));
-    std::fs::write(&via, "through a held handle").unwrap();
+    let wrote = match std::fs::write(&via, "through a held handle") {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => panic!("writing through the held handle: {e}"),
+    };
     drop(held);
     std::fs::remove_dir_all(ws.join(".idea")).unwrap();
     let (mut second, _) = wait_for_go("go2");
@@ -696,6 +702,9 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     assert!(second.wait().unwrap().success());
     let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
+    if !wrote {
+        return;
+    }
     // By now a run has emptied the trash: the planted file was kept, put aside.
     let trash = h.home().join(".sandpit/trash");
     let kept: Vec<PathBuf> = std::fs::read_dir(&trash)
