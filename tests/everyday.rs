@@ -698,26 +698,32 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
         let n = std::fs::read_dir(ws.join(p)).map(|d| d.count());
         assert_eq!(n.unwrap_or(0), 0, "{p} is no empty placeholder");
     }
+    // While the second run lasts its thread tends the trash: the planted file is
+    // kept there, put aside.
+    let trash = h.home().join(".sandpit/trash");
+    let kept = || -> Vec<PathBuf> {
+        std::fs::read_dir(&trash)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("planted").exists())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while wrote
+        && !kept()
+            .iter()
+            .any(|k| k.to_string_lossy().ends_with(".not-empty"))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     h.write(&ws.join("go2"), "");
     assert!(second.wait().unwrap().success());
-    let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
     if !wrote {
         return;
     }
-    // By now a run has emptied the trash: the planted file was kept, put aside.
-    let trash = h.home().join(".sandpit/trash");
-    let kept: Vec<PathBuf> = std::fs::read_dir(&trash)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("planted").exists())
-        .collect();
-    assert_eq!(
-        kept.len(),
-        1,
-        "{:?}",
-        std::fs::read_dir(&trash).unwrap().count()
-    );
+    let kept = kept();
+    assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(
         kept[0].to_string_lossy().ends_with(".not-empty"),
         "{kept:?}"
