@@ -61,17 +61,15 @@ fn under(prefix: &str, p: &Path) -> PathBuf {
     Path::new(prefix).join(rel)
 }
 
-/// Enter fresh namespaces, mapping our own uid/gid to themselves (no privilege is
-/// gained outside; inside, the creator holds capabilities until it execs).
-pub fn enter(net: bool, uid: u32, gid: u32) -> Result<(), StepError> {
-    let mut flags = libc::CLONE_NEWUSER
+/// Enter fresh user, mount, pid, IPC and UTS namespaces, mapping our own uid/gid to
+/// themselves (no privilege is gained outside; inside, the creator holds capabilities
+/// until it execs). The network namespace comes separately ([`make_network`]).
+pub fn enter(uid: u32, gid: u32) -> Result<(), StepError> {
+    let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if net {
-        flags |= libc::CLONE_NEWNET;
-    }
     sys::unshare(flags).ctx(|| "creating user namespace (unshare)".into())?;
     std::fs::write("/proc/self/setgroups", "deny").ctx(|| "writing setgroups".into())?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
@@ -79,6 +77,33 @@ pub fn enter(net: bool, uid: u32, gid: u32) -> Result<(), StepError> {
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
         .ctx(|| "writing gid_map".into())?;
     Ok(())
+}
+
+/// Move the caller (inside the user namespace [`enter`] made) into a fresh network
+/// namespace with its loopback up, and return a descriptor of it for pid 1 to join
+/// ([`join_network`]). Making a network namespace is the costliest step of a start
+/// (~0.4 ms here, ten times the other namespaces together), so C1 makes it while pid 1
+/// builds the mount tree. `own_ns` is C1's `/proc/self/ns`, opened before pid 1 was
+/// forked: pid 1's `pivot_root` moves C1's root too, and its new `/proc` cannot see C1.
+pub fn make_network(
+    own_ns: std::os::fd::BorrowedFd<'_>,
+) -> Result<std::os::fd::OwnedFd, StepError> {
+    use rustix::fs::{openat, Mode, OFlags};
+    sys::unshare(libc::CLONE_NEWNET).ctx(|| "creating network namespace (unshare)".into())?;
+    sys::loopback_up().ctx(|| "bringing up loopback".into())?;
+    openat(
+        own_ns,
+        "net",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)
+    .ctx(|| "opening the new network namespace".into())
+}
+
+/// Join the network namespace [`make_network`] made.
+pub fn join_network(ns: std::os::fd::BorrowedFd<'_>) -> Result<(), StepError> {
+    sys::setns(ns, libc::CLONE_NEWNET).ctx(|| "joining the network namespace (setns)".into())
 }
 
 /// Build the sandbox root from `plan.mounts` and pivot into it. Runs as pid 1 of the

@@ -814,21 +814,55 @@ fn child_c1(
         Some(e) => (Some((e.built, e.ready)), Some(e.joined)),
         None => (None, None),
     };
-    if let Err(e) = namespaces::enter(net, sys::getuid(), sys::getgid()) {
+    if let Err(e) = namespaces::enter(sys::getuid(), sys::getgid()) {
         fail(&ctl, Layer::UserNamespace, &e.to_string())
     }
     crate::timing::mark("C1: namespaces entered (unshare, uid/gid maps)");
+    // The network namespace reaches pid 1 over this pair once C1 has made it.
+    let (net_ours, net_init) = match net
+        .then(|| {
+            Ok::<_, io::Error>((
+                std::fs::File::open("/proc/self/ns")?,
+                sys::seqpacket_pair()?,
+            ))
+        })
+        .transpose()
+    {
+        Ok(Some((own_ns, (ours, theirs)))) => (Some((own_ns, ours)), Some(theirs)),
+        Ok(None) => (None, None),
+        Err(e) => fail(
+            &ctl,
+            Layer::Network,
+            &format!("preparing the network namespace: {e}"),
+        ),
+    };
     match sys::fork_sibling() {
         Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
         Ok(Fork::Child) => {
             drop(guard_joined);
-            child_init(plan, prep, layers, ctl, init_ends.take())
+            drop(net_ours);
+            child_init(plan, prep, layers, ctl, init_ends.take(), net_init)
         }
         Ok(Fork::Parent(init)) => {
             drop(init_ends.take());
+            drop(net_init);
             if let Err(e) = send(&ctl, &pid_message(b'P', init)) {
                 let _ = sys::kill(init, libc::SIGKILL);
                 fail(&ctl, Layer::Process, &format!("reporting pid 1: {e}"))
+            }
+            if let Some((own_ns, ours)) = net_ours {
+                let handed = namespaces::make_network(own_ns.as_fd())
+                    .map_err(|e| e.to_string())
+                    .and_then(|ns| {
+                        sys::send_fd(ours.as_fd(), b"N", ns.as_fd())
+                            .map_err(|e| format!("handing the network namespace to pid 1: {e}"))
+                    });
+                if let Err(e) = handed {
+                    // Pid 1 would only report that it never came: this is the cause.
+                    let _ = sys::kill(init, libc::SIGKILL);
+                    fail(&ctl, Layer::Network, &e)
+                }
+                crate::timing::mark("C1: network namespace made");
             }
             drop(ctl);
             // A byte once the guard has joined, or EOF if it has stopped (the launcher
@@ -911,6 +945,7 @@ fn child_init(
     layers: &Layers,
     ctl: OwnedFd,
     guard: Option<(OwnedFd, OwnedFd)>,
+    net: Option<OwnedFd>,
 ) -> ! {
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
@@ -921,9 +956,14 @@ fn child_init(
         fail(&ctl, Layer::Mounts, &e.to_string())
     }
     crate::timing::mark("init: mounts built");
-    if plan.net != NetPlan::Host {
-        if let Err(e) = sys::loopback_up() {
-            fail(&ctl, Layer::Network, &format!("bringing up loopback: {e}"))
+    if let Some(from_c1) = net {
+        let joined = match sys::recv_msg(from_c1.as_fd(), &mut [0u8; 1]) {
+            Ok((_, Some(ns))) => namespaces::join_network(ns.as_fd()).map_err(|e| e.to_string()),
+            Ok((_, None)) => Err("C1 ended without handing over the network namespace".into()),
+            Err(e) => Err(format!("receiving the network namespace: {e}")),
+        };
+        if let Err(e) = joined {
+            fail(&ctl, Layer::Network, &e)
         }
     }
     if let NetPlan::Bridge { port, .. } = &plan.net {

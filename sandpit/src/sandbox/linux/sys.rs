@@ -1076,11 +1076,18 @@ pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
 /// user namespace).
 pub fn join_user_and_mount_ns(pid: libc::pid_t) -> io::Result<()> {
     for (ns, flag) in [("user", libc::CLONE_NEWUSER), ("mnt", libc::CLONE_NEWNS)] {
-        let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
-        // SAFETY: f is an open namespace descriptor; flag names its type.
-        cvt(unsafe { libc::setns(f.as_raw_fd(), flag) })?;
+        setns(
+            std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?.as_fd(),
+            flag,
+        )?;
     }
     Ok(())
+}
+
+/// setns(2): join the namespace `ns` refers to, which must be of type `nstype`.
+pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns takes a descriptor and a flag; the kernel checks the type.
+    cvt(unsafe { libc::setns(ns.as_raw_fd(), nstype) }).map(drop)
 }
 
 /// Keep only `fd` (moved to descriptor 3, returned) and stderr: every other
