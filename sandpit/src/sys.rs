@@ -25,6 +25,25 @@ pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std:
     Ok(l)
 }
 
+/// Wait until `fd` has something to read (or its reading side is shut down), without
+/// reading it. A signal interrupting the wait is not an error.
+pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for a descriptor the caller keeps open across the call.
+    if unsafe { libc::poll(&mut p, 1, -1) } < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// `n` random bytes from the kernel, as lowercase hex.
 pub fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;

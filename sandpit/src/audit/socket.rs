@@ -9,12 +9,10 @@
 //! argv; host and port). Anything inside the
 //! sandbox can send here, so each record is re-judged: the rule comes from the
 //! launcher's own policy, and a run can add at most [`MAX_RECORDS`].
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use super::{AuditError, AuditLog, Decision, Layer, Record, Result, RuleRef};
 
@@ -122,10 +120,29 @@ pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&s
 }
 
 /// A bound socket and the thread writing what arrives to the log.
+///
+/// The thread waits for datagrams and records them under a lock; `finish` takes the
+/// lock, records what is still queued itself and ends the thread's part, so a run's
+/// end waits for no other thread (two cross-CPU wake-ups, ~0.25 ms here).
 pub struct Listener {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+/// What the listener's thread and `finish` share.
+struct Shared {
+    sock: UnixDatagram,
+    log: Arc<AuditLog>,
+    /// The reading state; `None` once `finish` has taken over.
+    reader: Mutex<Option<Reader>>,
+}
+
+/// Datagrams read so far, against the run's limits.
+struct Reader {
+    buf: Vec<u8>,
+    count: usize,
+    bytes: usize,
+    dropped: u64,
 }
 
 impl Listener {
@@ -140,34 +157,39 @@ impl Listener {
             source,
         };
         let sock = UnixDatagram::bind(path).map_err(io)?;
-        sock.set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(io)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
+        sock.set_nonblocking(true).map_err(io)?;
+        let shared = Arc::new(Shared {
+            sock,
+            log,
+            reader: Mutex::new(Some(Reader {
+                buf: vec![0u8; 64 * 1024],
+                count: 0,
+                bytes: 0,
+                dropped: 0,
+            })),
+        });
+        let theirs = shared.clone();
+        std::thread::Builder::new()
             .name("sandpit-audit".into())
-            .spawn(move || read_loop(&sock, &log, &flag))
+            .spawn(move || theirs.read_loop())
             .map_err(io)?;
         Ok(Listener {
             path: path.to_path_buf(),
-            stop,
-            thread: Some(thread),
+            shared,
         })
     }
 
-    /// Stop after reading everything already queued; remove the socket.
+    /// Record everything already queued, end the reading, remove the socket.
     pub fn finish(self) {}
 
     fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // An empty datagram wakes the reader now instead of at its next timeout;
-        // it queues behind everything already sent, so those are read first.
-        if let Ok(s) = UnixDatagram::unbound() {
-            let _ = s.send_to(&[], &self.path);
+        let taken = self.shared.lock().take();
+        if let Some(mut r) = taken {
+            r.drain(&self.shared.sock, &self.shared.log);
+            r.report_dropped(&self.shared.log);
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        // Wakes the thread (its wait sees end of file); nothing here waits for it.
+        let _ = self.shared.sock.shutdown(std::net::Shutdown::Both);
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -178,44 +200,51 @@ impl Drop for Listener {
     }
 }
 
-fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut count = 0usize;
-    let mut bytes = 0usize;
-    let mut dropped = 0u64;
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        if stopping {
-            // Drain what is queued, then end.
-            let _ = sock.set_nonblocking(true);
-        }
-        match sock.recv(&mut buf) {
-            // Empty: the wake-up from `stop` (or nothing worth logging).
-            Ok(0) => {}
-            Ok(n) => {
-                if count < MAX_RECORDS && bytes + n <= MAX_BYTES {
-                    count += 1;
-                    bytes += n;
-                    log.record(parse(log.run(), log.policy(), &buf[..n]));
-                } else {
-                    dropped += 1;
-                }
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Reader>> {
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for datagrams, record them; end once `finish` has taken the reading.
+    fn read_loop(&self) {
+        loop {
+            if crate::sys::wait_readable(self.sock.as_fd()).is_err() {
+                return;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                if stopping {
-                    break;
-                }
+            match self.lock().as_mut() {
+                Some(r) => r.drain(&self.sock, &self.log),
+                None => return,
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
         }
     }
-    if dropped > 0 {
+}
+
+impl Reader {
+    /// Record every datagram queued now, up to the run's limits.
+    fn drain(&mut self, sock: &UnixDatagram, log: &AuditLog) {
+        loop {
+            match sock.recv(&mut self.buf) {
+                // Empty: nothing worth logging.
+                Ok(0) => {}
+                Ok(n) => {
+                    if self.count < MAX_RECORDS && self.bytes + n <= MAX_BYTES {
+                        self.count += 1;
+                        self.bytes += n;
+                        log.record(parse(log.run(), log.policy(), &self.buf[..n]));
+                    } else {
+                        self.dropped += 1;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn report_dropped(&self, log: &AuditLog) {
+        if self.dropped == 0 {
+            return;
+        }
         let mut r = Record::new(
             log.run(),
             Layer::Launcher,
@@ -223,8 +252,11 @@ fn read_loop(sock: &UnixDatagram, log: &AuditLog, stop: &AtomicBool) {
             String::new(),
             Decision::Info,
         );
-        r.reason =
-            format!("{dropped} records from inside the sandbox past the limit ({MAX_RECORDS} records, {MAX_BYTES} bytes) were not logged");
+        r.reason = format!(
+            "{} records from inside the sandbox past the limit ({MAX_RECORDS} records, \
+             {MAX_BYTES} bytes) were not logged",
+            self.dropped
+        );
         log.record(r);
     }
 }
