@@ -56,7 +56,7 @@ impl Session {
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;
         remove_stale_runs(&runs);
-        let run_dir = runs.join(&run);
+        let run_dir = crate::stock::take(&runs, &run).map_err(super::io(&runs.join(&run)))?;
         private_dir(&run_dir)?;
         let mut s = Session {
             log,
@@ -197,7 +197,7 @@ impl Session {
                 Err(e) => eprintln!("sandpit: warning: could not write the learned draft: {e}"),
             }
         }
-        let _ = std::fs::remove_dir_all(&self.run_dir);
+        crate::stock::discard(&self.run_dir);
     }
 }
 
@@ -206,7 +206,7 @@ impl Drop for Session {
         if let Some(l) = self.listener.take() {
             l.finish();
         }
-        let _ = std::fs::remove_dir_all(&self.run_dir);
+        crate::stock::discard(&self.run_dir);
     }
 }
 
@@ -218,6 +218,10 @@ fn remove_stale_runs(runs: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name();
+        // `.stock` and `.trash` (crate::stock) are tended elsewhere.
+        if name.as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.rsplit_once('-'))

@@ -77,11 +77,13 @@ fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
         );
     }
     for n in 0..1000u32 {
-        let p = root.join(format!("run-{}-{n}", std::process::id()));
-        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-            Ok(()) => return Ok(p),
+        let name = format!("run-{}-{n}", std::process::id());
+        match crate::stock::take(root, &name) {
+            Ok(p) => return Ok(p),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("creating {}", root.join(name).display()))
+            }
         }
     }
     bail!(
@@ -333,7 +335,7 @@ pub mod linux {
                 mode = match degrade(&message) {
                     Ok(m) => m,
                     Err(e) => {
-                        let _ = std::fs::remove_dir_all(&scratch);
+                        crate::stock::discard(&scratch);
                         return Err(e);
                     }
                 };
@@ -341,7 +343,7 @@ pub mod linux {
             }
         }
         let allow_degraded = args.allow_degraded;
-        let _ = std::fs::remove_dir_all(&scratch);
+        crate::stock::discard(&scratch);
         match result {
             Ok(code) => Ok(code),
             Err(e) => match e.downcast::<SpawnError>() {
@@ -533,14 +535,21 @@ pub mod linux {
             }
         };
         crate::timing::mark("proxy and DNS started");
-        // While the command runs: remove the last runs' placeholders and make the
-        // next runs' (off the start and the end of every run).
-        if plan.mode == linux::Mode::Namespaces {
-            let state = state.clone();
-            let _ = std::thread::Builder::new()
-                .name("sandpit-spares".into())
-                .spawn(move || linux::tend_spares(&state));
-        }
+        // While the command runs: remove what the last runs left (placeholders, their
+        // own directories) and make the next runs' (off the start and the end of
+        // every run).
+        let ns = plan.mode == linux::Mode::Namespaces;
+        let state = state.clone();
+        let _ = std::thread::Builder::new()
+            .name("sandpit-spares".into())
+            .spawn(move || {
+                if ns {
+                    linux::tend_spares(&state);
+                }
+                // The scratch and socket directories; the audit run directory.
+                crate::stock::tend(&scratch_root(), 2);
+                crate::stock::tend(&state.join("run"), 1);
+            });
         let result = running.wait();
         crate::timing::mark("command and its supervisors exited");
         for line in services.finish() {

@@ -116,7 +116,7 @@ struct Sockets {
 
 impl Drop for Sockets {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::stock::discard(&self.dir);
     }
 }
 
@@ -299,10 +299,14 @@ fn choose_interposer(o: &Options, state_dir: &Path, stamps: inject::Stamps) -> R
 
 fn bind_sockets(scratch: &Path) -> Result<Sockets> {
     let dir = scratch.with_extension("net");
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(io(format!("creating {}", dir.display())))?;
+    let dir = match (dir.parent(), dir.file_name().and_then(|n| n.to_str())) {
+        (Some(parent), Some(name)) => crate::stock::take(parent, name),
+        _ => std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map(|()| dir.clone()),
+    }
+    .map_err(io(format!("creating {}", dir.display())))?;
     let mut s = Sockets {
         proxy_path: dir.join("proxy.sock"),
         dns_path: dir.join("dns.sock"),
