@@ -818,7 +818,7 @@ pub fn is_empty_dir(path: &Path) -> io::Result<bool> {
     use rustix::fs::{openat, Dir, Mode, OFlags, CWD};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let dir = openat(CWD, path, flags, Mode::empty())?;
-    for entry in Dir::read_from(&dir)? {
+    for entry in Dir::new(dir)? {
         let entry = entry?;
         if ![&b"."[..], b".."].contains(&entry.file_name().to_bytes()) {
             return Ok(false);
