@@ -114,7 +114,8 @@ pub fn tend(parent: &Path, keep: usize) {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;

@@ -114,6 +114,15 @@ impl Session {
     pub fn run(&self) -> &str {
         self.log.run()
     }
+
+    /// Record what the layers inside report while the command runs (a thread of its
+    /// own; started after the sandbox's processes are forked). Until then, and at
+    /// [`Session::finish`], reports wait queued on the socket.
+    pub fn listen(&self) {
+        if let Some(Err(e)) = self.listener.as_ref().map(Listener::read) {
+            eprintln!("sandpit: warning: denials inside the sandbox are logged only when the run ends: {e}");
+        }
+    }
     /// The socket layers inside the sandbox report denials to.
     /// `<state>/run/<id>`: this run's private directory, removed when the session ends.
     pub fn run_dir(&self) -> &Path {
@@ -257,6 +266,37 @@ pub(crate) mod tests {
             user,
         ));
         sandpit_policy::load(&o).unwrap()
+    }
+
+    #[test]
+    fn reports_are_logged_while_the_command_runs_once_listening() {
+        let d = tempfile::tempdir().unwrap();
+        let p = policy(d.path(), "");
+        let s = Session::start(&p, &RunOptions::default(), &["true".into()]).unwrap();
+        let sock = s.run_dir.join("audit.sock");
+        let logged = |n: usize| crate::audit::read_log(s.log_path()).unwrap().len() == n;
+        // Before `listen`, a report waits queued (the launcher is about to fork).
+        crate::audit::socket::send(&sock, "shims", "exec", "sandpit: blocked", &["curl", "a"]);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(logged(1), "only the start record before listening");
+        s.listen();
+        crate::audit::socket::send(&sock, "shims", "exec", "sandpit: blocked", &["curl", "b"]);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !logged(3) {
+            assert!(
+                std::time::Instant::now() < until,
+                "reports not logged while running"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let log = s.log_path().to_path_buf();
+        s.finish(Some(0));
+        let subjects: Vec<String> = crate::audit::read_log(&log)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.subject)
+            .collect();
+        assert_eq!(subjects[1..3], ["curl a", "curl b"], "in the order sent");
     }
 
     #[test]

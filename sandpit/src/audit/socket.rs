@@ -121,9 +121,11 @@ pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&s
 
 /// A bound socket and the thread writing what arrives to the log.
 ///
-/// The thread waits for datagrams and records them under a lock; `finish` takes the
-/// lock, records what is still queued itself and ends the thread's part, so a run's
-/// end waits for no other thread (two cross-CPU wake-ups, ~0.25 ms here).
+/// The thread ([`Listener::read`], started once the sandbox's processes are forked:
+/// the launcher forks while single-threaded) waits for datagrams and records them
+/// under a lock; `finish` takes the lock, records what is still queued itself and
+/// ends the thread's part, so a run's end waits for no other thread (two cross-CPU
+/// wake-ups, ~0.25 ms here). What arrives before the thread starts waits queued.
 pub struct Listener {
     path: PathBuf,
     shared: Arc<Shared>,
@@ -146,8 +148,7 @@ struct Reader {
 }
 
 impl Listener {
-    /// Bind `path` (mode 0666 is not needed: the sandbox runs as this user) and
-    /// start the reader.
+    /// Bind `path` (mode 0666 is not needed: the sandbox runs as this user).
     pub fn start(path: &Path, log: Arc<AuditLog>) -> Result<Listener> {
         if path.as_os_str().len() >= 108 {
             return Err(AuditError::SocketPath(path.to_path_buf()));
@@ -168,15 +169,19 @@ impl Listener {
                 dropped: 0,
             })),
         });
-        let theirs = shared.clone();
-        std::thread::Builder::new()
-            .name("sandpit-audit".into())
-            .spawn(move || theirs.read_loop())
-            .map_err(io)?;
         Ok(Listener {
             path: path.to_path_buf(),
             shared,
         })
+    }
+
+    /// Start the thread that records what arrives while the command runs.
+    pub fn read(&self) -> std::io::Result<()> {
+        let theirs = self.shared.clone();
+        std::thread::Builder::new()
+            .name("sandpit-audit".into())
+            .spawn(move || theirs.read_loop())
+            .map(drop)
     }
 
     /// Record everything already queued, end the reading, remove the socket.
@@ -309,6 +314,9 @@ mod tests {
         let log = Arc::new(AuditLog::create(&state, "r1").unwrap());
         let sock = d.path().join("a.sock");
         let l = Listener::start(&sock, log.clone()).unwrap();
+        // More than the socket queues (net.unix.max_dgram_qlen, 10 by default): the
+        // thread reads while they are sent, `finish` what is left.
+        l.read().unwrap();
         let c = UnixDatagram::unbound().unwrap();
         for i in 0..50 {
             c.send_to(format!("line {i}").as_bytes(), &sock).unwrap();

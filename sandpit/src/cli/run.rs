@@ -521,6 +521,7 @@ pub mod linux {
             }
         };
         crate::timing::mark("command exec'd");
+        session.listen();
         if let Some(l) = running.take_bridge() {
             launch.serve_bridge(l);
         }

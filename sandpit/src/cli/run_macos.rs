@@ -134,6 +134,7 @@ fn run_with_scratch(
             return Err(anyhow::Error::from(e).context("starting the command under Seatbelt"));
         }
     };
+    session.listen();
     let services = match launch.start(Some(session.sink())) {
         Ok(s) => s,
         Err(e) => {

@@ -61,44 +61,26 @@ fn under(prefix: &str, p: &Path) -> PathBuf {
     Path::new(prefix).join(rel)
 }
 
-/// Enter fresh user, mount, pid, IPC and UTS namespaces, mapping our own uid/gid to
-/// themselves (no privilege is gained outside; inside, the creator holds capabilities
-/// until it execs). The network namespace comes separately ([`make_network`]).
-pub fn enter(uid: u32, gid: u32) -> Result<(), StepError> {
-    let flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
-    sys::unshare(flags).ctx(|| "creating user namespace (unshare)".into())?;
-    std::fs::write("/proc/self/setgroups", "deny").ctx(|| "writing setgroups".into())?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
-        .ctx(|| "writing uid_map".into())?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
-        .ctx(|| "writing gid_map".into())?;
-    Ok(())
+/// Map `uid`/`gid` of the process `pid`, just cloned into a new user namespace, to
+/// themselves (no privilege is gained outside; inside, it holds capabilities until it
+/// execs). Written by its parent, the launcher.
+pub fn map_ids(pid: libc::pid_t, uid: u32, gid: u32) -> io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+    std::fs::write(format!("/proc/{pid}/uid_map"), format!("{uid} {uid} 1\n"))?;
+    std::fs::write(format!("/proc/{pid}/gid_map"), format!("{gid} {gid} 1\n"))
 }
 
-/// Move the caller (inside the user namespace [`enter`] made) into a fresh network
+/// Move the caller (inside the sandbox's user namespace) into a fresh network
 /// namespace with its loopback up, and return a descriptor of it for pid 1 to join
 /// ([`join_network`]). Making a network namespace is the costliest step of a start
-/// (~0.4 ms here, ten times the other namespaces together), so C1 makes it while pid 1
-/// builds the mount tree. `own_ns` is C1's `/proc/self/ns`, opened before pid 1 was
-/// forked: pid 1's `pivot_root` moves C1's root too, and its new `/proc` cannot see C1.
-pub fn make_network(
-    own_ns: std::os::fd::BorrowedFd<'_>,
-) -> Result<std::os::fd::OwnedFd, StepError> {
-    use rustix::fs::{openat, Mode, OFlags};
+/// (~0.4 ms here, ten times the other namespaces together), so the helper makes it
+/// while pid 1 builds the mount tree.
+pub fn make_network() -> Result<std::os::fd::OwnedFd, StepError> {
     sys::unshare(libc::CLONE_NEWNET).ctx(|| "creating network namespace (unshare)".into())?;
     sys::loopback_up().ctx(|| "bringing up loopback".into())?;
-    openat(
-        own_ns,
-        "net",
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)
-    .ctx(|| "opening the new network namespace".into())
+    let ns = std::fs::File::open("/proc/self/ns/net")
+        .ctx(|| "opening the new network namespace".into())?;
+    Ok(ns.into())
 }
 
 /// Join the network namespace [`make_network`] made.

@@ -230,6 +230,9 @@ pub struct Running {
     child: libc::pid_t,
     /// The mount guard, when the plan has anything to guard.
     guard: Option<libc::pid_t>,
+    /// The helper that made the network namespace, when it had no guarding to do:
+    /// reaped at the end.
+    net_helper: Option<libc::pid_t>,
     ns: bool,
     sigs: SigSet,
     master: Option<OwnedFd>,
@@ -259,6 +262,7 @@ impl Running {
         crate::timing::mark("init reaped");
         // The guard goes before the placeholders: it would make them again.
         stop(self.guard);
+        stop(self.net_helper);
         if !self.ns {
             kill_descendants();
         }
@@ -422,13 +426,16 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
     }
     let launcher = sys::getpid();
-    // The mount guard stays in the host's pid namespace (out of the command's sight,
-    // and out of the namespace's teardown) and joins C1's user and mount namespaces
-    // once init has built the tree. The launcher makes it right after C1, while C1
-    // enters its namespaces. Three pipes: init tells the guard the tree is built; the
-    // guard tells init it watches (the command's process execs only then); the guard
-    // tells C1 it has joined (C1 stays until then: the guard joins through C1, as pid
-    // 1 is not dumpable).
+    // Namespace mode: the launcher clones pid 1 of the sandbox straight into new user,
+    // mount, pid, IPC and UTS namespaces and writes its uid/gid maps; pid 1 waits for
+    // them (`mapped`), then builds the mount tree. A helper process, forked next and
+    // kept in the host's pid namespace (out of the command's sight, and out of the
+    // namespace's teardown), joins the sandbox's user namespace through descriptors
+    // the launcher opened, makes the network namespace (~0.4 ms, while pid 1 builds
+    // the tree) and hands it to pid 1; then, as the mount guard, it waits for pid 1 to
+    // say the tree is built (`built`), joins the mount namespace, watches, and says so
+    // (`ready`: the command's process execs only then).
+    // Fallback mode: C1, forked, is the command's process.
     let guarded = if ns {
         guard::guarded(
             &plan.mounts,
@@ -439,75 +446,139 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     } else {
         vec![]
     };
+    let net = ns && plan.net != NetPlan::Host;
     let mut pipes = if guarded.is_empty() {
         None
     } else {
         let (built_r, built_w) = sys::pipe().map_err(io_err("pipe"))?;
         let (ready_r, ready_w) = sys::pipe().map_err(io_err("pipe"))?;
-        let (joined_r, joined_w) = sys::pipe().map_err(io_err("pipe"))?;
-        Some((
-            Ends {
-                built: built_r,
-                ready: ready_w,
-                joined: joined_w,
-            },
-            Ends {
-                built: built_w,
-                ready: ready_r,
-                joined: joined_r,
-            },
-        ))
+        Some(((built_r, ready_w), (built_w, ready_r)))
     };
-    let c1 = match sys::fork().map_err(io_err("fork"))? {
-        Fork::Child => {
+    let (mut net_helper, mut net_init) = match net {
+        true => {
+            let (h, i) = sys::seqpacket_pair().map_err(io_err("socketpair"))?;
+            (Some(h), Some(i))
+        }
+        false => (None, None),
+    };
+    let (mapped_r, mapped_w) = match ns {
+        true => {
+            let (r, w) = sys::pipe().map_err(io_err("pipe"))?;
+            (Some(r), Some(w))
+        }
+        false => (None, None),
+    };
+    let forked = if ns {
+        sys::clone_into_namespaces()
+    } else {
+        sys::fork()
+    };
+    let first = match forked {
+        Ok(Fork::Child) => {
             drop(ctl_parent);
             drop(listener);
-            let ends = pipes.take().map(|(g, c)| {
+            drop(mapped_w);
+            drop(net_helper.take());
+            let ends = pipes.take().map(|(g, i)| {
                 drop(g);
-                c
+                i
             });
             // A panic must never unwind back into the launcher's code in this copy.
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                child_c1(plan, prep, layers, ctl_child, launcher, ends)
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match mapped_r {
+                Some(mapped) => {
+                    child_init(plan, prep, layers, ctl_child, mapped, ends, net_init.take())
+                }
+                None => child_c1(plan, prep, layers, ctl_child, launcher),
             }));
-            let _ = r;
             sys::exit_now(125)
         }
-        Fork::Parent(pid) => pid,
+        Ok(Fork::Parent(pid)) => pid,
+        Err(e) if ns => {
+            return Err(SpawnError::Layer {
+                layer: Layer::UserNamespace,
+                message: format!("creating the namespaces (clone): {e}"),
+            })
+        }
+        Err(e) => return Err(io_err("fork")(e)),
     };
-    drop(ctl_child);
-    // A failure from here on is reported once the sandbox's setup has ended (without
-    // its guard, the command's process stops before exec).
-    let mut setup_error: Option<(Layer, String)> = None;
-    let guard = match pipes.take() {
+    // Pid 1 out of the terminal's foreground group: a Ctrl-C reaches the launcher
+    // only, which forwards it once (set on both sides of the fork, so no Ctrl-C can
+    // fall in between). In fallback mode the command stays in it.
+    if ns {
+        let _ = sys::setpgid(first, first);
+    }
+    drop(mapped_r);
+    drop(net_init.take());
+    let helper_ns = match mapped_w {
         None => None,
-        Some((ends, theirs)) => {
-            drop(theirs);
-            match sys::fork() {
+        Some(mapped) => {
+            // Opened while pid 1 waits for its maps (it is dumpable until it forks
+            // the command).
+            let ns = sys::open_namespaces(first).and_then(|ns| {
+                namespaces::map_ids(first, sys::getuid(), sys::getgid())?;
+                std::io::Write::write_all(&mut std::fs::File::from(mapped), b"M")?;
+                Ok(ns)
+            });
+            match ns {
+                Ok(ns) => Some(ns),
                 Err(e) => {
-                    setup_error = Some((Layer::Process, format!("fork: {e}")));
-                    None
-                }
-                Ok(Fork::Child) => {
-                    drop(ctl_parent);
-                    drop(listener);
-                    drop(pty);
-                    // As in C1: a panic must never unwind back into the launcher's
-                    // code in this copy (its drops would remove the run's files).
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        guard_process(guarded, &layers.quarantine_tag, launcher, c1, ends)
-                    }));
-                    sys::exit_now(125)
-                }
-                Ok(Fork::Parent(pid)) => {
-                    // Out of the terminal's foreground group, like C1 (set on both
-                    // sides of the fork, so no Ctrl-C can fall in between).
-                    let _ = sys::setpgid(pid, pid);
-                    crate::timing::mark("guard forked");
-                    Some(pid)
+                    let _ = sys::kill(first, libc::SIGKILL);
+                    let _ = sys::wait(first, false);
+                    return Err(SpawnError::Layer {
+                        layer: Layer::UserNamespace,
+                        message: format!("mapping the sandbox's uid and gid: {e}"),
+                    });
                 }
             }
         }
+    };
+    crate::timing::mark("init cloned, ids mapped");
+    // A failure from here on is reported once the sandbox's setup has ended (without
+    // its guard, the command's process stops before exec).
+    let mut setup_error: Option<(Layer, String)> = None;
+    let helper_ends = pipes.take().map(|(g, i)| {
+        drop(i);
+        g
+    });
+    let guarding = helper_ends.is_some();
+    let helper = match helper_ns {
+        Some(ns) if net_helper.is_some() || guarding => match sys::fork() {
+            Err(e) => {
+                setup_error = Some((Layer::Process, format!("fork: {e}")));
+                None
+            }
+            Ok(Fork::Child) => {
+                drop(ctl_parent);
+                drop(listener);
+                drop(pty);
+                let job = Helper {
+                    ns,
+                    net: net_helper.take(),
+                    ctl: ctl_child,
+                    guard: helper_ends.map(|ends| (guarded, ends)),
+                };
+                // As in pid 1: a panic must never unwind back into the launcher's
+                // code in this copy (its drops would remove the run's files).
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    helper_process(job, &layers.quarantine_tag, launcher)
+                }));
+                sys::exit_now(125)
+            }
+            Ok(Fork::Parent(pid)) => {
+                let _ = sys::setpgid(pid, pid);
+                crate::timing::mark("helper forked");
+                Some(pid)
+            }
+        },
+        _ => None,
+    };
+    drop(net_helper);
+    drop(ctl_child);
+    // The helper as the mount guard: its end ends the run. A helper with no guarding
+    // to do leaves once pid 1 has its network namespace.
+    let (guard, net_helper) = match guarding {
+        true => (helper, None),
+        false => (None, helper),
     };
     let master = pty.map(|(m, s)| {
         drop(s);
@@ -519,13 +590,15 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let mut services: Vec<TcpListener> = vec![];
     let mut factory: Option<OwnedFd> = None;
     let mut exec_error: Option<String> = None;
-    let mut init: Option<libc::pid_t> = None;
     let mut buf = vec![0u8; 4096];
     loop {
         let (n, fd) = match sys::recv_msg(ctl_parent.as_fd(), &mut buf) {
             Ok(x) => x,
             Err(e) => {
                 stop(guard);
+                stop(net_helper);
+                let _ = sys::kill(first, libc::SIGKILL);
+                let _ = sys::wait(first, false);
                 return Err(io_err("reading sandbox setup status")(e));
             }
         };
@@ -544,36 +617,19 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                 ))
             }
             (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
-            (Some(b'P'), None) if n == 5 => init = Some(pid_from(&buf[1..5])),
             _ => {}
         }
     }
     drop(ctl_parent);
-    if setup_error.is_some() {
-        // Before C1 is waited for: C1 stays until the guard has joined.
-        stop(guard);
-    }
-    // C1 leaves once it has made pid 1 and the guard has joined (or once either
-    // failed); in fallback mode it is the command.
-    let child = if ns {
-        let _ = sys::wait(c1, false);
-        init
-    } else {
-        Some(c1)
-    };
+    // Pid 1 of the sandbox; in fallback mode, the command's process.
+    let child = first;
     if let Some((layer, message)) = setup_error {
-        if let Some(c) = child {
-            let _ = sys::wait(c, false);
-        }
+        stop(guard);
+        stop(net_helper);
+        let _ = sys::kill(child, libc::SIGKILL);
+        let _ = sys::wait(child, false);
         return Err(SpawnError::Layer { layer, message });
     }
-    let Some(child) = child else {
-        stop(guard);
-        return Err(SpawnError::Layer {
-            layer: Layer::Process,
-            message: "the sandbox's setup ended without starting its pid 1".into(),
-        });
-    };
     if let Some(msg) = &exec_error {
         eprintln!("sandpit: {msg}");
     }
@@ -613,6 +669,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     Ok(Running {
         child,
         guard,
+        net_helper,
         ns,
         sigs,
         master,
@@ -635,15 +692,6 @@ fn stop(guard: Option<libc::pid_t>) {
         let _ = sys::kill(g, libc::SIGKILL);
         let _ = sys::wait(g, true);
     }
-}
-
-fn pid_from(b: &[u8]) -> libc::pid_t {
-    libc::pid_t::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn pid_message(tag: u8, pid: libc::pid_t) -> [u8; 5] {
-    let p = pid.to_le_bytes();
-    [tag, p[0], p[1], p[2], p[3]]
 }
 
 /// Forward signals to `child` until it exits; returns its status as an exit code.
@@ -791,132 +839,84 @@ fn children(pid: libc::pid_t) -> Vec<libc::pid_t> {
         .collect()
 }
 
+/// Fallback mode's only process: the command's, forked by the launcher.
 fn child_c1(
     plan: &Plan,
     prep: &Prepared,
     layers: &Layers,
     ctl: OwnedFd,
     launcher: libc::pid_t,
-    guard: Option<Ends>,
 ) -> ! {
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
     }
-    if plan.mode == Mode::LandlockOnly {
-        exec_command(plan, prep, layers, &ctl, None)
-    }
-    // Out of the terminal's foreground group: a Ctrl-C reaches the launcher only,
-    // which forwards it once (not once per supervising process).
-    crate::timing::mark("C1 forked");
-    let _ = sys::setpgid(0, 0);
-    let net = plan.net != NetPlan::Host;
-    let (mut init_ends, guard_joined) = match guard {
-        Some(e) => (Some((e.built, e.ready)), Some(e.joined)),
-        None => (None, None),
-    };
-    if let Err(e) = namespaces::enter(sys::getuid(), sys::getgid()) {
-        fail(&ctl, Layer::UserNamespace, &e.to_string())
-    }
-    crate::timing::mark("C1: namespaces entered (unshare, uid/gid maps)");
-    // The network namespace reaches pid 1 over this pair once C1 has made it.
-    let (net_ours, net_init) = match net
-        .then(|| {
-            Ok::<_, io::Error>((
-                std::fs::File::open("/proc/self/ns")?,
-                sys::seqpacket_pair()?,
-            ))
-        })
-        .transpose()
-    {
-        Ok(Some((own_ns, (ours, theirs)))) => (Some((own_ns, ours)), Some(theirs)),
-        Ok(None) => (None, None),
-        Err(e) => fail(
-            &ctl,
-            Layer::Network,
-            &format!("preparing the network namespace: {e}"),
-        ),
-    };
-    match sys::fork_sibling() {
-        Err(e) => fail(&ctl, Layer::Process, &format!("fork: {e}")),
-        Ok(Fork::Child) => {
-            drop(guard_joined);
-            drop(net_ours);
-            child_init(plan, prep, layers, ctl, init_ends.take(), net_init)
-        }
-        Ok(Fork::Parent(init)) => {
-            drop(init_ends.take());
-            drop(net_init);
-            if let Err(e) = send(&ctl, &pid_message(b'P', init)) {
-                let _ = sys::kill(init, libc::SIGKILL);
-                fail(&ctl, Layer::Process, &format!("reporting pid 1: {e}"))
-            }
-            if let Some((own_ns, ours)) = net_ours {
-                let handed = namespaces::make_network(own_ns.as_fd())
-                    .map_err(|e| e.to_string())
-                    .and_then(|ns| {
-                        sys::send_fd(ours.as_fd(), b"N", ns.as_fd())
-                            .map_err(|e| format!("handing the network namespace to pid 1: {e}"))
-                    });
-                if let Err(e) = handed {
-                    // Pid 1 would only report that it never came: this is the cause.
-                    let _ = sys::kill(init, libc::SIGKILL);
-                    fail(&ctl, Layer::Network, &e)
-                }
-                crate::timing::mark("C1: network namespace made");
-            }
-            drop(ctl);
-            // A byte once the guard has joined, or EOF if it has stopped (the launcher
-            // then ends the run).
-            if let Some(joined) = guard_joined {
-                let _ = std::io::Read::read(&mut std::fs::File::from(joined), &mut [0u8; 1]);
-            }
-            sys::exit_now(0)
-        }
-    }
+    exec_command(plan, prep, layers, &ctl, None)
 }
 
-/// One side's ends of the three pipes between the mount guard and the sandbox (see
-/// `start`): the guard reads `built` and writes `ready` and `joined`; C1 hands
-/// `built` (to write) and `ready` (to read) to init and reads `joined`.
-struct Ends {
-    built: OwnedFd,
-    ready: OwnedFd,
-    joined: OwnedFd,
+/// What the helper process does (see `start`).
+struct Helper {
+    /// The sandbox's user and mount namespaces.
+    ns: sys::Namespaces,
+    /// To pid 1: the network namespace, when the plan has one.
+    net: Option<OwnedFd>,
+    /// To the launcher: what failed.
+    ctl: OwnedFd,
+    /// The mount guard's work: what it guards, and its ends of the `built` and
+    /// `ready` pipes.
+    guard: Option<(Vec<guard::Guarded>, (OwnedFd, OwnedFd))>,
 }
 
-/// The mount guard's process (guard.rs), the launcher's child: wait for init to build
-/// the mount tree, join C1's user and mount namespaces (and say so on `joined`: C1
-/// waits for that before it leaves), watch. Whatever fails ends it, and the launcher
-/// then stops the run.
-fn guard_process(
-    guarded: Vec<guard::Guarded>,
-    quarantine_tag: &str,
-    launcher: libc::pid_t,
-    c1: libc::pid_t,
-    Ends {
-        built,
-        ready,
-        joined,
-    }: Ends,
-) -> ! {
+/// The helper, the launcher's child in the host's pid namespace: joins the sandbox's
+/// user namespace, makes its network namespace for pid 1, then serves as the mount
+/// guard (guard.rs): waits for pid 1 to build the mount tree, joins it, watches.
+/// Whatever fails ends it; pid 1 then fails too and the launcher ends the run.
+fn helper_process(job: Helper, quarantine_tag: &str, launcher: libc::pid_t) -> ! {
     let _ = sys::setpgid(0, 0);
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::getppid() != launcher {
         sys::exit_now(125);
     }
     let _ = sys::set_dumpable(false);
+    let Helper {
+        ns,
+        net,
+        ctl,
+        guard,
+    } = job;
+    if let Err(e) = sys::setns(ns.user.as_fd(), libc::CLONE_NEWUSER) {
+        fail(
+            &ctl,
+            Layer::UserNamespace,
+            &format!("joining the sandbox's user namespace: {e}"),
+        )
+    }
+    if let Some(to_init) = net {
+        let handed = namespaces::make_network()
+            .map_err(|e| e.to_string())
+            .and_then(|ns| {
+                sys::send_fd(to_init.as_fd(), b"N", ns.as_fd())
+                    .map_err(|e| format!("handing the network namespace to pid 1: {e}"))
+            });
+        if let Err(e) = handed {
+            fail(&ctl, Layer::Network, &e)
+        }
+        crate::timing::mark("helper: network namespace made");
+    }
+    drop(ctl);
+    let Some((guarded, (built, ready))) = guard else {
+        sys::exit_now(0)
+    };
     let mut byte = [0u8; 1];
     if !std::io::Read::read(&mut std::fs::File::from(built), &mut byte).is_ok_and(|n| n == 1) {
-        // Init failed before the command and reports why; the launcher ends the run
-        // (and C1, waiting for this guard to join, learns from the closed pipe).
+        // Pid 1 failed before the command and reports why; the launcher ends the run.
         sys::exit_now(0)
     }
     crate::timing::mark("guard: tree built, joining");
-    if let Err(e) = sys::join_user_and_mount_ns(c1) {
-        eprintln!("sandpit: mount guard: joining the sandbox's namespaces: {e}");
+    if let Err(e) = sys::setns(ns.mount.as_fd(), libc::CLONE_NEWNS) {
+        eprintln!("sandpit: mount guard: joining the sandbox's mount namespace: {e}");
         sys::exit_now(125);
     }
-    let _ = std::io::Write::write_all(&mut std::fs::File::from(joined), b"J");
-    // Nothing of C1's (terminal, pipes, the placeholder lock) stays open in here.
+    drop(ns);
+    // Nothing of the launcher's (terminal, pipes, the placeholder lock) stays open.
     let ready = match sys::keep_only(ready) {
         Ok(r) => r,
         Err(e) => {
@@ -944,22 +944,31 @@ fn child_init(
     prep: &Prepared,
     layers: &Layers,
     ctl: OwnedFd,
+    mapped: OwnedFd,
     guard: Option<(OwnedFd, OwnedFd)>,
     net: Option<OwnedFd>,
 ) -> ! {
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
+    let _ = sys::setpgid(0, 0);
+    // The launcher writes the uid/gid maps, then a byte; end of file: it failed, and
+    // says so itself.
+    if !std::io::Read::read(&mut std::fs::File::from(mapped), &mut [0u8; 1]).is_ok_and(|n| n == 1) {
+        sys::exit_now(125)
+    }
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
         fail(&ctl, Layer::Process, &format!("signal handlers: {e}"))
     }
-    crate::timing::mark("init forked");
+    crate::timing::mark("init: ids mapped");
     if let Err(e) = namespaces::apply_mounts(plan) {
         fail(&ctl, Layer::Mounts, &e.to_string())
     }
     crate::timing::mark("init: mounts built");
-    if let Some(from_c1) = net {
-        let joined = match sys::recv_msg(from_c1.as_fd(), &mut [0u8; 1]) {
+    if let Some(from_helper) = net {
+        let joined = match sys::recv_msg(from_helper.as_fd(), &mut [0u8; 1]) {
             Ok((_, Some(ns))) => namespaces::join_network(ns.as_fd()).map_err(|e| e.to_string()),
-            Ok((_, None)) => Err("C1 ended without handing over the network namespace".into()),
+            Ok((_, None)) => {
+                Err("the helper ended without handing over the network namespace".into())
+            }
             Err(e) => Err(format!("receiving the network namespace: {e}")),
         };
         if let Err(e) = joined {

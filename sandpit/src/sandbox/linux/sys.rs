@@ -287,20 +287,31 @@ pub fn fork() -> io::Result<Fork> {
     }
 }
 
-/// fork(2), except that the child's parent is the caller's parent (`CLONE_PARENT`):
-/// C1 makes the sandbox's init this way, so the launcher itself waits for it and
-/// learns the command's end one exit sooner.
+/// fork(2) into new user, mount, pid, IPC and UTS namespaces: the child is pid 1 of
+/// its pid namespace, with no uid or gid mapped until its parent writes the maps
+/// (`namespaces::map_ids`).
 ///
 /// The raw system call skips the C library's fork handlers, so the caller must be
-/// single-threaded (C1 is: a forked copy of one thread).
-pub fn fork_sibling() -> io::Result<Fork> {
+/// single-threaded: the launcher clones before it starts any thread (the audit
+/// socket's reader, the proxy runtime), which debug builds check.
+pub fn clone_into_namespaces() -> io::Result<Fork> {
+    #[cfg(debug_assertions)]
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        assert_eq!(tasks.count(), 1, "cloned from a process with more threads");
+    }
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::SIGCHLD;
     // SAFETY: clone with no new stack and no shared memory behaves as fork: the child
     // runs on a copy of this stack. Single-threaded caller (see above), so no lock of
     // the C library's can be held by a thread that does not exist in the child.
     let r = unsafe {
         libc::syscall(
             libc::SYS_clone,
-            (libc::CLONE_PARENT | libc::SIGCHLD) as libc::c_ulong,
+            flags as libc::c_ulong,
             0usize,
             0usize,
             0usize,
@@ -1074,14 +1085,19 @@ pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
 /// Join the user namespace, then the mount namespace, of process `pid`. The caller
 /// must be single-threaded (the kernel refuses to move a threaded process into a
 /// user namespace).
-pub fn join_user_and_mount_ns(pid: libc::pid_t) -> io::Result<()> {
-    for (ns, flag) in [("user", libc::CLONE_NEWUSER), ("mnt", libc::CLONE_NEWNS)] {
-        setns(
-            std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?.as_fd(),
-            flag,
-        )?;
-    }
-    Ok(())
+/// A process's user and mount namespaces, open.
+pub struct Namespaces {
+    pub user: OwnedFd,
+    pub mount: OwnedFd,
+}
+
+/// Open the user and mount namespaces of `pid`.
+pub fn open_namespaces(pid: libc::pid_t) -> io::Result<Namespaces> {
+    let open = |ns: &str| std::fs::File::open(format!("/proc/{pid}/ns/{ns}")).map(OwnedFd::from);
+    Ok(Namespaces {
+        user: open("user")?,
+        mount: open("mnt")?,
+    })
 }
 
 /// setns(2): join the namespace `ns` refers to, which must be of type `nstype`.
