@@ -3,7 +3,7 @@
 # with BENCH_RESULT=1 (so it adds `RESULT name value unit` lines to what it prints),
 # and the table shows goal, measured, the bare command measured in the same run, the
 # ratio, and bubblewrap where it is installed. Not part of the test suite.
-#   #3 bench/open_close.sh   #4 bench/run_startup.sh   #5 bench/proxy.sh
+#   #3 bench/open_close.sh   #4 bench/run_startup.sh, bench/kernel_floor.sh   #5 bench/proxy.sh
 #   #7 bench/shim_exec.sh    #8 bench/adversary.sh    the audit session: bench/run_audit.sh
 # Usage: bench/report.sh            full runs (about 8 minutes on 2 cores)
 #        REPORT_QUICK=1 bench/report.sh   fewer rounds (a smoke test of the report)
@@ -34,6 +34,7 @@ step() { # name, command…: run it, keep its output, collect its RESULT lines
 cargo build --release -q -p sandpit
 step open_close bench/open_close.sh
 step run_startup bench/run_startup.sh "$STARTUP_RUNS"
+step kernel_floor bench/kernel_floor.sh
 step proxy bench/proxy.sh
 step shim_exec bench/shim_exec.sh "$SHIM_N"
 step adversary bench/adversary.sh
@@ -128,6 +129,10 @@ row("#4", "open+close, every layer, /usr (read-only view)", "≤ 1.10×", "ns",
 for m, mode in (("r", "O_RDONLY"), ("w", "O_WRONLY")):
     row("#4", f"open+close, every layer, relative path, {mode}", "≤ 1.10×", "ns",
         f"run_oc_rel_{m}_sandpit", f"run_oc_rel_{m}_bare", "ratio_le", 1.10)
+for k, label in (("seccomp", "seccomp, one rule"), ("landlock", "Landlock, one handled right"),
+                 ("both", "seccomp + Landlock, both minimal")):
+    row("#4", f"open+close, kernel mechanism alone, no sandpit: {label}", "—", "ns",
+        f"floor_{k}", "floor_bare", "ratio_le", float("inf"))
 row("#4", "start-up, big workspace (bare = empty workspace)", "≤ 1.05×", "ms",
     "run_big_files", "run_big_empty", "ratio_le", 1.05)
 row("#4", "start-up, 200 MB program (bare = `sandpit run -- /bin/true`)", "—", "ms",
