@@ -190,7 +190,8 @@ impl Listener {
     fn stop(&mut self) {
         let taken = self.shared.lock().take();
         if let Some(mut r) = taken {
-            r.drain(&self.shared.sock, &self.shared.log);
+            // Bounded: a sender that never stops cannot hold the run's end.
+            r.drain(&self.shared.sock, &self.shared.log, MAX_RECORDS);
             r.report_dropped(&self.shared.log);
         }
         // Wakes the thread (its wait sees end of file); nothing here waits for it.
@@ -216,8 +217,9 @@ impl Shared {
             if crate::sys::wait_readable(self.sock.as_fd()).is_err() {
                 return;
             }
+            // A batch at a time, so that `finish` never waits long for the lock.
             match self.lock().as_mut() {
-                Some(r) => r.drain(&self.sock, &self.log),
+                Some(r) => r.drain(&self.sock, &self.log, 256),
                 None => return,
             }
         }
@@ -225,9 +227,9 @@ impl Shared {
 }
 
 impl Reader {
-    /// Record every datagram queued now, up to the run's limits.
-    fn drain(&mut self, sock: &UnixDatagram, log: &AuditLog) {
-        loop {
+    /// Record the datagrams queued now (at most `max`), up to the run's limits.
+    fn drain(&mut self, sock: &UnixDatagram, log: &AuditLog, max: usize) {
+        for _ in 0..max {
             match sock.recv(&mut self.buf) {
                 // Empty: nothing worth logging.
                 Ok(0) => {}

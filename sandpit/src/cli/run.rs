@@ -77,13 +77,11 @@ fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
         );
     }
     for n in 0..1000u32 {
-        let name = format!("run-{}-{n}", std::process::id());
-        match crate::stock::take(root, &name) {
-            Ok(p) => return Ok(p),
+        let p = root.join(format!("run-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(e).with_context(|| format!("creating {}", root.join(name).display()))
-            }
+            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
         }
     }
     bail!(
@@ -547,8 +545,9 @@ pub mod linux {
                 if ns {
                     linux::tend_spares(&state);
                 }
-                // The scratch and socket directories; the audit run directory.
-                crate::stock::tend(&scratch_root(), 2);
+                // The scratch and socket directories' trash; the audit run
+                // directories' trash and stock.
+                crate::stock::tend(&scratch_root(), 0);
                 crate::stock::tend(&state.join("run"), 1);
             });
         let result = running.wait();

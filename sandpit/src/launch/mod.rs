@@ -299,14 +299,10 @@ fn choose_interposer(o: &Options, state_dir: &Path, stamps: inject::Stamps) -> R
 
 fn bind_sockets(scratch: &Path) -> Result<Sockets> {
     let dir = scratch.with_extension("net");
-    let dir = match (dir.parent(), dir.file_name().and_then(|n| n.to_str())) {
-        (Some(parent), Some(name)) => crate::stock::take(parent, name),
-        _ => std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map(|()| dir.clone()),
-    }
-    .map_err(io(format!("creating {}", dir.display())))?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io(format!("creating {}", dir.display())))?;
     let mut s = Sockets {
         proxy_path: dir.join("proxy.sock"),
         dns_path: dir.join("dns.sock"),

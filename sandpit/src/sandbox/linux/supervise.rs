@@ -493,7 +493,15 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             sys::exit_now(125)
         }
         Ok(Fork::Parent(pid)) => pid,
-        Err(e) if ns => {
+        // What a kernel without (unprivileged) user namespaces answers; anything else
+        // (no memory, no process left) is no reason to accept a weaker mode.
+        Err(e)
+            if ns
+                && matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
+                ) =>
+        {
             return Err(SpawnError::Layer {
                 layer: Layer::UserNamespace,
                 message: format!("creating the namespaces (clone): {e}"),
@@ -536,7 +544,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     // A failure from here on is reported once the sandbox's setup has ended (without
     // its guard, the command's process stops before exec).
     let mut setup_error: Option<(Layer, String)> = None;
-    let helper_ends = pipes.take().map(|(g, i)| {
+    let mut helper_ends = pipes.take().map(|(g, i)| {
         drop(i);
         g
     });
@@ -555,7 +563,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                     ns,
                     net: net_helper.take(),
                     ctl: ctl_child,
-                    guard: helper_ends.map(|ends| (guarded, ends)),
+                    guard: helper_ends.take().map(|ends| (guarded, ends)),
                 };
                 // As in pid 1: a panic must never unwind back into the launcher's
                 // code in this copy (its drops would remove the run's files).
@@ -572,6 +580,9 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         },
         _ => None,
     };
+    // The guard's ends of its pipes are the guard's alone: the command's process learns
+    // from end-of-file that the guard did not start.
+    drop(helper_ends);
     drop(net_helper);
     drop(ctl_child);
     // The helper as the mount guard: its end ends the run. A helper with no guarding
@@ -955,6 +966,9 @@ fn child_init(
     if !std::io::Read::read(&mut std::fs::File::from(mapped), &mut [0u8; 1]).is_ok_and(|n| n == 1) {
         sys::exit_now(125)
     }
+    // The launcher has opened what it needs of pid 1 (its namespaces); nothing of the
+    // command's may read its memory or descriptors.
+    let _ = sys::set_dumpable(false);
     if let Err(e) = sys::install_noop_handlers(&all_signals()) {
         fail(&ctl, Layer::Process, &format!("signal handlers: {e}"))
     }
@@ -1106,6 +1120,9 @@ fn exec_command(
     guard_ready: Option<OwnedFd>,
 ) -> ! {
     crate::timing::mark("command's process forked");
+    // Pid 1 is not dumpable; its child is the command's own (exec would make it so),
+    // and its /proc files must be its own to write (`oom_score_adj`).
+    let _ = sys::set_dumpable(true);
     if let Err(e) = SigSet::reset_all() {
         fail(ctl, Layer::Process, &format!("signal mask: {e}"))
     }
