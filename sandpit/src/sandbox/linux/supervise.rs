@@ -520,8 +520,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let helper_ns = match mapped_w {
         None => None,
         Some(mapped) => {
-            // Opened while pid 1 waits for its maps (it is dumpable until it forks
-            // the command).
+            // Opened while pid 1 waits for its maps (once it has them it makes
+            // itself undumpable, and its /proc entries are closed to this user).
             let ns = sys::open_namespaces(first).and_then(|ns| {
                 namespaces::map_ids(first, sys::getuid(), sys::getgid())?;
                 std::io::Write::write_all(&mut std::fs::File::from(mapped), b"M")?;
