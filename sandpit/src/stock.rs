@@ -23,12 +23,16 @@ use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+#[cfg(target_os = "linux")]
 const STOCK: &str = ".stock";
+#[cfg(target_os = "linux")]
 const TRASH: &str = ".trash";
 /// Entries [`tend`] removes from one trash in one run at most.
+#[cfg(target_os = "linux")]
 const TEND: usize = 8;
 /// What [`discard`] leaves to [`tend`] at most: this many entries, none a regular
 /// file or a directory (sockets, links).
+#[cfg(target_os = "linux")]
 const SMALL_ENTRIES: usize = 4;
 
 fn make_private(dir: &Path) -> io::Result<()> {
