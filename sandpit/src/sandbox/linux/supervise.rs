@@ -461,10 +461,13 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
         false => (None, None),
     };
+    // Pid 1 waits on `mapped` for its maps, then checks through a pidfd that the
+    // launcher still lives (its parent-death signal, set first, covers the rest).
     let (mapped_r, mapped_w) = match ns {
         true => {
             let (r, w) = sys::pipe().map_err(io_err("pipe"))?;
-            (Some(r), Some(w))
+            let alive = sys::pidfd_self().map_err(io_err("pidfd_open"))?;
+            (Some((r, alive)), Some(w))
         }
         false => (None, None),
     };
@@ -955,7 +958,7 @@ fn child_init(
     prep: &Prepared,
     layers: &Layers,
     ctl: OwnedFd,
-    mapped: OwnedFd,
+    (mapped, launcher): (OwnedFd, OwnedFd),
     guard: Option<(OwnedFd, OwnedFd)>,
     net: Option<OwnedFd>,
 ) -> ! {
@@ -966,6 +969,11 @@ fn child_init(
     if !std::io::Read::read(&mut std::fs::File::from(mapped), &mut [0u8; 1]).is_ok_and(|n| n == 1) {
         sys::exit_now(125)
     }
+    // A launcher that died before the parent-death signal was set sends none.
+    if sys::has_exited(launcher.as_fd()) {
+        sys::exit_now(125)
+    }
+    drop(launcher);
     // The launcher has opened what it needs of pid 1 (its namespaces); nothing of the
     // command's may read its memory or descriptors.
     let _ = sys::set_dumpable(false);

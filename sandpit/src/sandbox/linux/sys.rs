@@ -393,6 +393,24 @@ pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
 }
 
+/// A pidfd of the calling process (`pidfd_open`, close-on-exec).
+pub fn pidfd_self() -> io::Result<OwnedFd> {
+    use rustix::process::{getpid, pidfd_open, PidfdFlags};
+    Ok(pidfd_open(getpid(), PidfdFlags::empty())?)
+}
+
+/// Whether the process `pidfd` refers to has exited (it reads as ready then); never
+/// waits.
+pub fn has_exited(pidfd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for a descriptor the caller holds; no timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
 pub fn set_dumpable(on: bool) -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on as libc::c_ulong, 0, 0, 0) }).map(drop)
@@ -1170,4 +1188,27 @@ pub fn fd_identity(fd: BorrowedFd<'_>) -> io::Result<((u64, u64), bool)> {
         (st.st_dev, st.st_ino),
         st.st_mode & libc::S_IFMT == libc::S_IFDIR,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pidfd_reads_ready_once_its_process_has_exited() {
+        use rustix::process::{pidfd_open, Pid, PidfdFlags};
+        assert!(
+            !has_exited(pidfd_self().unwrap().as_fd()),
+            "this process lives"
+        );
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let fd = pidfd_open(Pid::from_child(&child), PidfdFlags::empty()).unwrap();
+        assert!(!has_exited(fd.as_fd()), "sleeping");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(has_exited(fd.as_fd()), "killed");
+    }
 }
