@@ -12,6 +12,6 @@ pub mod inspect;
 pub mod launch;
 pub mod proxy;
 pub mod sandbox;
-pub mod stock;
 pub mod sys;
 pub mod timing;
+pub mod trash;

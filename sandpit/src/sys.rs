@@ -25,9 +25,10 @@ pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std:
     Ok(l)
 }
 
-/// Wait until `fd` has something to read (or its reading side is shut down), without
-/// reading it. A signal interrupting the wait is not an error.
-pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+/// Whether `fd` has something to read (or its reading side is shut down; for a pidfd,
+/// its process has exited), waiting at most `timeout_ms` (-1: until it does), without
+/// reading it. A signal interrupting the wait answers `false`, not an error.
+pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
@@ -35,13 +36,16 @@ pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
         revents: 0,
     };
     // SAFETY: one valid pollfd, for a descriptor the caller keeps open across the call.
-    if unsafe { libc::poll(&mut p, 1, -1) } < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
+    match unsafe { libc::poll(&mut p, 1, timeout_ms) } {
+        n if n < 0 => {
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            }
         }
+        n => Ok(n == 1 && p.revents & libc::POLLIN != 0),
     }
-    Ok(())
 }
 
 /// `n` random bytes from the kernel, as lowercase hex.

@@ -56,7 +56,19 @@ impl Session {
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;
         remove_stale_runs(&runs);
-        let run_dir = crate::stock::take(&runs, &run).map_err(super::io(&runs.join(&run)))?;
+        let run_dir = runs.join(&run);
+        // On Linux one of the placeholders' spares (made ahead in the state directory,
+        // `sandbox/linux/spare.rs`), renamed into place: a `mkdir` on a disk mounted
+        // `-o discard` waits for the device.
+        #[cfg(target_os = "linux")]
+        if crate::sandbox::linux::Spares::new(Some(ctx.state_dir.clone()))
+            .make(&run_dir)
+            .is_ok()
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(super::io(&run_dir))?;
+        }
         private_dir(&run_dir)?;
         let mut s = Session {
             log,
@@ -206,7 +218,7 @@ impl Session {
                 Err(e) => eprintln!("sandpit: warning: could not write the learned draft: {e}"),
             }
         }
-        crate::stock::discard(&self.run_dir);
+        let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
 
@@ -215,7 +227,7 @@ impl Drop for Session {
         if let Some(l) = self.listener.take() {
             l.finish();
         }
-        crate::stock::discard(&self.run_dir);
+        let _ = std::fs::remove_dir_all(&self.run_dir);
     }
 }
 
@@ -227,10 +239,6 @@ fn remove_stale_runs(runs: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        // `.stock` and `.trash` (crate::stock) are tended elsewhere.
-        if name.as_encoded_bytes().starts_with(b".") {
-            continue;
-        }
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.rsplit_once('-'))

@@ -214,7 +214,7 @@ impl Shared {
     /// Wait for datagrams, record them; end once `finish` has taken the reading.
     fn read_loop(&self) {
         loop {
-            if crate::sys::wait_readable(self.sock.as_fd()).is_err() {
+            if crate::sys::readable(self.sock.as_fd(), -1).is_err() {
                 return;
             }
             // A batch at a time, so that `finish` never waits long for the lock.

@@ -333,7 +333,7 @@ pub mod linux {
                 mode = match degrade(&message) {
                     Ok(m) => m,
                     Err(e) => {
-                        crate::stock::discard(&scratch);
+                        crate::trash::discard(&scratch);
                         return Err(e);
                     }
                 };
@@ -341,7 +341,7 @@ pub mod linux {
             }
         }
         let allow_degraded = args.allow_degraded;
-        crate::stock::discard(&scratch);
+        crate::trash::discard(&scratch);
         match result {
             Ok(code) => Ok(code),
             Err(e) => match e.downcast::<SpawnError>() {
@@ -545,10 +545,8 @@ pub mod linux {
                 if ns {
                     linux::tend_spares(&state);
                 }
-                // The scratch and socket directories' trash; the audit run
-                // directories' trash and stock.
-                crate::stock::tend(&scratch_root(), 0);
-                crate::stock::tend(&state.join("run"), 1);
+                // The scratch and socket directories' trash.
+                crate::trash::tend(&scratch_root());
             });
         let result = running.wait();
         crate::timing::mark("command and its supervisors exited");

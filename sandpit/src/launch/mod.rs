@@ -116,7 +116,7 @@ struct Sockets {
 
 impl Drop for Sockets {
     fn drop(&mut self) {
-        crate::stock::discard(&self.dir);
+        crate::trash::discard(&self.dir);
     }
 }
 

@@ -402,13 +402,7 @@ pub fn pidfd_self() -> io::Result<OwnedFd> {
 /// Whether the process `pidfd` refers to has exited (it reads as ready then); never
 /// waits.
 pub fn has_exited(pidfd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd for a descriptor the caller holds; no timeout.
-    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+    crate::sys::readable(pidfd, 0).unwrap_or(false)
 }
 
 pub fn set_dumpable(on: bool) -> io::Result<()> {
