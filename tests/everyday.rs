@@ -650,7 +650,7 @@ fn overlapping_runs_keep_placeholders_until_the_last_one_ends() {
 }
 
 /// Placeholders are made ahead of time in sandpit's state (`~/.sandpit/spare`) and
-/// put in its trash after the run, to be removed during a later one. A file the user
+/// put in its trash after the run, to be removed once the launcher is gone. A file the user
 /// writes into a placeholder on the host during the run stays in the workspace; a
 /// handle held on a placeholder after its run (a shell whose working directory it
 /// was) never reaches a later run's placeholders: what is written through it ends up
@@ -673,6 +673,9 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     let (mut first, _) = wait_for_go("go1");
     let held = std::fs::File::open(ws.join(".vscode")).unwrap();
     h.write(&ws.join(".idea/notes.txt"), "mine");
+    // The run's tending process, which empties the trash once the launcher is gone,
+    // held until the handle has been written through.
+    let tender = common::Stopped::new(common::tender_of(first.id()));
     h.write(&ws.join("go1"), "");
     assert!(first.wait().unwrap().success());
     assert_eq!(
@@ -682,25 +685,20 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     for p in placeholders.iter().filter(|p| **p != ".idea") {
         assert!(!ws.join(p).exists(), "{p} left behind");
     }
-    // Written through the handle after the run: into the trash, or refused if the run's
-    // tending thread already removed the directory there (it lists the trash when it
-    // starts, which can be after the run put its placeholders in it).
+    // Written through the handle after the run, into the trash.
     let via = PathBuf::from(format!("/proc/self/fd/{}/planted", held.as_raw_fd()));
-    let wrote = match std::fs::write(&via, "through a held handle") {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => panic!("writing through the held handle: {e}"),
-    };
+    std::fs::write(&via, "through a held handle").unwrap();
     drop(held);
+    drop(tender);
     std::fs::remove_dir_all(ws.join(".idea")).unwrap();
     let (mut second, _) = wait_for_go("go2");
     for p in &placeholders {
         let n = std::fs::read_dir(ws.join(p)).map(|d| d.count());
         assert_eq!(n.unwrap_or(0), 0, "{p} is no empty placeholder");
     }
-    // While the second run lasts its thread tends the trash: the planted file is
-    // kept there, put aside.
-    let trash = h.home().join(".sandpit/trash");
+    // A second run that lasts is tended while it runs: the planted file is kept
+    // where the trash is emptied, put aside.
+    let trash = h.home().join(".sandpit/burn");
     let kept = || -> Vec<PathBuf> {
         std::fs::read_dir(&trash)
             .unwrap()
@@ -709,19 +707,15 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
             .collect()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while wrote
-        && !kept()
-            .iter()
-            .any(|k| k.to_string_lossy().ends_with(".not-empty"))
+    while !kept()
+        .iter()
+        .any(|k| k.to_string_lossy().ends_with(".not-empty"))
         && std::time::Instant::now() < deadline
     {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     h.write(&ws.join("go2"), "");
     assert!(second.wait().unwrap().success());
-    if !wrote {
-        return;
-    }
     let kept = kept();
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(
@@ -732,6 +726,70 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
         std::fs::read_to_string(kept[0].join("planted")).unwrap(),
         "through a held handle"
     );
+}
+
+/// What a run leaves for later (its placeholders, its scratch and socket
+/// directories) goes to a trash and is removed after the run by a process of
+/// sandpit's own, however short the run, in both modes: nothing piles up from one
+/// run to the next, and in namespace mode the next runs' placeholders are made ahead.
+#[test]
+fn short_runs_leave_nothing_to_pile_up() {
+    for ns in [true, false] {
+        let h = home();
+        let runtime = h.home().join("runtime");
+        std::fs::create_dir(&runtime).unwrap();
+        h.give_to_test_user(&runtime);
+        let state = h.home().join(".sandpit");
+        let scratch = runtime.join("sandpit");
+        let count = |p: PathBuf| std::fs::read_dir(p).map_or(0, |d| d.count());
+        let trash = || count(state.join("trash")) + count(scratch.join(".trash"));
+        let burn = || count(state.join("burn")) + count(scratch.join(".burn"));
+        let sandpit = |script: &str| {
+            let mut c = h.sandpit();
+            c.env("XDG_RUNTIME_DIR", &runtime);
+            if !ns {
+                c.env("SANDPIT_FORCE_FALLBACK", "1")
+                    .arg("run")
+                    .arg("--allow-degraded");
+            } else {
+                c.arg("run");
+            }
+            c.args(["--", "sh", "-c", script]);
+            c
+        };
+        for _ in 0..8 {
+            let o = sandpit("true").output().unwrap();
+            assert!(o.status.success(), "{}", text(&o));
+        }
+        // One more, its tending held until its launcher is gone: what the run left
+        // is in the trash then.
+        let mut waits = sandpit("echo ready; read _ || true");
+        waits.stdin(std::process::Stdio::piped());
+        let (mut last, _) = common::spawn_ready(waits, std::process::Stdio::null());
+        let tender = common::Stopped::new(common::tender_of(last.id()));
+        drop(last.stdin.take());
+        assert!(last.wait().unwrap().success());
+        let left = trash() + burn();
+        let least = if ns { 9 } else { 1 };
+        assert!(
+            left >= least,
+            "namespaces: {ns}: {left} in the trash after the run (at least {least}: the \
+             placeholders, the scratch and socket directories)"
+        );
+        drop(tender);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while trash() + burn() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(
+            (trash(), burn()),
+            (0, 0),
+            "namespaces: {ns}: left behind in the trash"
+        );
+        if ns {
+            assert!(count(state.join("spare")) >= 9, "spares made ahead");
+        }
+    }
 }
 
 /// The degraded mode (no user namespaces: Landlock + seccomp only) as it is: caches,

@@ -5,7 +5,8 @@
 //!
 //! A directory that holds no regular file and little else (an empty scratch
 //! directory, the sockets' directory) is renamed into `.trash/` beside it, and
-//! [`tend`] removes it on a launcher thread while a later run's command runs.
+//! [`tend`] removes it in sandpit's tending process once the launcher has exited
+//! (`sandbox::linux::start_tender`).
 //! Anything holding a file is removed at once: no run's data outlives it. (The audit
 //! run directory, in the state directory, comes from the placeholders' spares,
 //! `sandbox/linux/spare.rs`.)
@@ -18,6 +19,9 @@ use std::path::Path;
 
 #[cfg(target_os = "linux")]
 const TRASH: &str = ".trash";
+/// Where [`tend`] removes what it took out of the trash.
+#[cfg(target_os = "linux")]
+const BURN: &str = ".burn";
 /// Entries [`tend`] removes from one trash in one run at most.
 #[cfg(target_os = "linux")]
 const TEND: usize = 8;
@@ -29,12 +33,11 @@ const SMALL_ENTRIES: usize = 4;
 #[cfg(target_os = "linux")]
 mod imp {
     use rustix::fs::{
-        fstat, openat, renameat_with, statat, unlinkat, AtFlags, Dir, FileType, Mode, OFlags,
-        RenameFlags, CWD,
+        fstat, mkdirat, openat, renameat_with, statat, unlinkat, AtFlags, Dir, FileType, Mode,
+        OFlags, RenameFlags, CWD,
     };
     use std::ffi::{CString, OsStr};
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-    use std::os::unix::fs::DirBuilderExt;
     use std::path::Path;
 
     const DIR: OFlags = OFlags::RDONLY
@@ -51,11 +54,23 @@ mod imp {
     /// `parent/sub` (made when missing), open, if it is a directory of this user's
     /// that only this user can enter, reached without a link.
     pub fn private_sub(parent: &Path, sub: &str) -> Option<OwnedFd> {
-        let path = parent.join(sub);
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(&path);
-        let fd = openat(CWD, &path, DIR, Mode::empty()).ok()?;
+        private_sub_at(openat(CWD, parent, DIR, Mode::empty()).ok()?.as_fd(), sub)
+    }
+
+    /// The same, below the open directory `parent`.
+    pub fn private_sub_at(parent: BorrowedFd<'_>, sub: &str) -> Option<OwnedFd> {
+        let _ = mkdirat(parent, sub, Mode::from_raw_mode(0o700));
+        let fd = openat(parent, sub, DIR, Mode::empty()).ok()?;
         let st = fstat(&fd).ok()?;
         (st.st_uid == me() && st.st_mode & 0o7777 == 0o700).then_some(fd)
+    }
+
+    /// The directory `path`, open, if it is this user's, not a link, and no one else
+    /// can write in it.
+    pub fn open_root(path: &Path) -> Option<OwnedFd> {
+        let fd = openat(CWD, path, DIR, Mode::empty()).ok()?;
+        let st = fstat(&fd).ok()?;
+        (st.st_uid == me() && st.st_mode & 0o022 == 0).then_some(fd)
     }
 
     /// The names in the directory `dir` (without `.` and `..`).
@@ -72,6 +87,17 @@ mod imp {
     /// Rename `path` into the directory `trash` as `name`, never replacing anything.
     pub fn rename_into(path: &Path, trash: BorrowedFd<'_>, name: &OsStr) -> bool {
         renameat_with(CWD, path, trash, name, RenameFlags::NOREPLACE).is_ok()
+    }
+
+    /// Move `name` from the directory `from` to `to`, never replacing anything.
+    pub fn move_at(from: BorrowedFd<'_>, name: &CString, to: BorrowedFd<'_>) {
+        let _ = renameat_with(
+            from,
+            name.as_c_str(),
+            to,
+            name.as_c_str(),
+            RenameFlags::NOREPLACE,
+        );
     }
 
     /// Whether `dir` holds at most `max` entries, none a regular file or a directory.
@@ -123,19 +149,32 @@ pub fn discard(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Remove what is in `parent`'s trash, at most [`TEND`] entries.
-pub fn tend(parent: &Path) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsFd;
-        if let Some(trash) = imp::private_sub(parent, TRASH) {
-            for name in imp::names(trash.as_fd()).iter().take(TEND) {
-                imp::remove_at(trash.as_fd(), name, 0);
-            }
+/// The directory `path` whose trash [`tend`] empties, open: if it is this user's,
+/// not a link, and no one else can write in it. Opened before a sandbox runs, so
+/// that nothing the sandbox puts at `path` meanwhile is followed.
+#[cfg(target_os = "linux")]
+pub fn open_root(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    imp::open_root(path)
+}
+
+/// Remove what is in the trash of the directory `root` ([`open_root`]), at most
+/// [`TEND`] entries. Each is renamed to `.burn/` first and removed there, so the
+/// slow removals never hold the trash's lock, which a run ending meanwhile needs for
+/// its renames.
+#[cfg(target_os = "linux")]
+pub fn tend(root: std::os::fd::BorrowedFd<'_>) {
+    use std::os::fd::AsFd;
+    if let (Some(trash), Some(burn)) = (
+        imp::private_sub_at(root, TRASH),
+        imp::private_sub_at(root, BURN),
+    ) {
+        for name in imp::names(trash.as_fd()).iter().take(TEND) {
+            imp::move_at(trash.as_fd(), name, burn.as_fd());
+        }
+        for name in imp::names(burn.as_fd()).iter().take(TEND) {
+            imp::remove_at(burn.as_fd(), name, 0);
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = parent;
 }
 
 #[cfg(test)]
@@ -146,6 +185,11 @@ mod tests {
 
     fn count(p: &Path) -> usize {
         std::fs::read_dir(p).map_or(0, |d| d.count())
+    }
+
+    fn tend_dir(p: &Path) {
+        use std::os::fd::AsFd;
+        tend(open_root(p).unwrap().as_fd());
     }
 
     fn private(p: &Path) -> std::path::PathBuf {
@@ -165,8 +209,8 @@ mod tests {
             1,
             "an empty one waits in the trash"
         );
-        tend(root);
-        assert_eq!(count(&root.join(TRASH)), 0);
+        tend_dir(root);
+        assert_eq!(count(&root.join(TRASH)) + count(&root.join(BURN)), 0);
     }
 
     #[test]
@@ -209,7 +253,7 @@ mod tests {
         let d = private(&root.join("run"));
         discard(&d);
         assert!(!d.exists());
-        tend(&root);
+        tend_dir(&root);
         assert!(
             victim.join("keep/deep/data").exists(),
             "nothing removed through a link"
@@ -218,12 +262,23 @@ mod tests {
         std::fs::remove_file(root.join(TRASH)).unwrap();
         // A real one holding a link and a planted tree: the link is removed, not
         // followed, and the tree with it.
-        tend(&root);
+        tend_dir(&root);
         std::os::unix::fs::symlink(&victim, root.join(TRASH).join("x")).unwrap();
         std::fs::create_dir_all(root.join(TRASH).join("planted/inside")).unwrap();
-        tend(&root);
+        tend_dir(&root);
         assert!(victim.join("keep/deep/data").exists());
-        assert_eq!(count(&root.join(TRASH)), 0);
+        assert_eq!(count(&root.join(TRASH)) + count(&root.join(BURN)), 0);
+        // `.burn` as a link to the victim: nothing moved or removed through it.
+        std::fs::remove_dir(root.join(BURN)).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join(BURN)).unwrap();
+        let b = private(&root.join("run1"));
+        discard(&b);
+        tend_dir(&root);
+        assert!(victim.join("keep/deep/data").exists() && !victim.join("run1").exists());
+        assert_eq!(count(&root.join(TRASH)), 1, "left in the trash");
+        std::fs::remove_file(root.join(BURN)).unwrap();
+        tend_dir(&root);
+        assert_eq!(count(&root.join(TRASH)) + count(&root.join(BURN)), 0);
         // A trash open to others is not used at all.
         std::fs::set_permissions(root.join(TRASH), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::create_dir(root.join(TRASH).join("open")).unwrap();
@@ -231,7 +286,7 @@ mod tests {
         discard(&e);
         assert!(!e.exists(), "removed in place");
         assert!(!root.join(TRASH).join("run2").exists(), "not put there");
-        tend(&root);
+        tend_dir(&root);
         assert!(root.join(TRASH).join("open").exists(), "left where it is");
     }
 }

@@ -181,3 +181,53 @@ pub fn spawn_ready(
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     (child, lines)
 }
+
+/// The parent of process `pid`, from /proc.
+pub fn ppid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The tending process (`sandbox::linux::start_tender`, named `sandpit-tend`) of the
+/// run whose launcher is `launcher`, while that launcher runs.
+pub fn tender_of(launcher: u32) -> u32 {
+    for _ in 0..200 {
+        let found = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|&p| {
+                ppid(p) == Some(launcher)
+                    && std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default()
+                        == "sandpit-tend\n"
+            });
+        if let Some(p) = found {
+            return p;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no tending process under the launcher {launcher}");
+}
+
+/// Process `pid` stopped (SIGSTOP) until this is dropped (SIGCONT).
+pub struct Stopped(u32);
+
+impl Stopped {
+    pub fn new(pid: u32) -> Stopped {
+        // SAFETY: kill with integer arguments; the caller names a process of its test.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
+}

@@ -502,6 +502,11 @@ pub mod linux {
             session.run(),
             crate::sys::random_hex(4).context("reading /dev/urandom")?
         );
+        // Remove what the last runs left (placeholders, their own directories) and
+        // make the next runs' placeholders, off the start and the end of every run.
+        // Forked while the launcher is single-threaded.
+        let ns = plan.mode == linux::Mode::Namespaces;
+        let tender = linux::start_tender(ns.then(|| state.clone()), &scratch_root());
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
             placeholder_lock,
@@ -510,6 +515,7 @@ pub mod linux {
             loopback_observer: Some(loopback_audit(session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),
+            tender,
         };
         let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
             Ok(r) => r,
@@ -534,20 +540,6 @@ pub mod linux {
             }
         };
         crate::timing::mark("proxy and DNS started");
-        // While the command runs: remove what the last runs left (placeholders, their
-        // own directories) and make the next runs' (off the start and the end of
-        // every run).
-        let ns = plan.mode == linux::Mode::Namespaces;
-        let state = state.clone();
-        let _ = std::thread::Builder::new()
-            .name("sandpit-spares".into())
-            .spawn(move || {
-                if ns {
-                    linux::tend_spares(&state);
-                }
-                // The scratch and socket directories' trash.
-                crate::trash::tend(&scratch_root());
-            });
         let result = running.wait();
         crate::timing::mark("command and its supervisors exited");
         for line in services.finish() {

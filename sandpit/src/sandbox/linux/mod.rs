@@ -20,7 +20,7 @@ pub use plan::{
     absent_git_file_danger, plan, quarantine_path, FsView, HostFs, Input, Kind, Mode, MountOp,
     Network, Plan, PlanError,
 };
-pub use spare::{tend as tend_spares, Spares};
+pub use spare::{start_tender, Spares};
 pub use supervise::{
     block_forwarded_signals, lock_placeholders, run, spawn, Layer, Layers, Running, SpawnError,
 };

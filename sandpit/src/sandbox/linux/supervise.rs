@@ -149,6 +149,9 @@ pub struct Layers {
     /// each connection to the proxy's unix socket — one relay and two loopback hops
     /// less per connection.
     pub serve_bridge: bool,
+    /// sandpit's own tending process ([`super::start_tender`]): no process of the
+    /// command's, so never killed with them.
+    pub tender: Option<libc::pid_t>,
 }
 
 /// Everything the children need, converted before fork.
@@ -241,6 +244,7 @@ pub struct Running {
     lock: Option<std::fs::File>,
     spares: Spares,
     bridge: Option<TcpListener>,
+    tender: Option<libc::pid_t>,
 }
 
 impl Running {
@@ -264,7 +268,7 @@ impl Running {
         stop(self.guard);
         stop(self.net_helper);
         if !self.ns {
-            kill_descendants();
+            kill_descendants(self.tender);
         }
         if let Some(r) = self.relay {
             r.finish();
@@ -692,6 +696,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         lock: None,
         spares: Spares::new(None),
         bridge: handed,
+        tender: layers.tender,
     })
 }
 
@@ -798,10 +803,10 @@ const KILL_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 /// process (SIGSTOP: it forks no more) before reading its children, then kills
 /// everything it found and reaps our own children; rounds repeat until one finds
 /// nothing (a fork that was under way shows up in the next), for at most `KILL_FOR`.
-fn kill_descendants() {
+fn kill_descendants(except: Option<libc::pid_t>) {
     let until = std::time::Instant::now() + KILL_FOR;
     loop {
-        let (found, own) = descendants(sys::getpid());
+        let (found, own) = descendants(sys::getpid(), except);
         if found.is_empty() {
             return;
         }
@@ -822,10 +827,14 @@ fn kill_descendants() {
     }
 }
 
-/// Every process below `me`, each sent SIGSTOP before its children are read; and
-/// `me`'s own children among them.
-fn descendants(me: libc::pid_t) -> (Vec<libc::pid_t>, Vec<libc::pid_t>) {
-    let own = children(me);
+/// Every process below `me` but `except` (and what is below it), each sent SIGSTOP
+/// before its children are read; and `me`'s own children among them.
+fn descendants(
+    me: libc::pid_t,
+    except: Option<libc::pid_t>,
+) -> (Vec<libc::pid_t>, Vec<libc::pid_t>) {
+    let mut own = children(me);
+    own.retain(|&p| Some(p) != except);
     let mut found = std::collections::HashSet::new();
     let mut next = own.clone();
     while let Some(pid) = next.pop() {
@@ -931,7 +940,7 @@ fn helper_process(job: Helper, quarantine_tag: &str, launcher: libc::pid_t) -> !
     }
     drop(ns);
     // Nothing of the launcher's (terminal, pipes, the placeholder lock) stays open.
-    let ready = match sys::keep_only(ready) {
+    let ready = match sys::keep_only([ready]).map(|[r]| r) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sandpit: mount guard: closing inherited descriptors: {e}");

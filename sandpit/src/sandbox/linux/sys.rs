@@ -287,6 +287,15 @@ pub fn fork() -> io::Result<Fork> {
     }
 }
 
+/// Debug builds check that the caller is single-threaded (before a raw clone, or a
+/// fork whose child goes on with more than async-signal-safe calls).
+pub fn debug_assert_single_threaded() {
+    #[cfg(debug_assertions)]
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        assert_eq!(tasks.count(), 1, "forked from a process with more threads");
+    }
+}
+
 /// fork(2) into new user, mount, pid, IPC and UTS namespaces: the child is pid 1 of
 /// its pid namespace, with no uid or gid mapped until its parent writes the maps
 /// (`namespaces::map_ids`).
@@ -295,10 +304,7 @@ pub fn fork() -> io::Result<Fork> {
 /// single-threaded: the launcher clones before it starts any thread (the audit
 /// socket's reader, the proxy runtime), which debug builds check.
 pub fn clone_into_namespaces() -> io::Result<Fork> {
-    #[cfg(debug_assertions)]
-    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        assert_eq!(tasks.count(), 1, "cloned from a process with more threads");
-    }
+    debug_assert_single_threaded();
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -1118,25 +1124,86 @@ pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::setns(ns.as_raw_fd(), nstype) }).map(drop)
 }
 
-/// Keep only `fd` (moved to descriptor 3, returned) and stderr: every other
-/// descriptor is closed and stdin and stdout become `/dev/null`. For a helper
-/// process that must not keep the caller's pipes, terminal or locks open.
-pub fn keep_only(fd: OwnedFd) -> io::Result<OwnedFd> {
+/// Name this process `title` where `ps` and `/proc` show it: its command name (15
+/// bytes at most) and its command line, written over its argument strings as
+/// `setproctitle` does. For a process forked from the launcher that outlives it and
+/// must not pass for it (or for the command, whose words are in the launcher's).
+pub fn set_title(title: &str) {
+    let comm = std::ffi::CString::new(&title.as_bytes()[..title.len().min(15)]).unwrap_or_default();
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, comm.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields 48 and 49, arg_start and arg_end; the first after the name is field 3.
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let at = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<usize>().ok());
+    let (Some(start), Some(end)) = (at(48), at(49)) else {
+        return;
+    };
+    if end <= start || start == 0 {
+        return;
+    }
+    // SAFETY: [start, end) holds this process's argument strings, in its (writable)
+    // stack mapping, as the kernel reports for this very process; this process is a
+    // fork that holds no reference into them (nothing reads its arguments any more).
+    let args = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, end - start) };
+    args.fill(0);
+    let n = title.len().min(args.len() - 1);
+    args[..n].copy_from_slice(&title.as_bytes()[..n]);
+}
+
+/// Stderr becomes `/dev/null`.
+pub fn quiet() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    dup2(null.as_raw_fd(), 2)
+}
+
+/// Keep only `fds` (moved to descriptors 3, 4, …, returned in order) and stderr:
+/// every other descriptor is closed and stdin and stdout become `/dev/null`. For a
+/// helper process that must not keep the caller's pipes, terminal or locks open.
+pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> {
+    let first = 3 + N as RawFd;
+    // Above every target first, so that moving one never closes another.
+    let mut high = [0 as RawFd; N];
+    for (h, f) in high.iter_mut().zip(&fds) {
+        // SAFETY: F_DUPFD on a descriptor `fds` owns, with an integer argument.
+        *h = cvt(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD, first) })?;
+    }
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
     dup2(null.as_raw_fd(), 0)?;
     dup2(null.as_raw_fd(), 1)?;
-    if fd.as_raw_fd() != 3 {
-        dup2(fd.as_raw_fd(), 3)?;
+    for (i, h) in high.iter().enumerate() {
+        dup2(*h, 3 + i as RawFd)?;
     }
-    // SAFETY: close_range with integer arguments only; descriptor 3 stays.
-    cvt_long(unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) })?;
-    std::mem::forget(fd); // closed by close_range unless it was 3 already
+    // The originals and the copies above are closed by close_range (or were
+    // replaced by dup2), as is `null`.
+    std::mem::forget(fds);
     std::mem::forget(null);
-    // SAFETY: descriptor 3 was just made a copy of `fd`, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(3) })
+    // SAFETY: close_range with integer arguments only; descriptors 3.. first-1 stay.
+    cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) })?;
+    // SAFETY: each of 3.. first-1 was just made a copy of one of `fds`, owned by
+    // nothing else.
+    Ok(std::array::from_fn(|i| unsafe {
+        OwnedFd::from_raw_fd(3 + i as RawFd)
+    }))
+}
+
+/// Ignore `signals` (a process that must finish what it does whatever the
+/// terminal sends its process group).
+pub fn ignore(signals: &[libc::c_int]) {
+    for &s in signals {
+        // SAFETY: setting SIG_IGN is always valid.
+        unsafe { libc::signal(s, libc::SIG_IGN) };
+    }
 }
 
 /// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
