@@ -381,6 +381,12 @@ async fn run() {
         }
     }
     let direct = results[0].2.clone();
+    // The bound the CPU puts on each row: a transfer takes at least the CPU time it
+    // used (proxy, client and sink) spread over every core; against direct's wall
+    // time, that is the best ratio this machine allows the way the row moves bytes.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let direct_ms = (total / MB) as f64 / median(direct.clone()) * 1000.0;
+    println!("(ceiling: direct's wall time over the row's CPU time / {cores} cores)");
     for (name, _, v) in &results {
         let m = median(v.clone());
         // Each round's ratio against the direct run measured just before it.
@@ -390,11 +396,13 @@ async fn run() {
             .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
         let c = cpu.get(name).copied().unwrap_or(0.0) / rounds as f64;
         let o = own.get(name).copied().unwrap_or(0.0) / rounds as f64;
+        let ceiling = direct_ms / ((c + o) / cores).max(direct_ms);
         println!(
-            "{name:>18}: {m:8.0} MB/s   ratio {:.2}x (rounds {lo:.2}..{hi:.2})   CPU per {} MB: proxy {c:4.0} ms, client+sink {o:4.0} ms",
+            "{name:>18}: {m:8.0} MB/s   ratio {:.2}x (rounds {lo:.2}..{hi:.2}, ceiling {ceiling:.2}x)   CPU per {} MB: proxy {c:4.0} ms, client+sink {o:4.0} ms",
             median(ratios.clone()),
             total / MB
         );
+        result(&format!("proxy_tp_{}_ceiling", key(name)), ceiling, "x");
         result(&format!("proxy_tp_{}", key(name)), m, "MB/s");
         result(
             &format!("proxy_tp_{}_ratio", key(name)),
