@@ -599,10 +599,7 @@ fn the_run_stops_when_its_mount_guard_stops() {
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
         .filter(|p| *p != init && ppid(*p) == Some(launcher))
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default()
-                != "sandpit-tend\n"
-        })
+        .filter(|p| !common::is_tender(*p))
         .collect();
     assert_eq!(
         guards.len(),

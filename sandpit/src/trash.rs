@@ -65,8 +65,9 @@ mod imp {
         (st.st_uid == me() && st.st_mode & 0o7777 == 0o700).then_some(fd)
     }
 
-    /// The directory `path`, open, if it is this user's, not a link, and no one else
-    /// can write in it.
+    /// The directory `path` whose trash [`super::tend`] empties, open: if it is this
+    /// user's, not a link, and no one else can write in it. Opened before a sandbox
+    /// runs, so that nothing the sandbox puts at `path` meanwhile is followed.
     pub fn open_root(path: &Path) -> Option<OwnedFd> {
         let fd = openat(CWD, path, DIR, Mode::empty()).ok()?;
         let st = fstat(&fd).ok()?;
@@ -149,13 +150,8 @@ pub fn discard(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The directory `path` whose trash [`tend`] empties, open: if it is this user's,
-/// not a link, and no one else can write in it. Opened before a sandbox runs, so
-/// that nothing the sandbox puts at `path` meanwhile is followed.
 #[cfg(target_os = "linux")]
-pub fn open_root(path: &Path) -> Option<std::os::fd::OwnedFd> {
-    imp::open_root(path)
-}
+pub use imp::open_root;
 
 /// Remove what is in the trash of the directory `root` ([`open_root`]), at most
 /// [`TEND`] entries. Each is renamed to `.burn/` first and removed there, so the

@@ -193,6 +193,12 @@ pub fn ppid(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// Whether process `pid` is a run's tending process (`sandbox::linux::start_tender`),
+/// which names itself `sandpit-tend`.
+pub fn is_tender(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "sandpit-tend\n")
+}
+
 /// The tending process (`sandbox::linux::start_tender`, named `sandpit-tend`) of the
 /// run whose launcher is `launcher`, while that launcher runs.
 pub fn tender_of(launcher: u32) -> u32 {
@@ -201,11 +207,7 @@ pub fn tender_of(launcher: u32) -> u32 {
             .unwrap()
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .find(|&p| {
-                ppid(p) == Some(launcher)
-                    && std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default()
-                        == "sandpit-tend\n"
-            });
+            .find(|&p| ppid(p) == Some(launcher) && is_tender(p));
         if let Some(p) = found {
             return p;
         }

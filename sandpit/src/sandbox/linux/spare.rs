@@ -198,10 +198,10 @@ pub fn tend(state: &Path, say: bool) {
 
 /// The tending process's name in `ps`: never the launcher's command line, which
 /// holds the command's.
-pub const TITLE: &str = "sandpit-tend";
+const TITLE: &str = "sandpit-tend";
 
-/// How long a run goes before [`start_tender`]'s process tends while it runs: never while a run
-/// starts, whose processes would wait for the CPU.
+/// How long a run goes before [`start_tender`]'s process tends while it runs: never
+/// while a run starts, whose processes would wait for the CPU.
 const TEND_DURING_MS: i32 = 1000;
 
 /// Fork sandpit's tending of what runs leave and need, a process of its own: in
