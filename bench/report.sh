@@ -3,7 +3,8 @@
 # with BENCH_RESULT=1 (so it adds `RESULT name value unit` lines to what it prints),
 # and the table shows goal, measured, the bare command measured in the same run, the
 # ratio, and bubblewrap where it is installed. Not part of the test suite.
-#   #3 bench/open_close.sh   #4 bench/run_startup.sh, bench/kernel_floor.sh   #5 bench/proxy.sh
+#   #3 bench/open_close.sh   #4 bench/run_startup.sh, bench/kernel_floor.sh
+#   #5 bench/proxy.sh, bench/relay_floor.sh
 #   #7 bench/shim_exec.sh    #8 bench/adversary.sh    the audit session: bench/run_audit.sh
 # Usage: bench/report.sh            full runs (about 8 minutes on 2 cores)
 #        REPORT_QUICK=1 bench/report.sh   fewer rounds (a smoke test of the report)
@@ -36,6 +37,7 @@ step open_close bench/open_close.sh
 step run_startup bench/run_startup.sh "$STARTUP_RUNS"
 step kernel_floor bench/kernel_floor.sh
 step proxy bench/proxy.sh
+step relay_floor bench/relay_floor.sh
 step shim_exec bench/shim_exec.sh "$SHIM_N"
 step adversary bench/adversary.sh
 step run_audit bench/run_audit.sh "$ROOT/target/release/sandpit" "$AUDIT_N"
@@ -140,15 +142,18 @@ row("#4", "start-up, 200 MB program (bare = `sandpit run -- /bin/true`)", "—",
 row("#4", "process start inside a run, every layer (bare = `--kernel-only`)", "—", "us",
     "proc_every_layer", "proc_kernel_only", "add_le", float("inf"))
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
-                 ("connect_splice", "CONNECT, with splice(2)")):
+                 ("connect_copies_only", "CONNECT, user-space copies only")):
     row("#5", f"100 MB through the proxy, {label}", "≥ 0.85×", "MB/s",
         f"proxy_tp_{k}", "proxy_tp_direct", "ratio_ge", 0.85)
 for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
-                 ("connect_splice", "CONNECT, with splice(2)")):
+                 ("connect_copies_only", "CONNECT, user-space copies only")):
     c = r.get(f"proxy_tp_{k}_ceiling")
     rows.append(("#5", f"best ratio the CPU allows on this machine, {label} (direct's wall "
                  "time over the row's CPU time / cores)", "—",
                  "—" if c is None else f"{c:.2f}×", "—", "—", "—", "—"))
+for k, label in (("splice", "splice(2) through a pipe"), ("copy", "read/write through 4 MiB")):
+    row("#5", f"100 MB through a minimal C relay, no sandpit: {label}", "—", "MB/s",
+        f"relay_floor_{k}", "relay_floor_direct", "ratio_ge", 0)
 row("#5", "`sandpit run -- curl` 100 MB, HTTP_PROXY", "≥ 0.85×", "MB/s",
     "run_http_proxy", "run_bare", "ratio_ge", 0.85)
 row("#5", "`sandpit run -- curl` 100 MB, transparent", "≥ 0.85×", "MB/s",

@@ -62,7 +62,7 @@ fn main() {
     }
     .unwrap();
     if serving {
-        rt.block_on(serve(args.get(2).map(String::as_str) == Some("splice")));
+        rt.block_on(serve(args.get(2).map(String::as_str) != Some("copies")));
     } else {
         rt.block_on(run());
     }
@@ -319,7 +319,7 @@ fn result(name: &str, value: f64, unit: &str) {
     }
 }
 
-/// "CONNECT, splice" → "connect_splice".
+/// "CONNECT, copies only" → "connect_copies_only".
 fn key(name: &str) -> String {
     name.to_ascii_lowercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -339,12 +339,12 @@ async fn run() {
     let lat_n = env_usize("BENCH_LATENCY_N", 500);
     let conc = env_usize("BENCH_CONCURRENT", 2000);
 
-    // The default proxy (user-space copies), and one that switches to splice(2).
-    let (mut child, pid, proxy) = spawn_proxy("copies").await;
-    let (_copy_child, copy_pid, copy_proxy) = spawn_proxy("splice").await;
+    // The default proxy (bulk through splice(2)), and one that only copies.
+    let (mut child, pid, proxy) = spawn_proxy("splice").await;
+    let (_copy_child, copy_pid, copy_proxy) = spawn_proxy("copies").await;
     let sink = sink().await;
     println!(
-        "proxy pid {pid} at {proxy} (splice proxy at {copy_proxy}); sink at {sink}; proxy runtime threads: {}",
+        "proxy pid {pid} at {proxy} (copy-only proxy at {copy_proxy}); sink at {sink}; proxy runtime threads: {}",
         env_usize("BENCH_PROXY_THREADS", 2)
     );
 
@@ -365,11 +365,11 @@ async fn run() {
         ("CONNECT", Via::Connect, vec![]),
         ("SOCKS5", Via::Socks, vec![]),
         ("transparent", Via::Transparent, vec![]),
-        ("CONNECT, splice", Via::Connect, vec![]),
+        ("CONNECT, copies only", Via::Connect, vec![]),
     ];
     for _ in 0..rounds {
         for (name, via, v) in results.iter_mut() {
-            let (p, ppid) = if name.contains("splice") {
+            let (p, ppid) = if name.contains("copies") {
                 (copy_proxy, copy_pid)
             } else {
                 (proxy, pid)

@@ -76,10 +76,11 @@ pub struct ProxyConfig {
     pub first_data_wait: Duration,
     /// How long a tunnel waits for either side to speak first.
     pub idle_timeout: Duration,
-    /// Move bulk tunnel traffic with splice(2) (Linux). Off by default: on loopback,
-    /// user-space copies through the relay's growing buffer moved more data per
-    /// second (bench/proxy.sh, "CONNECT, splice" row: 0.52–0.53× direct with splice
-    /// against 0.77–1.10× without, on this project's machine).
+    /// Move bulk tunnel traffic with splice(2) (Linux). On by default: it halves the
+    /// proxy's CPU per byte, and on 2026-12-01 it also moved more data per second
+    /// (bench/proxy.sh, three runs: 0.62–0.81× direct against 0.50–0.60× for
+    /// user-space copies; bench/relay_floor.sh agrees). Off, every tunnel copies
+    /// through the relay's growing buffer.
     pub splice: bool,
     /// A reviewer for connections the policy allowed (`adversary.review`).
     pub review: Option<decide::Reviewing>,
@@ -94,7 +95,7 @@ impl Default for ProxyConfig {
             dial_timeout: Duration::from_secs(10),
             first_data_wait: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(300),
-            splice: false,
+            splice: true,
             review: None,
         }
     }

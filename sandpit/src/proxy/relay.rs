@@ -1,10 +1,11 @@
 //! Moving bytes both ways once a tunnel is decided and its first bytes checked.
 //!
 //! Each direction starts with a small user-space buffer that doubles (up to
-//! [`COPY_BUF_MAX`]) whenever a read fills it. With `splice` on, once it has carried
-//! [`SPLICE_AFTER`] bytes (a bulk transfer), on Linux it switches to `splice(2)` through
-//! a pipe, so the data no longer crosses into the proxy's memory. Short connections
-//! never pay for a pipe (two descriptors).
+//! [`COPY_BUF_MAX`]) whenever a read fills it. With `splice` on (the default), once it
+//! has carried [`SPLICE_AFTER`] bytes (a bulk transfer), on Linux it switches to
+//! `splice(2)` through a pipe, so the data no longer crosses into the proxy's memory.
+//! Short connections never pay for a pipe (two descriptors), and at most [`PIPES`]
+//! directions hold one at a time; the others go on copying.
 use std::any::Any;
 use std::io;
 #[cfg(target_os = "linux")]
@@ -71,6 +72,44 @@ impl Drop for Buffer<'_> {
 /// Bytes a direction carries before it switches to splice.
 #[cfg(target_os = "linux")]
 const SPLICE_AFTER: u64 = 256 * 1024;
+
+/// Splice pipes open at once, across every tunnel. Each 1 MiB pipe counts 256 pages
+/// against the user's pipe allowance (`fs.pipe-user-pages-soft`, 16,384 pages by
+/// default), which every other program the user runs shares: past it, the kernel
+/// gives new pipes two pages. Sixteen pipes stay within a quarter of it.
+#[cfg(target_os = "linux")]
+static PIPES: Budget = Budget::new(16);
+
+/// A splice pipe counted against `budget` while it is open.
+#[cfg(target_os = "linux")]
+struct Leased<'b> {
+    pipe: super::sys::Pipe,
+    budget: &'b Budget,
+}
+
+#[cfg(target_os = "linux")]
+impl<'b> Leased<'b> {
+    /// A new pipe, or `None` when the budget is spent or the pipe cannot be made.
+    fn new(budget: &'b Budget) -> Option<Leased<'b>> {
+        if !budget.take(1) {
+            return None;
+        }
+        match super::sys::Pipe::new() {
+            Ok(pipe) => Some(Leased { pipe, budget }),
+            Err(_) => {
+                budget.give(1);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Leased<'_> {
+    fn drop(&mut self) {
+        self.budget.give(1);
+    }
+}
 
 /// One end of a tunnel the relay drives directly (readiness + non-blocking calls).
 #[derive(Clone, Copy)]
@@ -169,7 +208,7 @@ pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::R
         {
             moved += n as u64;
             if splice && moved >= SPLICE_AFTER {
-                if let Ok(pipe) = super::sys::Pipe::new() {
+                if let Some(pipe) = Leased::new(&PIPES) {
                     drop(buf);
                     return splice_way(src, dst, pipe).await;
                 }
@@ -180,9 +219,9 @@ pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::R
 }
 
 #[cfg(target_os = "linux")]
-async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: super::sys::Pipe) -> io::Result<()> {
+async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Result<()> {
     use super::sys::{splice, PIPE_SIZE};
-    let (pr, pw) = (pipe.read.as_raw_fd(), pipe.write.as_raw_fd());
+    let (pr, pw) = (pipe.pipe.read.as_raw_fd(), pipe.pipe.write.as_raw_fd());
     let mut in_pipe = 0usize;
     loop {
         if in_pipe == 0 {
@@ -262,6 +301,59 @@ mod tests {
         assert_eq!(budget.used(), 2 * full);
         drop(a);
         assert_eq!(grown(&mut c), COPY_BUF_MAX, "a's share went back");
+        drop((b, c));
+        assert_eq!(budget.used(), 0);
+    }
+
+    /// A bulk direction switches to a pipe part-way, carries every byte intact in
+    /// order, and gives its pipe back when it ends.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bulk_direction_moves_through_a_pipe_and_gives_it_back() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, near) = UnixStream::pair().unwrap();
+        let (far, mut server) = UnixStream::pair().unwrap();
+        let way =
+            tokio::spawn(async move { one_way(Side::Unix(&near), Side::Unix(&far), true).await });
+        let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let half = data.len() / 2;
+        let mut got = vec![0u8; data.len()];
+        let (w, r) = tokio::join!(client.write_all(&data[..half]), async {
+            server.read_exact(&mut got[..half]).await
+        });
+        w.unwrap();
+        r.unwrap();
+        assert_eq!(PIPES.used(), 1, "2 MiB in, the direction splices");
+        let (w, r) = tokio::join!(
+            async {
+                client.write_all(&data[half..]).await?;
+                client.shutdown().await
+            },
+            server.read_exact(&mut got[half..])
+        );
+        w.unwrap();
+        r.unwrap();
+        assert!(got == data, "bytes changed or reordered in transit");
+        way.await.unwrap().unwrap();
+        assert_eq!(
+            server.read(&mut [0u8; 1]).await.unwrap(),
+            0,
+            "end passed on"
+        );
+        assert_eq!(PIPES.used(), 0, "the pipe went back");
+    }
+
+    /// Pipes are leased up to the budget, and a closed one makes room for the next.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn splice_pipes_are_leased_within_their_budget() {
+        let budget = Budget::new(2);
+        let a = Leased::new(&budget).expect("first pipe");
+        let b = Leased::new(&budget).expect("second pipe");
+        assert!(Leased::new(&budget).is_none(), "the budget is spent");
+        drop(a);
+        let c = Leased::new(&budget).expect("a's place");
+        assert_eq!(budget.used(), 2);
         drop((b, c));
         assert_eq!(budget.used(), 0);
     }
