@@ -305,42 +305,81 @@ mod tests {
         assert_eq!(budget.used(), 0);
     }
 
+    /// A connected pair of sockets of one kind: (the end a peer writes to or reads
+    /// from, the end the relay holds).
+    #[cfg(target_os = "linux")]
+    async fn pair(tcp: bool) -> (Stream, Stream) {
+        if tcp {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let (a, b) = tokio::join!(TcpStream::connect(l.local_addr().unwrap()), l.accept());
+            (Stream::Tcp(a.unwrap()), Stream::Tcp(b.unwrap().0))
+        } else {
+            let (a, b) = UnixStream::pair().unwrap();
+            (Stream::Unix(a), Stream::Unix(b))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    enum Stream {
+        Tcp(TcpStream),
+        Unix(UnixStream),
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Stream {
+        fn side(&self) -> Side<'_> {
+            match self {
+                Stream::Tcp(s) => Side::Tcp(s),
+                Stream::Unix(s) => Side::Unix(s),
+            }
+        }
+        fn io(&mut self) -> &mut (dyn Io + Unpin) {
+            match self {
+                Stream::Tcp(s) => s,
+                Stream::Unix(s) => s,
+            }
+        }
+    }
+
     /// A bulk direction switches to a pipe part-way, carries every byte intact in
-    /// order, and gives its pipe back when it ends.
+    /// order, and gives its pipe back when it ends: between the kinds of socket the
+    /// proxy joins (unix from the sandbox's bridge, TCP from a client or upstream).
     #[cfg(target_os = "linux")]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_bulk_direction_moves_through_a_pipe_and_gives_it_back() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (mut client, near) = UnixStream::pair().unwrap();
-        let (far, mut server) = UnixStream::pair().unwrap();
-        let way =
-            tokio::spawn(async move { one_way(Side::Unix(&near), Side::Unix(&far), true).await });
-        let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
-        let half = data.len() / 2;
-        let mut got = vec![0u8; data.len()];
-        let (w, r) = tokio::join!(client.write_all(&data[..half]), async {
-            server.read_exact(&mut got[..half]).await
-        });
-        w.unwrap();
-        r.unwrap();
-        assert_eq!(PIPES.used(), 1, "2 MiB in, the direction splices");
-        let (w, r) = tokio::join!(
-            async {
-                client.write_all(&data[half..]).await?;
-                client.shutdown().await
-            },
-            server.read_exact(&mut got[half..])
-        );
-        w.unwrap();
-        r.unwrap();
-        assert!(got == data, "bytes changed or reordered in transit");
-        way.await.unwrap().unwrap();
-        assert_eq!(
-            server.read(&mut [0u8; 1]).await.unwrap(),
-            0,
-            "end passed on"
-        );
-        assert_eq!(PIPES.used(), 0, "the pipe went back");
+        for (from_tcp, to_tcp) in [(false, false), (false, true), (true, false), (true, true)] {
+            let kinds = format!("tcp {from_tcp} -> tcp {to_tcp}");
+            let (mut client, near) = pair(from_tcp).await;
+            let (far, mut server) = pair(to_tcp).await;
+            let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
+            let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+            let half = data.len() / 2;
+            let mut got = vec![0u8; data.len()];
+            let (w, r) = tokio::join!(client.io().write_all(&data[..half]), async {
+                server.io().read_exact(&mut got[..half]).await
+            });
+            w.unwrap();
+            r.unwrap();
+            assert_eq!(PIPES.used(), 1, "{kinds}: 2 MiB in, the direction splices");
+            let (w, r) = tokio::join!(
+                async {
+                    client.io().write_all(&data[half..]).await?;
+                    client.io().shutdown().await
+                },
+                server.io().read_exact(&mut got[half..])
+            );
+            w.unwrap();
+            r.unwrap();
+            assert!(
+                got == data,
+                "{kinds}: bytes changed or reordered in transit"
+            );
+            way.await.unwrap().unwrap();
+            let end = server.io().read(&mut [0u8; 1]).await.unwrap();
+            assert_eq!(end, 0, "{kinds}: end passed on");
+            assert_eq!(PIPES.used(), 0, "{kinds}: the pipe went back");
+        }
     }
 
     /// Pipes are leased up to the budget, and a closed one makes room for the next.
