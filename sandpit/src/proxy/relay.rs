@@ -89,7 +89,8 @@ struct Leased<'b> {
 
 #[cfg(target_os = "linux")]
 impl<'b> Leased<'b> {
-    /// A new pipe, or `None` when the budget is spent or the pipe cannot be made.
+    /// A new pipe, or `None` when the budget is spent or no pipe of a useful size
+    /// can be made.
     fn new(budget: &'b Budget) -> Option<Leased<'b>> {
         if !budget.take(1) {
             return None;

@@ -20,14 +20,28 @@ impl Pipe {
         }
         // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // A larger pipe means fewer splice calls; failure only costs speed.
-        // SAFETY: F_SETPIPE_SZ on a pipe fd we own, with an int argument.
-        let _ = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        // A larger pipe means fewer splice calls. Past the user's pipe allowance the
+        // kernel refuses to grow it and makes new pipes two pages small; through
+        // those, splice would lose to copying, so that is an error for the caller.
+        let fd = write.as_raw_fd();
+        // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe fd we own, with an int
+        // argument (ignored by F_GETPIPE_SZ).
+        let size = unsafe {
+            match libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE) {
+                -1 => libc::fcntl(fd, libc::F_GETPIPE_SZ, 0),
+                n => n,
+            }
+        };
+        if size < PIPE_SIZE_MIN {
+            return Err(io::Error::other(format!("splice pipe holds {size} bytes")));
+        }
         Ok(Pipe { read, write })
     }
 }
 
 pub(crate) const PIPE_SIZE: libc::c_int = 1 << 20;
+/// Smaller than this (a pipe's usual size), a pipe is not worth splicing through.
+const PIPE_SIZE_MIN: libc::c_int = 64 * 1024;
 
 /// Move up to `len` bytes from `from` to `to` without blocking; one of them must be a
 /// pipe. `Ok(0)` from a socket means end of stream.
