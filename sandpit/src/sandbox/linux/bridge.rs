@@ -129,7 +129,7 @@ where
     let mut moved = 0;
     loop {
         if moved >= SPLICE_AFTER {
-            if let Ok(pipe) = super::sys::pipe() {
+            if let Ok(pipe) = super::sys::splice_pipe() {
                 return splice_all(from.as_fd(), to.as_fd(), pipe);
             }
             moved = 0;

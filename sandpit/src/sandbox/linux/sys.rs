@@ -955,14 +955,20 @@ pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
 
 // --- splice (the launcher's bridge relay) ---------------------------------------
 
-/// A blocking pipe, both ends close-on-exec: the in-kernel buffer of one direction of
-/// a relay. Its capacity is raised to 1 MiB when the system allows (fewer calls).
+/// A blocking pipe, both ends close-on-exec, of the kernel's usual size.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1 as libc::c_int; 2];
     // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
     cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
     // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// [`pipe`] as the in-kernel buffer of one direction of a relay: its capacity is
+/// raised to 1 MiB when the system allows (fewer calls). Only relays ask for this:
+/// each such pipe counts 256 pages against the user's pipe allowance.
+pub fn splice_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = pipe()?;
     // SAFETY: F_SETPIPE_SZ on a pipe we own, with an int argument; failure only costs speed.
     let _ = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
     Ok((r, w))
@@ -1254,6 +1260,21 @@ pub fn fd_identity(fd: BorrowedFd<'_>) -> io::Result<((u64, u64), bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only relays' pipes are grown: each grown pipe counts 256 pages against the
+    /// user's pipe allowance, and a run's handshake pipes carry a byte or two.
+    #[test]
+    fn only_relay_pipes_are_grown() {
+        // SAFETY: F_GETPIPE_SZ on a pipe we own; the argument is ignored.
+        let size = |w: &OwnedFd| unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ, 0) };
+        let (_r, plain) = pipe().unwrap();
+        let (_r, grown) = splice_pipe().unwrap();
+        assert_eq!(size(&grown), 1 << 20, "a relay's pipe is grown");
+        assert!(
+            size(&plain) < size(&grown),
+            "a handshake pipe keeps the usual size"
+        );
+    }
 
     #[test]
     fn a_pidfd_reads_ready_once_its_process_has_exited() {
