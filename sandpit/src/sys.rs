@@ -25,9 +25,10 @@ pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std:
     Ok(l)
 }
 
-/// Whether `fd` has something to read (or its reading side is shut down; for a pidfd,
-/// its process has exited), waiting at most `timeout_ms` (-1: until it does), without
-/// reading it. A signal interrupting the wait answers `false`, not an error.
+/// Whether `fd` has something to read (or its reading side is shut down, or it has
+/// an error to report: a read would not wait; for a pidfd, its process has exited),
+/// waiting at most `timeout_ms` (-1: until it does), without reading it. A signal
+/// interrupting the wait answers `false`, not an error.
 pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     let mut p = libc::pollfd {
@@ -44,7 +45,7 @@ pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Re
                 _ => Err(e),
             }
         }
-        n => Ok(n == 1 && p.revents & libc::POLLIN != 0),
+        n => Ok(n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0),
     }
 }
 

@@ -23,9 +23,9 @@ pub mod transparent;
 mod conn;
 mod forward;
 mod io;
-mod relay;
+pub(crate) mod relay;
 #[cfg(target_os = "linux")]
-mod sys;
+pub(crate) mod sys;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -73,29 +73,34 @@ impl Drop for Buffer<'_> {
 #[cfg(target_os = "linux")]
 const SPLICE_AFTER: u64 = 256 * 1024;
 
-/// Splice pipes open at once, across every tunnel. Each 1 MiB pipe counts 256 pages
-/// against the user's pipe allowance (`fs.pipe-user-pages-soft`, 16,384 pages by
-/// default), which every other program the user runs shares: past it, the kernel
-/// gives new pipes two pages. Sixteen pipes stay within a quarter of it.
+/// Splice pipes open at once in the launcher, across every tunnel of the proxy and
+/// the bridge. Each 1 MiB pipe counts 256 pages against the user's pipe allowance
+/// (`fs.pipe-user-pages-soft`, 16,384 pages by default), which every other program
+/// the user runs shares: past it, the kernel gives new pipes two pages. Sixteen
+/// pipes stay within a quarter of it.
 #[cfg(target_os = "linux")]
-static PIPES: Budget = Budget::new(16);
+pub(crate) static PIPES: Budget = Budget::new(16);
+
+/// Held by the tests that watch [`PIPES`] or draw on it, so they run one at a time.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) static PIPES_WATCHED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A splice pipe counted against `budget` while it is open.
 #[cfg(target_os = "linux")]
-struct Leased<'b> {
-    pipe: super::sys::Pipe,
+pub(crate) struct Leased<'b> {
+    pub(crate) pipe: super::sys::Pipe,
     budget: &'b Budget,
 }
 
 #[cfg(target_os = "linux")]
 impl<'b> Leased<'b> {
-    /// A new pipe, or `None` when the budget is spent or no pipe of a useful size
-    /// can be made.
-    fn new(budget: &'b Budget) -> Option<Leased<'b>> {
+    /// A new pipe ([`super::sys::Pipe::new`]), or `None` when the budget is spent
+    /// or no pipe of a useful size can be made.
+    pub(crate) fn new(budget: &'b Budget, nonblocking: bool) -> Option<Leased<'b>> {
         if !budget.take(1) {
             return None;
         }
-        match super::sys::Pipe::new() {
+        match super::sys::Pipe::new(nonblocking) {
             Ok(pipe) => Some(Leased { pipe, budget }),
             Err(_) => {
                 budget.give(1);
@@ -192,6 +197,8 @@ pub(crate) async fn write_all(dst: Side<'_>, mut buf: &[u8]) -> io::Result<()> {
 pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::Result<()> {
     #[cfg(not(target_os = "linux"))]
     let _ = splice;
+    #[cfg(target_os = "linux")]
+    let mut splice = splice;
     let mut buf = Buffer::new(&BIG_BUFFERS);
     #[cfg(target_os = "linux")]
     let mut moved: u64 = 0;
@@ -209,9 +216,13 @@ pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::R
         {
             moved += n as u64;
             if splice && moved >= SPLICE_AFTER {
-                if let Some(pipe) = Leased::new(&PIPES) {
-                    drop(buf);
-                    return splice_way(src, dst, pipe).await;
+                if let Some(pipe) = Leased::new(&PIPES, true) {
+                    // The grown buffer goes back while the pipe carries the bytes.
+                    buf = Buffer::new(&BIG_BUFFERS);
+                    if splice_way(src, dst, pipe).await? == Spliced::ToTheEnd {
+                        return Ok(());
+                    }
+                    splice = false;
                 }
                 moved = 0;
             }
@@ -219,22 +230,42 @@ pub(crate) async fn one_way(src: Side<'_>, dst: Side<'_>, splice: bool) -> io::R
     }
 }
 
+/// How a spliced direction ended.
 #[cfg(target_os = "linux")]
-async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Result<()> {
-    use super::sys::{splice, PIPE_SIZE};
+#[derive(PartialEq, Eq)]
+enum Spliced {
+    /// At the end of the stream, passed on.
+    ToTheEnd,
+    /// At TCP urgent data, with the pipe empty: the rest must be copied.
+    ToUrgentMark,
+}
+
+#[cfg(target_os = "linux")]
+async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Result<Spliced> {
+    use super::sys::{at_urgent_mark, splice, PIPE_SIZE};
     let (pr, pw) = (pipe.pipe.read.as_raw_fd(), pipe.pipe.write.as_raw_fd());
     let mut in_pipe = 0usize;
     loop {
         if in_pipe == 0 {
             src.ready(Interest::READABLE).await?;
+            // At the urgent mark splice moves nothing, ever: it says "would block"
+            // (or, once the peer has closed, end of stream) with bytes queued. That
+            // is answered `None` here, not as "would block", so the socket stays
+            // marked readable for the copying that takes over.
+            let fd = src.fd();
             match src.try_io(Interest::READABLE, || {
-                splice(src.fd(), pw, PIPE_SIZE as usize)
-            }) {
-                Ok(0) => {
-                    dst.shutdown_write();
-                    return Ok(());
+                match splice(fd, pw, PIPE_SIZE as usize) {
+                    Ok(0) if at_urgent_mark(fd) => Ok(None),
+                    Err(e) if would_block(&e) && at_urgent_mark(fd) => Ok(None),
+                    r => r.map(Some),
                 }
-                Ok(n) => in_pipe = n,
+            }) {
+                Ok(None) => return Ok(Spliced::ToUrgentMark),
+                Ok(Some(0)) => {
+                    dst.shutdown_write();
+                    return Ok(Spliced::ToTheEnd);
+                }
+                Ok(Some(n)) => in_pipe = n,
                 Err(e) if would_block(&e) => continue,
                 Err(e) => return Err(e),
             }
@@ -349,6 +380,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_bulk_direction_moves_through_a_pipe_and_gives_it_back() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _watch = PIPES_WATCHED.lock().await;
         for (from_tcp, to_tcp) in [(false, false), (false, true), (true, false), (true, true)] {
             let kinds = format!("tcp {from_tcp} -> tcp {to_tcp}");
             let (mut client, near) = pair(from_tcp).await;
@@ -383,16 +415,74 @@ mod tests {
         }
     }
 
+    /// TCP urgent data in the middle of a spliced direction: splice stops at the
+    /// urgent mark for good, where a read steps over it (the urgent byte itself is
+    /// not part of the stream, and no relay passes it on). The direction goes on
+    /// copying: every other byte arrives in order and the end is passed on.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn urgent_data_in_a_spliced_direction_neither_wedges_it_nor_cuts_it_short() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _watch = PIPES_WATCHED.lock().await;
+        for peer_closes_first in [false, true] {
+            let (mut client, near) = pair(true).await;
+            let (far, mut server) = pair(true).await;
+            let data: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+            let half = data.len() / 2;
+            // The first half, through the relay: the direction is splicing.
+            let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
+            let mut got = vec![0u8; half];
+            let (w, r) = tokio::join!(
+                client.io().write_all(&data[..half]),
+                server.io().read_exact(&mut got)
+            );
+            w.unwrap();
+            r.unwrap();
+            assert_eq!(PIPES.used(), 1, "the direction splices");
+            // An urgent byte, the second half, and (in one round) the end, all queued
+            // before the relay reaches the mark.
+            let Stream::Tcp(c) = &client else {
+                unreachable!()
+            };
+            socket2::SockRef::from(c).send_out_of_band(b"!").unwrap();
+            client.io().write_all(&data[half..]).await.unwrap();
+            if peer_closes_first {
+                client.io().shutdown().await.unwrap();
+            }
+            let mut rest = vec![0u8; data.len() - half];
+            let read = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                server.io().read_exact(&mut rest),
+            )
+            .await;
+            assert!(
+                matches!(read, Ok(Ok(_))),
+                "closed first: {peer_closes_first}: the bytes after the urgent mark never came: {read:?}"
+            );
+            assert!(
+                rest == data[half..],
+                "closed first: {peer_closes_first}: bytes after the mark changed"
+            );
+            if !peer_closes_first {
+                client.io().shutdown().await.unwrap();
+            }
+            way.await.unwrap().unwrap();
+            let end = server.io().read(&mut [0u8; 1]).await.unwrap();
+            assert_eq!(end, 0, "end passed on");
+            assert_eq!(PIPES.used(), 0, "the pipe went back");
+        }
+    }
+
     /// Pipes are leased up to the budget, and a closed one makes room for the next.
     #[cfg(target_os = "linux")]
     #[test]
     fn splice_pipes_are_leased_within_their_budget() {
         let budget = Budget::new(2);
-        let a = Leased::new(&budget).expect("first pipe");
-        let b = Leased::new(&budget).expect("second pipe");
-        assert!(Leased::new(&budget).is_none(), "the budget is spent");
+        let a = Leased::new(&budget, true).expect("first pipe");
+        let b = Leased::new(&budget, true).expect("second pipe");
+        assert!(Leased::new(&budget, true).is_none(), "the budget is spent");
         drop(a);
-        let c = Leased::new(&budget).expect("a's place");
+        let c = Leased::new(&budget, true).expect("a's place");
         assert_eq!(budget.used(), 2);
         drop((b, c));
         assert_eq!(budget.used(), 0);

@@ -1,20 +1,24 @@
 //! The proxy's one `unsafe` module: Linux `splice(2)` through a pipe, so bulk tunnel
 //! traffic moves socket → pipe → socket inside the kernel without copies through
-//! user space. Everything else in the proxy is safe code.
+//! user space. Everything else in the proxy is safe code. The launcher's bridge
+//! relay (`sandbox/linux/bridge.rs`) makes its pipes here too.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// A non-blocking pipe used as the splice buffer of one direction.
+/// A pipe used as the splice buffer of one direction of a relay.
 pub(crate) struct Pipe {
     pub(crate) read: OwnedFd,
     pub(crate) write: OwnedFd,
 }
 
 impl Pipe {
-    pub(crate) fn new() -> io::Result<Pipe> {
+    /// A pipe of at least 64 KiB, grown to [`PIPE_SIZE`] where the system allows;
+    /// non-blocking for the proxy's relay, blocking for the bridge's threads.
+    pub(crate) fn new(nonblocking: bool) -> io::Result<Pipe> {
         let mut fds = [-1 as libc::c_int; 2];
+        let flags = libc::O_CLOEXEC | if nonblocking { libc::O_NONBLOCK } else { 0 };
         // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2 requires.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags) };
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -42,6 +46,19 @@ impl Pipe {
 pub(crate) const PIPE_SIZE: libc::c_int = 1 << 20;
 /// Smaller than this (a pipe's usual size), a pipe is not worth splicing through.
 const PIPE_SIZE_MIN: libc::c_int = 64 * 1024;
+
+/// `SIOCATMARK` (asm-generic/sockios.h; not in the libc crate for Linux).
+const SIOCATMARK: libc::Ioctl = 0x8905;
+
+/// Whether the next byte to read from socket `fd` is TCP urgent data. splice(2)
+/// stops there for good, where a read steps over it. `false` when the socket cannot
+/// tell.
+pub(crate) fn at_urgent_mark(fd: RawFd) -> bool {
+    let mut at: libc::c_int = 0;
+    // SAFETY: SIOCATMARK writes one int through the pointer, which points at one.
+    let r = unsafe { libc::ioctl(fd, SIOCATMARK, &mut at) };
+    r == 0 && at != 0
+}
 
 /// Move up to `len` bytes from `from` to `to` without blocking; one of them must be a
 /// pipe. `Ok(0)` from a socket means end of stream.

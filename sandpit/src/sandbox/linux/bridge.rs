@@ -4,7 +4,7 @@
 //! listens). The relay runs in the unconfined launcher, outside the sandbox's reach.
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -13,6 +13,8 @@ use std::thread;
 use std::time::Duration;
 
 use crate::budget::Budget;
+use crate::proxy::relay::{Leased, PIPES};
+use crate::proxy::sys::Pipe;
 
 /// Accept on `listener` forever (in a thread), relaying each connection to `to`.
 pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {
@@ -119,7 +121,8 @@ const SPLICE_AFTER: usize = 256 * 1024;
 
 /// Copy until end of stream. Short connections go through a small buffer; a bulk
 /// transfer switches to splice(2) through a pipe, so its bytes stay in the kernel
-/// (the buffer, grown to [`PUMP_BUF`], remains the fallback if no pipe can be made).
+/// (the buffer, grown to [`PUMP_BUF`], remains the fallback if no pipe can be made,
+/// and takes the rest of the stream over at TCP urgent data).
 fn pump<F, T>(from: &mut F, to: &mut T) -> io::Result<()>
 where
     F: Read + AsFd,
@@ -127,10 +130,14 @@ where
 {
     let mut buf = vec![0u8; 16 * 1024];
     let mut moved = 0;
+    let mut splice = true;
     loop {
-        if moved >= SPLICE_AFTER {
-            if let Ok(pipe) = super::sys::splice_pipe() {
-                return splice_all(from.as_fd(), to.as_fd(), pipe);
+        if splice && moved >= SPLICE_AFTER {
+            if let Some(pipe) = Leased::new(&PIPES, false) {
+                if splice_all(from.as_fd(), to.as_fd(), &pipe.pipe)? {
+                    return Ok(());
+                }
+                splice = false;
             }
             moved = 0;
         }
@@ -148,16 +155,22 @@ where
     }
 }
 
-/// Relay `from` → pipe → `to` until end of stream.
-fn splice_all(
-    from: BorrowedFd<'_>,
-    to: BorrowedFd<'_>,
-    pipe: (OwnedFd, OwnedFd),
-) -> io::Result<()> {
-    let (pr, pw) = (pipe.0.as_fd(), pipe.1.as_fd());
+/// Relay `from` → pipe → `to` until end of stream (`true`), or until TCP urgent
+/// data is next, the pipe empty (`false`: copy the rest). splice(2) stops at the
+/// urgent mark for good (a blocking one waits there, or once the peer has closed
+/// reports the end of stream) where a read steps over it; so each splice starts
+/// only once `from` has bytes to read and they do not start at the mark.
+fn splice_all(from: BorrowedFd<'_>, to: BorrowedFd<'_>, pipe: &Pipe) -> io::Result<bool> {
+    let (pr, pw) = (pipe.read.as_fd(), pipe.write.as_fd());
     loop {
+        if !crate::sys::readable(from, -1)? {
+            continue; // interrupted
+        }
+        if crate::proxy::sys::at_urgent_mark(from.as_raw_fd()) {
+            return Ok(false);
+        }
         let mut n = match super::sys::splice(from, pw, 1 << 20) {
-            Ok(0) => return Ok(()),
+            Ok(0) => return Ok(true),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
@@ -169,6 +182,64 @@ fn splice_all(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+    use std::sync::mpsc;
+
+    /// TCP urgent data in a bulk upload through the bridge, which splices by then:
+    /// splice stops at the urgent mark for good, where a read steps over it (the
+    /// urgent byte is not part of the stream, and no relay passes it on). Every
+    /// other byte reaches the proxy in order and the end is passed on, whether the
+    /// client closes only after the proxy has everything or at once.
+    #[test]
+    fn urgent_data_in_a_spliced_upload_neither_wedges_it_nor_cuts_it_short() {
+        let _watch = crate::proxy::relay::PIPES_WATCHED.blocking_lock();
+        for close_at_once in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("proxy.sock");
+            let l = UnixListener::bind(&path).unwrap();
+            let data: Vec<u8> = (0..2u32 << 20).map(|i| (i % 251) as u8).collect();
+            let (len, half) = (data.len(), data.len() / 2);
+            let (got_tx, got_rx) = mpsc::channel();
+            let (end_tx, end_rx) = mpsc::channel();
+            thread::spawn(move || {
+                let (mut c, _) = l.accept().unwrap();
+                let mut got = vec![0u8; len];
+                let r = c.read_exact(&mut got).map(|()| got);
+                got_tx.send(r).unwrap();
+                end_tx.send(c.read(&mut [0u8; 1])).unwrap();
+            });
+            let tl = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = TcpStream::connect(tl.local_addr().unwrap()).unwrap();
+            let (tcp, _) = tl.accept().unwrap();
+            thread::spawn(move || relay(tcp, &path));
+            client.write_all(&data[..half]).unwrap();
+            socket2::SockRef::from(&client)
+                .send_out_of_band(b"!")
+                .unwrap();
+            client.write_all(&data[half..]).unwrap();
+            if close_at_once {
+                client.shutdown(Shutdown::Write).unwrap();
+            }
+            let got = got_rx.recv_timeout(Duration::from_secs(10));
+            assert!(
+                matches!(&got, Ok(Ok(g)) if *g == data),
+                "closed at once: {close_at_once}: the proxy did not get every byte in order"
+            );
+            if !close_at_once {
+                client.shutdown(Shutdown::Write).unwrap();
+            }
+            let end = end_rx.recv_timeout(Duration::from_secs(10));
+            assert!(
+                matches!(end, Ok(Ok(0))),
+                "closed at once: {close_at_once}: the end was not passed on: {end:?}"
+            );
         }
     }
 }

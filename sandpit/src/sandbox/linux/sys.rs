@@ -964,16 +964,6 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// [`pipe`] as the in-kernel buffer of one direction of a relay: its capacity is
-/// raised to 1 MiB when the system allows (fewer calls). Only relays ask for this:
-/// each such pipe counts 256 pages against the user's pipe allowance.
-pub fn splice_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = pipe()?;
-    // SAFETY: F_SETPIPE_SZ on a pipe we own, with an int argument; failure only costs speed.
-    let _ = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    Ok((r, w))
-}
-
 /// Move up to `len` bytes from `from` to `to` (one of them a pipe), blocking as the
 /// descriptors do. `Ok(0)` from a socket is end of stream.
 pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
@@ -1268,10 +1258,10 @@ mod tests {
         // SAFETY: F_GETPIPE_SZ on a pipe we own; the argument is ignored.
         let size = |w: &OwnedFd| unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ, 0) };
         let (_r, plain) = pipe().unwrap();
-        let (_r, grown) = splice_pipe().unwrap();
-        assert_eq!(size(&grown), 1 << 20, "a relay's pipe is grown");
+        let grown = crate::proxy::sys::Pipe::new(false).unwrap();
+        assert_eq!(size(&grown.write), 1 << 20, "a relay's pipe is grown");
         assert!(
-            size(&plain) < size(&grown),
+            size(&plain) < size(&grown.write),
             "a handshake pipe keeps the usual size"
         );
     }
