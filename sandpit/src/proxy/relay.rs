@@ -415,6 +415,35 @@ mod tests {
         }
     }
 
+    /// With every splice pipe taken (sixteen bulk tunnels already splicing), a bulk
+    /// direction goes on copying: every byte in order, the end passed on, no pipe
+    /// taken past the budget.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_the_pipes_all_taken_a_bulk_direction_copies() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _watch = PIPES_WATCHED.lock().await;
+        assert!(PIPES.take(16), "the budget is sixteen pipes");
+        let (mut client, near) = pair(true).await;
+        let (far, mut server) = pair(true).await;
+        let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
+        let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        let mut got = Vec::new();
+        let (w, r) = tokio::join!(
+            async {
+                client.io().write_all(&data).await?;
+                assert_eq!(PIPES.used(), 16, "no pipe past the budget");
+                client.io().shutdown().await
+            },
+            server.io().read_to_end(&mut got)
+        );
+        PIPES.give(16);
+        w.unwrap();
+        r.unwrap();
+        assert!(got == data, "bytes changed or reordered in transit");
+        way.await.unwrap().unwrap();
+    }
+
     /// TCP urgent data in the middle of a spliced direction: splice stops at the
     /// urgent mark for good, where a read steps over it (the urgent byte itself is
     /// not part of the stream, and no relay passes it on). The direction goes on
