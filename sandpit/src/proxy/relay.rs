@@ -351,6 +351,25 @@ mod tests {
         }
     }
 
+    /// A direction relayed by [`one_way`] with splice on, between sockets of the
+    /// kinds given: (the client's end, the server's end, the relay's task).
+    #[cfg(target_os = "linux")]
+    async fn relayed(
+        from_tcp: bool,
+        to_tcp: bool,
+    ) -> (Stream, Stream, tokio::task::JoinHandle<io::Result<()>>) {
+        let (client, near) = pair(from_tcp).await;
+        let (far, server) = pair(to_tcp).await;
+        let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
+        (client, server, way)
+    }
+
+    /// `len` bytes in which a byte lost, added or moved shows.
+    #[cfg(target_os = "linux")]
+    fn pattern(len: u32) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
     #[cfg(target_os = "linux")]
     enum Stream {
         Tcp(TcpStream),
@@ -383,10 +402,8 @@ mod tests {
         let _watch = PIPES_WATCHED.lock().await;
         for (from_tcp, to_tcp) in [(false, false), (false, true), (true, false), (true, true)] {
             let kinds = format!("tcp {from_tcp} -> tcp {to_tcp}");
-            let (mut client, near) = pair(from_tcp).await;
-            let (far, mut server) = pair(to_tcp).await;
-            let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
-            let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+            let (mut client, mut server, way) = relayed(from_tcp, to_tcp).await;
+            let data = pattern(4 << 20);
             let half = data.len() / 2;
             let mut got = vec![0u8; data.len()];
             let (w, r) = tokio::join!(client.io().write_all(&data[..half]), async {
@@ -424,10 +441,8 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let _watch = PIPES_WATCHED.lock().await;
         assert!(PIPES.take(16), "the budget is sixteen pipes");
-        let (mut client, near) = pair(true).await;
-        let (far, mut server) = pair(true).await;
-        let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
-        let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        let (mut client, mut server, way) = relayed(true, true).await;
+        let data = pattern(4 << 20);
         let mut got = Vec::new();
         let (w, r) = tokio::join!(
             async {
@@ -454,12 +469,10 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let _watch = PIPES_WATCHED.lock().await;
         for peer_closes_first in [false, true] {
-            let (mut client, near) = pair(true).await;
-            let (far, mut server) = pair(true).await;
-            let data: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+            let (mut client, mut server, way) = relayed(true, true).await;
+            let data = pattern(2 << 20);
             let half = data.len() / 2;
             // The first half, through the relay: the direction is splicing.
-            let way = tokio::spawn(async move { one_way(near.side(), far.side(), true).await });
             let mut got = vec![0u8; half];
             let (w, r) = tokio::join!(
                 client.io().write_all(&data[..half]),
