@@ -141,12 +141,12 @@ row("#4", "start-up, 200 MB program (bare = `sandpit run -- /bin/true`)", "—",
     "run_big_program", "run_big_program_small", "ratio_le", float("inf"))
 row("#4", "process start inside a run, every layer (bare = `--kernel-only`)", "—", "us",
     "proc_every_layer", "proc_kernel_only", "add_le", float("inf"))
-for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
-                 ("connect_copies_only", "CONNECT, user-space copies only")):
+proxy_ways = (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"))
+proxy_tp_rows = proxy_ways + (("connect_copies_only", "CONNECT, user-space copies only"),)
+for k, label in proxy_tp_rows:
     row("#5", f"100 MB through the proxy, {label}", "≥ 0.85×", "MB/s",
         f"proxy_tp_{k}", "proxy_tp_direct", "ratio_ge", 0.85)
-for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent"),
-                 ("connect_copies_only", "CONNECT, user-space copies only")):
+for k, label in proxy_tp_rows:
     c = r.get(f"proxy_tp_{k}_ceiling")
     rows.append(("#5", f"best ratio the CPU allows on this machine, {label} (direct's wall "
                  "time over the row's CPU time / cores)", "—",
@@ -160,7 +160,7 @@ row("#5", "`sandpit run -- curl` 100 MB, transparent", "≥ 0.85×", "MB/s",
     "run_transparent", "run_bare", "ratio_ge", 0.85)
 row("#5", "socat TCP relay, curl 100 MB (reference, no sandbox)", "—", "MB/s",
     "run_socat", "run_bare", "ratio_ge", 0)
-for k, label in (("connect", "CONNECT"), ("socks5", "SOCKS5"), ("transparent", "transparent")):
+for k, label in proxy_ways:
     row("#5", f"new connection + 1-byte echo, {label}", "≤ +0.3 ms", "us",
         f"proxy_lat_{k}", "proxy_lat_direct", "add_le", 300)
 errors = r.get("proxy_load_errors")
