@@ -243,6 +243,7 @@ fn a_reviewer_that_hangs_past_the_timeout_refuses_the_connection() {
 fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
     let llm = FakeLlm::start(|_| Reply::Json(200, openai("ALLOW: fine")));
     let h = TestHome::new();
+    // Unrestricted mode goes through sandpit's proxy too, so review holds there.
     h.write(
         &h.home().join(".sandpit/config.toml"),
         &format!(
@@ -251,27 +252,24 @@ fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
         ),
     );
     let marker = h.workspace().join("ran");
-    let o = h
-        .sandpit()
-        .args(["run", "--", "sh", "-c"])
-        .arg(format!("touch {}", marker.display()))
-        .output()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        h.sandpit()
+            .arg("run")
+            .args(extra)
+            .args(["--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap()
+    };
+    // Another proxy named with --proxy-socket: sandpit's reviewer would see nothing.
+    let elsewhere = h.workspace().join("other-proxy.sock");
+    let o = run(&["--proxy-socket", elsewhere.to_str().unwrap()]);
     let text = out(&o);
     assert_eq!(o.status.code(), Some(125), "{text}");
     assert!(text.contains("do not go through sandpit's proxy"), "{text}");
     assert!(!marker.exists(), "{text}");
-    // Positive control: the same run without network review starts.
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[network]\nmode = \"unrestricted\"\n",
-    );
-    let o = h
-        .sandpit()
-        .args(["run", "--", "sh", "-c"])
-        .arg(format!("touch {}", marker.display()))
-        .output()
-        .unwrap();
+    // Positive control: with sandpit's own proxy the same policy starts.
+    let o = run(&[]);
     assert!(o.status.success(), "{}", out(&o));
     assert!(marker.exists());
 }

@@ -148,7 +148,7 @@ fn without_a_reachable_proxy_connects_fail_closed() {
 }
 
 #[test]
-fn offline_mode_refuses_and_unrestricted_connects_directly() {
+fn offline_mode_refuses_and_unrestricted_still_goes_through_the_proxy() {
     let p = Pit::new("[network]\nmode = \"offline\"\n");
     let orig = untouched();
     let port = orig.local_addr().unwrap().port().to_string();
@@ -164,17 +164,38 @@ fn offline_mode_refuses_and_unrestricted_connects_directly() {
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_nothing_reached(&orig);
 
-    // Positive control: unrestricted connects straight to the destination.
-    let p = Pit::new("[network]\nmode = \"unrestricted\"\n");
-    let target = TcpListener::bind("127.0.0.1:0").unwrap();
-    let tp = target.local_addr().unwrap().port().to_string();
-    let t = std::thread::spawn(move || {
-        let (mut s, _) = target.accept().unwrap();
-        let _ = s.write_all(b"direct\n");
-    });
-    let o = probe_in(&p, &["connect", "127.0.0.1", &tp]);
-    t.join().unwrap();
-    assert!(o.stdout.contains("direct"), "{}", o.all());
+    // Unrestricted lifts host filtering in the proxy, nothing in the hooks: a TCP
+    // connect still lands on the proxy (which keeps loopback and other non-public
+    // addresses closed), never on the destination; UDP and listening stay refused.
+    let mut p = Pit::new("[network]\nmode = \"unrestricted\"\n");
+    let proxy = FakeProxy::start();
+    proxy.wire(&mut p);
+    for op in ["connect", "connect-nb"] {
+        let o = probe_in(&p, &[op, "127.0.0.1", &port]);
+        assert!(o.stdout.contains("via-proxy"), "{op}: {}", o.all());
+    }
+    assert_nothing_reached(&orig);
+    assert!(
+        proxy
+            .lines()
+            .iter()
+            .all(|l| l.contains(&format!(" 127.0.0.1:{port} "))),
+        "{:?}",
+        proxy.lines()
+    );
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let o = probe_in(
+        &p,
+        &[
+            "udp",
+            "127.0.0.1",
+            &other.local_addr().unwrap().port().to_string(),
+        ],
+    );
+    assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(other.recv(&mut [0u8; 64]).is_err(), "a datagram arrived");
 }
 
 #[test]

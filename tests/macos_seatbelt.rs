@@ -106,13 +106,30 @@ fn golden_local_binding_and_weaker_network() {
     golden("local-binding-weaker-network", &compile(&input).unwrap());
 }
 
+/// Unrestricted lifts host filtering in the proxy and nothing at this layer: the
+/// profile is the filtered one, outbound TCP to the proxy's port alone.
 #[test]
 fn golden_unrestricted_network() {
-    let input = Input {
-        network: Network::Unrestricted,
-        ..agent()
-    };
-    golden("unrestricted", &compile(&input).unwrap());
+    let mut policy = default_policy();
+    policy.network.mode.value = sandpit_policy::NetMode::Unrestricted;
+    let unrestricted = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    policy.network.mode.value = sandpit_policy::NetMode::Filtered;
+    let filtered = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    assert_eq!(unrestricted, filtered);
+    let t = &unrestricted.sbpl;
+    assert!(!t.contains("(allow network*)"), "{t}");
+    assert_eq!(
+        t.matches("(allow network-outbound (remote tcp").count(),
+        1,
+        "{t}"
+    );
+    assert!(!t.contains("(remote ip"), "{t}");
+    assert!(
+        t.contains("(allow network-outbound (remote tcp \"localhost:41000\"))"),
+        "{t}"
+    );
+    assert!(!t.contains("(allow network-bind"), "{t}");
+    golden("unrestricted", &unrestricted);
 }
 
 #[test]
@@ -348,7 +365,6 @@ fn network_shapes() {
 #[test]
 fn host_launchers_denied_last() {
     let prof = compile(&Input {
-        network: Network::Unrestricted,
         allow_local_binding: true,
         weaker_network_isolation: true,
         ..agent()

@@ -19,11 +19,14 @@ pub enum Access {
     Write,
 }
 
+/// How the hooks treat a connection: through sandpit's proxy, or not at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetMode {
+    /// Every TCP connection goes to the proxy, which decides by host. The policy's
+    /// "unrestricted" is this too: the proxy lifts host filtering there, and
+    /// nothing else changes (UDP, binding, raw sockets, loopback services).
     Filtered,
     Offline,
-    Unrestricted,
 }
 
 /// A denial: the line the sandboxed program sees on stderr (without newline).
@@ -490,8 +493,9 @@ impl Engine {
     pub fn net_mode(&self) -> NetMode {
         match self.policy.network.mode.value {
             sandpit_policy::NetMode::Offline => NetMode::Offline,
-            sandpit_policy::NetMode::Filtered => NetMode::Filtered,
-            sandpit_policy::NetMode::Unrestricted => NetMode::Unrestricted,
+            sandpit_policy::NetMode::Filtered | sandpit_policy::NetMode::Unrestricted => {
+                NetMode::Filtered
+            }
         }
     }
 

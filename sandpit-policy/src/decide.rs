@@ -1,6 +1,6 @@
 //! The one decision function every layer consults.
 use crate::host::{
-    canonical_host, canonical_ip, is_localhost, is_metadata, is_non_public, Host, HostMatch,
+    canonical_host, canonical_ip, is_localhost, is_metadata, non_public_range, Host, HostMatch,
 };
 use crate::matchers::command_line;
 use crate::origin::Origin;
@@ -206,6 +206,20 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
         );
     }
     if net.mode.value == NetMode::Unrestricted {
+        // Unrestricted lifts host filtering and nothing else: the host's loopback
+        // services, the LAN and every other non-public range stay closed.
+        if let Host::Ip(ip) = host {
+            if let Some(range) = non_public_range(*ip) {
+                return Verdict::new(
+                    Decision::Deny,
+                    Some(&net.mode.origin),
+                    format!(
+                        "blocked connection to {dest}: a {range} address; network.mode = \"unrestricted\" ({}) opens public addresses only; {NOT_RETRY}",
+                        net.mode.origin.location()
+                    ),
+                );
+            }
+        }
         return Verdict::new(
             Decision::Allow,
             Some(&net.mode.origin),
@@ -257,9 +271,9 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
             );
         }
     }
-    if !is_non_public(addr) {
+    let Some(range) = non_public_range(addr) else {
         return Verdict::new(Decision::Allow, None, format!("{dest} is a public address"));
-    }
+    };
     if let Some(o) = names_address(policy, addr, port) {
         return Verdict::new(Decision::Allow, Some(o), format!("{dest} named by {o}"));
     }
@@ -279,7 +293,7 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
     Verdict::new(
         Decision::Deny,
         None,
-        format!("blocked connection to {dest}: the name resolved to a non-public address that the policy does not name; {NOT_RETRY}"),
+        format!("blocked connection to {dest}: the name resolved to a {range} address that the policy does not name; {NOT_RETRY}. To allow it, name the address in [network] allow or the name in [network.resolve]"),
     )
 }
 

@@ -423,45 +423,89 @@ pub fn is_localhost(ip: IpAddr) -> bool {
     }
 }
 
-/// Cloud metadata endpoints and link-local ranges: denied even in unrestricted mode
-/// unless an entry names them.
+/// Cloud metadata endpoints and link-local ranges: denied in every network mode
+/// unless an entry names them. IPv4 link-local (169.254.0.0/16: AWS, Azure, GCP,
+/// Oracle and DigitalOcean at 169.254.169.254, Tencent at 169.254.0.23), Alibaba's
+/// 100.100.100.200, IPv6 link-local (fe80::/10), AWS's fd00:ec2::254 and GCP's
+/// fd20:ce::254; every spelling folds to these first (`canonical_ip`).
 pub fn is_metadata(ip: IpAddr) -> bool {
     match canonical_ip(ip) {
         IpAddr::V4(v4) => v4.is_link_local() || v4 == Ipv4Addr::new(100, 100, 100, 200),
         IpAddr::V6(v6) => {
             (v6.segments()[0] & 0xffc0) == 0xfe80
                 || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+                || v6 == Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254)
         }
     }
 }
 
-/// Addresses that are not on the public internet: loopback, private, shared (CGNAT),
-/// link-local, unique-local, unspecified, multicast, broadcast and documentation.
-pub fn is_non_public(ip: IpAddr) -> bool {
+/// The non-public range `ip` falls in, if any: loopback, cloud metadata,
+/// link-local, private, shared (CGNAT), unspecified, multicast, broadcast,
+/// reserved, special-purpose, documentation, unique-local and the IPv6 ranges that
+/// carry IPv4 (6to4, Teredo). The one classification every layer uses: the policy's
+/// decisions, the proxy's dial check and the resolver's answers.
+pub fn non_public_range(ip: IpAddr) -> Option<&'static str> {
+    if is_metadata(ip) {
+        return Some(match canonical_ip(ip) {
+            IpAddr::V4(v4) if v4.is_link_local() => "link-local",
+            IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80 => "link-local",
+            _ => "cloud metadata",
+        });
+    }
     match canonical_ip(ip) {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || (o[0] == 100 && (o[1] & 0xc0) == 64)
-                || o[0] == 0
-                || o[0] >= 240
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            if a.is_loopback() {
+                Some("loopback")
+            } else if a.is_private() {
+                Some("private")
+            } else if o[0] == 0 {
+                Some("unspecified")
+            } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+                Some("shared (CGNAT)")
+            } else if a.is_multicast() || o[0] >= 240 {
+                Some("multicast/reserved")
+            } else if (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+            {
+                Some("special-purpose")
+            } else if a.is_documentation() {
+                Some("documentation")
+            } else {
+                None
+            }
         }
-        IpAddr::V6(v6) => {
-            let s0 = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s0 & 0xfe00) == 0xfc00
-                || (s0 & 0xffc0) == 0xfe80
-                || (s0 == 0x2001 && v6.segments()[1] == 0xdb8)
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            if a.is_loopback() {
+                Some("loopback")
+            } else if s[0] == 0 {
+                // ::/16: the unspecified address, and the IPv4-compatible spellings
+                // `canonical_ip` left as they are.
+                Some("unspecified/reserved")
+            } else if (s[0] & 0xffc0) == 0xfec0 {
+                Some("site-local")
+            } else if (s[0] & 0xfe00) == 0xfc00 {
+                Some("private (ULA)")
+            } else if (s[0] & 0xff00) == 0xff00 {
+                Some("multicast")
+            } else if s[0] == 0x2002
+                || (s[0] == 0x2001 && s[1] == 0)
+                || (s[0] == 0x64 && s[1] == 0xff9b)
+            {
+                Some("IPv4-translation")
+            } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+                Some("documentation")
+            } else {
+                None
+            }
         }
     }
+}
+
+/// Whether `ip` is not on the public internet ([`non_public_range`]).
+pub fn is_non_public(ip: IpAddr) -> bool {
+    non_public_range(ip).is_some()
 }
 
 #[cfg(test)]
@@ -618,24 +662,137 @@ mod tests {
         assert!(!HostPattern::parse("0.0.0.0/0").unwrap().is_covered_by(&net));
     }
 
+    /// Every range at both of its edges and just outside them, by the name the
+    /// classification gives it (`None`: public). A branch that is dropped, widened
+    /// or narrowed changes one of these rows.
     #[test]
-    fn address_classes() {
-        assert!(is_metadata("169.254.169.254".parse().unwrap()));
-        assert!(is_metadata("::ffff:169.254.169.254".parse().unwrap()));
-        assert!(is_metadata("fd00:ec2::254".parse().unwrap()));
-        assert!(!is_metadata("1.1.1.1".parse().unwrap()));
-        for a in [
-            "127.0.0.2",
-            "10.0.0.1",
-            "192.168.1.1",
-            "172.16.0.1",
-            "100.64.0.1",
-            "::1",
-            "fc00::1",
-            "0.0.0.0",
-        ] {
-            assert!(is_non_public(a.parse().unwrap()), "{a}");
+    fn address_classes_at_their_edges() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("0.0.0.0", Some("unspecified")),
+            ("0.255.255.255", Some("unspecified")),
+            ("1.0.0.0", None),
+            ("9.255.255.255", None),
+            ("10.0.0.0", Some("private")),
+            ("10.255.255.255", Some("private")),
+            ("11.0.0.0", None),
+            ("100.63.255.255", None),
+            ("100.64.0.0", Some("shared (CGNAT)")),
+            ("100.100.100.200", Some("cloud metadata")),
+            ("100.100.100.201", Some("shared (CGNAT)")),
+            ("100.127.255.255", Some("shared (CGNAT)")),
+            ("100.128.0.0", None),
+            ("126.255.255.255", None),
+            ("127.0.0.0", Some("loopback")),
+            ("127.255.255.255", Some("loopback")),
+            ("128.0.0.0", None),
+            ("169.253.255.255", None),
+            ("169.254.0.0", Some("link-local")),
+            ("169.254.169.254", Some("link-local")),
+            ("169.255.0.0", None),
+            ("172.15.255.255", None),
+            ("172.16.0.0", Some("private")),
+            ("172.31.255.255", Some("private")),
+            ("172.32.0.0", None),
+            ("191.255.255.255", None),
+            ("192.0.0.0", Some("special-purpose")),
+            ("192.0.0.255", Some("special-purpose")),
+            ("192.0.1.0", None),
+            ("192.0.2.0", Some("documentation")),
+            ("192.0.2.255", Some("documentation")),
+            ("192.0.3.0", None),
+            ("192.167.255.255", None),
+            ("192.168.0.0", Some("private")),
+            ("192.168.255.255", Some("private")),
+            ("192.169.0.0", None),
+            ("198.17.255.255", None),
+            ("198.18.0.0", Some("special-purpose")),
+            ("198.19.255.255", Some("special-purpose")),
+            ("198.20.0.0", None),
+            ("198.51.100.7", Some("documentation")),
+            ("203.0.113.7", Some("documentation")),
+            ("203.0.114.0", None),
+            ("223.255.255.255", None),
+            ("224.0.0.0", Some("multicast/reserved")),
+            ("239.255.255.255", Some("multicast/reserved")),
+            ("240.0.0.0", Some("multicast/reserved")),
+            ("255.255.255.255", Some("multicast/reserved")),
+            ("::", Some("unspecified/reserved")),
+            ("::1", Some("loopback")),
+            ("::2", Some("unspecified")),
+            ("0:ffff::", Some("unspecified/reserved")),
+            ("1::", None),
+            ("::ffff:127.0.0.1", Some("loopback")),
+            ("::ffff:10.0.0.1", Some("private")),
+            ("::ffff:169.254.169.254", Some("link-local")),
+            ("::ffff:93.184.216.34", None),
+            ("64:ff9b::a9fe:a9fe", Some("link-local")),
+            ("64:ff9b::5db8:d822", None),
+            ("64:ff9b:1::1", Some("IPv4-translation")),
+            ("64:ff9a::1", None),
+            ("2001::1", Some("IPv4-translation")),
+            ("2001:0:ffff::", Some("IPv4-translation")),
+            ("2001:1::", None),
+            ("2001:db7:ffff::", None),
+            ("2001:db8::", Some("documentation")),
+            ("2001:db8:ffff::", Some("documentation")),
+            ("2001:db9::", None),
+            ("2002::", Some("IPv4-translation")),
+            ("2002:ffff::", Some("IPv4-translation")),
+            ("2003::", None),
+            ("2606:4700::1111", None),
+            ("fbff:ffff::", None),
+            ("fc00::", Some("private (ULA)")),
+            ("fd00:ec2::254", Some("cloud metadata")),
+            ("fd00:ec2::253", Some("private (ULA)")),
+            ("fd20:ce::254", Some("cloud metadata")),
+            ("fd20:ce::255", Some("private (ULA)")),
+            ("fdff:ffff::", Some("private (ULA)")),
+            ("fe00::", None),
+            ("fe7f:ffff::", None),
+            ("fe80::", Some("link-local")),
+            ("febf:ffff::", Some("link-local")),
+            ("fec0::", Some("site-local")),
+            ("feff:ffff::", Some("site-local")),
+            ("ff00::", Some("multicast")),
+            ("ffff:ffff::", Some("multicast")),
+        ];
+        let mut wrong = vec![];
+        for (a, want) in table {
+            let ip: IpAddr = a.parse().unwrap();
+            let got = non_public_range(ip);
+            if got != *want || is_non_public(ip) != want.is_some() {
+                wrong.push(format!("{a}: {got:?}, want {want:?}"));
+            }
         }
-        assert!(!is_non_public("93.184.216.34".parse().unwrap()));
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        let metadata = [
+            "169.254.0.0",
+            "169.254.169.254",
+            "169.254.255.255",
+            "::ffff:169.254.169.254",
+            "100.100.100.200",
+            "fe80::",
+            "febf:ffff::",
+            "fd00:ec2::254",
+            "fd20:ce::254",
+        ];
+        for a in metadata {
+            assert!(is_metadata(a.parse().unwrap()), "{a}");
+        }
+        for a in [
+            "169.253.255.255",
+            "169.255.0.0",
+            "100.100.100.201",
+            "100.100.100.199",
+            "fe7f:ffff::",
+            "fec0::",
+            "fd00:ec2::253",
+            "fd00:ec2:1::254",
+            "fd20:ce::253",
+            "fd20:cf::254",
+            "1.1.1.1",
+        ] {
+            assert!(!is_metadata(a.parse().unwrap()), "{a}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! Shared helpers for the end-to-end tests: the built binary, an unprivileged user to
 //! run sandboxed workloads as (root bypasses file permissions), and a fresh HOME.
 #![allow(dead_code)]
+pub mod lab;
 pub mod sink;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;

@@ -293,8 +293,12 @@ case "$out" in *blocked*|*denied*|*refused*|*403*) ok "run: blocked domain refus
 run -- "$PROBE" exec /usr/bin/curl -sS --noproxy '*' --max-time 5 "http://127.0.0.1:$OTHER_PORT/" >/dev/null 2>&1
 sleep 0.5
 [ ! -s "$work/other.hits" ] && ok "run: a direct connection to another port got nothing" || bad "run: a connection reached the blocked listener"
-out=$(run --network unrestricted -- /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" 2>&1)
-[ "$out" = ok ] && ok "run: control connection with network unrestricted" || bad "run: control connection failed: $out"
+out=$(run --allow-host "127.0.0.1:$OTHER_PORT" -- /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" 2>&1)
+[ "$out" = ok ] && ok "run: control connection to an allowed loopback service" || bad "run: control connection failed: $out"
+: >"$work/other.hits"
+run --network unrestricted -- /usr/bin/curl -sS --max-time 5 "http://127.0.0.1:$OTHER_PORT/" >/dev/null 2>&1
+sleep 0.5
+[ ! -s "$work/other.hits" ] && ok "run: unrestricted keeps the host's loopback services closed" || bad "run: unrestricted reached a loopback service"
 
 # A SIP binary falls back to Seatbelt alone: the start-up line says so and the
 # read is still denied.

@@ -17,10 +17,6 @@ hook! {
             // SAFETY: the caller's arguments, forwarded.
             return Ok(unsafe { real(fd, addr, len) });
         };
-        if st.decider.net_mode() == crate::decide::NetMode::Unrestricted {
-            // SAFETY: the caller's arguments, forwarded.
-            return Ok(unsafe { real(fd, addr, len) });
-        }
         let (allowed, origin) = st.decider.local_binding();
         if !allowed && dest.port() == 0 {
             // An ephemeral port: a client binding before it connects, or a runtime
@@ -67,7 +63,7 @@ hook! {
         let st = crate::state::get()?;
         let stream = super::sockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Ok(libc::SOCK_STREAM);
         let local = local_addr(fd).filter(|_| stream);
-        let Some(a) = local.filter(|_| st.decider.net_mode() != crate::decide::NetMode::Unrestricted) else {
+        let Some(a) = local else {
             // SAFETY: the caller's arguments, forwarded.
             return Ok(unsafe { real(fd, backlog) });
         };

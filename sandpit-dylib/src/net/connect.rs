@@ -10,15 +10,15 @@ fn refuse(what: &str, dest: SocketAddr, why: &str, errno: c_int) -> Result<(), c
     Err(errno)
 }
 
-/// UDP may only go to sandpit's DNS responder (any destination when unrestricted).
+/// UDP may only go to sandpit's DNS responder, in every network mode.
 fn udp_allowed(st: &State, dest: SocketAddr) -> Result<(), c_int> {
-    if st.decider.net_mode() == NetMode::Unrestricted || st.dns.is_some_and(|d| same(d, dest)) {
+    if st.dns.is_some_and(|d| same(d, dest)) {
         return Ok(());
     }
     refuse(
         "UDP",
         dest,
-        "only sandpit's DNS responder is reachable over UDP; network.mode = \"unrestricted\" allows it",
+        "only sandpit's DNS responder is reachable over UDP",
         libc::EPERM,
     )
 }
@@ -48,8 +48,6 @@ hook! {
                     return Ok(unsafe { real(fd, addr, len) });
                 }
                 match st.decider.net_mode() {
-                    // SAFETY: the caller's arguments, forwarded.
-                    NetMode::Unrestricted => Ok(unsafe { real(fd, addr, len) }),
                     NetMode::Offline => {
                         // The policy words the reason (it names the mode's origin).
                         let ip = super::canonical_ip(dest.ip()).to_string();
@@ -109,7 +107,7 @@ unsafe fn judge_send(
     len: socklen_t,
 ) -> Result<(), c_int> {
     let fastopen = crate::sys::MSG_FASTOPEN;
-    if fastopen != 0 && flags & fastopen != 0 && st.decider.net_mode() != NetMode::Unrestricted {
+    if fastopen != 0 && flags & fastopen != 0 {
         // SAFETY: per the contract.
         let dest = unsafe { decode(addr, len) }.unwrap_or(SocketAddr::from(([0u8; 4], 0)));
         return refuse(
@@ -206,7 +204,7 @@ hook! {
         if let Some(dest) = unsafe { decode(ep.sae_dstaddr, ep.sae_dstaddrlen) } {
             let ours = st.proxy.is_some_and(|p| same(p, dest)) || st.dns.is_some_and(|d| same(d, dest));
             match sock_type(fd)? {
-                _ if ours || st.decider.net_mode() == NetMode::Unrestricted => {}
+                _ if ours => {}
                 libc::SOCK_DGRAM => udp_allowed(st, dest)?,
                 _ => refuse(
                     "connectx",

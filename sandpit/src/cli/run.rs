@@ -210,10 +210,11 @@ pub mod linux {
         let values =
             |v: &[sandpit_policy::Rule<PathBuf>]| v.iter().map(|r| r.value.clone()).collect();
         let ctx = &policy.context;
+        // Unrestricted goes through the proxy as filtered does: the proxy lifts host
+        // filtering, and the kernel layer keeps everything else (docs/run.md).
         let network = match policy.network.mode.value {
-            NetMode::Unrestricted => Network::Host,
             NetMode::Offline => Network::Offline,
-            NetMode::Filtered => match proxy {
+            NetMode::Filtered | NetMode::Unrestricted => match proxy {
                 Some((socket, port, dns_socket)) => Network::Proxy {
                     socket,
                     port,
@@ -720,7 +721,6 @@ pub mod linux {
                 )
             }
             NetPlan::Offline => "network: none".to_string(),
-            NetPlan::Host => "network: host (unrestricted)".to_string(),
         };
         let mut net = net;
         if !plan.loopback.is_empty() {

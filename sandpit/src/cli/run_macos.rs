@@ -66,9 +66,10 @@ fn run_with_scratch(
     let proxy = launch.loopback_proxy();
     let mut input = seatbelt::Input::from_policy(policy, proxy.map_or(0, |a| a.port()));
     input.network = match (policy.network.mode.value, proxy) {
-        (NetMode::Filtered, Some(a)) => seatbelt::Network::Proxy { port: a.port() },
-        // The same as Linux's host network: no proxy, no restriction.
-        (NetMode::Unrestricted, _) => seatbelt::Network::Unrestricted,
+        // Unrestricted lifts host filtering in the proxy, nothing at this layer.
+        (NetMode::Filtered | NetMode::Unrestricted, Some(a)) => {
+            seatbelt::Network::Proxy { port: a.port() }
+        }
         _ => seatbelt::Network::Offline,
     };
     if !input.allow_write.contains(&policy.context.scratch) {

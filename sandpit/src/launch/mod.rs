@@ -211,7 +211,9 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
-    let ours = !o.external_proxy && policy.network.mode.value == NetMode::Filtered;
+    // Filtered and unrestricted alike: every connection goes through the proxy,
+    // which lifts host filtering for the latter and nothing else.
+    let ours = !o.external_proxy && policy.network.mode.value != NetMode::Offline;
     let sockets = if ours && !o.loopback_proxy {
         Some(bind_sockets(o.scratch)?)
     } else {
@@ -237,7 +239,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     {
         return Err(LaunchError::Adversary(
             "adversary.review includes \"network\", but connections do not go through \
-             sandpit's proxy (network.mode = \"unrestricted\", or --proxy-socket)"
+             sandpit's proxy (--proxy-socket names another)"
                 .into(),
         ));
     }
@@ -342,7 +344,7 @@ fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
 
 impl Prepared {
     /// The proxy and DNS sockets for the kernel plan's bridge (`None`: no proxy of
-    /// ours — the network is offline, unrestricted, or `--proxy-socket` was given).
+    /// ours — the network is offline, or `--proxy-socket` was given).
     pub fn network(&self) -> Option<(PathBuf, PathBuf)> {
         self.sockets
             .as_ref()
@@ -444,6 +446,21 @@ impl Prepared {
         Ok(env)
     }
 
+    /// What the proxy lets through, for the start-up line: `filtered, 3 allowed
+    /// hosts`, or `unrestricted: public addresses only`.
+    fn proxy_rules(&self) -> String {
+        match self.policy.network.mode.value {
+            NetMode::Unrestricted => "unrestricted: public addresses only".into(),
+            _ => {
+                let n = self.policy.network.allow.len();
+                format!(
+                    "filtered, {n} allowed host{}",
+                    if n == 1 { "" } else { "s" }
+                )
+            }
+        }
+    }
+
     /// The layers part of the start-up line after the kernel layer, for a run whose
     /// network is not bridged (macOS): e.g. `interposer, proxy (filtered, 3 allowed
     /// hosts on 127.0.0.1:PORT), shims (17 tools)`.
@@ -453,16 +470,9 @@ impl Prepared {
             Interposer::Off(why) => format!("interposer OFF ({why})"),
         }];
         parts.push(match (self.policy.network.mode.value, &self.loopback) {
-            (NetMode::Filtered, Some((addr, _))) => {
-                let n = self.policy.network.allow.len();
-                format!(
-                    "proxy (filtered, {n} allowed host{} on {addr})",
-                    if n == 1 { "" } else { "s" }
-                )
-            }
-            (NetMode::Filtered, None) => "proxy (external)".into(),
             (NetMode::Offline, _) => "network off".into(),
-            (NetMode::Unrestricted, _) => "network unrestricted".into(),
+            (_, Some((addr, _))) => format!("proxy ({} on {addr})", self.proxy_rules()),
+            (_, None) => "proxy (external)".into(),
         });
         if let Some(sh) = &self.shims {
             parts.push(format!("shims ({} tools)", sh.tools.len()));
@@ -511,11 +521,7 @@ impl Prepared {
         match &plan.net {
             NetPlan::Bridge { dns_relay_to, .. } => {
                 parts.push(if self.sockets.is_some() {
-                    let n = self.policy.network.allow.len();
-                    format!(
-                        "proxy (filtered, {n} allowed host{})",
-                        if n == 1 { "" } else { "s" }
-                    )
+                    format!("proxy ({})", self.proxy_rules())
                 } else {
                     "proxy (external socket)".into()
                 });
@@ -524,7 +530,6 @@ impl Prepared {
                 }
             }
             NetPlan::Offline => parts.push("network off".into()),
-            NetPlan::Host => parts.push("network unrestricted".into()),
         }
         if let Some(sh) = &self.shims {
             parts.push(format!("shims ({} tools)", sh.tools.len()));

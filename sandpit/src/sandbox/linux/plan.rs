@@ -111,8 +111,6 @@ pub enum Network {
     },
     /// Nothing at all (an empty network namespace; in fallback, no TCP connect).
     Offline,
-    /// The host network (policy `unrestricted`).
-    Host,
 }
 
 /// Everything `plan` needs; all paths absolute and canonical.
@@ -341,7 +339,6 @@ pub enum NetPlan {
         dns_relay_to: Option<PathBuf>,
     },
     Offline,
-    Host,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -711,10 +708,9 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             dns_relay_to: if ns { dns_socket.clone() } else { None },
         },
         Network::Offline => NetPlan::Offline,
-        Network::Host => NetPlan::Host,
     };
     let tcp_connect = match (&input.mode, &net) {
-        (Mode::Namespaces, _) | (_, NetPlan::Host) => None,
+        (Mode::Namespaces, _) => None,
         (Mode::LandlockOnly, NetPlan::Bridge { port, .. }) => {
             // No namespace to put relays in: the host's loopback services are
             // reached directly, by port.
@@ -726,7 +722,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         }
         (Mode::LandlockOnly, NetPlan::Offline) => Some(vec![]),
     };
-    if !ns && net != NetPlan::Host {
+    if !ns {
         weaker.push("network confined by Landlock TCP rules and seccomp, not a namespace".into());
         if matches!(net, NetPlan::Bridge { .. }) && !input.loopback.is_empty() {
             weaker.push(
@@ -782,7 +778,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         env.push(("no_proxy".into(), String::new()));
     }
 
-    let mirror = ns && input.allow_local_binding && net != NetPlan::Host;
+    let mirror = ns && input.allow_local_binding;
     let mut mounts = binds;
     mounts.extend(masks);
     mounts.extend(tail);
@@ -793,7 +789,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         landlock: LandlockPlan {
             writable: ll_writable,
             devices: vec![PathBuf::from("/dev")],
-            deny_tcp_bind: !input.allow_local_binding && net != NetPlan::Host,
+            deny_tcp_bind: !input.allow_local_binding,
             bind_ephemeral: ns,
             file_open_rights: !ns,
             tcp_connect,

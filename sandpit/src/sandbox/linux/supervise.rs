@@ -450,7 +450,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     } else {
         vec![]
     };
-    let net = ns && plan.net != NetPlan::Host;
+    let net = ns;
     let mut pipes = if guarded.is_empty() {
         None
     } else {

@@ -36,12 +36,10 @@ pub const BASE: &str = include_str!("../../../../profiles/seatbelt-base.sbpl");
 pub enum Network {
     /// No network at all, not even the proxy.
     Offline,
-    /// Outbound TCP only to sandpit's proxy on localhost at this port.
+    /// Outbound TCP only to sandpit's proxy on localhost at this port: the
+    /// network modes "filtered" and "unrestricted" alike (the proxy lifts host
+    /// filtering for the latter and keeps every non-public address closed).
     Proxy { port: u16 },
-    /// No network restriction at the kernel layer. [`Input::from_policy`] never
-    /// produces it (the policy's "unrestricted" still goes through the proxy, which
-    /// keeps metadata addresses denied); it exists for callers that run without a proxy.
-    Unrestricted,
 }
 
 /// The compiler's input: the parts of the policy Seatbelt can express. All paths are
@@ -384,11 +382,6 @@ pub fn compile(input: &Input) -> Result<Profile> {
             e.line(&format!(
                 "(allow network-outbound (remote tcp \"localhost:{port}\"))"
             ));
-        }
-        Network::Unrestricted => {
-            e.line("; unrestricted: the policy asked for no network restriction");
-            e.line("(allow system-socket (socket-domain AF_INET) (socket-domain AF_INET6))");
-            e.line("(allow network*)");
         }
     }
     if input.allow_local_binding {

@@ -1,0 +1,248 @@
+//! Each network mode's exact limits, judged on real processes and held against
+//! `sandpit explain`: for every destination class, what explain says is what a run
+//! does, for a dynamic program (the interposer sends its connect() to the proxy)
+//! and a static one (it uses the proxy variables, as proxy-aware clients do). The
+//! destinations are stand-ins in a network namespace of the test's own
+//! (`common::lab`): nothing leaves the machine.
+//!
+//! `unrestricted` lifts host filtering and nothing else: a public address is
+//! reached; the host's loopback services, the LAN, link-local and metadata
+//! addresses (in every spelling), listening, UDP and proxy-unaware static clients
+//! stay refused, as in `filtered`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+mod kernel_support;
+
+use common::lab::Lab;
+use common::{sandpit_bin, TestHome};
+use kernel_support::build_probe;
+
+/// One destination class: where the stand-in listens, how a client names it, and
+/// whether unrestricted mode opens it.
+struct Dest {
+    class: &'static str,
+    listen: &'static str,
+    /// The address the probe dials (another spelling of `listen` for some).
+    dial: (&'static str, &'static str),
+    public: bool,
+}
+
+const DESTS: &[Dest] = &[
+    Dest {
+        class: "public IPv4",
+        listen: "1.2.3.4:8080",
+        dial: ("1.2.3.4", "8080"),
+        public: true,
+    },
+    Dest {
+        class: "public IPv6",
+        listen: "[2606:4700:4700::1111]:8080",
+        dial: ("2606:4700:4700::1111", "8080"),
+        public: true,
+    },
+    Dest {
+        class: "cloud metadata",
+        listen: "169.254.169.254:80",
+        dial: ("169.254.169.254", "80"),
+        public: false,
+    },
+    Dest {
+        class: "metadata, IPv4-mapped",
+        listen: "169.254.169.254:81",
+        dial: ("::ffff:169.254.169.254", "81"),
+        public: false,
+    },
+    Dest {
+        class: "AWS IPv6 metadata",
+        listen: "[fd00:ec2::254]:80",
+        dial: ("fd00:ec2::254", "80"),
+        public: false,
+    },
+    Dest {
+        class: "LAN",
+        listen: "10.9.8.7:8080",
+        dial: ("10.9.8.7", "8080"),
+        public: false,
+    },
+    Dest {
+        class: "host loopback service",
+        listen: "127.0.0.1:5432",
+        dial: ("127.0.0.1", "5432"),
+        public: false,
+    },
+];
+
+/// (label, user config, whether each destination is allowed, by class publicness
+/// in unrestricted mode or by the allow list in filtered mode)
+const MODES: &[(&str, &str)] = &[
+    ("filtered", ""),
+    (
+        "filtered, 1.2.3.4:8080 allowed",
+        "[network]\nallow = [\"1.2.3.4:8080\"]\n",
+    ),
+    ("offline", "[network]\nmode = \"offline\"\n"),
+    ("unrestricted", "[network]\nmode = \"unrestricted\"\n"),
+];
+
+fn expected(mode: &str, d: &Dest) -> bool {
+    match mode {
+        "unrestricted" => d.public,
+        "filtered, 1.2.3.4:8080 allowed" => d.listen == "1.2.3.4:8080",
+        _ => false,
+    }
+}
+
+fn authority(host: &str, port: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[test]
+fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
+    let lab = Lab::new(&[
+        "1.2.3.4",
+        "2606:4700:4700::1111",
+        "169.254.169.254",
+        "fd00:ec2::254",
+        "10.9.8.7",
+    ]);
+    let h = TestHome::new();
+    // Built under one name; the static build is moved aside first.
+    let static_probe = h.workspace().join("net_probe_static");
+    std::fs::rename(build_probe(&h, "net_probe", true), &static_probe).unwrap();
+    let dynamic = build_probe(&h, "net_probe", false);
+    let servers: Vec<_> = DESTS.iter().map(|d| lab.serve(d.listen)).collect();
+    let udp = lab.udp("1.2.3.4:5353");
+
+    // The script every run executes: each probe's line tagged with its case.
+    let mut script = String::new();
+    for (i, d) in DESTS.iter().enumerate() {
+        let (host, port) = d.dial;
+        script.push_str(&format!(
+            "echo \"dyn {i} $({} connect {host} {port})\"\n\
+             echo \"static-proxy {i} $({} proxy {host} {port})\"\n\
+             echo \"static-raw {i} $({} connect {host} {port})\"\n",
+            dynamic.display(),
+            static_probe.display(),
+            static_probe.display()
+        ));
+    }
+    for (tag, p) in [("dyn", &dynamic), ("static", &static_probe)] {
+        script.push_str(&format!(
+            "echo \"{tag}-listen $({p} listen 0.0.0.0 7001)\"\n\
+             echo \"{tag}-udp $({p} udp 1.2.3.4 5353)\"\n",
+            p = p.display()
+        ));
+    }
+    let line = |out: &str, tag: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{tag} ")))
+            .unwrap_or_else(|| panic!("no line {tag:?} in:\n{out}"))
+            .to_string()
+    };
+
+    // Control: without sandpit, in the lab, every probe reaches its stand-in.
+    let bare = lab
+        .command(&h, "sh")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let bare_out = String::from_utf8_lossy(&bare.stdout).into_owned();
+    for (i, d) in DESTS.iter().enumerate() {
+        for tag in ["dyn", "static-raw"] {
+            let l = line(&bare_out, &format!("{tag} {i}"));
+            assert!(l.starts_with("OK LAB"), "bare {tag} {}: {l}", d.class);
+        }
+    }
+    for tag in ["dyn-listen", "static-listen", "dyn-udp", "static-udp"] {
+        assert!(
+            line(&bare_out, tag).starts_with("OK"),
+            "bare {tag}: {bare_out}"
+        );
+    }
+    assert!(
+        udp.recv(&mut [0u8; 8]).is_ok(),
+        "the bare datagram must arrive"
+    );
+    while udp.recv(&mut [0u8; 8]).is_ok() {}
+    let before: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
+
+    let mut wrong = vec![];
+    for (mode, config) in MODES {
+        h.write(&h.home().join(".sandpit/config.toml"), config);
+        let hits: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
+        let run = lab
+            .command(&h, sandpit_bin())
+            .args(["run", "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&run.stdout).into_owned();
+        let err = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert_eq!(run.status.code(), Some(0), "{mode}: {out}\n{err}");
+        for (i, d) in DESTS.iter().enumerate() {
+            let (host, port) = d.dial;
+            let explain = h
+                .sandpit()
+                .args(["explain", "connect", &authority(host, port)])
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&explain.stdout).into_owned();
+            let allow = said.starts_with("ALLOW");
+            assert!(
+                allow || said.starts_with("DENY"),
+                "{mode} {}: {said}",
+                d.class
+            );
+            if allow != expected(mode, d) {
+                wrong.push(format!(
+                    "{mode}, {}: explain says {}",
+                    d.class,
+                    said.lines().next().unwrap_or("")
+                ));
+            }
+            for tag in ["dyn", "static-proxy"] {
+                let l = line(&out, &format!("{tag} {i}"));
+                if l.starts_with("OK LAB") != allow {
+                    wrong.push(format!(
+                        "{mode}, {} ({tag}): explain {} but the run: {l}",
+                        d.class,
+                        if allow { "ALLOW" } else { "DENY" }
+                    ));
+                }
+            }
+            // A static program that ignores the proxy variables has no way out in
+            // any mode: the network namespace holds nothing else.
+            let l = line(&out, &format!("static-raw {i}"));
+            if !l.starts_with("FAIL") {
+                wrong.push(format!("{mode}, {} (static-raw): {l}", d.class));
+            }
+            let reached = servers[i].hits() > hits[i];
+            if reached != allow {
+                wrong.push(format!(
+                    "{mode}, {}: the stand-in was {}reached",
+                    d.class,
+                    if reached { "" } else { "not " }
+                ));
+            }
+        }
+        for tag in ["dyn-listen", "static-listen", "dyn-udp", "static-udp"] {
+            let l = line(&out, tag);
+            if !l.starts_with("FAIL") {
+                wrong.push(format!("{mode}: {tag}: {l}"));
+            }
+        }
+        if udp.recv(&mut [0u8; 8]).is_ok() {
+            wrong.push(format!("{mode}: a datagram reached the lab"));
+        }
+        if *mode == "unrestricted" && !err.contains("proxy (unrestricted: public addresses only)") {
+            wrong.push(format!("{mode}: the layers line does not say so: {err}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Something was reached in the sandboxed runs (not only in the control).
+    assert!(servers.iter().zip(&before).any(|(s, b)| s.hits() > *b));
+}
