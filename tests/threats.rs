@@ -142,11 +142,11 @@ fn reading_secrets() {
             Kernel,
             "/lib64/ld-linux-x86-64.so.2 /bin/cat $HOME/.ssh/id_rsa",
         ),
-        // The interposer strips withheld variables from every child; without it the
-        // first command's children inherit them (the command itself keeps them).
+        // A withheld variable the agent does not keep never enters the sandbox: the
+        // launcher removes it before the command starts.
         case(
             "withheld env var",
-            Layers,
+            Kernel,
             "echo \"$GITHUB_TOKEN\"; env | grep TOKEN",
         ),
         case(
@@ -154,12 +154,12 @@ fn reading_secrets() {
             Kernel,
             "tr '\\0' '\\n' < /proc/$VICTIM/environ",
         ),
-        // The first command keeps withheld variables (an agent needs its API key); the
-        // interposer makes it non-dumpable, so its children cannot read them from
-        // /proc/<its pid>/environ (a static first command has no such guard).
+        // No process has a withheld variable the agent does not keep, so no
+        // ancestor's /proc/<pid>/environ holds one. (The agent's own, env.agent, is
+        // guarded by the interposer making it non-dumpable: tests/env.rs.)
         case(
             "ancestors' environ",
-            Layers,
+            Kernel,
             "p=$$; while [ \"$p\" -gt 1 ] 2>/dev/null; do tr '\\0' '\\n' < /proc/$p/environ; p=$(cut -d' ' -f4 /proc/$p/stat); done",
         ),
         // A credential directory absent at start (~/.azure) that the host creates:

@@ -281,6 +281,8 @@ pub struct Engine {
     /// `env.withhold`, compiled: every variable of every environment passed on is
     /// matched against it.
     withhold: Vec<Glob>,
+    /// `env.agent`, compiled: the withheld variables the agent keeps.
+    agent: Vec<Glob>,
     home: Vec<u8>,
     state_dir: Vec<u8>,
     /// Learn mode (the snapshot's `learn`, set by `sandpit run --learn`; never from
@@ -349,6 +351,12 @@ impl Engine {
             withhold: policy
                 .env
                 .withhold
+                .iter()
+                .map(|g| Glob::new(&g.value))
+                .collect(),
+            agent: policy
+                .env
+                .agent
                 .iter()
                 .map(|g| Glob::new(&g.value))
                 .collect(),
@@ -488,6 +496,25 @@ impl Engine {
         // copy, when it is UTF-8).
         let name = String::from_utf8_lossy(name);
         self.withhold.iter().any(|g| g.matches(name.as_bytes()))
+    }
+
+    /// True when `env.agent` keeps the (withheld) variable `name` for the agent.
+    pub fn agent_keeps(&self, name: &[u8]) -> bool {
+        let name = String::from_utf8_lossy(name);
+        self.agent.iter().any(|g| g.matches(name.as_bytes()))
+    }
+
+    /// Whether `program` (absolute, resolved) is one of `env.agent_programs` and the
+    /// sandbox cannot write it (`decide`'s `EnvTo::Spawned`, allocation-free: one
+    /// the rules might let the sandbox write is never the agent).
+    pub fn agent_program(&self, program: &[u8]) -> bool {
+        if self.agent.is_empty() || self.policy.env.agent_program(program).is_none() {
+            return false;
+        }
+        let found = self.paths.deepest(program);
+        let writable =
+            Self::read_ok(&found) && found[BLOCK_WRITE].is_none() && found[ALLOW_WRITE].is_some();
+        !writable
     }
 
     pub fn net_mode(&self) -> NetMode {

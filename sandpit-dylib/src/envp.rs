@@ -162,10 +162,14 @@ impl Envp {
     ///
     /// # Safety
     /// `envp` is NULL or a NULL-terminated array of NUL-terminated strings.
+    ///
+    /// `agent`: the program that runs is the agent (an exec in place by a process
+    /// that is, or one of `env.agent_programs`): the variables of `env.agent` pass.
     pub unsafe fn compose(
         &mut self,
         st: &State,
         envp: *const *const c_char,
+        agent: bool,
     ) -> Result<*const *const c_char, libc::c_int> {
         if st.lib.is_empty() {
             return Err(libc::EPERM);
@@ -176,7 +180,9 @@ impl Envp {
             // The caller's string itself (a slice from its first byte).
             let e: *const c_char = bytes.as_ptr().cast();
             let name = name_of(bytes);
-            if name.starts_with(b"SANDPIT_") || st.decider.withhold(name) {
+            if name.starts_with(b"SANDPIT_")
+                || (st.decider.withhold(name) && !(agent && st.decider.agent_keeps(name)))
+            {
                 continue;
             }
             if name == crate::sys::PRELOAD_NAME {

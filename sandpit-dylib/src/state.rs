@@ -36,6 +36,9 @@ pub struct State {
     pub dns: Option<SocketAddr>,
     /// Where denials are sent (unix datagram socket).
     pub audit: Option<CString>,
+    /// The process this library was loaded into (at its exec): an exec from the
+    /// same process is one in place, from any other a child's (after fork/vfork).
+    pub pid: libc::pid_t,
 }
 
 #[allow(clippy::large_enum_variant)] // one instance, leaked for the process lifetime
@@ -328,6 +331,8 @@ fn load() -> Result<State, LoadError> {
         proxy_token: var(TOKEN_VAR).map(|v| v.as_bytes().to_vec()),
         dns: addr(DNS_VAR)?,
         audit: cpath(AUDIT_VAR)?,
+        // SAFETY: getpid has no preconditions.
+        pid: unsafe { libc::getpid() },
     })
 }
 

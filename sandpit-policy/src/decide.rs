@@ -24,8 +24,26 @@ pub enum Decision {
 pub enum Request<'a> {
     Read(&'a Path),
     Write(&'a Path),
-    Connect { host: &'a str, port: u16 },
+    Connect {
+        host: &'a str,
+        port: u16,
+    },
     Exec(&'a [String]),
+    /// Whether the launcher's variable `name` reaches `to`.
+    Env {
+        name: &'a str,
+        to: EnvTo<'a>,
+    },
+}
+
+/// Who a variable would reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvTo<'a> {
+    /// The command sandpit starts, and whatever it execs in place (a shebang's
+    /// interpreter, `env`, a shell's `exec`): the agent.
+    Command,
+    /// A program (absolute path) that a process holding the agent's variables starts.
+    Spawned(&'a Path),
 }
 
 /// A decision, the rule that made it, and a reason a model can act on.
@@ -72,7 +90,61 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
             ),
         },
         Request::Exec(argv) => decide_exec(policy, argv),
+        Request::Env { name, to } => decide_env(policy, name, to),
     }
+}
+
+/// What becomes of an environment variable: one that `env.withhold` does not name
+/// passes; a withheld one never enters the sandbox, unless `env.agent` keeps it for
+/// the agent: then the command has it, and of the programs it spawns only those
+/// `env.agent_programs` names, where the sandbox cannot write them.
+fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
+    let env = &policy.env;
+    let Some(w) = env.withheld_by(name) else {
+        return Verdict::new(
+            Decision::Allow,
+            None,
+            format!("{name} is not withheld: it reaches every program"),
+        );
+    };
+    let gone = |why: String| Verdict::new(Decision::Deny, Some(&w.origin), why);
+    let Some(a) = env.agent_keeps(name) else {
+        return gone(format!(
+            "{name} is withheld ({}): it is removed before the command starts, so no program in the sandbox sees it",
+            w.origin
+        ));
+    };
+    let program = match to {
+        EnvTo::Command => {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&a.origin),
+                format!("{name} is the agent's own ({}): the command sandpit starts keeps it; the programs it spawns do not, but for env.agent_programs", a.origin),
+            )
+        }
+        EnvTo::Spawned(p) => p,
+    };
+    let shown = display(program, &policy.context);
+    let Some(m) = env.agent_program(program.as_os_str().as_encoded_bytes()) else {
+        return gone(format!(
+            "{name} is withheld ({}) from the programs the agent spawns, and {shown} is not one of env.agent_programs",
+            w.origin
+        ));
+    };
+    if !decide_write(policy, &normalize(program)).is_denied() {
+        return gone(format!(
+            "{name} is withheld ({}): {shown} matches {} but the sandbox can write it, so it is not taken for the agent",
+            w.origin, m.origin
+        ));
+    }
+    Verdict::new(
+        Decision::Allow,
+        Some(&m.origin),
+        format!(
+            "{name} is the agent's own ({}), and {shown} is the agent's program ({})",
+            a.origin, m.origin
+        ),
+    )
 }
 
 fn deepest<'a, T: AsRef<Path>>(

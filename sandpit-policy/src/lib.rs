@@ -18,7 +18,7 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    check_resolved, decide, loopback_service, Decision, Request, Verdict, PRIVATE_TMPFS,
+    check_resolved, decide, loopback_service, Decision, EnvTo, Request, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
@@ -105,16 +105,51 @@ pub struct Exec {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Env {
-    /// Globs of variable names removed from every spawned command.
+    /// Globs of variable names that never enter the sandbox (removed before the
+    /// command starts), except those in `agent`.
     pub withhold: Vec<Rule<String>>,
+    /// Globs of withheld variables the agent itself needs (its API key): the
+    /// command sandpit starts keeps them, through every exec in place (a shebang,
+    /// `env`, a shell's `exec`), and so do the programs of `agent_programs` it
+    /// starts; every other program it spawns goes without.
+    pub agent: Vec<Rule<String>>,
+    /// Programs that are the agent when an agent process starts them (the native
+    /// binary behind a Node or Python wrapper): a basename, or a glob over the
+    /// whole path (`*` crosses `/`). Only where the sandbox cannot write the
+    /// program: one the sandbox could plant is never the agent.
+    pub agent_programs: Vec<Rule<String>>,
 }
 
 impl Env {
-    /// Whether the variable `name` is withheld from spawned commands.
-    pub fn is_withheld(&self, name: &str) -> bool {
+    /// The `env.withhold` rule that names `name`, if any.
+    pub fn withheld_by(&self, name: &str) -> Option<&Rule<String>> {
         self.withhold
             .iter()
-            .any(|r| matchers::glob_match(&r.value, name))
+            .find(|r| matchers::glob_match(&r.value, name))
+    }
+
+    /// Whether the variable `name` is withheld.
+    pub fn is_withheld(&self, name: &str) -> bool {
+        self.withheld_by(name).is_some()
+    }
+
+    /// The `env.agent` rule that keeps `name` for the agent, if any.
+    pub fn agent_keeps(&self, name: &str) -> Option<&Rule<String>> {
+        self.agent
+            .iter()
+            .find(|r| matchers::glob_match(&r.value, name))
+    }
+
+    /// The `env.agent_programs` entry `program` (an absolute path) matches.
+    pub fn agent_program(&self, program: &[u8]) -> Option<&Rule<String>> {
+        let base = program.rsplit(|b| *b == b'/').next().unwrap_or(program);
+        self.agent_programs.iter().find(|r| {
+            if r.value.contains('/') {
+                matchers::glob_match_bytes(r.value.as_bytes(), program)
+            } else {
+                matchers::glob_match_bytes(r.value.as_bytes(), base)
+            }
+        })
     }
 }
 

@@ -132,6 +132,8 @@ struct RawExec {
 #[serde(deny_unknown_fields)]
 struct RawEnv {
     withhold: Entries,
+    agent: Entries,
+    agent_programs: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -358,6 +360,7 @@ impl Builder {
             }
         }
         if let Some(env) = &raw.env {
+            self.apply_env_agent(&cx, env.get_ref(), project)?;
             for (text, span) in entries(&env.get_ref().withhold) {
                 validate_env_glob(text).map_err(|m| {
                     cx.diag(
@@ -408,6 +411,61 @@ impl Builder {
                     cx.origin("shims.extra", text, span),
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// `env.agent` and `env.agent_programs`: what the agent keeps of the withheld
+    /// variables. They only give, so a project file may set neither.
+    fn apply_env_agent(&mut self, cx: &Cx, env: &RawEnv, project: bool) -> Result<()> {
+        for (key, list) in [
+            ("agent", &env.agent),
+            ("agent_programs", &env.agent_programs),
+        ] {
+            if let (true, Some(l)) = (project, list) {
+                return Err(cx.diag(
+                    l.span(),
+                    format!("env.{key} cannot be set by a project file: it hands withheld variables to programs"),
+                    "set it in ~/.sandpit/config.toml, or leave it to the agent's profile",
+                ));
+            }
+        }
+        for (text, span) in entries(&env.agent) {
+            validate_env_glob(text).map_err(|m| {
+                cx.diag(
+                    span.clone(),
+                    format!("env.agent entry {text:?}: {m}"),
+                    "write a variable name or a glob such as \"OPENAI_API_KEY\" or \"CODEX_*\"",
+                )
+            })?;
+            push_unique(
+                &mut self.policy.env.agent,
+                text.to_string(),
+                cx.origin("env.agent", text, span),
+            );
+        }
+        for (text, span) in entries(&env.agent_programs) {
+            let bad = if text.is_empty() || text.contains('\0') {
+                Some("an empty name or a NUL byte")
+            } else if text.contains('/') && !text.starts_with('/') && !text.starts_with('*') {
+                Some("a relative path")
+            } else if text.chars().all(|c| c == '*' || c == '/') {
+                Some("a pattern that names every program")
+            } else {
+                None
+            };
+            if let Some(why) = bad {
+                return Err(cx.diag(
+                    span,
+                    format!("env.agent_programs entry {text:?} is {why}"),
+                    "write the program's name (\"codex\") or a glob over its absolute path (\"*/@openai/codex*/codex\")",
+                ));
+            }
+            push_unique(
+                &mut self.policy.env.agent_programs,
+                text.to_string(),
+                cx.origin("env.agent_programs", text, span),
+            );
         }
         Ok(())
     }

@@ -143,8 +143,8 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     glob_match_bytes(pattern.as_bytes(), name.as_bytes())
 }
 
-/// [`glob_match`] on bytes (`?` is one byte).
-fn glob_match_bytes(p: &[u8], n: &[u8]) -> bool {
+/// [`glob_match`] on bytes (`?` is one byte; `*` also crosses `/`).
+pub fn glob_match_bytes(p: &[u8], n: &[u8]) -> bool {
     let (mut pi, mut ni) = (0, 0);
     let (mut star, mut mark) = (None, 0);
     while ni < n.len() {

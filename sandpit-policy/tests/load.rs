@@ -802,3 +802,129 @@ fn profiles_keep_what_the_agent_runs_later_read_only() {
         assert!(v.is_allowed(), "{name}: its state {state}: {}", v.reason);
     }
 }
+
+/// `decide` on an environment variable, for the command or a program it starts.
+fn env(p: &Policy, name: &str, program: Option<&str>) -> sandpit_policy::Verdict {
+    let to = match program {
+        Some(p) => sandpit_policy::EnvTo::Spawned(Path::new(p)),
+        None => sandpit_policy::EnvTo::Command,
+    };
+    decide(p, &Request::Env { name, to })
+}
+
+#[test]
+fn withheld_variables_never_enter_and_the_agent_keeps_only_its_own() {
+    let p = user(
+        "[env]\nwithhold = [\"*_TOKEN\", \"*_API_KEY\"]\nagent = [\"OPENAI_API_KEY\"]\n\
+         agent_programs = [\"codex\", \"*/vendor/*/agent-bin\"]\n\
+         [files]\nallow_write = [\".\", \"~/tools\"]\n",
+    )
+    .unwrap();
+    // Not withheld: reaches everything.
+    assert!(env(&p, "PATH", None).is_allowed());
+    assert!(env(&p, "PATH", Some("/usr/bin/sh")).is_allowed());
+    // Withheld, not the agent's: reaches nothing, named by its rule.
+    let v = env(&p, "GH_TOKEN", None);
+    assert!(v.is_denied(), "{v:?}");
+    assert_eq!(v.rule.as_ref().unwrap().entry, "*_TOKEN");
+    assert!(
+        v.reason.contains("removed before the command starts"),
+        "{v:?}"
+    );
+    assert!(env(&p, "GH_TOKEN", Some("/usr/bin/codex")).is_denied());
+    assert!(env(&p, "ANTHROPIC_API_KEY", None).is_denied());
+    // The agent's own: the command keeps it, with the rule that keeps it.
+    let v = env(&p, "OPENAI_API_KEY", None);
+    assert!(v.is_allowed(), "{v:?}");
+    assert_eq!(v.rule.as_ref().unwrap().entry, "OPENAI_API_KEY");
+    // A program it starts: only the agent's programs, by name or path glob, where
+    // the sandbox cannot write them.
+    for (program, kept) in [
+        ("/usr/bin/sh", false),
+        ("/usr/bin/python3", false),
+        ("/usr/lib/node_modules/x/codex", true),
+        ("/usr/lib/x/vendor/linux/agent-bin", true),
+        ("/usr/lib/x/vendor/agent-bin", false),
+        ("/usr/bin/codex-helper", false),
+        // Inside writable roots: the sandbox could have planted it.
+        ("/nonexistent-home/u/proj/codex", false),
+        ("/nonexistent-home/u/tools/vendor/x/agent-bin", false),
+        ("/nonexistent-tmp/run/codex", false),
+    ] {
+        let v = env(&p, "OPENAI_API_KEY", Some(program));
+        assert_eq!(v.is_allowed(), kept, "{program}: {v:?}");
+        if !kept {
+            assert_eq!(v.rule.as_ref().unwrap().entry, "*_API_KEY", "{program}");
+        }
+    }
+    // An agent rule for a variable that is not withheld changes nothing.
+    let p = user("[env]\nagent = [\"PLAIN\"]\n").unwrap();
+    assert!(env(&p, "PLAIN", Some("/usr/bin/sh")).is_allowed());
+}
+
+#[test]
+fn only_the_users_own_layers_name_what_the_agent_keeps() {
+    for key in [
+        "agent = [\"OPENAI_API_KEY\"]",
+        "agent_programs = [\"codex\"]",
+    ] {
+        project_err(
+            "",
+            &format!("[env]\n{key}\n"),
+            "cannot be set by a project file",
+        );
+    }
+    // A project may still withhold more.
+    let p = project_over_user(
+        "[env]\nagent = [\"MY_KEY\"]\n",
+        "[env]\nwithhold = [\"MY_*\"]\n",
+    )
+    .unwrap();
+    assert!(env(&p, "MY_OTHER", None).is_denied());
+    assert!(env(&p, "MY_KEY", None).is_allowed());
+    for (text, needle) in [
+        ("agent = [\"A-B\"]", "env.agent entry"),
+        ("agent_programs = [\"bin/codex\"]", "a relative path"),
+        ("agent_programs = [\"*\"]", "names every program"),
+        ("agent_programs = [\"*/*\"]", "names every program"),
+        ("agent_programs = [\"\"]", "an empty name"),
+    ] {
+        let d = err(&format!("[env]\n{text}\n"));
+        assert_eq!(d.line, 2, "{d}");
+        assert!(d.message.contains(needle), "{text}: {d}");
+        assert!(!d.hint.is_empty());
+    }
+}
+
+#[test]
+fn every_agent_profile_keeps_its_own_key_and_nothing_else() {
+    for (name, key) in [
+        ("codex", "OPENAI_API_KEY"),
+        ("claude", "ANTHROPIC_API_KEY"),
+        ("gemini", "GEMINI_API_KEY"),
+        ("opencode", "OPENAI_API_KEY"),
+        ("aider", "OPENAI_API_KEY"),
+        ("goose", "ANTHROPIC_API_KEY"),
+        ("pi", "ANTHROPIC_API_KEY"),
+    ] {
+        let text = sandpit_policy::BUILTIN_PROFILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no profile {name}"))
+            .1;
+        let p = load(&with(Layer::Profile, text)).unwrap();
+        assert!(env(&p, key, None).is_allowed(), "{name} keeps {key}");
+        assert!(
+            env(&p, key, Some("/usr/bin/bash")).is_denied(),
+            "{name}: bash gets {key}"
+        );
+        for other in [
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "NPM_TOKEN",
+        ] {
+            assert!(env(&p, other, None).is_denied(), "{name} keeps {other}");
+        }
+    }
+}

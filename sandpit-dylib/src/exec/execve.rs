@@ -1,6 +1,6 @@
 //! `execve`, `execv`, `execveat`, `fexecve`, and the variadic `execl`, `execle`
 //! (C shim + naked trampolines, see `csrc/variadic.c`).
-use super::{environ, prepare, Find};
+use super::{environ, prepare, Find, How};
 use crate::envp::Envp;
 #[cfg(target_os = "linux")]
 use crate::path::{fd_link, PBuf};
@@ -27,7 +27,7 @@ pub unsafe fn execve_impl(
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
     let mut env = Envp::new();
     // SAFETY: per the contract.
-    let envp = unsafe { prepare(Some(p), Find::Path, argv, envp, &mut env) }?;
+    let envp = unsafe { prepare(Some(p), Find::Path, How::Exec, argv, envp, &mut env) }?;
     let real = real_execve()?;
     // SAFETY: arguments valid per the contract; `envp` lives in `env`.
     Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
@@ -71,7 +71,7 @@ hook! {
         }
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }))
     }
@@ -86,7 +86,7 @@ hook! {
         fd_link(fd, &mut link)?;
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }))
     }

@@ -2,7 +2,7 @@
 //! here, calling the real `execve` for each candidate, because glibc's own search
 //! calls its internal execve (not through the PLT).
 use super::execve::real_execve;
-use super::{environ, prepare, Argv, Find};
+use super::{environ, prepare, Argv, Find, How};
 use crate::envp::Envp;
 use crate::path::PBuf;
 use libc::{c_char, c_int};
@@ -22,7 +22,7 @@ pub unsafe fn execvpe_impl(
     }
     let mut env = Envp::new();
     // SAFETY: the caller's arrays.
-    let envp = unsafe { prepare(Some(f), Find::Search, argv, envp, &mut env) }?;
+    let envp = unsafe { prepare(Some(f), Find::Search, How::Exec, argv, envp, &mut env) }?;
     let real = real_execve()?;
     if f.contains(&b'/') {
         // SAFETY: the caller's arguments; `envp` lives in `env`.

@@ -266,6 +266,56 @@ pub enum Find {
     Search,
 }
 
+/// Whether a program is started by a new process or replaces the caller.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// `execve` and friends: in place when called by the process the library was
+    /// loaded into, a child's otherwise (after `fork`/`vfork`).
+    Exec,
+    /// `posix_spawn`, `system`, `popen`: always a new process.
+    Spawn,
+}
+
+/// Whether the program that is about to run is the agent: an exec in place by the
+/// process this library was loaded into, or a program of `env.agent_programs` that
+/// the sandbox cannot write. Allocation-free (runs after `fork`).
+fn runs_as_agent(st: &State, program: Option<&[u8]>, find: Find, how: How) -> bool {
+    // SAFETY: getpid has no preconditions.
+    if how == How::Exec && unsafe { libc::getpid() } == st.pid {
+        return true;
+    }
+    let Some(p) = program else {
+        return false;
+    };
+    let mut abs = crate::path::PBuf::new();
+    let found = if find == Find::Search && !p.contains(&b'/') {
+        // SAFETY: getenv reads the process environment; the result is used at once.
+        let path_var =
+            unsafe { crate::sys::cstr(libc::getenv(c"PATH".as_ptr())) }.unwrap_or(b"/bin:/usr/bin");
+        on_path(path_var, p, |cand| {
+            // SAFETY: a NUL-terminated candidate path.
+            match unsafe { libc::access(cand.as_ptr(), libc::X_OK) } == 0 {
+                true => ControlFlow::Break(abs.set(cand.as_bytes()).is_ok()),
+                false => ControlFlow::Continue(()),
+            }
+        })
+        .unwrap_or(false)
+    } else if p.first() == Some(&b'/') {
+        abs.set(p).is_ok()
+    } else {
+        let mut cwd = crate::path::PBuf::new();
+        cwd.getcwd().is_ok() && crate::path::join(cwd.as_bytes(), p, &mut abs).is_ok()
+    };
+    if !found || abs.as_bytes().first() != Some(&b'/') {
+        return false;
+    }
+    let mut real = crate::path::PBuf::new();
+    matches!(
+        crate::path::resolve(abs.as_bytes(), true, &mut real),
+        Ok(crate::path::Kind::File)
+    ) && st.decider.agent_program(real.as_bytes())
+}
+
 /// Decide `program argv` and compose the child environment from `envp`.
 ///
 /// # Safety
@@ -273,6 +323,7 @@ pub enum Find {
 pub unsafe fn prepare(
     program: Option<&[u8]>,
     find: Find,
+    how: How,
     argv: *const *const c_char,
     envp: *const *const c_char,
     env_out: &mut crate::envp::Envp,
@@ -289,8 +340,9 @@ pub unsafe fn prepare(
             Find::Path | Find::Search => script(st, p, args)?,
         }
     }
+    let agent = runs_as_agent(st, program, find, how);
     // SAFETY: per the contract.
-    unsafe { env_out.compose(st, envp) }
+    unsafe { env_out.compose(st, envp, agent) }
 }
 
 /// The process environment (`environ`).

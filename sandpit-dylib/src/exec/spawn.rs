@@ -7,7 +7,7 @@
 //! child, where no hook runs: the path is judged like an `open` when the action is
 //! recorded. (It is resolved against the caller's current directory; a later
 //! `addchdir_np` action can change what the kernel opens — Seatbelt still holds.)
-use super::{prepare, Find};
+use super::{prepare, Find, How};
 use crate::envp::Envp;
 use libc::{c_char, c_int, pid_t, posix_spawn_file_actions_t, posix_spawnattr_t};
 
@@ -29,7 +29,7 @@ macro_rules! spawn_hooks {
                 let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
                 let mut env = Envp::new();
                 // SAFETY: the caller's arrays.
-                let envp = match unsafe { prepare(Some(p), $find, argv, envp, &mut env) } {
+                let envp = match unsafe { prepare(Some(p), $find, How::Spawn, argv, envp, &mut env) } {
                     Ok(e) => e,
                     Err(e) => return Ok(e),
                 };

@@ -3,7 +3,7 @@
 //! the composed environment for the duration of the real call. (A concurrent
 //! `setenv` in another thread during that window is lost; `getenv` there sees the
 //! child's environment.)
-use super::{prepare, Find};
+use super::{prepare, Find, How};
 use crate::envp::Envp;
 use libc::{c_char, c_int, FILE};
 
@@ -19,6 +19,7 @@ unsafe fn with_child_env<R>(cmd: *const c_char, f: impl FnOnce() -> R) -> Result
         prepare(
             Some(b"/bin/sh"),
             Find::Path,
+            How::Spawn,
             argv.as_ptr(),
             super::environ(),
             &mut env,

@@ -127,6 +127,13 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     list(&mut o, "block", &p.exec.block, |e| e.source.clone());
     let _ = writeln!(o, "\n[env]");
     list(&mut o, "withhold", &p.env.withhold, String::clone);
+    list(&mut o, "agent", &p.env.agent, String::clone);
+    list(
+        &mut o,
+        "agent_programs",
+        &p.env.agent_programs,
+        String::clone,
+    );
     if let Some(a) = &p.adversary {
         let _ = writeln!(o, "\n[adversary]  # {}", a.origin.location());
         let _ = writeln!(

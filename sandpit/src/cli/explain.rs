@@ -28,6 +28,14 @@ pub enum What {
     Write { path: PathBuf },
     /// Would a connection to HOST[:PORT] be allowed? (port 443 when omitted)
     Connect { host: String },
+    /// Does the environment variable NAME reach the command sandpit starts (or, with
+    /// --program, a program the agent starts)?
+    Env {
+        name: String,
+        /// The program a process holding the agent's variables starts.
+        #[arg(long, value_name = "PATH")]
+        program: Option<PathBuf>,
+    },
     /// Would running this command line be allowed?
     Exec {
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -44,6 +52,11 @@ const NET_LAYERS: &[&str] = &[
     "proxy: decides each connection by name (TLS SNI, HTTP Host, CONNECT, SOCKS5, the name the process resolved)",
     "interposer: sends connect() to the proxy and names the rule on a denial",
     "shims (with --shims): curl, wget, ssh, nc… are checked on their arguments before they run",
+];
+const ENV_LAYERS: &[&str] = &[
+    "launcher: a withheld variable the agent does not keep is removed before the command starts, so no program in the sandbox has it, whatever it is linked as",
+    "interposer: the agent's own variables (env.agent) pass to execs in place and to env.agent_programs only; every other program a dynamic process starts goes without",
+    "limit: a static agent (no interposer) hands the variables it holds to what it spawns",
 ];
 const EXEC_LAYERS: &[&str] = &[
     "interposer: exec*, posix_spawn, system and popen are matched against exec.block",
@@ -108,6 +121,22 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 reached = Some(how);
             }
             (format!("connect {h}:{port}"), vs, NET_LAYERS)
+        }
+        What::Env { name, program } => {
+            let abs = program.as_deref().map(absolute).transpose()?;
+            let to = match &abs {
+                Some(p) => sandpit_policy::EnvTo::Spawned(p),
+                None => sandpit_policy::EnvTo::Command,
+            };
+            let subject = match &abs {
+                Some(p) => format!("env {name} to {}", p.display()),
+                None => format!("env {name}"),
+            };
+            (
+                subject,
+                vec![decide(p, &Request::Env { name, to })],
+                ENV_LAYERS,
+            )
         }
         What::Exec { argv } => (
             format!("exec {}", argv.join(" ")),

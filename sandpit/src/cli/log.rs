@@ -131,6 +131,8 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
                 && (port.is_none() || rp.is_none() || port == rp)
         }
         What::Exec { argv } => r.action == "exec" && r.subject.contains(&argv.join(" ")),
+        // Variables are decided when the run starts: no record names them.
+        What::Env { .. } => false,
     })
 }
 

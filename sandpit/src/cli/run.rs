@@ -276,6 +276,7 @@ pub mod linux {
             processes_void: crate::sandbox::linux::process_limit_void(
                 mode == crate::sandbox::linux::Mode::Namespaces,
             ),
+            env_withheld: crate::launch::withheld_env(policy),
         }
     }
 

@@ -93,6 +93,9 @@ fn run_with_scratch(
     )];
     env.extend(session.child_env());
     env.extend(launch.child_env(proxy, None)?);
+    for name in crate::launch::withheld_env(policy) {
+        cmd.env_remove(name);
+    }
     cmd.envs(env);
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)

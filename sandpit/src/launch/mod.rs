@@ -335,6 +335,26 @@ fn utf8(s: OsString) -> Result<String> {
     s.into_string().map_err(LaunchError::NotUtf8)
 }
 
+/// The names of this process's variables that never enter the sandbox: what
+/// `decide` says of each for the command sandpit starts (`env.withhold`, less what
+/// `env.agent` keeps for the agent).
+pub fn withheld_env(policy: &sandpit_policy::Policy) -> Vec<String> {
+    use sandpit_policy::{EnvTo, Request};
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|name| {
+            sandpit_policy::decide(
+                policy,
+                &Request::Env {
+                    name,
+                    to: EnvTo::Command,
+                },
+            )
+            .is_denied()
+        })
+        .collect()
+}
+
 /// Set `k=v` in the plan's environment, replacing an earlier value.
 #[cfg(target_os = "linux")]
 fn set(env: &mut Vec<(String, String)>, k: String, v: String) {

@@ -144,6 +144,9 @@ pub struct Input {
     pub processes: u64,
     /// Why that limit would not hold for this run (`super::process_limit_void`).
     pub processes_void: Option<&'static str>,
+    /// The launcher's variables that never enter the sandbox (`env.withhold`, less
+    /// what `env.agent` keeps for the command).
+    pub env_withheld: Vec<String>,
 }
 
 /// One mount in the child's new root; paths are host paths, mounted at the same place.
@@ -350,6 +353,8 @@ pub struct Plan {
     pub seccomp: seccomp::Profile,
     pub net: NetPlan,
     pub env: Vec<(String, String)>,
+    /// The launcher's variables the command does not get (`Input::env_withheld`).
+    pub env_withheld: Vec<String>,
     pub cwd: PathBuf,
     /// Read-denied paths that do not exist now: nothing to mask (if the host creates
     /// one during the run, the kernel layer does not hide it; L1 still refuses it).
@@ -806,6 +811,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         },
         net,
         env,
+        env_withheld: input.env_withheld.clone(),
         cwd: input.cwd.clone(),
         unmasked_missing,
         absent_git_files,
@@ -889,6 +895,7 @@ mod tests {
             allow_local_binding: false,
             processes: 8192,
             processes_void: None,
+            env_withheld: vec![],
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }

@@ -184,7 +184,9 @@ fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
     let overridden: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
     let mut envp = vec![];
     for (k, v) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| overridden.contains(&k)) {
+        if k.to_str()
+            .is_some_and(|k| overridden.contains(&k) || plan.env_withheld.iter().any(|w| w == k))
+        {
             continue;
         }
         let mut kv = k.as_bytes().to_vec();
