@@ -412,9 +412,7 @@ impl Engine {
         match access {
             Access::Read => Self::read_ok(&found),
             Access::Write => {
-                Self::read_ok(&found)
-                    && found[BLOCK_WRITE].is_none()
-                    && found[ALLOW_WRITE].is_some()
+                Self::rules_may_write(&found)
                     && self
                         .review_write
                         .as_ref()
@@ -508,13 +506,20 @@ impl Engine {
     /// sandbox cannot write it (`decide`'s `EnvTo::Spawned`, allocation-free: one
     /// the rules might let the sandbox write is never the agent).
     pub fn agent_program(&self, program: &[u8]) -> bool {
-        if self.agent.is_empty() || self.policy.env.agent_program(program).is_none() {
+        if self.policy.env.agent_program(program).is_none() {
             return false;
         }
-        let found = self.paths.deepest(program);
-        let writable =
-            Self::read_ok(&found) && found[BLOCK_WRITE].is_none() && found[ALLOW_WRITE].is_some();
-        !writable
+        !Self::rules_may_write(&self.paths.deepest(program))
+    }
+
+    /// Whether the path rules let a write through (the adversary may still review it).
+    fn rules_may_write(found: &[Option<usize>; 4]) -> bool {
+        Self::read_ok(found) && found[BLOCK_WRITE].is_none() && found[ALLOW_WRITE].is_some()
+    }
+
+    /// Whether `env.agent` names any variable (else no program is ever the agent).
+    pub fn keeps_any(&self) -> bool {
+        !self.agent.is_empty()
     }
 
     pub fn net_mode(&self) -> NetMode {

@@ -280,6 +280,10 @@ pub enum How {
 /// process this library was loaded into, or a program of `env.agent_programs` that
 /// the sandbox cannot write. Allocation-free (runs after `fork`).
 fn runs_as_agent(st: &State, program: Option<&[u8]>, find: Find, how: How) -> bool {
+    // Without env.agent there is nothing to keep: no lookup on any exec.
+    if !st.decider.keeps_any() {
+        return false;
+    }
     // SAFETY: getpid has no preconditions.
     if how == How::Exec && unsafe { libc::getpid() } == st.pid {
         return true;
