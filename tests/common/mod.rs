@@ -2,6 +2,8 @@
 //! Shared helpers for the end-to-end tests: the built binary, an unprivileged user to
 //! run sandboxed workloads as (root bypasses file permissions), and a fresh HOME.
 #![allow(dead_code)]
+// Network namespaces (setns) are Linux's.
+#[cfg(target_os = "linux")]
 pub mod lab;
 pub mod sink;
 use std::os::unix::fs::chown;
