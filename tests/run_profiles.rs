@@ -53,3 +53,92 @@ fn single_file_roots_are_writable_and_protected_files_beside_them_are_not() {
     assert!(!o.status.success());
     assert!(!h.home().join(".other").exists());
 }
+
+/// The `~/` entries of `[files] key` in a profile's text.
+fn home_entries(profile: &str, key: &str) -> Vec<String> {
+    let t: toml::Table = toml::from_str(profile).unwrap();
+    t.get("files")
+        .and_then(|f| f.get(key))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str()?.strip_prefix("~/").map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An agent's first run on a fresh home: its state directories are made (and kept),
+/// it can write there, and what it must not write stays unwritable in its right
+/// kind: a protected config is an empty file the agent can read (a directory there
+/// stopped codex: "is not a file"), a protected directory an empty directory. Held
+/// by the kernel layer alone (`--kernel-only`) and with the interposer; after the
+/// run no placeholder is left behind.
+#[test]
+fn an_agents_state_is_made_on_a_fresh_home_and_its_configs_stay_protected() {
+    for kernel_only in [true, false] {
+        for (name, text) in sandpit_policy::BUILTIN_PROFILES {
+            let roots: Vec<String> = home_entries(text, "allow_write")
+                .into_iter()
+                .filter(|r| std::path::Path::new(r).extension().is_none())
+                .collect();
+            if roots.is_empty() {
+                continue;
+            }
+            let h = TestHome::new();
+            let protected = home_entries(text, "block_write");
+            let mut script = String::from("set -u\n");
+            for r in &roots {
+                script += &format!("echo state > ~/{r}/probe-state || echo 'FAIL write {r}'\n");
+            }
+            for p in &protected {
+                let file = std::path::Path::new(p).extension().is_some();
+                script += &if file {
+                    format!(
+                        "test -f ~/{p} || echo 'FAIL not a file {p}'\n\
+                         [ -z \"$(cat ~/{p})\" ] || echo 'FAIL not empty {p}'\n\
+                         (echo evil > ~/{p}) 2>/dev/null && echo 'FAIL wrote {p}'\n"
+                    )
+                } else {
+                    format!(
+                        "test -d ~/{p} || echo 'FAIL not a dir {p}'\n\
+                         (echo evil > ~/{p}/x) 2>/dev/null && echo 'FAIL wrote into {p}'\n"
+                    )
+                };
+                script += &format!(
+                    "(rm -rf ~/{p}) 2>/dev/null; test -e ~/{p} || echo 'FAIL removed {p}'\n"
+                );
+            }
+            script += "echo done\n";
+            let mut c = h.sandpit();
+            c.arg("run").args(["--profile", name]);
+            if kernel_only {
+                c.arg("--kernel-only");
+            }
+            let o = c.args(["--", "sh", "-c", &script]).output().unwrap();
+            let out = String::from_utf8_lossy(&o.stdout);
+            let err = String::from_utf8_lossy(&o.stderr);
+            let case = format!("{name} (kernel only: {kernel_only})");
+            assert!(
+                o.status.success() && out.ends_with("done\n"),
+                "{case}: {out}\n{err}"
+            );
+            assert!(!out.contains("FAIL"), "{case}: {out}\n{err}");
+            for r in &roots {
+                // Positive control: the agent's state is there after the run.
+                assert_eq!(
+                    std::fs::read_to_string(h.home().join(r).join("probe-state")).unwrap(),
+                    "state\n",
+                    "{case}"
+                );
+                assert!(err.contains("sandpit: made ~/"), "{case}: {err}");
+            }
+            for p in &protected {
+                assert!(
+                    !h.home().join(p).exists(),
+                    "{case}: the placeholder ~/{p} was left behind"
+                );
+            }
+        }
+    }
+}

@@ -145,6 +145,11 @@ impl std::fmt::Display for RuleRef {
     }
 }
 
+/// How the reason of a denial begins when the policy allowed the operation and the
+/// world refused it (a name that does not resolve, a port where nothing listens):
+/// no config line would change it, and the summary says so instead of offering one.
+pub const ALLOWED_BUT: &str = "allowed, but ";
+
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {

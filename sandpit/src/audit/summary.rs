@@ -85,6 +85,13 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
         let entry = x.entry.trim_end_matches('/');
         entry == path || entry == r.subject
     };
+    if r.reason.starts_with(super::ALLOWED_BUT) {
+        return vec![Fix::Note(format!(
+            "the policy allows {}; it failed outside sandpit ({}), which no config line changes",
+            r.subject,
+            &r.reason[super::ALLOWED_BUT.len()..]
+        ))];
+    }
     if key == "adversary" {
         return vec![Fix::Note(
             "the reviewer (adversary) refused it after the rules allowed it; what it enforces is adversary.rules".into(),
@@ -351,6 +358,15 @@ mod tests {
         );
         let f = fixes(home, &rec("connect", "evil.example:443", None));
         assert_eq!(f[0].lines(), "[network]\nallow = [\"evil.example:443\"]");
+        // Allowed, and refused by the world: no line to add.
+        let mut failed = rec("connect", "api.example:443", None);
+        failed.reason = format!("{}resolving api.example failed", crate::audit::ALLOWED_BUT);
+        let f = fixes(home, &failed);
+        assert!(
+            matches!(&f[..], [Fix::Note(n)] if n.contains("the policy allows api.example:443")
+                && n.contains("(resolving api.example failed)")),
+            "{f:?}"
+        );
         let f = fixes(
             home,
             &rec(

@@ -59,6 +59,21 @@ pub fn run(args: RunArgs) -> Result<i32> {
     }
 }
 
+/// Make the writable state directories of the agent that a fresh home lacks
+/// (`launch::make_state_dirs`), and say which: they stay after the run.
+fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<()> {
+    let made = crate::launch::make_state_dirs(policy)?;
+    let home = &policy.context.home;
+    for d in made
+        .iter()
+        .filter(|d| !made.iter().any(|o| o != *d && o.starts_with(d)))
+    {
+        let shown = crate::audit::summary::tilde(home, &d.to_string_lossy());
+        eprintln!("sandpit: made {shown} (files.allow_write), where the agent keeps its state");
+    }
+    Ok(())
+}
+
 /// A fresh per-run scratch directory (mode 0700) under `root`, which must be ours.
 fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
     use anyhow::{bail, Context};
@@ -102,12 +117,13 @@ pub mod linux {
     use anyhow::{bail, Context, Result};
     use std::path::{Path, PathBuf};
 
-    /// One lock per workspace (placeholders live in the workspace): FNV-1a of its
-    /// path, stable across sandpit versions.
-    fn placeholder_lock(workspace: &Path) -> PathBuf {
+    /// One placeholder lock per writable root (placeholders lie in the workspace and
+    /// in agents' state directories, `~/.codex`, which runs in several workspaces
+    /// share): FNV-1a of its path, stable across sandpit versions.
+    fn placeholder_lock(root: &Path) -> PathBuf {
         use std::os::unix::ffi::OsStrExt;
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in workspace.as_os_str().as_bytes() {
+        for b in root.as_os_str().as_bytes() {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
@@ -451,17 +467,7 @@ pub mod linux {
         if caches {
             crate::caches::ensure(&cache, crate::sys::uid())?;
         }
-        let workspace = &loaded.policy.context.workspace;
-        let placeholder_lock = match mode {
-            linux::Mode::Namespaces => {
-                let path = placeholder_lock(workspace);
-                Some(
-                    linux::lock_placeholders(&path)
-                        .with_context(|| format!("locking {}", path.display()))?,
-                )
-            }
-            linux::Mode::LandlockOnly => None,
-        };
+        super::make_state_dirs(&loaded.policy)?;
         let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
         // Other runs' sockets (audit, adversary) and every run's log stay out of
         // reach: only this run's directory shows through.
@@ -470,6 +476,21 @@ pub mod linux {
             .read_denied
             .extend([state.join("run"), state.join("logs")]);
         input.read_allowed.push(session.run_dir().to_path_buf());
+        // Held before the plan looks for placeholders other runs made.
+        let mut placeholder_locks = vec![];
+        if mode == linux::Mode::Namespaces {
+            // Once each: two of this process's locks on one file would stand in each
+            // other's way when the last run takes it exclusively.
+            let roots: std::collections::BTreeSet<&PathBuf> = std::iter::once(&input.workspace)
+                .chain(&input.writable)
+                .collect();
+            for root in roots {
+                let path = placeholder_lock(root);
+                let f = linux::lock_placeholders(&path)
+                    .with_context(|| format!("locking {}", path.display()))?;
+                placeholder_locks.push((root.clone(), f));
+            }
+        }
         let mut plan = linux::plan(&input, &linux::HostFs::default())?;
         crate::timing::mark("planned");
         if caches {
@@ -511,7 +532,7 @@ pub mod linux {
         let tender = linux::start_tender(ns.then(|| state.clone()), &scratch_root());
         let layers = linux::Layers {
             landlock_abi: support.landlock_abi,
-            placeholder_lock,
+            placeholder_locks,
             spare_state: Some(state.clone()),
             quarantine_tag: quarantine_tag.clone(),
             loopback_observer: Some(loopback_audit(session.sink())),
@@ -670,7 +691,10 @@ pub mod linux {
                 ),
                 None => (
                     false,
-                    format!("allowed, but nothing answers at this machine's {host}:{port}"),
+                    format!(
+                        "{}nothing answers at this machine's {host}:{port}",
+                        crate::audit::ALLOWED_BUT
+                    ),
                 ),
             };
             sink.record(AuditEvent {

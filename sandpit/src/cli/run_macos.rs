@@ -44,6 +44,7 @@ fn run_with_scratch(
     // Learn mode reaches the interposer in the snapshot, from this flag alone.
     loaded.policy.learn = args.audit.learn;
     let policy = &loaded.policy;
+    super::make_state_dirs(policy)?;
     let session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
     let mut launch = crate::launch::prepare(
         policy,

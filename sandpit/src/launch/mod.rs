@@ -57,6 +57,17 @@ pub enum LaunchError {
     Proxy(String),
     #[error("the adversary could not be started ({0}); the command was not started")]
     Adversary(String),
+    #[error(
+        "could not make {path:?} (files.allow_write entry {entry:?}, a writable state \
+         directory): {source}; the command was not started. Make it yourself, or remove \
+         the entry"
+    )]
+    StateDir {
+        path: PathBuf,
+        entry: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 type Result<T> = std::result::Result<T, LaunchError>;
@@ -353,6 +364,71 @@ pub fn withheld_env(policy: &sandpit_policy::Policy) -> Vec<String> {
             .is_denied()
         })
         .collect()
+}
+
+/// Make the writable roots in the home that do not exist yet (an agent's state
+/// directory on a fresh home: `~/.codex`, `~/.local/share/opencode`), mode 0700, so
+/// that the agent can create its state on first run: the home around them is
+/// read-only in the sandbox, and a root that is not there has nothing to bind. And,
+/// inside such a root, the directories that hold its protected paths
+/// (`~/.pi/agent` for `~/.pi/agent/settings.json`): otherwise the first missing one
+/// would be the placeholder, and the agent could not make the rest of its state
+/// there.
+///
+/// Only roots from the user's own layers (defaults, profiles, the user config, flags;
+/// never a project file), never the workspace, and only names that read as a
+/// directory's (no extension: `~/.claude.json` is a file, left for the agent to
+/// make). Returns what was made, top first.
+pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> {
+    let ctx = &policy.context;
+    let home = &ctx.home;
+    let roots: Vec<&sandpit_policy::Rule<PathBuf>> = policy
+        .files
+        .allow_write
+        .iter()
+        .filter(|r| {
+            r.origin.layer != sandpit_policy::Layer::Project
+                && r.value.starts_with(home)
+                && r.value != *home
+                && !ctx.workspace.starts_with(&r.value)
+                && !r.value.starts_with(&ctx.workspace)
+                && r.value.extension().is_none()
+        })
+        .collect();
+    let mut wanted: Vec<(&Path, &str)> = vec![];
+    for r in &roots {
+        wanted.push((&r.value, &r.origin.entry));
+        for p in &policy.files.block_write {
+            if let Some(parent) = p.value.parent() {
+                if parent.starts_with(&r.value) {
+                    wanted.push((parent, &r.origin.entry));
+                }
+            }
+        }
+    }
+    let mut made = vec![];
+    for (dir, entry) in wanted {
+        // Each missing component, top first, so that every one gets the mode.
+        let mut missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|a| *a != home.as_path() && a.symlink_metadata().is_err())
+            .collect();
+        missing.reverse();
+        for d in missing {
+            match std::fs::DirBuilder::new().mode(0o700).create(d) {
+                Ok(()) => made.push(d.to_path_buf()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(LaunchError::StateDir {
+                        path: d.to_path_buf(),
+                        entry: entry.to_string(),
+                        source: e,
+                    })
+                }
+            }
+        }
+    }
+    Ok(made)
 }
 
 /// Set `k=v` in the plan's environment, replacing an earlier value.

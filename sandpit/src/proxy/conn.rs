@@ -101,7 +101,8 @@ impl Proxy {
                     return Err(Refusal::Policy(v));
                 }
                 Err(e) => {
-                    let v = Verdict::deny(v.rule.clone(), format!("allowed, but {e}"));
+                    let v =
+                        Verdict::deny(v.rule.clone(), format!("{}{e}", crate::audit::ALLOWED_BUT));
                     self.record(way, &hs, port, None, &v);
                     return Err(Refusal::Unreachable(v.reason));
                 }
@@ -128,7 +129,7 @@ impl Proxy {
             }
         }
         if let Some(e) = last_error {
-            let v = Verdict::deny(v.rule.clone(), format!("allowed, but {e}"));
+            let v = Verdict::deny(v.rule.clone(), format!("{}{e}", crate::audit::ALLOWED_BUT));
             self.record(way, &hs, port, None, &v);
             return Err(Refusal::Unreachable(v.reason));
         }

@@ -35,6 +35,8 @@ pub trait FsView {
     fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
     /// Whether `dir` is a directory with no entries (asked only of protected paths).
     fn is_empty_dir(&self, dir: &Path) -> bool;
+    /// Whether `path` is a regular file of no bytes (asked only of protected paths).
+    fn is_empty_file(&self, path: &Path) -> bool;
 }
 
 /// The real filesystem. Each answer is looked up once per plan: the plan asks about
@@ -83,6 +85,9 @@ impl FsView for HostFs {
     }
     fn is_empty_dir(&self, dir: &Path) -> bool {
         std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+    }
+    fn is_empty_file(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
     }
 }
 
@@ -240,17 +245,38 @@ pub fn quarantine_path(p: &Path, tag: &str) -> Option<PathBuf> {
     Some(p.with_file_name(format!("{name}.sandpit-quarantine-{tag}")))
 }
 
-/// An empty directory sandpit creates on the host before the run (and removes after
-/// it if it is still empty and no other run uses it) so that a protected path that
-/// does not exist yet can be a mountpoint. Inside, the name is taken by a read-only
-/// `MountOp::Sealed`: creating a file or directory there fails (EEXIST, EISDIR,
-/// EROFS), and renaming over it or removing it fails (EBUSY). Always a directory,
-/// whatever the protected path would have been: git lists, adds, stashes and cleans
-/// neither an empty directory (the host's view) nor one holding only ignored files
-/// (the sandbox's), so the placeholder is no junk for git.
+/// What sandpit creates on the host before the run (and removes after it if it is
+/// still empty and no other run uses it) so that a protected path that does not
+/// exist yet can be a mountpoint. Creating a file or directory there fails (EEXIST,
+/// EISDIR, EROFS), and renaming over it or removing it fails (EBUSY).
+///
+/// In the workspace always a directory, whatever the protected path would have
+/// been, taken inside by a read-only `MountOp::Sealed`: git lists, adds, stashes and
+/// cleans neither an empty directory (the host's view) nor one holding only ignored
+/// files (the sandbox's), so the placeholder is no junk for git. Outside it (an
+/// agent's state directory), a name that reads as a file's (`config.toml`,
+/// `AGENTS.md`: it has an extension) gets an empty file bound read-only: the agent
+/// reads it as an empty config, where a directory stopped it ("is not a file").
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
+    /// An empty file, not a directory.
+    pub file: bool,
+}
+
+impl Placeholder {
+    fn dir(path: &Path) -> Placeholder {
+        Placeholder {
+            path: path.to_path_buf(),
+            file: false,
+        }
+    }
+}
+
+/// Whether a missing protected path gets an empty file as its placeholder rather
+/// than a directory ([`Placeholder`]).
+fn file_placeholder(p: &Path, workspace: &Path) -> bool {
+    !inside(p, workspace) && p.extension().is_some()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -517,11 +543,17 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 // An empty directory (another run's placeholder, or the user's) gets
                 // the same sealed view as a placeholder of this run, and is listed as
                 // one: if the run that made it ends (and removes it) between this
-                // plan and the spawn taking the workspace lock, the spawn makes it
+                // plan and the spawn taking the placeholder lock, the spawn makes it
                 // again instead of failing to mount on nothing.
                 let sealed = kind == Kind::Dir && fs.is_empty_dir(p);
                 if sealed {
-                    placeholders.push(Placeholder { path: p.clone() });
+                    placeholders.push(Placeholder::dir(p));
+                } else if kind == Kind::File && fs.is_empty_file(p) {
+                    // The same for another run's empty-file placeholder.
+                    placeholders.push(Placeholder {
+                        path: p.clone(),
+                        file: true,
+                    });
                 }
                 (p.clone(), sealed)
             } else {
@@ -548,6 +580,12 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // fail on a directory there (the interposer refuses creating them).
                     absent_git_files.push(p.clone());
                     continue;
+                } else if first_missing == *p && file_placeholder(p, &input.workspace) {
+                    placeholders.push(Placeholder {
+                        path: p.clone(),
+                        file: true,
+                    });
+                    (p.clone(), false)
                 } else {
                     // `.git/hooks` in a directory that is no repository yet seals `.git`
                     // itself: otherwise a raw-syscall or static program could create a
@@ -555,9 +593,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                     // time the user runs git there. git (which skips an invalid `.git`)
                     // and the interposer cope; `git init` must happen before the run, and
                     // go's VCS stamping is turned off for the run (`sealed_git`).
-                    placeholders.push(Placeholder {
-                        path: first_missing.clone(),
-                    });
+                    placeholders.push(Placeholder::dir(&first_missing));
                     (first_missing, true)
                 }
             };
@@ -828,7 +864,8 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    struct FakeFs(BTreeMap<PathBuf, Kind>, Vec<PathBuf>);
+    /// Kinds, symlinks, and the files that are empty.
+    struct FakeFs(BTreeMap<PathBuf, Kind>, Vec<PathBuf>, Vec<PathBuf>);
 
     impl FakeFs {
         fn new(entries: &[(&str, Kind)]) -> FakeFs {
@@ -837,6 +874,7 @@ mod tests {
                     .iter()
                     .map(|(p, k)| (PathBuf::from(p), *k))
                     .collect(),
+                vec![],
                 vec![],
             )
         }
@@ -860,6 +898,9 @@ mod tests {
         }
         fn is_empty_dir(&self, dir: &Path) -> bool {
             self.0.get(dir) == Some(&Kind::Dir) && self.list(dir).unwrap_or_default().is_empty()
+        }
+        fn is_empty_file(&self, path: &Path) -> bool {
+            self.0.get(path) == Some(&Kind::File) && self.2.iter().any(|e| e == path)
         }
     }
 
@@ -925,7 +966,8 @@ mod tests {
     fn render(p: &Plan) -> String {
         let mut s = String::new();
         for ph in &p.placeholders {
-            s += &format!("create dir {}\n", ph.path.display());
+            let what = if ph.file { "file" } else { "dir" };
+            s += &format!("create {what} {}\n", ph.path.display());
         }
         for m in &p.mounts {
             s += &match m {
@@ -1173,7 +1215,7 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
     #[test]
     fn an_existing_empty_protected_dir_is_sealed_and_listed_as_a_placeholder() {
         // Another run's placeholder: if that run removes it before this one's spawn
-        // takes the workspace lock, the spawn makes it again.
+        // takes the placeholder lock, the spawn makes it again.
         let mut f = fs();
         f.0.insert("/home/u/proj/.sandpit.toml".into(), Kind::Dir);
         let p = plan(&input(), &f).unwrap();
@@ -1181,7 +1223,56 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             path: "/home/u/proj/.sandpit.toml".into()
         }));
         assert!(p.placeholders.contains(&Placeholder {
-            path: "/home/u/proj/.sandpit.toml".into()
+            path: "/home/u/proj/.sandpit.toml".into(),
+            file: false,
+        }));
+    }
+
+    #[test]
+    fn a_missing_protected_file_outside_the_workspace_gets_an_empty_file() {
+        // An agent's state directory (codex: `~/.codex` writable, its config.toml
+        // protected): the agent reads the config when it is there, and a directory
+        // would stop it. A name without an extension, and any name in the workspace,
+        // still gets a sealed directory.
+        let mut i = input();
+        i.writable.push("/home/u/.codex".into());
+        i.write_protected.extend(
+            [
+                "/home/u/.codex/config.toml",
+                "/home/u/.codex/skills",
+                "/home/u/proj/.mcp.json",
+            ]
+            .map(PathBuf::from),
+        );
+        let mut f = fs();
+        f.0.insert("/home/u/.codex".into(), Kind::Dir);
+        let p = plan(&i, &f).unwrap();
+        let config = PathBuf::from("/home/u/.codex/config.toml");
+        assert!(p.placeholders.contains(&Placeholder {
+            path: config.clone(),
+            file: true
+        }));
+        assert!(p.mounts.contains(&MountOp::ReadOnly {
+            path: config.clone(),
+            no_symlinks: true
+        }));
+        for dir in ["/home/u/.codex/skills", "/home/u/proj/.mcp.json"] {
+            assert!(p.placeholders.contains(&Placeholder::dir(Path::new(dir))));
+            assert!(p.mounts.contains(&MountOp::Sealed { path: dir.into() }));
+        }
+        // Another run's (an empty file there now) is listed too, so that this run's
+        // spawn makes it again if that run removes it first; a file with content is
+        // only bound.
+        f.0.insert(config.clone(), Kind::File);
+        f.2.push(config.clone());
+        let p = plan(&i, &f).unwrap();
+        assert!(p.placeholders.iter().any(|ph| ph.path == config && ph.file));
+        f.2.clear();
+        let p = plan(&i, &f).unwrap();
+        assert!(!p.placeholders.iter().any(|ph| ph.path == config));
+        assert!(p.mounts.contains(&MountOp::ReadOnly {
+            path: config,
+            no_symlinks: true
         }));
     }
 
@@ -1196,7 +1287,8 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             path: "/home/u/proj/.git".into()
         }));
         assert!(p.placeholders.contains(&Placeholder {
-            path: "/home/u/proj/.git".into()
+            path: "/home/u/proj/.git".into(),
+            file: false,
         }));
         // In a repository nothing seals `.git` itself.
         assert!(!plan(&input(), &fs()).unwrap().sealed_git());

@@ -129,9 +129,11 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> SpawnError {
 pub struct Layers {
     /// Landlock ABI to use; `None` only when the user accepted running without it.
     pub landlock_abi: Option<u32>,
-    /// The workspace's placeholder lock ([`lock_placeholders`]), held shared since
-    /// before the plan looked at the workspace.
-    pub placeholder_lock: Option<std::fs::File>,
+    /// The placeholder lock of each writable root ([`lock_placeholders`]), held
+    /// shared since before the plan looked at the filesystem: placeholders lie in the
+    /// workspace and in agents' state directories in the home (`~/.codex`), which
+    /// runs in different workspaces share.
+    pub placeholder_locks: Vec<(PathBuf, std::fs::File)>,
     /// sandpit's state directory, where placeholders are made ahead of time and put
     /// away to be removed later (`spare.rs`); `None` makes and removes each one.
     pub spare_state: Option<PathBuf>,
@@ -243,7 +245,7 @@ pub struct Running {
     master: Option<OwnedFd>,
     relay: Option<Relay>,
     created: Vec<PathBuf>,
-    lock: Option<std::fs::File>,
+    locks: Vec<(PathBuf, std::fs::File)>,
     spares: Spares,
     bridge: Option<TcpListener>,
     tender: Option<libc::pid_t>,
@@ -276,7 +278,7 @@ impl Running {
             r.finish();
         }
         finish_placeholders(
-            self.lock.take(),
+            std::mem::take(&mut self.locks),
             std::mem::take(&mut self.created),
             &mut self.spares,
         );
@@ -285,53 +287,76 @@ impl Running {
     }
 }
 
-/// The last run out of a workspace removes every placeholder any run there created
-/// (listed in the lock file, one path a line; this run's own are listed too, unless
-/// the list could not be read); while another run is active they stay.
-fn finish_placeholders(lock: Option<std::fs::File>, created: Vec<PathBuf>, spares: &mut Spares) {
+/// The lock among `locks` that covers `p`: its innermost root's.
+fn lock_of<'a>(locks: &'a [(PathBuf, std::fs::File)], p: &Path) -> Option<&'a std::fs::File> {
+    locks
+        .iter()
+        .filter(|(root, _)| p.starts_with(root))
+        .max_by_key(|(root, _)| root.as_os_str().len())
+        .map(|(_, f)| f)
+}
+
+/// For each writable root, the last run using it to end removes every placeholder
+/// any run created there (listed in the root's lock file, one path a line; this
+/// run's own are listed too, unless the list could not be read); while another run
+/// uses the root they stay.
+fn finish_placeholders(
+    locks: Vec<(PathBuf, std::fs::File)>,
+    created: Vec<PathBuf>,
+    spares: &mut Spares,
+) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
-    match lock {
-        Some(mut f) if sys::flock(f.as_fd(), true, true).is_ok() => {
-            let mut listed = vec![];
-            let mut dirs: Vec<PathBuf> = vec![];
-            if f.rewind().is_ok() && f.read_to_end(&mut listed).is_ok() {
-                dirs = listed
-                    .split(|&b| b == b'\n')
-                    .filter(|l| l.first() == Some(&b'/'))
-                    .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
-                    .collect();
-            }
-            for c in created {
-                if !dirs.contains(&c) {
-                    dirs.push(c);
-                }
-            }
-            cleanup(&dirs, spares);
-            let _ = f.set_len(0);
+    if locks.is_empty() {
+        return cleanup(&created, spares);
+    }
+    for (_, f) in &locks {
+        let mut f = f;
+        if sys::flock(f.as_fd(), true, true).is_err() {
+            continue; // another run uses this root: leave the (empty) placeholders
         }
-        Some(_) => {} // another run is active: leave the (empty) placeholders
-        None => cleanup(&created, spares),
+        let mut listed = vec![];
+        let mut dirs: Vec<PathBuf> = vec![];
+        if f.rewind().is_ok() && f.read_to_end(&mut listed).is_ok() {
+            dirs = listed
+                .split(|&b| b == b'\n')
+                .filter(|l| l.first() == Some(&b'/'))
+                .map(|l| PathBuf::from(OsString::from_vec(l.to_vec())))
+                .collect();
+        }
+        for c in &created {
+            let mine = lock_of(&locks, c).is_some_and(|l| l.as_raw_fd() == f.as_raw_fd());
+            if mine && !dirs.contains(c) {
+                dirs.push(c.clone());
+            }
+        }
+        cleanup(&dirs, spares);
+        let _ = f.set_len(0);
     }
 }
 
-/// Note the placeholders this run created in the workspace's lock file.
-fn record_placeholders(lock: &Option<std::fs::File>, created: &[PathBuf]) {
+/// Note the placeholders this run created in their roots' lock files.
+fn record_placeholders(locks: &[(PathBuf, std::fs::File)], created: &[PathBuf]) {
     use std::io::Write;
-    let Some(mut f) = lock.as_ref() else { return };
-    let mut lines = vec![];
-    for p in created {
-        let b = p.as_os_str().as_bytes();
-        if !b.contains(&b'\n') {
-            lines.extend_from_slice(b);
-            lines.push(b'\n');
+    for (_, f) in locks {
+        let mut lines = vec![];
+        for p in created {
+            let mine = lock_of(locks, p).is_some_and(|l| l.as_raw_fd() == f.as_raw_fd());
+            let b = p.as_os_str().as_bytes();
+            if mine && !b.contains(&b'\n') {
+                lines.extend_from_slice(b);
+                lines.push(b'\n');
+            }
+        }
+        if !lines.is_empty() {
+            // One append (O_APPEND): concurrent runs' lines do not interleave.
+            let mut f = f;
+            let _ = f.write_all(&lines);
         }
     }
-    // One append (O_APPEND): concurrent runs' lines do not interleave.
-    let _ = f.write_all(&lines);
 }
 
-/// The lock of the workspace whose lock file is `path`, held shared. Every run in
+/// The placeholder lock whose lock file is `path`, held shared. Every run in
 /// namespace mode holds it from before its plan looks at the workspace until it ends,
 /// not only one that creates placeholders: a run that finds another run's
 /// placeholders relies on them as its own mountpoints. Placeholders are removed only
@@ -353,17 +378,24 @@ pub fn lock_placeholders(path: &Path) -> io::Result<std::fs::File> {
 /// here; it may start threads (a proxy runtime) once this returns, then `wait`.
 pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running, SpawnError> {
     let mut prep = prepare(plan, argv)?;
-    let lock = match (&layers.placeholder_lock, plan.mode == Mode::Namespaces) {
-        (Some(f), true) => Some(
-            f.try_clone()
-                .map_err(io_err("holding the placeholder lock"))?,
-        ),
-        _ => None,
-    };
+    let mut locks = vec![];
+    if plan.mode == Mode::Namespaces {
+        for (root, f) in &layers.placeholder_locks {
+            let f = f
+                .try_clone()
+                .map_err(io_err("holding the placeholder lock"))?;
+            locks.push((root.clone(), f));
+        }
+    }
     let mut created: Vec<PathBuf> = vec![];
     let mut spares = Spares::new(layers.spare_state.clone());
     for ph in &plan.placeholders {
-        match spares.make(&ph.path) {
+        let made = if ph.file {
+            spares.make_file(&ph.path)
+        } else {
+            spares.make(&ph.path)
+        };
+        match made {
             Ok(()) => created.push(ph.path.clone()),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -375,22 +407,22 @@ pub fn spawn(plan: &Plan, argv: &[OsString], layers: &Layers) -> Result<Running,
             }
         }
     }
-    record_placeholders(&lock, &created);
+    record_placeholders(&locks, &created);
     match start(plan, &mut prep, layers) {
         Ok(mut r) => {
             r.created = created;
-            r.lock = lock;
+            r.locks = locks;
             r.spares = spares;
             Ok(r)
         }
         Err(e) => {
-            finish_placeholders(lock, created, &mut spares);
+            finish_placeholders(locks, created, &mut spares);
             Err(e)
         }
     }
 }
 
-/// Remove the placeholder directories the run created (only those still empty).
+/// Remove the placeholders the run created (only those still empty).
 fn cleanup(created: &[PathBuf], spares: &mut Spares) {
     for p in created.iter().rev() {
         spares.release(p);
@@ -695,7 +727,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         master,
         relay,
         created: vec![],
-        lock: None,
+        locks: vec![],
         spares: Spares::new(None),
         bridge: handed,
         tender: layers.tender,
