@@ -1,5 +1,6 @@
 //! A scripted model server for driving real agents in tests: a loopback HTTP/1.1
 //! server that speaks OpenAI Chat Completions (`POST …/chat/completions`, tool calls,
+//! streaming SSE), OpenAI Responses (`POST …/responses`, `function_call` items,
 //! streaming SSE) and Anthropic Messages (`POST …/messages`, `tool_use` blocks,
 //! streaming SSE), answers each request with the next step of a script, and records
 //! every request body so a test can read what the agent sent back (its tool results).
@@ -65,8 +66,9 @@ impl ModelServer {
             .join("\n")
     }
 
-    /// The tool results (OpenAI `role: tool` messages, Anthropic `tool_result` blocks)
-    /// and user messages of the longest history the agent sent, in order, as text.
+    /// The tool results (OpenAI `role: tool` messages and `function_call_output`
+    /// items, Anthropic `tool_result` blocks) and user messages of the longest history
+    /// the agent sent, in order, as text.
     pub fn tool_results(&self) -> Vec<String> {
         let longest = self
             .requests()
@@ -78,14 +80,28 @@ impl ModelServer {
             let role = m["role"].as_str().unwrap_or("");
             if role == "tool" || role == "user" {
                 out.push(content_text(&m["content"]));
+            } else if m["type"] == "function_call_output" {
+                out.push(content_text(&m["output"]));
             }
         }
         out
     }
 }
 
+/// The history: Chat Completions' and Messages' `messages`, or Responses' `input`
+/// items.
 fn messages(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().cloned().unwrap_or_default()
+    body["messages"]
+        .as_array()
+        .or_else(|| body["input"].as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether a history entry is a model turn: an assistant message, or a Responses
+/// `function_call` item (one a turn: the script calls one tool a turn).
+fn is_model_turn(m: &Value) -> bool {
+    m["role"] == "assistant" || m["type"] == "function_call"
 }
 
 /// The text in a message's content: a string, or the text of every block (including
@@ -123,10 +139,8 @@ fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
             body: body.clone(),
         });
         let anthropic = path.ends_with("/messages");
-        let turn = messages(&body)
-            .iter()
-            .filter(|m| m["role"] == "assistant")
-            .count();
+        let responses = path.ends_with("/responses");
+        let turn = messages(&body).iter().filter(|m| is_model_turn(m)).count();
         let step = script
             .get(turn)
             .cloned()
@@ -135,7 +149,11 @@ fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
         let model = body["model"].as_str().unwrap_or("scripted").to_string();
         let id = format!("call_{turn}");
         let mut w = &s;
-        let ok = if !path.contains("completions") && !anthropic {
+        let ok = if responses {
+            // The Responses API streams (codex asks for nothing else).
+            let events = responses_stream(&step, &model, &id);
+            respond(&mut w, 200, "text/event-stream", events.as_bytes())
+        } else if !path.contains("completions") && !anthropic {
             respond(
                 &mut w,
                 404,
@@ -265,6 +283,31 @@ fn openai_stream(step: &Step, model: &str, id: &str) -> String {
         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
     });
     out += &format!("data: {usage}\n\ndata: [DONE]\n\n");
+    out
+}
+
+fn responses_stream(step: &Step, model: &str, id: &str) -> String {
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or(""));
+    let resp = format!("resp_{id}");
+    let item = match step {
+        Step::Tool(name, args) => json!({
+            "type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+            "name": name, "arguments": args.to_string(), "status": "completed"}),
+        Step::Text(t) => json!({
+            "type": "message", "id": format!("msg_{id}"), "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+    };
+    let mut out = ev(json!({"type": "response.created", "response": {
+        "id": resp, "object": "response", "model": model, "status": "in_progress", "output": []}}));
+    out += &ev(json!({"type": "response.output_item.added", "output_index": 0, "item": item}));
+    out += &ev(json!({"type": "response.output_item.done", "output_index": 0, "item": item}));
+    out += &ev(json!({"type": "response.completed", "response": {
+        "id": resp, "object": "response", "model": model, "status": "completed",
+        "output": [item],
+        "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 20}}}));
     out
 }
 

@@ -119,6 +119,17 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
             ))],
             None => vec![],
         },
+        "write"
+            if ["/proc", "/sys", "/dev"]
+                .iter()
+                .any(|k| Path::new(&r.subject).starts_with(k)) =>
+        {
+            // A runtime's probe (Bun opens the kernel's trace_marker): opening a
+            // kernel interface is no fix to offer.
+            vec![Fix::Note(format!(
+                "{path} is a kernel interface; programs that probe it carry on without it"
+            ))]
+        }
         "write" => {
             // Outside the writable roots: the path if it exists, else its directory.
             let p = Path::new(&r.subject);
@@ -388,6 +399,15 @@ mod tests {
             ),
         );
         assert!(matches!(&f[0], Fix::Note(_)));
+        // A kernel interface is not offered.
+        let f = fixes(
+            home,
+            &rec("write", "/sys/kernel/debug/tracing/trace_marker", None),
+        );
+        assert!(
+            matches!(&f[..], [Fix::Note(n)] if n.contains("kernel interface")),
+            "{f:?}"
+        );
         // A path with a quote is quoted as TOML.
         let f = fixes(home, &rec("write", "/nonexistent-dir/a\"b", None));
         assert_eq!(
