@@ -341,6 +341,13 @@ fn writing_where_it_must_not() {
             "mkdir -p evil; printf 'gitdir: evil\\n' > .git; printf 'gitdir: evil\\n' > g && mv -f g .git",
         )
         .with(Setup::LinkedWorktree),
+        // A worktree hooks directory (husky): the user's next `git commit` runs it.
+        case(
+            "worktree hooksPath (husky)",
+            Kernel,
+            "printf '#!/bin/sh\\nevil\\n' > .husky/pre-commit; echo evil > .husky/_/pre-push",
+        )
+        .with(Setup::HooksPath),
         case(
             "extracted interposer",
             Kernel,

@@ -243,8 +243,10 @@ pub fn load(
         sources.push((Layer::Flags, src.name.clone()));
         opts.flags = Some(src);
     }
-    #[allow(unused_mut)]
     let mut policy = sandpit_policy::load(&opts)?;
+    // What git's configuration names inside the workspace (a worktree hooks
+    // directory): protected on every layer and in `explain` alike.
+    crate::gitcfg::protect(&mut policy);
     #[cfg(target_os = "linux")]
     crate::caches::grant(&mut policy);
     Ok(Loaded {

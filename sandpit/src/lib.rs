@@ -7,6 +7,7 @@ pub mod caches;
 pub mod cli;
 pub mod config;
 pub mod dns;
+pub mod gitcfg;
 pub mod inject;
 pub mod inspect;
 pub mod launch;

@@ -128,6 +128,9 @@ pub enum Setup {
     SshAgent,
     /// The workspace is a linked worktree: `.git` is a file (`gitdir: ~/repo`).
     LinkedWorktree,
+    /// The repository's hooks live in the worktree, as husky sets them up:
+    /// `core.hooksPath = .husky/_`, the user's hook in `.husky/pre-commit`.
+    HooksPath,
 }
 
 /// What a setup left running, stopped after the run.
@@ -180,6 +183,19 @@ impl Setup {
                         .unwrap();
                 assert!(o.status.success(), "git init: {o:?}");
                 assert!(ws.join(".git").is_file());
+                Running::Nothing
+            }
+            Setup::HooksPath => {
+                let ws = s.h.workspace();
+                for args in [
+                    &["init", "-q"][..],
+                    &["config", "core.hooksPath", ".husky/_"],
+                ] {
+                    let o = s.h.command("git").args(args).output().unwrap();
+                    assert!(o.status.success(), "git {args:?}: {o:?}");
+                }
+                s.h.write(&ws.join(".husky/_/h"), "#!/bin/sh\n");
+                s.h.write(&ws.join(".husky/pre-commit"), "npm test\n");
                 Running::Nothing
             }
         }
@@ -614,7 +630,11 @@ fn snapshot(s: &Stage) -> BTreeMap<PathBuf, (u32, i64, Vec<u8>)> {
     if ws.join(".git").is_file() {
         walk(&ws.join(".git"), &[], &mut m);
     }
-    for p in [".git/hooks", ".git/config"].iter().chain(PROTECTED) {
+    // `.husky`: Setup::HooksPath's hooks, which the user's next commit runs.
+    for p in [".git/hooks", ".git/config", ".husky"]
+        .iter()
+        .chain(PROTECTED)
+    {
         let p = ws.join(p);
         if p.symlink_metadata().is_ok() {
             walk(&p, &[], &mut m);

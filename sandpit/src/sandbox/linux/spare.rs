@@ -29,8 +29,9 @@ use std::path::{Path, PathBuf};
 
 use super::sys;
 
-/// Spares kept ready (the default policy makes up to eight placeholders).
-const KEEP: usize = 16;
+/// Spares kept ready (the default policy makes up to fifteen placeholders in a
+/// workspace that is no repository, an agent profile a few more).
+const KEEP: usize = 32;
 /// Directories [`tend`] removes, and spares it makes, in one run at most.
 const TEND: usize = 32;
 /// Suffix of what is put aside, never taken or removed: a spare that was no empty

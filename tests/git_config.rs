@@ -1,0 +1,152 @@
+//! Files that run code later, named by git's configuration inside the workspace: a
+//! worktree hooks directory (`core.hooksPath`, as husky sets it), an included config
+//! file, a diff driver given as a path. The user's git runs or reads each outside the
+//! sandbox later, so the sandbox must not write them, whatever writes: a dynamic
+//! shell with the interposer, the same without it (`--kernel-only`), a static program
+//! with raw system calls. `sandpit explain` says the same, naming the git key. Without
+//! sandpit the same writes land (the control); in the sandbox the workspace stays
+//! writable and `git commit` works.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
+mod kernel_support;
+
+use common::{text, TestHome};
+use kernel_support::build_probe;
+
+/// Written by the attack; (path in the workspace, what it held before: None if absent).
+const TARGETS: &[(&str, Option<&str>)] = &[
+    (".husky/pre-commit", Some("echo benign\n")),
+    (".husky/post-checkout", None),
+    (".husky/_/pre-push", None),
+    ("team.gitconfig", Some("[user]\n\tname = team\n")),
+    ("tools/conv.sh", Some("cat \"$1\"\n")),
+];
+
+fn repo() -> TestHome {
+    let h = TestHome::new();
+    let ws = h.workspace();
+    let git = |args: &[&str]| {
+        let o = h.command("git").args(args).output().unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".husky/_"]);
+    git(&["config", "include.path", "../team.gitconfig"]);
+    git(&["config", "diff.conv.textconv", "./tools/conv.sh"]);
+    h.write(&ws.join(".husky/_/h"), "#!/bin/sh\n");
+    for (p, before) in TARGETS {
+        if let Some(b) = before {
+            h.write(&ws.join(p), b);
+        }
+    }
+    h
+}
+
+/// Each target as it was before the attack.
+fn assert_untouched(h: &TestHome, case: &str, out: &str) {
+    for (p, before) in TARGETS {
+        let now = std::fs::read_to_string(h.workspace().join(p)).ok();
+        assert_eq!(now.as_deref(), *before, "{case}: {p} was written\n{out}");
+    }
+}
+
+fn attack_script() -> String {
+    let mut s = String::new();
+    for (p, _) in TARGETS {
+        s += &format!("(echo evil > {p}) 2>/dev/null && echo \"WROTE {p}\"\n");
+    }
+    s + "echo ok > ok.txt && echo control-ok\n"
+}
+
+#[test]
+fn what_git_config_names_in_the_workspace_stays_unwritable() {
+    // Control: without sandpit every write lands.
+    let h = repo();
+    let o = h
+        .command("sh")
+        .args(["-c", &attack_script()])
+        .output()
+        .unwrap();
+    for (p, _) in TARGETS {
+        assert!(
+            text(&o).contains(&format!("WROTE {p}")),
+            "bare: {}",
+            text(&o)
+        );
+    }
+
+    for kernel_only in [false, true] {
+        let h = repo();
+        let mut c = h.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        let o = c
+            .args(["--", "sh", "-c", &attack_script()])
+            .output()
+            .unwrap();
+        let case = format!("sh (kernel only: {kernel_only})");
+        let out = text(&o);
+        assert!(out.contains("control-ok"), "{case}: {out}");
+        assert!(!out.contains("WROTE"), "{case}: {out}");
+        assert_untouched(&h, &case, &out);
+        assert_eq!(
+            std::fs::read_to_string(h.workspace().join("ok.txt")).unwrap(),
+            "ok\n"
+        );
+    }
+
+    // A static program, past any interposer.
+    let h = repo();
+    let probe = build_probe(&h, "static_write", true);
+    let o = h
+        .sandpit()
+        .args(["run", "--"])
+        .arg(&probe)
+        .args(TARGETS.iter().map(|(p, _)| *p))
+        .arg("ok-static.txt")
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(
+        out.contains("static-write ok-static.txt: written"),
+        "static: {out}"
+    );
+    assert_untouched(&h, "static", &out);
+}
+
+#[test]
+fn explain_names_the_git_key_and_git_still_commits() {
+    let h = repo();
+    let explain = |p: &str| {
+        let o = h.sandpit().args(["explain", "write", p]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (p, key) in [
+        (".husky/pre-commit", "core.hookspath = .husky/_"),
+        (".husky/_/pre-push", "core.hookspath = .husky/_"),
+        ("team.gitconfig", "include.path = ../team.gitconfig"),
+        ("tools/conv.sh", "diff.conv.textconv = ./tools/conv.sh"),
+    ] {
+        let out = explain(p);
+        assert!(out.starts_with("DENY"), "{p}: {out}");
+        assert!(out.contains(key), "{p}: {out}");
+        assert!(out.contains("git config (file:.git/config)"), "{p}: {out}");
+    }
+    assert!(explain("src/main.rs").starts_with("ALLOW"));
+
+    // The workflow still works: git commits inside the sandbox.
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c"])
+        .arg(
+            "echo x > a.txt && git add a.txt && \
+             git -c user.name=a -c user.email=a@example.com commit -qm x && git log --oneline",
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
