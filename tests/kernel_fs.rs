@@ -8,6 +8,7 @@ mod kernel_support;
 use common::{spawn_ready, TestHome};
 use kernel_support::*;
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 /// A HOME with credentials holding the canary, a normal file, and a symlink to the
 /// key planted in the workspace beforehand.
@@ -853,4 +854,74 @@ fn precedence_carve_outs_and_secrets_created_during_the_run() {
     assert!(all.contains("GH-CONFIG-PUBLIC"), "carve-out: {all}");
     assert!(all.contains("END"), "{all}");
     assert_eq!(content(&ws.join(".env")).as_deref(), Some(CANARY));
+}
+
+/// Every credential location of the default policy (`files.block_read`, the home's
+/// entries but macOS's `~/Library`) holds a canary; none of them reaches a dynamic
+/// reader with the interposer, nor a static one with raw system calls under the
+/// kernel layer alone. A file beside them stays readable (the control), and without
+/// sandpit every canary is read (so the list is really planted).
+#[test]
+fn every_default_credential_location_is_unreadable_by_any_linkage() {
+    let t: toml::Table = toml::from_str(sandpit_policy::DEFAULT_POLICY).unwrap();
+    let entries: Vec<String> = t["files"]["block_read"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str()?.strip_prefix("~/").map(str::to_string))
+        .filter(|e| !e.starts_with("Library/"))
+        .collect();
+    assert!(entries.len() > 40, "{entries:?}");
+    let h = TestHome::new();
+    let mut files = vec![];
+    for (i, e) in entries.iter().enumerate() {
+        // An entry that holds another is a directory: the canary goes inside it.
+        let holds_another = entries
+            .iter()
+            .any(|o| o != e && o.starts_with(&format!("{e}/")));
+        let file = if holds_another {
+            format!("{e}/canary")
+        } else {
+            e.clone()
+        };
+        h.write(&h.home().join(&file), &format!("CRED-CANARY-{i}\n"));
+        files.push(h.home().join(&file).display().to_string());
+    }
+    h.write(&h.home().join("notes.txt"), "CONTROL-OK\n");
+    files.push(h.home().join("notes.txt").display().to_string());
+    let probe = build_probe(&h, "static_read", true);
+
+    let bare = h.command("cat").args(&files).output().unwrap();
+    let bare = String::from_utf8_lossy(&bare.stdout);
+    for i in 0..entries.len() {
+        assert!(
+            bare.contains(&format!("CRED-CANARY-{i}\n")),
+            "bare: {}",
+            entries[i]
+        );
+    }
+    for (case, kernel_only, reader) in [
+        ("cat, interposer", false, PathBuf::from("cat")),
+        ("cat, kernel only", true, PathBuf::from("cat")),
+        ("static raw reader", true, probe),
+    ] {
+        let mut c = h.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        let o = c.arg("--").arg(&reader).args(&files).output().unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains("CONTROL-OK"), "{case}: {out}");
+        for (i, e) in entries.iter().enumerate() {
+            assert!(
+                !out.contains(&format!("CRED-CANARY-{i}\n")),
+                "{case}: ~/{e} was read"
+            );
+        }
+    }
 }
