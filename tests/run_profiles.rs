@@ -26,16 +26,24 @@ fn every_profile_runs_on_a_fresh_home() {
     }
 }
 
+/// A single-file root (from the user's config: no built-in profile has one) is
+/// writable in place beside a profile's roots, and the profile's protected files and
+/// `~/.claude.json` (Claude Code's MCP servers) stay read-only.
 #[test]
 fn single_file_roots_are_writable_and_protected_files_beside_them_are_not() {
     let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[files]\nallow_write = [\"~/.notes.json\"]\n",
+    );
+    h.write(&h.home().join(".notes.json"), "{}");
     h.write(&h.home().join(".claude.json"), "{}");
     h.write(&h.home().join(".claude/history"), "");
     h.write(&h.home().join(".claude/settings.json"), "{\"hooks\":{}}");
-    let o = run(&h, "claude", "echo '{\"a\":1}' > ~/.claude.json && echo x >> ~/.claude/history && echo evil > ~/.claude/settings.json");
+    let o = run(&h, "claude", "echo '{\"a\":1}' > ~/.notes.json && echo x >> ~/.claude/history && echo evil > ~/.claude/settings.json");
     assert!(!o.status.success(), "the settings write must fail");
     assert_eq!(
-        std::fs::read_to_string(h.home().join(".claude.json"))
+        std::fs::read_to_string(h.home().join(".notes.json"))
             .unwrap()
             .trim(),
         "{\"a\":1}"
@@ -47,6 +55,12 @@ fn single_file_roots_are_writable_and_protected_files_beside_them_are_not() {
     assert_eq!(
         std::fs::read_to_string(h.home().join(".claude/settings.json")).unwrap(),
         "{\"hooks\":{}}"
+    );
+    let o = run(&h, "claude", "echo evil > ~/.claude.json");
+    assert!(!o.status.success(), "the ~/.claude.json write must fail");
+    assert_eq!(
+        std::fs::read_to_string(h.home().join(".claude.json")).unwrap(),
+        "{}"
     );
     // Outside any profile root, home stays read-only.
     let o = run(&h, "claude", "echo x > ~/.other");

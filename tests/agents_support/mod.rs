@@ -1,13 +1,18 @@
 //! A scripted model server for driving real agents in tests: a loopback HTTP/1.1
 //! server that speaks OpenAI Chat Completions (`POST …/chat/completions`, tool calls,
 //! streaming SSE), OpenAI Responses (`POST …/responses`, `function_call` items,
-//! streaming SSE) and Anthropic Messages (`POST …/messages`, `tool_use` blocks,
-//! streaming SSE), answers each request with the next step of a script, and records
-//! every request body so a test can read what the agent sent back (its tool results).
+//! streaming SSE), Anthropic Messages (`POST …/messages`, `tool_use` blocks,
+//! streaming SSE) and the Gemini API (`POST …/models/M:streamGenerateContent`,
+//! `:generateContent` and `:countTokens`, `functionCall` parts, streaming SSE),
+//! answers each request with the next step of a script, and records every request
+//! body so a test can read what the agent sent back (its tool results).
 //!
 //! The step is chosen by the number of assistant turns already in the request's
 //! history, not by a request counter: an agent that retries, or asks a side question
-//! (a title, a summary) with a short history, gets a consistent answer.
+//! (a title, a summary) with a short history, gets a consistent answer. A
+//! text-protocol agent that puts canned assistant turns in its history (aider: worked
+//! examples, an "Ok." after each output it adds) counts only the turns that hold the
+//! script's own replies ([`ModelServer::start_counting_replies`]).
 #![allow(dead_code)]
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -29,32 +34,56 @@ pub enum Step {
 pub struct Request {
     pub path: String,
     pub body: Value,
+    /// The step of the script it was answered with (past the end: the final text).
+    pub step: usize,
 }
 
 pub struct ModelServer {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<Request>>>,
+    steps: usize,
 }
 
 impl ModelServer {
     /// Listen on `ip:0` and answer with `script`; past its end, a final text turn.
     pub fn start(ip: &str, script: Vec<Step>) -> ModelServer {
+        ModelServer::start_with(ip, script, false)
+    }
+
+    /// As [`ModelServer::start`], the step chosen by the number of the script's own
+    /// text replies in the history.
+    pub fn start_counting_replies(ip: &str, script: Vec<Step>) -> ModelServer {
+        ModelServer::start_with(ip, script, true)
+    }
+
+    fn start_with(ip: &str, script: Vec<Step>, replies_only: bool) -> ModelServer {
         let l = TcpListener::bind((ip, 0)).unwrap();
         let port = l.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let steps = script.len();
         let (r, script) = (requests.clone(), Arc::new(script));
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(s) = s else { continue };
                 let (r, script) = (r.clone(), script.clone());
-                std::thread::spawn(move || serve(s, &r, &script));
+                std::thread::spawn(move || serve(s, &r, &script, replies_only));
             }
         });
-        ModelServer { port, requests }
+        ModelServer {
+            port,
+            requests,
+            steps,
+        }
     }
 
     pub fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
+    }
+
+    /// Whether the agent got to the script's last step (it sent back every result
+    /// before it).
+    pub fn finished(&self) -> bool {
+        self.requests().iter().any(|r| r.step + 1 >= self.steps)
     }
 
     /// Every request body, as text: what the agent sent to the model.
@@ -67,8 +96,8 @@ impl ModelServer {
     }
 
     /// The tool results (OpenAI `role: tool` messages and `function_call_output`
-    /// items, Anthropic `tool_result` blocks) and user messages of the longest history
-    /// the agent sent, in order, as text.
+    /// items, Anthropic `tool_result` blocks, Gemini `functionResponse` parts) and user
+    /// messages of the longest history the agent sent, in order, as text.
     pub fn tool_results(&self) -> Vec<String> {
         let longest = self
             .requests()
@@ -79,7 +108,12 @@ impl ModelServer {
         for m in messages(&req.body) {
             let role = m["role"].as_str().unwrap_or("");
             if role == "tool" || role == "user" {
-                out.push(content_text(&m["content"]));
+                // Gemini's turns hold `parts`, the others' `content`.
+                out.push(content_text(if m["parts"].is_null() {
+                    &m["content"]
+                } else {
+                    &m["parts"]
+                }));
             } else if m["type"] == "function_call_output" {
                 out.push(content_text(&m["output"]));
             }
@@ -88,24 +122,37 @@ impl ModelServer {
     }
 }
 
-/// The history: Chat Completions' and Messages' `messages`, or Responses' `input`
-/// items.
+/// The history: Chat Completions' and Messages' `messages`, Responses' `input`
+/// items, or Gemini's `contents`.
 fn messages(body: &Value) -> Vec<Value> {
     body["messages"]
         .as_array()
         .or_else(|| body["input"].as_array())
+        .or_else(|| body["contents"].as_array())
         .cloned()
         .unwrap_or_default()
 }
 
-/// Whether a history entry is a model turn: an assistant message, or a Responses
-/// `function_call` item (one a turn: the script calls one tool a turn).
+/// Whether a history entry is a model turn: an assistant message, a Gemini `model`
+/// turn, or a Responses `function_call` item (one a turn: the script calls one tool a
+/// turn).
 fn is_model_turn(m: &Value) -> bool {
-    m["role"] == "assistant" || m["type"] == "function_call"
+    m["role"] == "assistant" || m["role"] == "model" || m["type"] == "function_call"
+}
+
+/// Every string in `v`, in order, one a line.
+fn strings(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(strings).collect::<Vec<_>>().join("\n"),
+        Value::Object(o) => o.values().map(strings).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// The text in a message's content: a string, or the text of every block (including
-/// the content of `tool_result` blocks).
+/// the content of `tool_result` blocks and the response of Gemini `functionResponse`
+/// parts).
 pub fn content_text(c: &Value) -> String {
     match c {
         Value::String(s) => s.clone(),
@@ -118,6 +165,7 @@ pub fn content_text(c: &Value) -> String {
                     if !b["content"].is_null() {
                         t.push_str(&content_text(&b["content"]));
                     }
+                    t.push_str(&strings(&b["functionResponse"]["response"]));
                     t
                 }
             })
@@ -127,20 +175,34 @@ pub fn content_text(c: &Value) -> String {
     }
 }
 
-fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
+/// Whether a history entry is one of the script's text replies, sent back.
+fn is_scripted_reply(m: &Value, script: &[Step]) -> bool {
+    let text = content_text(&m["content"]);
+    script
+        .iter()
+        .any(|s| matches!(s, Step::Text(t) if t.trim() == text.trim()))
+}
+
+fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step], replies_only: bool) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     loop {
         let Some((path, body)) = read_request(&mut r) else {
             return;
         };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let turn = messages(&body)
+            .iter()
+            .filter(|m| is_model_turn(m) && (!replies_only || is_scripted_reply(m, script)))
+            .count();
         requests.lock().unwrap().push(Request {
             path: path.clone(),
             body: body.clone(),
+            step: turn,
         });
-        let anthropic = path.ends_with("/messages");
-        let responses = path.ends_with("/responses");
-        let turn = messages(&body).iter().filter(|m| is_model_turn(m)).count();
+        // claude-code adds `?beta=true`; the route is the path without its query.
+        let route = path.split('?').next().unwrap_or_default();
+        let anthropic = route.ends_with("/messages");
+        let responses = route.ends_with("/responses");
         let step = script
             .get(turn)
             .cloned()
@@ -149,11 +211,24 @@ fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step]) {
         let model = body["model"].as_str().unwrap_or("scripted").to_string();
         let id = format!("call_{turn}");
         let mut w = &s;
-        let ok = if responses {
+        let ok = if let Some((model, method)) = gemini_route(route) {
+            match method {
+                "countTokens" => respond(&mut w, 200, "application/json", b"{\"totalTokens\":10}"),
+                "streamGenerateContent" => {
+                    let v = gemini_response(&step, model);
+                    let events = format!("data: {v}\n\n");
+                    respond(&mut w, 200, "text/event-stream", events.as_bytes())
+                }
+                _ => {
+                    let v = gemini_response(&step, model);
+                    respond(&mut w, 200, "application/json", v.to_string().as_bytes())
+                }
+            }
+        } else if responses {
             // The Responses API streams (codex asks for nothing else).
             let events = responses_stream(&step, &model, &id);
             respond(&mut w, 200, "text/event-stream", events.as_bytes())
-        } else if !path.contains("completions") && !anthropic {
+        } else if !route.contains("completions") && !anthropic {
             respond(
                 &mut w,
                 404,
@@ -309,6 +384,28 @@ fn responses_stream(step: &Step, model: &str, id: &str) -> String {
             "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 20}}}));
     out
+}
+
+/// A Gemini API route, `…/models/MODEL:METHOD`: the model and the method.
+fn gemini_route(route: &str) -> Option<(&str, &str)> {
+    let (_, tail) = route.rsplit_once("/models/")?;
+    tail.split_once(':')
+}
+
+/// One `GenerateContentResponse`: a `model` turn of one part. Streamed, it is the
+/// only event (each event is a whole response; the client joins their parts).
+fn gemini_response(step: &Step, model: &str) -> Value {
+    let part = match step {
+        Step::Tool(name, args) => json!({"functionCall": {"name": name, "args": args}}),
+        Step::Text(t) => json!({"text": t}),
+    };
+    json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10,
+            "totalTokenCount": 20},
+        "modelVersion": model
+    })
 }
 
 fn anthropic_message(step: &Step, model: &str, id: &str) -> Value {
