@@ -110,7 +110,7 @@ fn an_agents_state_is_made_on_a_fresh_home_and_its_configs_stay_protected() {
                 script += &if file {
                     format!(
                         "test -f ~/{p} || echo 'FAIL not a file {p}'\n\
-                         [ -z \"$(cat ~/{p})\" ] || echo 'FAIL not empty {p}'\n\
+                         case \"$(cat ~/{p})\" in ''|'{{}}') ;; *) echo 'FAIL not empty {p}';; esac\n\
                          (echo evil > ~/{p}) 2>/dev/null && echo 'FAIL wrote {p}'\n"
                     )
                 } else {

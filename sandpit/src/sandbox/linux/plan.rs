@@ -35,8 +35,9 @@ pub trait FsView {
     fn list(&self, dir: &Path) -> Option<Vec<PathBuf>>;
     /// Whether `dir` is a directory with no entries (asked only of protected paths).
     fn is_empty_dir(&self, dir: &Path) -> bool;
-    /// Whether `path` is a regular file of no bytes (asked only of protected paths).
-    fn is_empty_file(&self, path: &Path) -> bool;
+    /// Whether `path` is a regular file holding just what a file placeholder there
+    /// holds ([`placeholder_contents`]; asked only of protected paths).
+    fn is_placeholder_file(&self, path: &Path) -> bool;
 }
 
 /// The real filesystem. Each answer is looked up once per plan: the plan asks about
@@ -86,8 +87,8 @@ impl FsView for HostFs {
     fn is_empty_dir(&self, dir: &Path) -> bool {
         std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
     }
-    fn is_empty_file(&self, path: &Path) -> bool {
-        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+    fn is_placeholder_file(&self, path: &Path) -> bool {
+        is_placeholder_file(path)
     }
 }
 
@@ -255,8 +256,9 @@ pub fn quarantine_path(p: &Path, tag: &str) -> Option<PathBuf> {
 /// cleans neither an empty directory (the host's view) nor one holding only ignored
 /// files (the sandbox's), so the placeholder is no junk for git. Outside it (an
 /// agent's state directory), a name that reads as a file's (`config.toml`,
-/// `AGENTS.md`: it has an extension) gets an empty file bound read-only: the agent
-/// reads it as an empty config, where a directory stopped it ("is not a file").
+/// `AGENTS.md`: it has an extension) gets a file bound read-only, empty or `{}` for
+/// JSON ([`placeholder_contents`]): the agent reads it as an empty config, where a
+/// directory stopped it ("is not a file").
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
@@ -273,8 +275,25 @@ impl Placeholder {
     }
 }
 
-/// Whether a missing protected path gets an empty file as its placeholder rather
-/// than a directory ([`Placeholder`]).
+/// What a file placeholder at `p` holds: an empty JSON object for a `.json` or
+/// `.jsonc` name (an empty file is no JSON: gemini-cli stops on it), else nothing.
+pub fn placeholder_contents(p: &Path) -> &'static [u8] {
+    match p.extension().and_then(|e| e.to_str()) {
+        Some("json" | "jsonc") => b"{}\n",
+        _ => b"",
+    }
+}
+
+/// Whether the host's `p` is a regular file (not a link) holding just
+/// [`placeholder_contents`]: a placeholder some run made, or one that is as good.
+pub fn is_placeholder_file(p: &Path) -> bool {
+    let want = placeholder_contents(p);
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.len() == want.len() as u64)
+        && (want.is_empty() || std::fs::read(p).is_ok_and(|b| b == want))
+}
+
+/// Whether a missing protected path gets a file as its placeholder rather than a
+/// directory ([`Placeholder`]).
 fn file_placeholder(p: &Path, workspace: &Path) -> bool {
     !inside(p, workspace) && p.extension().is_some()
 }
@@ -548,7 +567,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 let sealed = kind == Kind::Dir && fs.is_empty_dir(p);
                 if sealed {
                     placeholders.push(Placeholder::dir(p));
-                } else if kind == Kind::File && fs.is_empty_file(p) {
+                } else if kind == Kind::File && fs.is_placeholder_file(p) {
                     // The same for another run's empty-file placeholder.
                     placeholders.push(Placeholder {
                         path: p.clone(),
@@ -864,7 +883,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// Kinds, symlinks, and the files that are empty.
+    /// Kinds, symlinks, and the files that hold a placeholder's contents.
     struct FakeFs(BTreeMap<PathBuf, Kind>, Vec<PathBuf>, Vec<PathBuf>);
 
     impl FakeFs {
@@ -899,7 +918,7 @@ mod tests {
         fn is_empty_dir(&self, dir: &Path) -> bool {
             self.0.get(dir) == Some(&Kind::Dir) && self.list(dir).unwrap_or_default().is_empty()
         }
-        fn is_empty_file(&self, path: &Path) -> bool {
+        fn is_placeholder_file(&self, path: &Path) -> bool {
             self.0.get(path) == Some(&Kind::File) && self.2.iter().any(|e| e == path)
         }
     }
@@ -1274,6 +1293,23 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             path: config,
             no_symlinks: true
         }));
+    }
+
+    #[test]
+    fn a_json_placeholder_holds_an_empty_object() {
+        assert_eq!(
+            placeholder_contents(Path::new("/h/.gemini/settings.json")),
+            b"{}\n"
+        );
+        assert_eq!(
+            placeholder_contents(Path::new("/h/.config/x.jsonc")),
+            b"{}\n"
+        );
+        assert_eq!(
+            placeholder_contents(Path::new("/h/.codex/config.toml")),
+            b""
+        );
+        assert_eq!(placeholder_contents(Path::new("/h/.codex/AGENTS.md")), b"");
     }
 
     #[test]

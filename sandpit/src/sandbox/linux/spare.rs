@@ -130,24 +130,27 @@ impl Spares {
         std::fs::create_dir(path)
     }
 
-    /// Make `path` an empty read-only file (a file placeholder), as `O_CREAT|O_EXCL`
-    /// would (`AlreadyExists` when something is there already).
+    /// Make `path` a read-only file placeholder holding
+    /// [`super::plan::placeholder_contents`], as `O_CREAT|O_EXCL` would
+    /// (`AlreadyExists` when something is there already).
     pub fn make_file(&mut self, path: &Path) -> io::Result<()> {
+        use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o444)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map(drop)
+            .open(path)?
+            .write_all(super::plan::placeholder_contents(path))
     }
 
-    /// Remove the placeholder `path` if it is empty: a file of no bytes is
-    /// unlinked; a directory is put in the trash when it can be, else `rmdir` (which
-    /// removes only an empty directory, never a file or a link).
+    /// Remove the placeholder `path` if it is as made: a file holding just its
+    /// placeholder contents is unlinked; an empty directory is put in the trash when
+    /// it can be, else `rmdir` (which removes only an empty directory, never a file
+    /// or a link).
     pub fn release(&mut self, path: &Path) {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        if super::plan::is_placeholder_file(path) {
             let _ = std::fs::remove_file(path);
             return;
         }
