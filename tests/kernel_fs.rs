@@ -893,12 +893,8 @@ fn every_default_credential_location_is_unreadable_by_any_linkage() {
 
     let bare = h.command("cat").args(&files).output().unwrap();
     let bare = String::from_utf8_lossy(&bare.stdout);
-    for i in 0..entries.len() {
-        assert!(
-            bare.contains(&format!("CRED-CANARY-{i}\n")),
-            "bare: {}",
-            entries[i]
-        );
+    for (i, e) in entries.iter().enumerate() {
+        assert!(bare.contains(&format!("CRED-CANARY-{i}\n")), "bare: ~/{e}");
     }
     for (case, kernel_only, reader) in [
         ("cat, interposer", false, PathBuf::from("cat")),
