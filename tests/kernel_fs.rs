@@ -921,3 +921,130 @@ fn every_default_credential_location_is_unreadable_by_any_linkage() {
         }
     }
 }
+
+/// A character device the test puts in the host's `/dev` (a copy of `/dev/zero`,
+/// mode 0666: a device every user may open, as a camera or a security key can be),
+/// removed when dropped.
+struct HostDevice(PathBuf);
+
+impl HostDevice {
+    fn new() -> HostDevice {
+        let p = PathBuf::from(format!("/dev/sandpit-test-{}", std::process::id()));
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path; the tests run as root (common::is_root).
+        let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 5)) };
+        assert_eq!(r, 0, "mknod {p:?}: {}", std::io::Error::last_os_error());
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+        HostDevice(p)
+    }
+}
+
+impl Drop for HostDevice {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The sandbox's `/dev` is its own: the usual devices work (null, zero, full,
+/// urandom, a new terminal, `/dev/fd`, `/dev/shm`), and no other host device is
+/// there, for a dynamic program with the interposer or without it; `files.devices` in
+/// the user's config passes one through; a project file may not.
+#[test]
+fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
+    assert!(
+        common::is_root(),
+        "the test makes a device node: run as root"
+    );
+    let dev = HostDevice::new();
+    let d = dev.0.display().to_string();
+    let h = TestHome::new();
+    // Control: on the host the test user reads the device.
+    let o = h
+        .command("sh")
+        .args(["-c", &format!("head -c 3 {d} | wc -c")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "3");
+    let script = format!(
+        "ls /dev | tr '\\n' ' '; echo\n\
+         echo x > /dev/null && echo null-ok\n\
+         [ \"$(head -c 5 /dev/zero | wc -c)\" = 5 ] && echo zero-ok\n\
+         [ \"$(head -c 5 /dev/urandom | wc -c)\" = 5 ] && echo urandom-ok\n\
+         (echo x > /dev/full) 2>/dev/null || echo full-ok\n\
+         [ -e /dev/fd/1 ] && echo fd-ok\n\
+         echo x > /dev/shm/x && echo shm-ok\n\
+         python3 -c 'import pty,os; m,s=pty.openpty(); print(\"pty-ok\", os.ttyname(s))'\n\
+         head -c 3 {d} 2>&1 | wc -c\n"
+    );
+    for kernel_only in [false, true] {
+        let mut c = h.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        let o = c.args(["--", "sh", "-c", &script]).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let case = format!("kernel only: {kernel_only}");
+        let listed = out.lines().next().unwrap_or("");
+        assert_eq!(
+            listed.trim(),
+            "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero",
+            "{case}: {out}"
+        );
+        for ok in [
+            "null-ok",
+            "zero-ok",
+            "urandom-ok",
+            "full-ok",
+            "fd-ok",
+            "shm-ok",
+            "pty-ok /dev/pts/0",
+        ] {
+            assert!(
+                out.contains(ok),
+                "{case}: {ok} missing: {out}\n{}",
+                common::text(&o)
+            );
+        }
+        // `head` read nothing: the device is not there.
+        assert!(
+            !out.trim_end().ends_with("\n3"),
+            "{case}: read the host device: {out}"
+        );
+        assert!(
+            !out.contains(&dev.0.file_name().unwrap().to_string_lossy().to_string()),
+            "{case}: {out}"
+        );
+    }
+
+    // Passed through by the user's own config.
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &format!("[files]\ndevices = [\"{d}\"]\n"),
+    );
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c", &format!("head -c 3 {d} | wc -c")])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "3",
+        "{}",
+        common::text(&o)
+    );
+
+    // Never by a project file: the run does not start, and the error says where.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        &format!("[files]\ndevices = [\"{d}\"]\n"),
+    );
+    let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains(".sandpit.toml:2"), "{err}");
+    assert!(
+        err.contains("files.devices cannot be set by a project file"),
+        "{err}"
+    );
+}

@@ -59,6 +59,11 @@ pub struct Files {
     pub block_write: Vec<Rule<PathBuf>>,
     /// The only writable roots.
     pub allow_write: Vec<Rule<PathBuf>>,
+    /// Host devices passed through into the sandbox's own minimal `/dev` (beside
+    /// null, zero, full, random, urandom and tty): `/dev/kvm`, `/dev/dri`. Weaker
+    /// isolation, so only the user's own layers may name one, never a project file.
+    #[serde(default)]
+    pub devices: Vec<Rule<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

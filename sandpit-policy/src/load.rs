@@ -110,6 +110,7 @@ struct RawFiles {
     allow_read: Entries,
     block_write: Entries,
     allow_write: Entries,
+    devices: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -524,7 +525,51 @@ impl Builder {
         Ok(out)
     }
 
+    /// `files.devices`: host devices passed into the sandbox's `/dev`. They only
+    /// give, so a project file may name none; each must be a path under `/dev`.
+    fn apply_devices(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
+        if let (true, Some(l)) = (project, &f.devices) {
+            return Err(cx.diag(
+                l.span(),
+                "files.devices cannot be set by a project file: it passes host devices into the sandbox",
+                "set it in ~/.sandpit/config.toml if you trust the project with the device",
+            ));
+        }
+        for (text, span) in entries(&f.devices) {
+            let p = Path::new(text);
+            // Written as the kernel names it: absolute, no `.`, `..` or doubled `/`.
+            let plain: PathBuf = p.components().collect();
+            let under_dev = p.starts_with("/dev")
+                && p != Path::new("/dev")
+                && plain.as_os_str() == p.as_os_str()
+                && p.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::RootDir | std::path::Component::Normal(_)
+                    )
+                });
+            let special = ["/dev/pts", "/dev/shm", "/dev/ptmx"]
+                .iter()
+                .any(|s| p.starts_with(s));
+            if !under_dev || special {
+                return Err(cx.diag(
+                    span,
+                    format!("files.devices entry {text:?} is no device under /dev"),
+                    "write a host device's path, such as \"/dev/kvm\" or \"/dev/dri\" (the sandbox has its own pts and shm)",
+                ));
+            }
+            if !self.policy.files.devices.iter().any(|r| r.value == p) {
+                self.policy.files.devices.push(Rule {
+                    value: p.to_path_buf(),
+                    origin: cx.origin("files.devices", text, span),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn apply_files(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
+        self.apply_devices(cx, f, project)?;
         let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;
         let allow_read = self.paths(cx, "files.allow_read", &f.allow_read)?;

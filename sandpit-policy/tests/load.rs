@@ -928,3 +928,36 @@ fn every_agent_profile_keeps_its_own_key_and_nothing_else() {
         }
     }
 }
+
+#[test]
+fn devices_come_from_the_users_own_layers_only_and_lie_under_dev() {
+    let p = user("[files]\ndevices = [\"/dev/kvm\", \"/dev/dri\", \"/dev/kvm\"]\n").unwrap();
+    let names: Vec<&Path> = p.files.devices.iter().map(|r| r.value.as_path()).collect();
+    assert_eq!(names, [Path::new("/dev/kvm"), Path::new("/dev/dri")]);
+    assert_eq!(p.files.devices[0].origin.key, "files.devices");
+    // Nothing by default.
+    assert!(user("").unwrap().files.devices.is_empty());
+    project_err(
+        "[files]\ndevices = [\"/dev/kvm\"]\n",
+        "[files]\ndevices = [\"/dev/kvm\"]\n",
+        "files.devices cannot be set by a project file",
+    );
+    for bad in [
+        "/dev",
+        "/dev/",
+        "/etc/passwd",
+        "dev/kvm",
+        "/dev/../etc/shadow",
+        "/dev/./kvm",
+        "/dev/pts",
+        "/dev/pts/0",
+        "/dev/shm",
+        "/dev/ptmx",
+        "/devices/x",
+    ] {
+        let d = err(&format!("[files]\ndevices = [\"{bad}\"]\n"));
+        assert_eq!(d.line, 2, "{bad}: {d}");
+        assert!(d.message.contains("is no device under /dev"), "{bad}: {d}");
+        assert!(!d.hint.is_empty());
+    }
+}

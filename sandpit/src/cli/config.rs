@@ -90,6 +90,7 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     list(&mut o, "allow_read", &p.files.allow_read, path);
     list(&mut o, "allow_write", &p.files.allow_write, path);
     list(&mut o, "block_write", &p.files.block_write, path);
+    list(&mut o, "devices", &p.files.devices, path);
     let _ = writeln!(o, "\n[network]");
     let _ = writeln!(
         o,

@@ -293,6 +293,7 @@ pub mod linux {
                 mode == crate::sandbox::linux::Mode::Namespaces,
             ),
             env_withheld: crate::launch::withheld_env(policy),
+            devices: values(&policy.files.devices),
         }
     }
 

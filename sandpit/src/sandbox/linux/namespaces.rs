@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::plan::{Kind, MountOp, Plan};
+use super::plan::{Kind, MountOp, Plan, DEVICES};
 use super::sys;
 
 /// A failed step, named for the error the user sees.
@@ -287,6 +287,43 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             let t =
                 sys::open_path_in(c"/newroot", &cstr(path)?).ctx(|| format!("opening {path:?}"))?;
             sys::move_mount(tree.as_fd(), t.as_fd()).ctx(|| format!("mounting {path:?}"))
+        }
+        MountOp::Dev { path, pass } => {
+            let dst = under(NEWROOT, path);
+            let m = sys::new_mount(
+                c"tmpfs",
+                &[(c"mode", c"0755"), (c"size", c"64k")],
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV | sys::MOUNT_ATTR_NOEXEC,
+            )
+            .ctx(|| format!("creating the sandbox's {path:?}"))?;
+            let t = sys::open_path(&cstr(&dst)?, true).ctx(|| format!("opening {path:?}"))?;
+            sys::move_mount(m.as_fd(), t.as_fd()).ctx(|| format!("mounting {path:?}"))?;
+            for d in ["pts", "shm"] {
+                std::fs::create_dir(dst.join(d)).ctx(|| format!("creating {path:?}/{d}"))?;
+            }
+            for (name, to) in [
+                ("fd", "/proc/self/fd"),
+                ("stdin", "/proc/self/fd/0"),
+                ("stdout", "/proc/self/fd/1"),
+                ("stderr", "/proc/self/fd/2"),
+                ("ptmx", "pts/ptmx"),
+            ] {
+                std::os::unix::fs::symlink(to, dst.join(name))
+                    .ctx(|| format!("linking {path:?}/{name}"))?;
+            }
+            // Each device bound from the host's, where the host has it.
+            for dev in DEVICES
+                .iter()
+                .map(|n| path.join(n))
+                .chain(pass.iter().cloned())
+            {
+                if exists_nofollow(&under(OLDROOT, &dev)) {
+                    bind(&dev, false, false)?;
+                }
+            }
+            let t = sys::open_path(&cstr(&dst)?, true).ctx(|| format!("opening {path:?}"))?;
+            sys::set_mount_attr(t.as_fd(), false, sys::MOUNT_ATTR_RDONLY, 0)
+                .ctx(|| format!("making {path:?} read-only"))
         }
         MountOp::Devpts { path } => {
             let m = sys::new_mount(

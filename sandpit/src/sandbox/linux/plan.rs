@@ -153,7 +153,12 @@ pub struct Input {
     /// The launcher's variables that never enter the sandbox (`env.withhold`, less
     /// what `env.agent` keeps for the command).
     pub env_withheld: Vec<String>,
+    /// Host devices passed into the sandbox's `/dev` (`files.devices`).
+    pub devices: Vec<PathBuf>,
 }
+
+/// The devices every sandbox's `/dev` holds (`MountOp::Dev`).
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// One mount in the child's new root; paths are host paths, mounted at the same place.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -184,6 +189,11 @@ pub enum MountOp {
     /// A sandpit-written file bound read-only (resolv.conf); a link is followed
     /// inside the new root.
     File { path: PathBuf, contents: String },
+    /// The sandbox's own `/dev`: a read-only tmpfs holding [`DEVICES`] and `pass`
+    /// (bound from the host's), `pts/` and `shm/` (mounted over later), and the
+    /// links `fd`, `stdin`, `stdout`, `stderr` and `ptmx`. No other host device
+    /// (cameras, sound, security keys, `/dev/kvm`, disks) is there to open.
+    Dev { path: PathBuf, pass: Vec<PathBuf> },
     /// A devpts instance of the sandbox's own over the host's (`/dev/pts`), its
     /// `ptmx` bound over `/dev/ptmx`: the user's other terminals are not there to
     /// open, and terminals made inside are made in it. The command's own terminal
@@ -202,6 +212,7 @@ impl MountOp {
             | MountOp::Sealed { path }
             | MountOp::Proc { path }
             | MountOp::Devpts { path }
+            | MountOp::Dev { path, .. }
             | MountOp::File { path, .. } => path,
         }
     }
@@ -518,6 +529,17 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     let mut weaker = vec![];
 
     if ns {
+        // Passed through unless the policy also refuses reading it.
+        let pass = input
+            .devices
+            .iter()
+            .filter(|d| !input.read_denied.iter().any(|r| inside(d, r)))
+            .cloned()
+            .collect();
+        binds.push(MountOp::Dev {
+            path: PathBuf::from("/dev"),
+            pass,
+        });
         binds.push(MountOp::Tmpfs {
             path: PathBuf::from("/tmp"),
         });
@@ -650,6 +672,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         );
         weaker.push("protected paths inside the workspace stay writable".into());
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
+        weaker.push("the host's /dev: every device the user may open stays open".into());
     }
     // Never without a user namespace, whatever the input says.
     let why_no_limit = match (input.processes, ns) {
@@ -675,9 +698,9 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         let mut denied = input.read_denied.clone();
         denied.sort();
         denied.dedup();
-        // The private /tmp and /dev/shm show only what is brought back into them.
+        // The private /tmp and /dev show only what is brought back into them.
         let shown = |p: &Path| {
-            ![Path::new("/tmp"), Path::new("/dev/shm")]
+            ![Path::new("/tmp"), Path::new("/dev")]
                 .iter()
                 .any(|t| inside(p, t))
                 || [&input.home, &input.state_dir]
@@ -956,6 +979,7 @@ mod tests {
             processes: 8192,
             processes_void: None,
             env_withheld: vec![],
+            devices: vec![],
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }
@@ -1025,6 +1049,13 @@ mod tests {
                 MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
                 MountOp::Devpts { path } => format!("devpts {}\n", path.display()),
+                MountOp::Dev { path, pass } => format!(
+                    "dev {}{}\n",
+                    path.display(),
+                    pass.iter()
+                        .map(|d| format!(" +{}", d.display()))
+                        .collect::<String>()
+                ),
                 MountOp::File { path, contents } => {
                     format!("file {} {:?}\n", path.display(), contents)
                 }
@@ -1041,6 +1072,7 @@ create dir /home/u/proj/.claude
 create dir /home/u/proj/.git/hooks
 create dir /home/u/proj/.sandpit.toml
 tmpfs /tmp
+dev /dev
 tmpfs /dev/shm
 rw /home/u/proj
 rw /home/u/proj/.git nofollow
@@ -1146,7 +1178,7 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         let r = render(&plan(&i, &f).unwrap());
         assert!(
             r.starts_with(
-                "tmpfs /tmp\ntmpfs /dev/shm\nro /tmp/t/home\nrw /tmp/t/home/proj\n\
+                "tmpfs /tmp\ndev /dev\ntmpfs /dev/shm\nro /tmp/t/home\nrw /tmp/t/home/proj\n\
                  rw /home/u/.sandpit/run/1\nmask-dir /tmp/t/home/.ssh\n"
             ),
             "{r}"
@@ -1293,6 +1325,28 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             path: config,
             no_symlinks: true
         }));
+    }
+
+    #[test]
+    fn devices_are_passed_into_dev_unless_reading_them_is_refused() {
+        let mut i = input();
+        i.devices = vec!["/dev/kvm".into(), "/dev/dri".into(), "/dev/tty3".into()];
+        i.read_denied.push("/dev/tty3".into());
+        let mut f = fs();
+        f.0.insert("/dev".into(), Kind::Dir);
+        f.0.insert("/dev/tty3".into(), Kind::File);
+        let p = plan(&i, &f).unwrap();
+        assert!(p.mounts.contains(&MountOp::Dev {
+            path: "/dev".into(),
+            pass: vec!["/dev/kvm".into(), "/dev/dri".into()],
+        }));
+        // No mask under /dev: nothing of the host's is there to hide.
+        assert!(!p.mounts.iter().any(|m| m.path().starts_with("/dev/tty3")));
+        // Without a mount namespace there is no /dev of the sandbox's, and it says so.
+        i.mode = Mode::LandlockOnly;
+        let p = plan(&i, &f).unwrap();
+        assert!(!p.mounts.iter().any(|m| matches!(m, MountOp::Dev { .. })));
+        assert!(p.weaker.iter().any(|w| w.contains("/dev")));
     }
 
     #[test]
