@@ -299,3 +299,24 @@ fn completions_are_generated_for_each_shell() {
         );
     }
 }
+
+/// An agent that is not installed (goose is in no registry this project builds from)
+/// stops before anything is made or started, with the shell's 127 and what to do;
+/// the same agent's profile with a program that is there runs (the control).
+#[test]
+fn a_program_that_is_not_installed_stops_before_the_run() {
+    let h = TestHome::new();
+    for cmd in ["sandpit-test-absent-agent", "./absent-agent"] {
+        let o = run(&h, &["run", "--profile", "goose", "--", cmd]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(127), "{cmd}: {err}");
+        assert!(err.contains(&format!("{cmd} was not found")), "{err}");
+        assert!(err.contains("the command was not started"), "{err}");
+        assert!(!err.contains("sandpit: layers:"), "started anyway: {err}");
+        // Nothing of the agent's was made in the home.
+        assert!(!h.home().join(".config/goose").exists(), "{cmd}");
+    }
+    let o = run(&h, &["run", "--profile", "goose", "--", "true"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(h.home().join(".config/goose").exists());
+}

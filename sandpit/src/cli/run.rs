@@ -48,6 +48,19 @@ pub struct RunArgs {
 
 /// Run the command under this platform's kernel layer.
 pub fn run(args: RunArgs) -> Result<i32> {
+    if let Some(missing) = not_found(&args.command) {
+        // Before anything is made or started: an agent that is not installed.
+        eprintln!(
+            "sandpit: error: {missing} was not found{}; the command was not started. \
+             Install it (docs/agents.md says how for each agent), or give its path",
+            if missing.contains('/') {
+                ""
+            } else {
+                " on PATH"
+            }
+        );
+        return Ok(EXIT_NOT_FOUND);
+    }
     #[cfg(target_os = "linux")]
     return linux::run(args);
     #[cfg(target_os = "macos")]
@@ -57,6 +70,20 @@ pub fn run(args: RunArgs) -> Result<i32> {
         let _ = args;
         anyhow::bail!("sandpit run: this platform's kernel layer is not implemented yet")
     }
+}
+
+/// The shell's exit status for a command that was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// The command's name, if it is no program `execvp` would find (from the current
+/// directory, on this process's PATH: the sandbox has the same).
+fn not_found(command: &[OsString]) -> Option<String> {
+    let name = command.first()?.to_str()?;
+    let cwd = std::env::current_dir().ok()?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    crate::inspect::which(name, &path, &cwd)
+        .is_none()
+        .then(|| name.to_string())
 }
 
 /// Make the writable state directories of the agent that a fresh home lacks
