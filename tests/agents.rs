@@ -858,3 +858,79 @@ fn aider_chat_completions_is_held() {
         .iter()
         .all(|r| r.path.ends_with("/chat/completions")));
 }
+
+/// `sandpit check` tells each agent's linkage as the run will meet it: a Node or
+/// Python script run by its (dynamic) interpreter, a native dynamic binary, and for
+/// codex the static binary its Node wrapper starts, which no interposer can enter.
+#[test]
+fn check_reports_each_agents_linkage() {
+    let h = TestHome::new();
+    let aider = "/opt/sandpit-agents/aider/bin/aider";
+    for (agent, script, binary, agent_program) in [
+        (
+            "codex",
+            Some("codex.js: #!/usr/bin/env node"),
+            "/usr/bin/node",
+            Some("static): the interposer cannot load into it"),
+        ),
+        (
+            "pi",
+            Some("cli.js: #!/usr/bin/env node"),
+            "/usr/bin/node",
+            None,
+        ),
+        (
+            "gemini",
+            Some("gemini.js: #!/usr/bin/env node"),
+            "/usr/bin/node",
+            None,
+        ),
+        (
+            "claude",
+            None,
+            "claude.exe (ELF 64-bit x86_64, dynamic",
+            None,
+        ),
+        (
+            "opencode",
+            None,
+            "opencode.exe (ELF 64-bit x86_64, dynamic",
+            None,
+        ),
+        (
+            aider,
+            Some("bin/aider: #!/opt/sandpit-agents/aider/bin/python3"),
+            "python3",
+            None,
+        ),
+        (
+            MINI,
+            Some("bin/mini: #!/opt/sandpit-agents/msa/bin/python3"),
+            "python3",
+            None,
+        ),
+    ] {
+        let o = h.sandpit().args(["check", "--", agent]).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{agent}: {}", text(&o));
+        let line = |label: &str| {
+            out.lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("{agent}: no {label} line: {out}"))
+                .to_string()
+        };
+        assert!(line("binary:").contains(binary), "{agent}: {out}");
+        assert!(
+            line("mode:").contains("full (kernel + interposition"),
+            "{agent}: {out}"
+        );
+        match script {
+            Some(s) => assert!(line("script:").contains(s), "{agent}: {out}"),
+            None => assert!(!out.contains("script:"), "{agent}: {out}"),
+        }
+        match agent_program {
+            Some(a) => assert!(line("agent program:").contains(a), "{agent}: {out}"),
+            None => assert!(!out.contains("agent program:"), "{agent}: {out}"),
+        }
+    }
+}
