@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod adversary_common;
 
-use adversary_common::{anthropic, openai, policy, FakeLlm, Reply};
+use adversary_common::{anthropic, gemini, openai, policy, FakeLlm, Reply};
 use sandpit::adversary::{control, ReviewRequest, Reviewer};
 use sandpit_policy::Decision;
 use std::path::Path;
@@ -143,6 +143,48 @@ async fn openai_allow_and_deny_with_the_real_request_shape() {
         .as_str()
         .unwrap()
         .contains(r#"["cat","README.md"]"#));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_allow_and_deny_with_the_real_request_shape() {
+    let llm = FakeLlm::start(|q| {
+        if q.body.contains("/home/u") {
+            Reply::Json(200, gemini("DENY: deletes the home directory"))
+        } else {
+            Reply::Json(200, gemini("ALLOW: reads a file in the workspace"))
+        }
+    });
+    let d = tmp();
+    let r = reviewer(d.path(), &toml("gemini", &llm.url(), ""), &env());
+    let v = r.review(req(&["cat", "README.md"])).await;
+    assert_eq!(v.decision, Decision::Allow, "{v:?}");
+    let v = r.review(req(&["rm", "-rf", "/home/u"])).await;
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert!(v.reason.contains("deletes the home directory"));
+    let q = &llm.requests()[0];
+    assert_eq!(q.method, "POST");
+    assert_eq!(q.path, "/v1beta/models/judge-model-1:generateContent");
+    assert_eq!(q.header("x-goog-api-key"), Some(KEY));
+    assert_eq!(q.header("authorization"), None);
+    let j = q.json();
+    assert!(j["systemInstruction"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains(RULES));
+    assert_eq!(j["contents"][0]["role"], "user");
+    assert!(j["contents"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains(r#"["cat","README.md"]"#));
+    // A hosted API needs its key: without one the reviewer does not start.
+    let p = policy(
+        d.path(),
+        &format!(
+            "[adversary]\nprovider = \"gemini\"\nmodel = \"m\"\nendpoint = \"{}\"\n",
+            llm.url()
+        ),
+    );
+    assert!(Reviewer::from_policy(&p, &[]).is_err());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -163,6 +163,7 @@ impl Env {
 pub enum Provider {
     Anthropic,
     Openai,
+    Gemini,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -893,7 +893,8 @@ impl Builder {
             cur.provider = match p.get_ref().as_str() {
                 "anthropic" => Provider::Anthropic,
                 "openai" | "ollama" => Provider::Openai,
-                other => return Err(cx.diag(p.span(), format!("adversary.provider {other:?} is not supported"), "use \"anthropic\" or \"openai\" (any OpenAI-compatible endpoint: Ollama, llama.cpp, vLLM)")),
+                "gemini" => Provider::Gemini,
+                other => return Err(cx.diag(p.span(), format!("adversary.provider {other:?} is not supported"), "use \"anthropic\", \"openai\" (any OpenAI-compatible endpoint: Ollama, llama.cpp, vLLM) or \"gemini\"")),
             };
         }
         if let Some(m) = &a.model {

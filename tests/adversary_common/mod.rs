@@ -185,6 +185,19 @@ pub fn openai(text: &str) -> String {
     .to_string()
 }
 
+/// A Gemini `generateContent` response whose text is `text`.
+pub fn gemini(text: &str) -> String {
+    serde_json::json!({
+        "candidates": [{
+            "content": {"role": "model", "parts": [{"text": text}]},
+            "finishReason": "STOP",
+            "index": 0
+        }],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+    })
+    .to_string()
+}
+
 /// A policy from `toml` (as the user's config) with home, workspace and state
 /// under `root`.
 pub fn policy(root: &Path, toml: &str) -> sandpit_policy::Policy {

@@ -127,13 +127,14 @@ impl Settings {
             .find(|(k, _)| *k == key_var)
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty());
-        if api_key.is_none() && (adv.provider == Provider::Anthropic || adv.api_key_env.is_some()) {
+        // A local OpenAI-compatible server needs no key; the hosted APIs do.
+        if api_key.is_none() && (adv.provider != Provider::Openai || adv.api_key_env.is_some()) {
             return Err(AdversaryError::MissingKey(key_var));
         }
         Ok(Settings {
             provider: adv.provider,
             model: adv.model.clone(),
-            url: provider::url(adv.provider, adv.endpoint.as_deref())?,
+            url: provider::url(adv.provider, adv.endpoint.as_deref(), &adv.model)?,
             api_key,
             rules: adv.rules.clone(),
             timeout: Duration::from_millis(adv.timeout_ms.max(1)),

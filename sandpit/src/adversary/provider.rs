@@ -1,4 +1,5 @@
-//! The two wire formats: Anthropic Messages and OpenAI Chat Completions.
+//! The three wire formats: Anthropic Messages, OpenAI Chat Completions and the
+//! Gemini API.
 //!
 //! - Anthropic: `POST {endpoint}/v1/messages` (default endpoint
 //!   `https://api.anthropic.com`; an endpoint already ending in `/v1` is not given a
@@ -13,6 +14,13 @@
 //!   set, body `{model, max_tokens, messages: [{role: "system"}, {role: "user"}]}`;
 //!   the answer is `choices[0].message.content`; a non-null `message.refusal` or
 //!   `finish_reason: "content_filter"` is a refusal.
+//! - Gemini: `POST {endpoint}/v1beta/models/{model}:generateContent` (default endpoint
+//!   `https://generativelanguage.googleapis.com`; an endpoint ending in `/v1beta` is
+//!   not given a second one), header `x-goog-api-key`, body `{systemInstruction,
+//!   contents: [{role: "user", parts: [{text}]}], generationConfig}`; the answer is the
+//!   concatenated `text` parts of `candidates[0].content`; a `promptFeedback.blockReason`
+//!   or a `finishReason` of `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`
+//!   or `SPII` is a refusal.
 use super::AdversaryError;
 use sandpit_policy::Provider;
 use serde_json::{json, Value};
@@ -23,13 +31,29 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 const ANTHROPIC_DEFAULT: &str = "https://api.anthropic.com";
 const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
+const GEMINI_DEFAULT: &str = "https://generativelanguage.googleapis.com";
 
-/// The URL a review is POSTed to.
-pub fn url(provider: Provider, endpoint: Option<&str>) -> Result<String, AdversaryError> {
+/// The URL a review is POSTed to (Gemini names the model in it).
+pub fn url(
+    provider: Provider,
+    endpoint: Option<&str>,
+    model: &str,
+) -> Result<String, AdversaryError> {
     let base = match provider {
         Provider::Anthropic => endpoint.unwrap_or(ANTHROPIC_DEFAULT),
         Provider::Openai => endpoint.unwrap_or(OPENAI_DEFAULT),
+        Provider::Gemini => endpoint.unwrap_or(GEMINI_DEFAULT),
     };
+    if provider == Provider::Gemini
+        && (model.is_empty()
+            || !model
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
+    {
+        return Err(AdversaryError::Endpoint(format!(
+            "adversary.model {model:?} cannot be part of a Gemini URL: use its name, such as \"gemini-2.5-flash\""
+        )));
+    }
     let parsed = reqwest::Url::parse(base)
         .map_err(|e| AdversaryError::Endpoint(format!("{base:?}: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
@@ -49,6 +73,10 @@ pub fn url(provider: Provider, endpoint: Option<&str>) -> Result<String, Adversa
         Provider::Anthropic => format!("{base}/v1/messages"),
         Provider::Openai if path_empty => format!("{base}/v1/chat/completions"),
         Provider::Openai => format!("{base}/chat/completions"),
+        Provider::Gemini if base.ends_with("/v1beta") => {
+            format!("{base}/models/{model}:generateContent")
+        }
+        Provider::Gemini => format!("{base}/v1beta/models/{model}:generateContent"),
     })
 }
 
@@ -57,6 +85,7 @@ pub fn default_key_env(provider: Provider) -> &'static str {
     match provider {
         Provider::Anthropic => "ANTHROPIC_API_KEY",
         Provider::Openai => "OPENAI_API_KEY",
+        Provider::Gemini => "GEMINI_API_KEY",
     }
 }
 
@@ -77,6 +106,11 @@ pub fn body(provider: Provider, model: &str, system: &str, user: &str) -> Value 
                 {"role": "user", "content": user},
             ],
         }),
+        Provider::Gemini => json!({
+            "systemInstruction": {"parts": [{"text": system}]},
+            "contents": [{"role": "user", "parts": [{"text": user}]}],
+            "generationConfig": {"maxOutputTokens": MAX_TOKENS},
+        }),
     }
 }
 
@@ -91,7 +125,8 @@ pub fn headers(provider: Provider, key: Option<&str>) -> Vec<(&'static str, Stri
             vec![("anthropic-version", ANTHROPIC_VERSION.to_string())]
         }
         (Provider::Openai, Some(k)) => vec![("authorization", format!("Bearer {k}"))],
-        (Provider::Openai, None) => vec![],
+        (Provider::Gemini, Some(k)) => vec![("x-goog-api-key", k.to_string())],
+        (Provider::Openai | Provider::Gemini, None) => vec![],
     }
 }
 
@@ -135,6 +170,37 @@ pub fn answer_text(provider: Provider, body: &[u8]) -> Result<String, AdversaryE
                 AdversaryError::Malformed("the response's message has no text content".into())
             })
         }
+        Provider::Gemini => {
+            if let Some(r) = v["promptFeedback"]["blockReason"].as_str() {
+                return Err(AdversaryError::Refused(format!("blockReason {r:?}")));
+            }
+            let cand = &v["candidates"][0];
+            if cand.is_null() {
+                return Err(AdversaryError::Malformed(
+                    "the response has no `candidates`".into(),
+                ));
+            }
+            if let Some(f) = cand["finishReason"].as_str().filter(|f| {
+                [
+                    "SAFETY",
+                    "RECITATION",
+                    "BLOCKLIST",
+                    "PROHIBITED_CONTENT",
+                    "SPII",
+                ]
+                .contains(f)
+            }) {
+                return Err(AdversaryError::Refused(format!("finishReason {f:?}")));
+            }
+            let parts = cand["content"]["parts"].as_array().ok_or_else(|| {
+                AdversaryError::Malformed("the candidate has no `content.parts`".into())
+            })?;
+            Ok(parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""))
+        }
     }
 }
 
@@ -146,33 +212,77 @@ mod tests {
     fn urls() {
         let a = Provider::Anthropic;
         let o = Provider::Openai;
+        let g = Provider::Gemini;
         assert_eq!(
-            url(a, None).unwrap(),
+            url(g, None, "gemini-2.5-flash").unwrap(),
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        assert_eq!(
+            url(g, Some("http://127.0.0.1:9/v1beta/"), "m-1").unwrap(),
+            "http://127.0.0.1:9/v1beta/models/m-1:generateContent"
+        );
+        // The model is part of the path: nothing that would change the URL.
+        for bad in ["", "a/b", "m?x=1", "m#f", "a b", "../x"] {
+            assert!(url(g, None, bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            url(a, None, "m").unwrap(),
             "https://api.anthropic.com/v1/messages"
         );
         assert_eq!(
-            url(a, Some("http://127.0.0.1:9/")).unwrap(),
+            url(a, Some("http://127.0.0.1:9/"), "m").unwrap(),
             "http://127.0.0.1:9/v1/messages"
         );
-        assert_eq!(url(a, Some("http://h/v1")).unwrap(), "http://h/v1/messages");
         assert_eq!(
-            url(o, None).unwrap(),
+            url(a, Some("http://h/v1"), "m").unwrap(),
+            "http://h/v1/messages"
+        );
+        assert_eq!(
+            url(o, None, "m").unwrap(),
             "https://api.openai.com/v1/chat/completions"
         );
         assert_eq!(
-            url(o, Some("http://127.0.0.1:11434")).unwrap(),
+            url(o, Some("http://127.0.0.1:11434"), "m").unwrap(),
             "http://127.0.0.1:11434/v1/chat/completions"
         );
         assert_eq!(
-            url(o, Some("http://127.0.0.1:11434/v1/")).unwrap(),
+            url(o, Some("http://127.0.0.1:11434/v1/"), "m").unwrap(),
             "http://127.0.0.1:11434/v1/chat/completions"
         );
         assert_eq!(
-            url(o, Some("http://h/api")).unwrap(),
+            url(o, Some("http://h/api"), "m").unwrap(),
             "http://h/api/chat/completions"
         );
-        assert!(url(o, Some("ftp://h")).is_err());
-        assert!(url(o, Some("http://h/v1?x=1")).is_err());
+        assert!(url(o, Some("ftp://h"), "m").is_err());
+        assert!(url(o, Some("http://h/v1?x=1"), "m").is_err());
+    }
+
+    #[test]
+    fn gemini_answers_and_refusals() {
+        let g = Provider::Gemini;
+        let ok = br#"{"candidates":[{"content":{"role":"model","parts":[{"text":"ALLOW "},{"text":"fine"}]},"finishReason":"STOP"}]}"#;
+        assert_eq!(answer_text(g, ok).unwrap(), "ALLOW fine");
+        let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"}}"#;
+        assert!(matches!(
+            answer_text(g, blocked),
+            Err(AdversaryError::Refused(_))
+        ));
+        let safety = br#"{"candidates":[{"content":{"parts":[]},"finishReason":"SAFETY"}]}"#;
+        assert!(matches!(
+            answer_text(g, safety),
+            Err(AdversaryError::Refused(_))
+        ));
+        assert!(matches!(
+            answer_text(g, b"{}"),
+            Err(AdversaryError::Malformed(_))
+        ));
+        let b = body(g, "m", "SYS", "USER");
+        assert_eq!(b["systemInstruction"]["parts"][0]["text"], "SYS");
+        assert_eq!(b["contents"][0]["parts"][0]["text"], "USER");
+        assert_eq!(
+            headers(g, Some("k")),
+            vec![("x-goog-api-key", "k".to_string())]
+        );
     }
 
     #[test]
