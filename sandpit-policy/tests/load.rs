@@ -168,7 +168,7 @@ fn regexes_paths_and_globs_are_validated() {
         "address, not a name",
     );
     at(
-        &err("[adversary]\nmodel = \"m\"\nprovider = \"gemini\"\n"),
+        &err("[adversary]\nmodel = \"m\"\nprovider = \"mistral\"\n"),
         3,
         12,
         "not supported",
