@@ -319,6 +319,23 @@ fn with_allow_local_binding_a_server_inside_answers_this_machine() {
         host_get(port, "/marker.txt").is_none(),
         "mirror outlived the run"
     );
+    // explain says what the run did: loopback allowed, every other address refused.
+    for (addr, want) in [
+        (format!("127.0.0.1:{port}"), "ALLOW"),
+        (format!("[::1]:{}", port6.max(1)), "ALLOW"),
+        (format!("0.0.0.0:{any}"), "DENY"),
+    ] {
+        let o = h
+            .sandpit()
+            .args(["explain", "listen", &addr])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            said.starts_with(&format!("{want}  listen")),
+            "{addr}: {said}"
+        );
+    }
 }
 
 #[test]

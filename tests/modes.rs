@@ -238,6 +238,18 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
                 wrong.push(format!("{mode}: {tag}: {l}"));
             }
         }
+        // What explain says of listening is what the run did.
+        let said = h
+            .sandpit()
+            .args(["explain", "listen", "0.0.0.0:7001"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&said.stdout).into_owned();
+        if !said.starts_with("DENY  listen 0.0.0.0:7001") {
+            wrong.push(format!(
+                "{mode}: the run refused listening, explain: {said}"
+            ));
+        }
         if udp.recv(&mut [0u8; 8]).is_ok() {
             wrong.push(format!("{mode}: a datagram reached the lab"));
         }

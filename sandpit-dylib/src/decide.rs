@@ -554,10 +554,9 @@ impl Engine {
         sandpit_policy::loopback_service(&self.policy, ip, port).is_some()
     }
 
-    /// `network.allow_local_binding`, and where it was set.
-    pub fn local_binding(&self) -> (bool, &sandpit_policy::Origin) {
-        let b = &self.policy.network.allow_local_binding;
-        (b.value, &b.origin)
+    /// A TCP server on `addr` (`sandpit_policy::decide`, as `sandpit explain listen`).
+    pub fn listen(&self, addr: std::net::SocketAddr) -> sandpit_policy::Verdict {
+        sandpit_policy::decide(&self.policy, &sandpit_policy::Request::Listen(addr))
     }
 
     /// The home directory the policy was written against (to print `~/…`).

@@ -29,6 +29,9 @@ pub enum Request<'a> {
         port: u16,
     },
     Exec(&'a [String]),
+    /// A TCP server listening on this address (`bind` then `listen`; port 0: an
+    /// unbound socket, which listens on every address).
+    Listen(std::net::SocketAddr),
     /// Whether the launcher's variable `name` reaches `to`.
     Env {
         name: &'a str,
@@ -91,7 +94,45 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         },
         Request::Exec(argv) => decide_exec(policy, argv),
         Request::Env { name, to } => decide_env(policy, name, to),
+        Request::Listen(addr) => decide_listen(policy, addr),
     }
+}
+
+/// A TCP server inside the sandbox: only with `network.allow_local_binding`, and then
+/// only on a loopback address with a port (this machine reaches it there while the
+/// run lasts), in every network mode.
+fn decide_listen(policy: &Policy, addr: std::net::SocketAddr) -> Verdict {
+    let b = &policy.network.allow_local_binding;
+    let ip = match addr.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    let unbound = if addr.port() == 0 {
+        " (an unbound socket listens on every address)"
+    } else {
+        ""
+    };
+    if !b.value {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked listening on {addr}{unbound}: network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) to let a server in the sandbox be reached from this machine", b.origin.location()),
+        );
+    }
+    if addr.port() == 0 || !ip.is_loopback() {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked listening on {addr}{unbound}: allow_local_binding allows loopback addresses only (127.0.0.1 or ::1), never other interfaces; bind to 127.0.0.1 first"),
+        );
+    }
+    Verdict::new(
+        Decision::Allow,
+        Some(&b.origin),
+        format!("listening on {addr} allowed by network.allow_local_binding ({}): this machine reaches it at the same address while the run lasts", b.origin.location()),
+    )
 }
 
 /// What becomes of an environment variable: one that `env.withhold` does not name

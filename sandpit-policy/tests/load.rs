@@ -961,3 +961,48 @@ fn devices_come_from_the_users_own_layers_only_and_lie_under_dev() {
         assert!(!d.hint.is_empty());
     }
 }
+
+#[test]
+fn listening_needs_allow_local_binding_and_a_loopback_address_with_a_port() {
+    use sandpit_policy::{decide, Request};
+    let listen = |p: &Policy, a: &str| decide(p, &Request::Listen(a.parse().unwrap()));
+    let off = user("").unwrap();
+    for a in [
+        "127.0.0.1:8000",
+        "[::1]:8000",
+        "0.0.0.0:8000",
+        "127.0.0.1:0",
+    ] {
+        let v = listen(&off, a);
+        assert!(v.is_denied(), "{a}: {v:?}");
+        assert!(
+            v.reason.contains("allow_local_binding = false"),
+            "{a}: {v:?}"
+        );
+        assert_eq!(v.rule.unwrap().key, "network.allow_local_binding");
+    }
+    let on = user("[network]\nallow_local_binding = true\n").unwrap();
+    for a in [
+        "127.0.0.1:8000",
+        "127.9.9.9:1",
+        "[::1]:8000",
+        "[::ffff:127.0.0.1]:8000",
+    ] {
+        assert!(listen(&on, a).is_allowed(), "{a}");
+    }
+    for a in [
+        "0.0.0.0:8000",
+        "[::]:8000",
+        "10.0.0.1:8000",
+        "[::ffff:10.0.0.1]:8000",
+        "127.0.0.1:0",
+        "[::1]:0",
+    ] {
+        let v = listen(&on, a);
+        assert!(v.is_denied(), "{a}: {v:?}");
+        assert!(v.reason.contains("loopback addresses only"), "{a}: {v:?}");
+    }
+    assert!(listen(&on, "127.0.0.1:0")
+        .reason
+        .contains("an unbound socket"));
+}

@@ -17,24 +17,15 @@ hook! {
             // SAFETY: the caller's arguments, forwarded.
             return Ok(unsafe { real(fd, addr, len) });
         };
-        let (allowed, origin) = st.decider.local_binding();
-        if !allowed && dest.port() == 0 {
+        if dest.port() == 0 {
             // An ephemeral port: a client binding before it connects, or a runtime
             // probing for IPv6 (Go). A server on it is refused at listen().
             // SAFETY: the caller's arguments, forwarded.
             return Ok(unsafe { real(fd, addr, len) });
         }
-        if !allowed {
-            crate::report::other(format_args!(
-                "sandpit: blocked listening on {dest}: network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) to let a server in the sandbox be reached from this machine",
-                origin.location()
-            ));
-            return Err(libc::EACCES);
-        }
-        if !super::canonical_ip(dest.ip()).is_loopback() {
-            crate::report::other(format_args!(
-                "sandpit: blocked listening on {dest}: allow_local_binding allows loopback addresses only (127.0.0.1 or ::1), never other interfaces; bind to 127.0.0.1"
-            ));
+        let v = st.decider.listen(dest);
+        if v.is_denied() {
+            crate::report::other(format_args!("sandpit: {}", v.reason));
             return Err(libc::EACCES);
         }
         // SAFETY: the caller's arguments, forwarded.
@@ -68,24 +59,11 @@ hook! {
             return Ok(unsafe { real(fd, backlog) });
         };
         // A TCP socket never bound gets an ephemeral port on every address at
-        // listen(), without passing through bind (nor Landlock's bind rule).
-        let unbound = if a.port() == 0 {
-            " (an unbound socket listens on every address)"
-        } else {
-            ""
-        };
-        let (allowed, origin) = st.decider.local_binding();
-        if !allowed {
-            crate::report::other(format_args!(
-                "sandpit: blocked listening on {a}{unbound}: network.allow_local_binding = false ({}); set allow_local_binding = true under [network] in ~/.sandpit/config.toml (or pass --allow-local-binding) to let a server in the sandbox be reached from this machine",
-                origin.location()
-            ));
-            return Err(libc::EACCES);
-        }
-        if a.port() == 0 || !super::canonical_ip(a.ip()).is_loopback() {
-            crate::report::other(format_args!(
-                "sandpit: blocked listening on {a}{unbound}: allow_local_binding allows loopback addresses only; bind to 127.0.0.1 first"
-            ));
+        // listen(), without passing through bind (nor Landlock's bind rule): its
+        // port 0 here is refused as such.
+        let v = st.decider.listen(a);
+        if v.is_denied() {
+            crate::report::other(format_args!("sandpit: {}", v.reason));
             return Err(libc::EACCES);
         }
         // SAFETY: the caller's arguments, forwarded.

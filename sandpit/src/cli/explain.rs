@@ -1,6 +1,6 @@
 //! `sandpit explain read|write PATH`, `explain connect HOST[:PORT]`,
-//! `explain exec -- CMD…`: the verdict, the rule, the reason, and the layers that
-//! enforce it.
+//! `explain listen ADDR:PORT`, `explain env NAME`, `explain exec -- CMD…`: the
+//! verdict, the rule, the reason, and the layers that enforce it.
 use crate::cli::UsageError;
 use crate::config::{load, scratch_root, PolicyArgs};
 use sandpit_policy::{check_resolved, decide, parse_authority, Decision, Host, Request, Verdict};
@@ -36,6 +36,9 @@ pub enum What {
         #[arg(long, value_name = "PATH")]
         program: Option<PathBuf>,
     },
+    /// Would a TCP server inside the sandbox listening on ADDR:PORT be allowed?
+    /// (`8000` means 127.0.0.1:8000; port 0: an unbound socket)
+    Listen { addr: String },
     /// Would running this command line be allowed?
     Exec {
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -58,12 +61,29 @@ const ENV_LAYERS: &[&str] = &[
     "interposer: the agent's own variables (env.agent) pass to execs in place and to env.agent_programs only; every other program a dynamic process starts goes without",
     "limit: a static agent (no interposer) hands the variables it holds to what it spawns",
 ];
+const LISTEN_LAYERS: &[&str] = &[
+    "kernel: Landlock's TCP bind right (granted only for ephemeral ports without allow_local_binding); the server is in the sandbox's own network namespace, and this machine reaches it only through sandpit's mirror of the allowed port",
+    "interposer: refuses bind() and listen() with this reason, so the agent sees which key applies",
+];
 const EXEC_LAYERS: &[&str] = &[
     "interposer: exec*, posix_spawn, system and popen are matched against exec.block",
     "shims (with --shims): the command's first word, if it is shimmed",
     "adversary: reviews commands the rules allow, when [adversary] is configured",
     "kernel: does not match command lines; it still confines whatever the command does",
 ];
+
+/// `ADDR:PORT`, `[V6]:PORT`, or a bare port on 127.0.0.1.
+fn listen_addr(s: &str) -> anyhow::Result<std::net::SocketAddr> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        UsageError(format!(
+            "{s:?} is no listening address: write 127.0.0.1:8000, [::1]:8000 or a port"
+        ))
+        .into()
+    })
+}
 
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
     let p = if p.is_absolute() {
@@ -136,6 +156,14 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 subject,
                 vec![decide(p, &Request::Env { name, to })],
                 ENV_LAYERS,
+            )
+        }
+        What::Listen { addr } => {
+            let a = listen_addr(addr)?;
+            (
+                format!("listen {a}"),
+                vec![decide(p, &Request::Listen(a))],
+                LISTEN_LAYERS,
             )
         }
         What::Exec { argv } => (

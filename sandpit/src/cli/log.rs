@@ -132,7 +132,7 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
         }
         What::Exec { argv } => r.action == "exec" && r.subject.contains(&argv.join(" ")),
         // Variables are decided when the run starts: no record names them.
-        What::Env { .. } => false,
+        What::Env { .. } | What::Listen { .. } => false,
     })
 }
 
