@@ -150,3 +150,72 @@ fn explain_names_the_git_key_and_git_still_commits() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// The workspace is a subdirectory of the repository (husky's monorepo recipe:
+/// `core.hooksPath = frontend/.husky/_`): what the config names is judged from the
+/// worktree's top, and what lies in the workspace is protected.
+#[test]
+fn a_workspace_below_the_repositorys_top_is_protected_too() {
+    let h = TestHome::new();
+    let git = |args: &[&str]| {
+        let o = h.command("git").args(args).output().unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    };
+    git(&["init", "-q"]);
+    let front = h.workspace().join("frontend");
+    git(&["config", "core.hooksPath", "frontend/.husky/_"]);
+    // An alias's directory arguments stay writable: only files are protected.
+    git(&["config", "alias.fmt", "!prettier --write frontend/src/"]);
+    h.write(&front.join(".husky/pre-commit"), "npm test\n");
+    h.write(&front.join("src/app.js"), "1\n");
+    let o = h
+        .sandpit()
+        .args(["run", "--workspace"])
+        .arg(&front)
+        .args(["--", "sh", "-c"])
+        .arg("(echo evil > .husky/pre-commit) 2>/dev/null && echo WROTE; echo 2 > src/app.js && echo src-ok")
+        .current_dir(&front)
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(!out.contains("WROTE"), "{out}");
+    assert!(out.contains("src-ok"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(front.join(".husky/pre-commit")).unwrap(),
+        "npm test\n"
+    );
+}
+
+/// A repository whose `.git` git does not take for one (a run wrote garbage into
+/// `HEAD`, so that git would not read `.git/config` and `core.hooksPath` would go
+/// unseen until a later run repaired it): its config is read as a file, and the
+/// hooks stay protected.
+#[test]
+fn a_repository_with_a_broken_head_keeps_its_hooks_protected() {
+    let h = repo();
+    h.write(&h.workspace().join(".git/HEAD"), "garbage\n");
+    let o = h
+        .sandpit()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "(echo evil > .husky/pre-commit) 2>/dev/null && echo WROTE; echo ran",
+        ])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(out.contains("ran") && !out.contains("WROTE"), "{out}");
+    assert_untouched(&h, "broken HEAD", &out);
+    let o = h
+        .sandpit()
+        .args(["explain", "write", ".husky/pre-commit"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.starts_with("DENY") && said.contains("core.hookspath"),
+        "{said}"
+    );
+}

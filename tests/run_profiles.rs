@@ -106,7 +106,10 @@ fn an_agents_state_is_made_on_a_fresh_home_and_its_configs_stay_protected() {
                 script += &format!("echo state > ~/{r}/probe-state || echo 'FAIL write {r}'\n");
             }
             for p in &protected {
-                let file = std::path::Path::new(p).extension().is_some();
+                let file = std::path::Path::new(p).extension().is_some()
+                    || [".env", ".npmrc"]
+                        .iter()
+                        .any(|f| p.ends_with(&format!("/{f}")));
                 script += &if file {
                     format!(
                         "test -f ~/{p} || echo 'FAIL not a file {p}'\n\
@@ -155,4 +158,24 @@ fn an_agents_state_is_made_on_a_fresh_home_and_its_configs_stay_protected() {
             }
         }
     }
+}
+
+/// A project file shapes nothing in the home: its protected paths get no directories
+/// made for them (a cloned repository naming `~/.codex/config.toml/x` must not turn
+/// codex's config into a directory), while the profile's state directory is made.
+#[test]
+fn a_project_file_makes_no_directory_in_the_home() {
+    let h = TestHome::new();
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[files]\nblock_write = [\"~/.codex/config.toml/x\", \"~/.codex/made-by-project/y\"]\n",
+    );
+    let o = run(&h, "codex", "true");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        h.home().join(".codex").is_dir(),
+        "the profile's state directory"
+    );
+    assert!(!h.home().join(".codex/config.toml").is_dir());
+    assert!(!h.home().join(".codex/made-by-project").exists());
 }

@@ -50,6 +50,8 @@ pub enum ConfigError {
     },
     #[error("config file {path} given with --config does not exist")]
     MissingConfig { path: String },
+    #[error("{0}")]
+    Git(String),
 }
 
 /// The policy and the sources it was built from.
@@ -246,7 +248,7 @@ pub fn load(
     let mut policy = sandpit_policy::load(&opts)?;
     // What git's configuration names inside the workspace (a worktree hooks
     // directory): protected on every layer and in `explain` alike.
-    crate::gitcfg::protect(&mut policy);
+    crate::gitcfg::protect(&mut policy).map_err(ConfigError::Git)?;
     #[cfg(target_os = "linux")]
     crate::caches::grant(&mut policy);
     Ok(Loaded {

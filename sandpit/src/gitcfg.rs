@@ -85,14 +85,14 @@ enum Kind {
     Hooks,
     /// A config file, relative to the file that includes it.
     Include,
-    /// A command line: each word that is a path, relative to the worktree's top.
+    /// A command line: each word that names a file, relative to the worktree's top.
     Command,
 }
 
 fn kind(key: &str) -> Kind {
     if key == "core.hookspath" {
         Kind::Hooks
-    } else if key.ends_with(".path") {
+    } else if key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path")) {
         Kind::Include
     } else {
         Kind::Command
@@ -128,7 +128,8 @@ fn parse(out: &[u8]) -> Vec<Entry> {
 }
 
 /// `p` made absolute against `base` and `~/` against `home`, with `.` and `..`
-/// folded lexically (the paths git would open; no link is followed).
+/// folded lexically, then with the links of what exists resolved (the path git
+/// would open, spelled as the policy spells paths).
 fn resolve(p: &str, base: &Path, home: &Path) -> PathBuf {
     let joined = match p.strip_prefix("~/") {
         Some(rest) => home.join(rest),
@@ -144,19 +145,21 @@ fn resolve(p: &str, base: &Path, home: &Path) -> PathBuf {
             other => out.push(other),
         }
     }
-    out
+    sandpit_policy::path::resolve_existing(&out)
 }
 
-/// The words of a command line that name a path: they hold a `/` and are no URL.
-/// Quotes are dropped; a shell alias (`!sh ./x`) loses its `!`.
-fn path_words(cmd: &str) -> impl Iterator<Item = &str> {
-    cmd.split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+/// The words of a command line that may name a program or script: split at blanks,
+/// quotes and the shell's operators; a shell alias (`!sh hook.sh`) loses its `!`;
+/// options, variables and URLs are no file.
+fn command_words(cmd: &str) -> impl Iterator<Item = &str> {
+    cmd.split(|c: char| c.is_whitespace() || "\"'`;&|()<>".contains(c))
         .map(|w| w.trim_start_matches('!'))
-        .filter(|w| w.contains('/') && !w.contains("://"))
+        .filter(|w| !w.is_empty() && !w.starts_with('-') && !w.contains('$') && !w.contains("://"))
 }
 
-/// What `entries` name inside `workspace`: each path with the entry that named it.
-fn named(entries: &[Entry], workspace: &Path, home: &Path) -> Vec<(PathBuf, Entry)> {
+/// What `entries` name inside `workspace`, git's worktree being `top` (the
+/// workspace or a directory above it): each path with the entry that named it.
+fn named(entries: &[Entry], top: &Path, workspace: &Path, home: &Path) -> Vec<(PathBuf, Entry)> {
     let mut out = vec![];
     for e in entries {
         let mut push = |p: PathBuf| {
@@ -166,9 +169,9 @@ fn named(entries: &[Entry], workspace: &Path, home: &Path) -> Vec<(PathBuf, Entr
         };
         match kind(&e.key) {
             Kind::Hooks => {
-                let dir = resolve(&e.value, workspace, home);
-                if workspace.starts_with(&dir) {
-                    // The workspace itself (or above it): its hooks by name.
+                let dir = resolve(&e.value, top, home);
+                if dir == workspace {
+                    // The workspace itself: its hooks by name.
                     for h in HOOKS {
                         push(workspace.join(h));
                     }
@@ -180,18 +183,28 @@ fn named(entries: &[Entry], workspace: &Path, home: &Path) -> Vec<(PathBuf, Entr
                 }
             }
             Kind::Include => {
-                // git names the repository's own config relative to the worktree
-                // (`file:.git/config`).
+                // git names a repository's own config relative to where it runs
+                // (`file:.git/config`): the worktree's top.
                 let file = e.origin.strip_prefix("file:").map(Path::new);
                 let base = match file.and_then(Path::parent) {
-                    Some(dir) => workspace.join(dir),
-                    None => workspace.to_path_buf(),
+                    Some(dir) => top.join(dir),
+                    None => top.to_path_buf(),
                 };
                 push(resolve(&e.value, &base, home));
             }
             Kind::Command => {
-                for w in path_words(&e.value) {
-                    push(resolve(w, workspace, home));
+                for w in command_words(&e.value) {
+                    let p = resolve(w, top, home);
+                    // A file there, or a path that is not there yet (the sandbox could
+                    // make it): never a directory or the workspace itself (an alias's
+                    // arguments, `add ./`, name those).
+                    let fits = match std::fs::metadata(&p) {
+                        Ok(m) => m.is_file(),
+                        Err(_) => w.contains('/'),
+                    };
+                    if fits && p != workspace {
+                        push(p);
+                    }
                 }
             }
         }
@@ -199,13 +212,26 @@ fn named(entries: &[Entry], workspace: &Path, home: &Path) -> Vec<(PathBuf, Entr
     out
 }
 
-/// The config files git reads for `workspace` that sandpit can find without git.
-fn config_files(workspace: &Path, home: &Path) -> Vec<PathBuf> {
+/// The top of the worktree `workspace` lies in: the nearest directory, from the
+/// workspace up, holding a `.git` (a directory, or a linked worktree's file), unless
+/// that is an empty directory (another run's placeholder: no repository).
+fn worktree_top(workspace: &Path) -> Option<PathBuf> {
+    let top = workspace
+        .ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok())?;
+    let git = top.join(".git");
+    let placeholder = std::fs::read_dir(&git).is_ok_and(|mut d| d.next().is_none());
+    (!placeholder).then(|| top.to_path_buf())
+}
+
+/// The config files git reads for the worktree at `top` that sandpit can find
+/// without git.
+fn config_files(top: &Path, home: &Path) -> Vec<PathBuf> {
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| home.join(".config"));
-    let git = workspace.join(".git");
+    let git = top.join(".git");
     vec![
         git.join("config"),
         git.join("config.worktree"),
@@ -218,14 +244,14 @@ fn config_files(workspace: &Path, home: &Path) -> Vec<PathBuf> {
 /// Whether git's answer is worth asking for: something names these keys, or sandpit
 /// cannot see all of git's config (a `.git` file of a worktree, config given in the
 /// environment).
-fn worth_asking(workspace: &Path, home: &Path) -> bool {
-    let git = workspace.join(".git");
+fn worth_asking(top: &Path, home: &Path) -> bool {
+    let git = top.join(".git");
     if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file())
         || std::env::vars_os().any(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG"))
     {
         return true;
     }
-    config_files(workspace, home).iter().any(|f| {
+    config_files(top, home).iter().any(|f| {
         std::fs::read(f).is_ok_and(|b| {
             let text = String::from_utf8_lossy(&b).to_ascii_lowercase();
             HINTS.iter().any(|h| text.contains(h))
@@ -233,30 +259,139 @@ fn worth_asking(workspace: &Path, home: &Path) -> bool {
     })
 }
 
-/// Ask git (the user's, as the user) for [`KEYS`] in `workspace`. Nothing when the
-/// workspace is no repository or git is missing: then git cannot run these either.
-fn ask_git(workspace: &Path) -> Vec<Entry> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(workspace)
-        .args(["config", "--null", "--show-origin", "--get-regexp", KEYS])
+/// How long git may take to answer (an include that is a FIFO would block it).
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The user's git: the first on PATH outside the workspace (a `git` the sandbox
+/// planted in a workspace directory on PATH must not run here, unconfined).
+fn git_binary(workspace: &Path) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| d.is_absolute() && !d.starts_with(workspace))
+        .collect();
+    let path = std::env::join_paths(dirs).ok()?;
+    crate::inspect::which("git", &path, Path::new("/"))
+}
+
+/// Ask git (the user's, as the user) for [`KEYS`] in the worktree at `top`, never
+/// above it, or in the config file `file` alone (with its includes). Nothing when
+/// git is not installed: then nothing runs these.
+fn ask_git(top: &Path, workspace: &Path, file: Option<&Path>) -> Result<Vec<Entry>, String> {
+    use std::io::Read;
+    let Some(git) = git_binary(workspace) else {
+        return Ok(vec![]);
+    };
+    let mut c = Command::new(&git);
+    c.arg("-C").arg(top).arg("config");
+    if let Some(f) = file {
+        c.arg("--file").arg(f).arg("--includes");
+    }
+    c.args(["--null", "--show-origin", "--get-regexp", KEYS])
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output();
-    match out {
-        Ok(o) => parse(&o.stdout),
-        Err(_) => vec![],
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(parent) = top.parent() {
+        c.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", git.display()))?;
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+    let reader = std::thread::spawn(move || {
+        let (mut o, mut e) = (vec![], vec![]);
+        if let Some(s) = out.as_mut() {
+            let _ = s.read_to_end(&mut o);
+        }
+        if let Some(s) = err.as_mut() {
+            let _ = s.read_to_end(&mut e);
+        }
+        (o, e)
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if start.elapsed() < GIT_TIMEOUT => {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("git config took longer than {GIT_TIMEOUT:?}"));
+            }
+            Err(e) => return Err(format!("waiting for git: {e}")),
+        }
+    };
+    let (out, err) = reader.join().unwrap_or_default();
+    match status.code() {
+        Some(0) => Ok(parse(&out)),
+        // None of the keys is set.
+        Some(1) => Ok(vec![]),
+        _ => Err(format!(
+            "{status}: {}",
+            String::from_utf8_lossy(&err).trim()
+        )),
     }
 }
 
+/// Whether git takes `top/.git` for a repository, as git checks it: `HEAD` a
+/// symbolic ref or an object id, `objects/` and `refs/` directories (in the common
+/// directory a linked worktree's `commondir` names). `git config` outside a
+/// repository still answers, from the other scopes alone, without `.git/config`.
+fn is_repository(top: &Path) -> bool {
+    let dot = top.join(".git");
+    let gitdir = match std::fs::read_to_string(&dot) {
+        // A linked worktree's or a submodule's file: `gitdir: PATH`.
+        Ok(text) => match text.trim_end().strip_prefix("gitdir: ") {
+            Some(d) => top.join(d),
+            None => return false,
+        },
+        Err(_) => dot,
+    };
+    let head = std::fs::read_to_string(gitdir.join("HEAD")).unwrap_or_default();
+    let head = head.trim_end();
+    let head_ok = head.starts_with("ref: refs/")
+        || ((head.len() == 40 || head.len() == 64) && head.bytes().all(|b| b.is_ascii_hexdigit()));
+    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+        Ok(c) => gitdir.join(c.trim_end()),
+        Err(_) => gitdir,
+    };
+    head_ok && common.join("objects").is_dir() && common.join("refs").is_dir()
+}
+
+/// Why the run does not start: git could not read the configuration at `top`.
+fn cannot_read(top: &Path, why: &str) -> String {
+    format!(
+        "git cannot read the configuration of the repository at {} ({why}); the command \
+         was not started: the hooks directory and programs it names could not be \
+         protected. Repair the repository (`git status` there says what is wrong)",
+        top.display()
+    )
+}
+
 /// Add what git's configuration names inside the workspace to `files.block_write`.
-pub fn protect(policy: &mut Policy) {
+/// Err: git could not read the configuration of the repository the workspace lies
+/// in; the run must not start (what it names could not be protected).
+pub fn protect(policy: &mut Policy) -> Result<(), String> {
     let ctx = &policy.context;
     let (workspace, home) = (ctx.workspace.clone(), ctx.home.clone());
-    if !workspace.join(".git").exists() || !worth_asking(&workspace, &home) {
-        return;
+    let Some(top) = worktree_top(&workspace) else {
+        return Ok(());
+    };
+    if !worth_asking(&top, &home) {
+        return Ok(());
     }
-    for (path, e) in named(&ask_git(&workspace), &workspace, &home) {
+    let mut entries = ask_git(&top, &workspace, None).map_err(|why| cannot_read(&top, &why))?;
+    // git reads `.git/config` only where it takes `.git` for a repository; a run could
+    // have broken `HEAD` to hide what the config names until a later run repairs it.
+    // Read it as a file then.
+    let local = top.join(".git/config");
+    if !is_repository(&top) && local.is_file() {
+        let more =
+            ask_git(&top, &workspace, Some(&local)).map_err(|why| cannot_read(&top, &why))?;
+        entries.extend(more);
+    }
+    for (path, e) in named(&entries, &top, &workspace, &home) {
         if policy
             .files
             .block_write
@@ -272,6 +407,7 @@ pub fn protect(policy: &mut Policy) {
             origin,
         });
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -328,7 +464,7 @@ mod tests {
                 "../../outside %O",
             ),
         ];
-        let got: Vec<(PathBuf, String)> = named(&entries, ws, home)
+        let got: Vec<(PathBuf, String)> = named(&entries, ws, ws, home)
             .into_iter()
             .map(|(p, e)| (p, e.key))
             .collect();
@@ -345,11 +481,65 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_below_the_worktrees_top_is_judged_from_the_top() {
+        // husky's monorepo recipe: `cd .. && husky frontend/.husky`.
+        let (top, ws, home) = (
+            Path::new("/h/repo"),
+            Path::new("/h/repo/frontend"),
+            Path::new("/h"),
+        );
+        let e = [
+            entry("file:.git/config", "core.hookspath", "frontend/.husky/_"),
+            entry(
+                "file:.git/config",
+                "alias.t",
+                "!sh frontend/t.sh && ./top.sh",
+            ),
+            entry("file:.git/config", "alias.sa", "add ./frontend"),
+            entry(
+                "file:.git/config",
+                "include.path",
+                "../frontend/x.gitconfig",
+            ),
+            entry(
+                "file:.git/config",
+                "alias.path",
+                "!echo frontend/not-an-include",
+            ),
+        ];
+        let got: Vec<(PathBuf, String)> = named(&e, top, ws, home)
+            .into_iter()
+            .map(|(p, e)| (p, e.key))
+            .collect();
+        let want: Vec<(PathBuf, String)> = [
+            ("/h/repo/frontend/.husky", "core.hookspath"),
+            ("/h/repo/frontend/t.sh", "alias.t"),
+            ("/h/repo/frontend/x.gitconfig", "include.path"),
+            ("/h/repo/frontend/not-an-include", "alias.path"),
+        ]
+        .iter()
+        .map(|(p, k)| (PathBuf::from(p), k.to_string()))
+        .collect();
+        // `./top.sh` lies above the workspace, `./frontend` is the workspace itself.
+        assert_eq!(got, want);
+        assert_eq!(kind("alias.path"), Kind::Command);
+        assert_eq!(kind("includeif.gitdir:~/w/.path"), Kind::Include);
+    }
+
+    #[test]
+    fn command_words_split_at_shell_operators() {
+        let w: Vec<&str> =
+            command_words("!cd scripts && ./run;./x|y \"a b\" --opt $HOME/z 'q' https://e.x/y")
+                .collect();
+        assert_eq!(w, ["cd", "scripts", "./run", "./x", "y", "a", "b", "q"]);
+    }
+
+    #[test]
     fn a_hooks_directory_that_is_the_workspace_protects_each_hook() {
         let ws = Path::new("/h/proj");
         for value in [".", "./", "/h/proj", "sub/.."] {
             let e = [entry("file:/h/proj/.git/config", "core.hookspath", value)];
-            let got: Vec<PathBuf> = named(&e, ws, Path::new("/h"))
+            let got: Vec<PathBuf> = named(&e, ws, ws, Path::new("/h"))
                 .into_iter()
                 .map(|(p, _)| p)
                 .collect();
@@ -367,7 +557,7 @@ mod tests {
             "githooks",
         )];
         assert_eq!(
-            named(&e, ws, Path::new("/h"))[0].0,
+            named(&e, ws, ws, Path::new("/h"))[0].0,
             PathBuf::from("/h/proj/githooks")
         );
     }

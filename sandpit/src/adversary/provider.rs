@@ -28,6 +28,8 @@ use serde_json::{json, Value};
 /// Tokens the model may use for its one-line answer.
 pub const MAX_TOKENS: u32 = 256;
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// Gemini's budget, thinking included.
+pub const GEMINI_MAX_TOKENS: u32 = 4096;
 
 const ANTHROPIC_DEFAULT: &str = "https://api.anthropic.com";
 const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
@@ -109,7 +111,9 @@ pub fn body(provider: Provider, model: &str, system: &str, user: &str) -> Value 
         Provider::Gemini => json!({
             "systemInstruction": {"parts": [{"text": system}]},
             "contents": [{"role": "user", "parts": [{"text": user}]}],
-            "generationConfig": {"maxOutputTokens": MAX_TOKENS},
+            // Gemini 2.5 counts its thinking in this budget: 256 left thinking
+            // models with no answer (finishReason MAX_TOKENS, no parts).
+            "generationConfig": {"maxOutputTokens": GEMINI_MAX_TOKENS},
         }),
     }
 }
@@ -193,7 +197,10 @@ pub fn answer_text(provider: Provider, body: &[u8]) -> Result<String, AdversaryE
                 return Err(AdversaryError::Refused(format!("finishReason {f:?}")));
             }
             let parts = cand["content"]["parts"].as_array().ok_or_else(|| {
-                AdversaryError::Malformed("the candidate has no `content.parts`".into())
+                AdversaryError::Malformed(match cand["finishReason"].as_str() {
+                    Some("MAX_TOKENS") => "the model used its whole token budget without an answer (finishReason MAX_TOKENS): choose a model that thinks less".into(),
+                    _ => "the candidate has no `content.parts`".into(),
+                })
             })?;
             Ok(parts
                 .iter()

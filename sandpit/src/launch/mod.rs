@@ -398,7 +398,15 @@ pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> 
     let mut wanted: Vec<(&Path, &str)> = vec![];
     for r in &roots {
         wanted.push((&r.value, &r.origin.entry));
-        for p in &policy.files.block_write {
+        // Never for a project file's entries: a cloned repository must not shape
+        // the user's home (`~/.codex/config.toml/x` would make a directory of
+        // codex's config).
+        for p in policy
+            .files
+            .block_write
+            .iter()
+            .filter(|p| p.origin.layer != sandpit_policy::Layer::Project)
+        {
             if let Some(parent) = p.value.parent() {
                 if parent.starts_with(&r.value) {
                     wanted.push((parent, &r.origin.entry));

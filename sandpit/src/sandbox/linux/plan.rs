@@ -304,9 +304,14 @@ pub fn is_placeholder_file(p: &Path) -> bool {
 }
 
 /// Whether a missing protected path gets a file as its placeholder rather than a
-/// directory ([`Placeholder`]).
+/// directory ([`Placeholder`]): outside the workspace, a name with an extension or
+/// one of the dot-files that are always files (`.env`, `.npmrc`, …).
 fn file_placeholder(p: &Path, workspace: &Path) -> bool {
-    !inside(p, workspace) && p.extension().is_some()
+    const DOT_FILES: &[&str] = &[".env", ".envrc", ".npmrc", ".yarnrc"];
+    !inside(p, workspace)
+        && (p.extension().is_some()
+            || p.file_name()
+                .is_some_and(|n| DOT_FILES.iter().any(|f| n == *f)))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -689,6 +694,16 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             .then_with(|| a.path().cmp(b.path()))
     });
     binds.dedup();
+    // A name that is one entry's file placeholder and the first missing directory of
+    // a deeper entry's (`~/.codex/config.toml` and `~/.codex/config.toml/x`) is a
+    // file: nothing can be made beneath a file either.
+    let file_names: Vec<PathBuf> = placeholders
+        .iter()
+        .filter(|p| p.file)
+        .map(|p| p.path.clone())
+        .collect();
+    placeholders.retain(|p| p.file || !file_names.contains(&p.path));
+    binds.retain(|b| !matches!(b, MountOp::Sealed { path } if file_names.contains(path)));
     placeholders.sort_by(|a, b| a.path.cmp(&b.path));
     placeholders.dedup();
 
@@ -1306,6 +1321,15 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         assert!(p.mounts.contains(&MountOp::ReadOnly {
             path: config.clone(),
             no_symlinks: true
+        }));
+        // A dot-file that is always a file.
+        let mut j = i.clone();
+        j.writable.push("/home/u/.gemini".into());
+        j.write_protected.push("/home/u/.gemini/.env".into());
+        f.0.insert("/home/u/.gemini".into(), Kind::Dir);
+        assert!(plan(&j, &f).unwrap().placeholders.contains(&Placeholder {
+            path: "/home/u/.gemini/.env".into(),
+            file: true
         }));
         for dir in ["/home/u/.codex/skills", "/home/u/proj/.mcp.json"] {
             assert!(p.placeholders.contains(&Placeholder::dir(Path::new(dir))));
