@@ -219,3 +219,51 @@ fn a_repository_with_a_broken_head_keeps_its_hooks_protected() {
         "{said}"
     );
 }
+
+/// A config file `include.path` names that does not exist yet: no placeholder
+/// directory (git's include of a directory fails: "bad config"), git works inside;
+/// creating it is refused by the interposer, and past it (the kernel layer alone) the
+/// mount guard moves it aside and stops the run, so the user's git never includes it.
+#[test]
+fn a_missing_include_target_is_held_without_breaking_git() {
+    let h = repo();
+    let o = h
+        .command("git")
+        .args(["config", "include.path", "../later.gitconfig"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let later = h.workspace().join("later.gitconfig");
+    let script = "git status --short >/dev/null && echo git-ok; \
+                  (printf '[core]\\n\\tfsmonitor = evil\\n' > later.gitconfig) 2>/dev/null && echo WROTE; \
+                  sleep 1; echo after";
+    for kernel_only in [false, true] {
+        let mut c = h.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        let o = c.args(["--", "sh", "-c", script]).output().unwrap();
+        let out = text(&o);
+        let case = format!("kernel only: {kernel_only}");
+        assert!(out.contains("git-ok"), "{case}: {out}");
+        if kernel_only {
+            // The write lands for an instant; the guard moves it aside and stops the run.
+            assert!(!out.contains("after"), "{case}: the run went on: {out}");
+            assert!(out.contains("appeared during the run"), "{case}: {out}");
+        } else {
+            assert!(!out.contains("WROTE"), "{case}: {out}");
+        }
+        assert!(!later.exists(), "{case}: {out}");
+        // The user's git still works, and includes nothing the sandbox wrote.
+        let g = h
+            .command("git")
+            .args(["config", "core.fsmonitor"])
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&g.stdout).contains("evil"),
+            "{case}"
+        );
+    }
+}

@@ -1034,6 +1034,24 @@ fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
         common::text(&o)
     );
 
+    // Never through a link (a link in /dev can lead anywhere: /dev/log to /run): the
+    // run does not start.
+    let link = PathBuf::from(format!("{d}-link"));
+    std::os::unix::fs::symlink(&dev.0, &link).unwrap();
+    struct Unlink(PathBuf);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _unlink = Unlink(link.clone());
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &format!("[files]\ndevices = [\"{}\"]\n", link.display()),
+    );
+    let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
+    assert!(!o.status.success(), "{}", common::text(&o));
+
     // Never by a project file: the run does not start, and the error says where.
     h.write(
         &h.workspace().join(".sandpit.toml"),

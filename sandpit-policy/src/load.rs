@@ -548,9 +548,17 @@ impl Builder {
                         std::path::Component::RootDir | std::path::Component::Normal(_)
                     )
                 });
-            let special = ["/dev/pts", "/dev/shm", "/dev/ptmx"]
-                .iter()
-                .any(|s| p.starts_with(s));
+            let special = [
+                "/dev/pts",
+                "/dev/shm",
+                "/dev/ptmx",
+                "/dev/fd",
+                "/dev/stdin",
+                "/dev/stdout",
+                "/dev/stderr",
+            ]
+            .iter()
+            .any(|s| p.starts_with(s));
             if !under_dev || special {
                 return Err(cx.diag(
                     span,

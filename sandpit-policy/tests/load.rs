@@ -953,6 +953,8 @@ fn devices_come_from_the_users_own_layers_only_and_lie_under_dev() {
         "/dev/pts/0",
         "/dev/shm",
         "/dev/ptmx",
+        "/dev/fd/3",
+        "/dev/stdin",
         "/devices/x",
     ] {
         let d = err(&format!("[files]\ndevices = [\"{bad}\"]\n"));

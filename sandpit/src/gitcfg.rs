@@ -359,6 +359,16 @@ fn is_repository(top: &Path) -> bool {
     head_ok && common.join("objects").is_dir() && common.join("refs").is_dir()
 }
 
+/// Whether a `files.block_write` rule is a config file git's configuration includes
+/// (added by [`protect`]): git reads it whenever it exists.
+pub fn is_include(origin: &Origin) -> bool {
+    origin.file.starts_with(ORIGIN_PREFIX)
+        && (origin.entry.starts_with("include.path ") || origin.entry.starts_with("includeif."))
+}
+
+/// How [`protect`]'s rules name their origin: `git config (file:…)`.
+const ORIGIN_PREFIX: &str = "git config (";
+
 /// Why the run does not start: git could not read the configuration at `top`.
 fn cannot_read(top: &Path, why: &str) -> String {
     format!(
@@ -401,7 +411,7 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
             continue;
         }
         let mut origin = Origin::builtin("files.block_write", &format!("{} = {}", e.key, e.value));
-        origin.file = format!("git config ({})", e.origin);
+        origin.file = format!("{ORIGIN_PREFIX}{})", e.origin);
         policy.files.block_write.push(Rule {
             value: path,
             origin,

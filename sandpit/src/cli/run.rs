@@ -321,6 +321,13 @@ pub mod linux {
             ),
             env_withheld: crate::launch::withheld_env(policy),
             devices: values(&policy.files.devices),
+            read_if_present: policy
+                .files
+                .block_write
+                .iter()
+                .filter(|r| crate::gitcfg::is_include(&r.origin))
+                .map(|r| r.value.clone())
+                .collect(),
         }
     }
 
@@ -509,8 +516,11 @@ pub mod linux {
         if mode == linux::Mode::Namespaces {
             // Once each: two of this process's locks on one file would stand in each
             // other's way when the last run takes it exclusively.
+            // Not the run's own scratch directory ($TMPDIR): no other run shares it,
+            // and its lock file would be left behind by every run.
             let roots: std::collections::BTreeSet<&PathBuf> = std::iter::once(&input.workspace)
                 .chain(&input.writable)
+                .filter(|r| !r.starts_with(&input.scratch))
                 .collect();
             for root in roots {
                 let path = placeholder_lock(root);

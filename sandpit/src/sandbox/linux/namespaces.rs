@@ -311,14 +311,17 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
                 std::os::unix::fs::symlink(to, dst.join(name))
                     .ctx(|| format!("linking {path:?}/{name}"))?;
             }
-            // Each device bound from the host's, where the host has it.
-            for dev in DEVICES
-                .iter()
-                .map(|n| path.join(n))
-                .chain(pass.iter().cloned())
-            {
+            // Each device bound from the host's, where the host has it; a passed one
+            // never through a link (`/dev/log` → a socket under the masked /run,
+            // `/dev/core` → /proc/kcore): the run stops instead.
+            for dev in DEVICES.iter().map(|n| path.join(n)) {
                 if exists_nofollow(&under(OLDROOT, &dev)) {
                     bind(&dev, false, false)?;
+                }
+            }
+            for dev in pass {
+                if exists_nofollow(&under(OLDROOT, dev)) {
+                    bind(dev, true, false)?;
                 }
             }
             let t = sys::open_path(&cstr(&dst)?, true).ctx(|| format!("opening {path:?}"))?;

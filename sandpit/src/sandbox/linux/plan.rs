@@ -155,6 +155,10 @@ pub struct Input {
     pub env_withheld: Vec<String>,
     /// Host devices passed into the sandbox's `/dev` (`files.devices`).
     pub devices: Vec<PathBuf>,
+    /// Protected files git reads whenever they exist (a config file `include.path`
+    /// names): held like `.git/commondir`, never by a placeholder directory, which
+    /// would break git's include.
+    pub read_if_present: Vec<PathBuf>,
 }
 
 /// The devices every sandbox's `/dev` holds (`MountOp::Dev`).
@@ -246,7 +250,8 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
             "git reads it as the repository's config once `extensions.worktreeConfig` is \
              on, hooks and `core.fsmonitor` included"
         }
-        _ => "git would take its config from what it names",
+        Some("commondir") => "git would take its config from what it names",
+        _ => "git includes it in its config, hooks and `core.fsmonitor` included",
     }
 }
 
@@ -621,7 +626,9 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                         continue;
                     };
                     (file.to_path_buf(), false)
-                } else if first_missing == *p && is_read_if_present(p, &root) {
+                } else if first_missing == *p
+                    && (is_read_if_present(p, &root) || input.read_if_present.contains(p))
+                {
                     // No placeholder: git reads these whenever they exist, and would
                     // fail on a directory there (the interposer refuses creating them).
                     absent_git_files.push(p.clone());
@@ -995,6 +1002,7 @@ mod tests {
             processes_void: None,
             env_withheld: vec![],
             devices: vec![],
+            read_if_present: vec![],
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }

@@ -307,9 +307,13 @@ fn finish_placeholders(
 ) {
     use std::io::{Read, Seek};
     use std::os::unix::ffi::OsStringExt;
-    if locks.is_empty() {
-        return cleanup(&created, spares);
-    }
+    // What no lock covers (a placeholder in the run's own scratch) is this run's alone.
+    let unlocked: Vec<PathBuf> = created
+        .iter()
+        .filter(|c| lock_of(&locks, c).is_none())
+        .cloned()
+        .collect();
+    cleanup(&unlocked, spares);
     for (_, f) in &locks {
         let mut f = f;
         if sys::flock(f.as_fd(), true, true).is_err() {
