@@ -267,3 +267,120 @@ fn a_missing_include_target_is_held_without_breaking_git() {
         );
     }
 }
+
+/// Project configs that are single files a tool reads whenever they exist and runs
+/// commands from later, outside the sandbox (`.pre-commit-config.yaml` and lefthook's
+/// hooks on the next commit, `opencode.json`'s MCP servers, aider's `test-cmd`,
+/// mise's tasks, `.gitmodules`): present, they are read-only; missing, no placeholder
+/// stands in their name (a directory there would break the tool), the interposer
+/// refuses creating them, and past it the mount guard moves one aside and stops the
+/// run. git keeps working; the rest of the workspace stays writable.
+#[test]
+fn single_file_project_configs_are_held_present_or_missing() {
+    const NAMES: &[&str] = &[
+        ".gitmodules",
+        ".pre-commit-config.yaml",
+        "lefthook.yml",
+        "opencode.json",
+        ".aider.conf.yml",
+        "mise.toml",
+    ];
+    // Present: read-only.
+    let h = repo();
+    for n in NAMES {
+        h.write(&h.workspace().join(n), "# the user's\n");
+    }
+    let mut script = String::new();
+    for n in NAMES {
+        script += &format!("(echo evil >> {n}) 2>/dev/null && echo \"WROTE {n}\"\n");
+    }
+    script += "echo ok > ok.txt && git status --short >/dev/null && echo control-ok\n";
+    for kernel_only in [false, true] {
+        let mut c = h.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        let o = c.args(["--", "sh", "-c", &script]).output().unwrap();
+        let out = text(&o);
+        assert!(
+            out.contains("control-ok") && !out.contains("WROTE"),
+            "{out}"
+        );
+        for n in NAMES {
+            assert_eq!(
+                std::fs::read_to_string(h.workspace().join(n)).unwrap(),
+                "# the user's\n",
+                "{n}"
+            );
+        }
+    }
+    // Missing: refused by the interposer, and no placeholder in the way of git.
+    let h = repo();
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(
+        out.contains("control-ok") && !out.contains("WROTE"),
+        "{out}"
+    );
+    for n in NAMES {
+        assert!(!h.workspace().join(n).exists(), "{n}: {out}");
+    }
+    // Past the interposer: moved aside at once and the run stopped.
+    let o = h
+        .sandpit()
+        .args([
+            "run",
+            "--kernel-only",
+            "--",
+            "sh",
+            "-c",
+            "echo '[submodule]' > .gitmodules; sleep 2; echo after",
+        ])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(!out.contains("after"), "the run went on: {out}");
+    assert!(out.contains("appeared during the run"), "{out}");
+    assert!(!h.workspace().join(".gitmodules").exists(), "{out}");
+}
+
+/// An `includeIf "onbranch:…"` whose condition does not hold at the start still
+/// counts: the sandbox could switch branches (`.git/HEAD` is writable), and then the
+/// user's next commit would run the hooks that file names.
+#[test]
+fn a_conditional_include_counts_whatever_the_branch() {
+    let h = repo();
+    let git = |args: &[&str]| {
+        let o = h.command("git").args(args).output().unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o));
+    };
+    git(&["config", "includeIf.onbranch:other.path", "../branch.gitconfig"]);
+    h.write(
+        &h.workspace().join("branch.gitconfig"),
+        "[core]\n\thooksPath = .githooks\n",
+    );
+    h.write(&h.workspace().join(".githooks/pre-commit"), "npm test\n");
+    let o = h
+        .sandpit()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "(echo evil > .githooks/pre-commit) 2>/dev/null && echo WROTE; \
+             (echo evil > branch.gitconfig) 2>/dev/null && echo WROTE; echo ran",
+        ])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(out.contains("ran") && !out.contains("WROTE"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join(".githooks/pre-commit")).unwrap(),
+        "npm test\n"
+    );
+}

@@ -401,6 +401,34 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
             ask_git(&top, &workspace, Some(&local)).map_err(|why| cannot_read(&top, &why))?;
         entries.extend(more);
     }
+    // An `includeIf` git skips now (`onbranch:` another branch) applies once the
+    // condition holds, and the sandbox can make it hold (switch branches): what its
+    // file names is protected too, read as a file whatever the condition.
+    let mut conditional: Vec<PathBuf> = entries
+        .iter()
+        .filter(|e| kind(&e.key) == Kind::Include && e.key.starts_with("includeif."))
+        .map(|e| {
+            // Targets outside the workspace too: what they set can name paths inside.
+            let base = e
+                .origin
+                .strip_prefix("file:")
+                .map(Path::new)
+                .and_then(Path::parent);
+            resolve(
+                &e.value,
+                &base.map_or_else(|| top.clone(), |d| top.join(d)),
+                &home,
+            )
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    conditional.sort();
+    conditional.dedup();
+    for target in conditional {
+        let more =
+            ask_git(&top, &workspace, Some(&target)).map_err(|why| cannot_read(&top, &why))?;
+        entries.extend(more);
+    }
     for (path, e) in named(&entries, &top, &workspace, &home) {
         if policy
             .files

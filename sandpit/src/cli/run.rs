@@ -242,6 +242,21 @@ pub mod linux {
     /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
     /// read-only (inside writable roots, including paths that do not exist yet),
     /// `context.scratch` → TMPDIR, `context.state_dir` → read-only.
+    /// Protected files at the workspace's top that tools read whenever they exist:
+    /// held without a placeholder (`plan::Input::read_if_present`), since a directory
+    /// in their name would break the tool.
+    const READ_IF_PRESENT: &[&str] = &[
+        ".gitmodules",
+        ".pre-commit-config.yaml",
+        "lefthook.yml",
+        ".lefthook.yml",
+        "opencode.json",
+        "opencode.jsonc",
+        ".aider.conf.yml",
+        "mise.toml",
+        ".mise.toml",
+    ];
+
     pub fn plan_input(
         policy: &sandpit_policy::Policy,
         mode: crate::sandbox::linux::Mode,
@@ -325,7 +340,14 @@ pub mod linux {
                 .files
                 .block_write
                 .iter()
-                .filter(|r| crate::gitcfg::is_include(&r.origin))
+                .filter(|r| {
+                    crate::gitcfg::is_include(&r.origin)
+                        || (r.value.parent() == Some(&ctx.workspace)
+                            && r.value
+                                .file_name()
+                                .and_then(|n| n.to_str())
+                                .is_some_and(|n| READ_IF_PRESENT.contains(&n)))
+                })
                 .map(|r| r.value.clone())
                 .collect(),
         }

@@ -251,6 +251,19 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
              on, hooks and `core.fsmonitor` included"
         }
         Some("commondir") => "git would take its config from what it names",
+        Some(
+            ".gitmodules"
+            | ".pre-commit-config.yaml"
+            | "lefthook.yml"
+            | ".lefthook.yml"
+            | "opencode.json"
+            | "opencode.jsonc"
+            | ".aider.conf.yml"
+            | "mise.toml"
+            | ".mise.toml",
+        ) => {
+            "a tool the user runs later reads it whenever it exists and runs the commands it names"
+        }
         _ => "git includes it in its config, hooks and `core.fsmonitor` included",
     }
 }
