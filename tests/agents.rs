@@ -463,6 +463,12 @@ fn codex_responses_is_held() {
     assert_leaks(&s, &model, &o, "codex");
     let (s, model, o) = run_codex(true);
     assert_held(&s, &model, &o, "codex");
+    // The start-up line says which layers hold the agent itself.
+    assert!(
+        text(&o).contains("agent program codex static: no interposer in it"),
+        "{}",
+        text(&o)
+    );
     assert!(model
         .requests()
         .iter()
@@ -538,6 +544,7 @@ fn opencode_chat_completions_is_held() {
     assert_leaks(&s, &model, &o, "opencode");
     let (s, model, o) = run_opencode(true);
     assert_held(&s, &model, &o, "opencode");
+    assert!(!text(&o).contains("agent program"), "{}", text(&o));
 }
 
 /// What a `plant` step writes into a file of the agent's own that starts commands

@@ -359,7 +359,11 @@ fn a_conditional_include_counts_whatever_the_branch() {
         let o = h.command("git").args(args).output().unwrap();
         assert!(o.status.success(), "git {args:?}: {}", text(&o));
     };
-    git(&["config", "includeIf.onbranch:other.path", "../branch.gitconfig"]);
+    git(&[
+        "config",
+        "includeIf.onbranch:other.path",
+        "../branch.gitconfig",
+    ]);
     h.write(
         &h.workspace().join("branch.gitconfig"),
         "[core]\n\thooksPath = .githooks\n",

@@ -411,3 +411,119 @@ fn canonicalize(p: &Path) -> Result<PathBuf> {
         source,
     })
 }
+
+/// A program a wrapper starts as the agent itself (`env.agent_programs`): a Node
+/// script's native binary (codex's, static).
+#[derive(Debug, serde::Serialize)]
+pub struct AgentProgram {
+    pub path: std::path::PathBuf,
+    /// As `sandpit check` describes a format (`ELF 64-bit x86_64, static`).
+    pub format: String,
+    pub interposition: bool,
+}
+
+/// Files a package holds at most that are looked at for its agent programs.
+const PACKAGE_BUDGET: usize = 20_000;
+
+/// The `env.agent_programs` of the policy that the package of the script asked for
+/// holds (the nearest directory above it with a `package.json`, searched to a
+/// bounded size), each inspected: a static one gets no interposer, whatever its
+/// wrapper gets.
+pub fn agent_programs(i: &Inspection, policy: &sandpit_policy::Policy) -> Vec<AgentProgram> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(script) = i.shebangs.first().map(|h| &h.script) else {
+        return vec![];
+    };
+    if !policy
+        .env
+        .agent_programs
+        .iter()
+        .any(|r| r.value.contains('/'))
+    {
+        return vec![];
+    }
+    let Some(root) = script
+        .ancestors()
+        .skip(1)
+        .find(|d| d.join("package.json").is_file())
+    else {
+        return vec![];
+    };
+    let (path, cwd) = (std::ffi::OsString::new(), std::path::PathBuf::from("/"));
+    let mut found = vec![];
+    let mut dirs = vec![root.to_path_buf()];
+    let mut budget = PACKAGE_BUDGET;
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                return found;
+            }
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(p),
+                Ok(t) if t.is_file() => {
+                    let matched = policy
+                        .env
+                        .agent_program(p.as_os_str().as_bytes())
+                        .is_some_and(|r| r.value.contains('/'));
+                    let Some(p) = matched
+                        .then_some(p)
+                        .and_then(|p| p.to_str().map(String::from))
+                    else {
+                        continue;
+                    };
+                    if let Ok(ins) = inspect(&p, &path, &cwd, i.host) {
+                        found.push(AgentProgram {
+                            path: ins.binary.clone(),
+                            format: ins.format.describe(),
+                            interposition: ins.interposition_supported(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+impl Format {
+    /// How `sandpit check` names it: `ELF 64-bit x86_64, dynamic, loader …`.
+    pub fn describe(&self) -> String {
+        match self {
+            Format::Elf {
+                class,
+                machine,
+                interpreter,
+                go,
+            } => {
+                let link = match interpreter {
+                    Some(i) => format!("dynamic, loader {i}"),
+                    None => "static".into(),
+                };
+                format!(
+                    "ELF {class}-bit {machine}, {link}{}",
+                    if *go { ", Go" } else { "" }
+                )
+            }
+            Format::MachO { slices, runs, fat } => {
+                let names: Vec<&str> = slices.iter().map(|s| s.arch.as_str()).collect();
+                let runs = runs
+                    .and_then(|i| slices.get(i))
+                    .map(|s| format!(", runs {}", s.arch))
+                    .unwrap_or_default();
+                format!(
+                    "Mach-O {}{}{runs}",
+                    if *fat { "universal " } else { "" },
+                    names.join("+")
+                )
+            }
+            Format::Unknown => "unknown format".into(),
+        }
+    }
+}

@@ -138,6 +138,10 @@ pub struct Prepared {
     token: String,
     policy: Arc<Policy>,
     interposer: Interposer,
+    /// The programs the command starts as the agent itself that no interposer can
+    /// enter (`inspect::agent_programs`: codex's static binary behind its Node
+    /// wrapper), for the start-up line.
+    static_agent: Vec<PathBuf>,
     shims: Option<Shims>,
     sockets: Option<Sockets>,
     /// The loopback proxy listener (`Options::loopback_proxy`), bound before the fork.
@@ -208,6 +212,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 
     let stamps = inject::Stamps::for_policy(policy);
     let interposer = choose_interposer(o, &state_dir, stamps)?;
+    let static_agent = static_agent_programs(policy, o);
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.join("shims");
@@ -274,6 +279,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         token: random_hex(16)?,
         policy: Arc::new(policy.clone()),
         interposer,
+        static_agent,
         shims,
         sockets,
         loopback,
@@ -287,6 +293,32 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 /// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
 /// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
 /// verification failing otherwise is fatal.
+/// The agent programs (`env.agent_programs`, in the package of the script the
+/// command is) that the interposer cannot load into.
+fn static_agent_programs(policy: &Policy, o: &Options) -> Vec<PathBuf> {
+    if !policy
+        .env
+        .agent_programs
+        .iter()
+        .any(|r| r.value.contains('/'))
+    {
+        return vec![];
+    }
+    let Some(program) = o.command.first().and_then(|c| c.to_str()) else {
+        return vec![];
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
+        Ok(i) => crate::inspect::agent_programs(&i, policy)
+            .into_iter()
+            .filter(|a| !a.interposition)
+            .map(|a| a.path)
+            .collect(),
+        Err(_) => vec![],
+    }
+}
+
 fn choose_interposer(o: &Options, state_dir: &Path, stamps: inject::Stamps) -> Result<Interposer> {
     if o.kernel_only {
         return Ok(Interposer::Off("--kernel-only".into()));
@@ -569,10 +601,7 @@ impl Prepared {
     /// network is not bridged (macOS): e.g. `interposer, proxy (filtered, 3 allowed
     /// hosts on 127.0.0.1:PORT), shims (17 tools)`.
     pub fn describe_unbridged(&self) -> Vec<String> {
-        let mut parts = vec![match &self.interposer {
-            Interposer::On(_) => "interposer".into(),
-            Interposer::Off(why) => format!("interposer OFF ({why})"),
-        }];
+        let mut parts = self.describe_interposer();
         parts.push(match (self.policy.network.mode.value, &self.loopback) {
             (NetMode::Offline, _) => "network off".into(),
             (_, Some((addr, _))) => format!("proxy ({} on {addr})", self.proxy_rules()),
@@ -585,6 +614,25 @@ impl Prepared {
             if n < 4096 {
                 parts.push(format!("open-file limit {n}"));
             }
+        }
+        parts
+    }
+
+    /// The interposer's part of the start-up line, and the agent programs it cannot
+    /// enter (codex's static binary behind its Node wrapper).
+    fn describe_interposer(&self) -> Vec<String> {
+        let mut parts = vec![match &self.interposer {
+            Interposer::On(_) => "interposer".into(),
+            Interposer::Off(why) => format!("interposer OFF ({why})"),
+        }];
+        for a in &self.static_agent {
+            let name = a.file_name().map_or_else(
+                || a.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            parts.push(format!(
+                "agent program {name} static: no interposer in it, only in what it spawns"
+            ));
         }
         parts
     }
@@ -618,10 +666,7 @@ impl Prepared {
         }
         k.push("seccomp".into());
         let mut parts = vec![format!("kernel ({})", k.join("+"))];
-        parts.push(match &self.interposer {
-            Interposer::On(_) => "interposer".into(),
-            Interposer::Off(why) => format!("interposer OFF ({why})"),
-        });
+        parts.extend(self.describe_interposer());
         match &plan.net {
             NetPlan::Bridge { dns_relay_to, .. } => {
                 parts.push(if self.sockets.is_some() {
