@@ -1008,3 +1008,21 @@ fn listening_needs_allow_local_binding_and_a_loopback_address_with_a_port() {
         .reason
         .contains("an unbound socket"));
 }
+
+#[test]
+fn a_write_to_an_unreadable_path_is_refused_as_a_write() {
+    use sandpit_policy::{decide, Request};
+    let p = user("").unwrap();
+    let key = Path::new("/nonexistent-home/u/.ssh/id_rsa");
+    let v = decide(&p, &Request::Write(key));
+    assert!(v.is_denied());
+    assert!(
+        v.reason.starts_with("blocked write to ~/.ssh/id_rsa"),
+        "{}",
+        v.reason
+    );
+    assert_eq!(v.rule.unwrap().key, "files.block_read");
+    assert!(decide(&p, &Request::Read(key))
+        .reason
+        .starts_with("blocked read of ~/.ssh/id_rsa"));
+}
