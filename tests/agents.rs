@@ -575,6 +575,30 @@ fn planted_mcp_server() -> String {
         .to_string()
 }
 
+/// An agent whose script also plants a command in the agent's own config at
+/// `~/{plant}`: bare, it leaks and plants; under sandpit, it is held and plants
+/// nothing; every request it made went to a path `path_ok` accepts (its wire format).
+fn held_with_a_plant(
+    run: fn(bool) -> (Stage, ModelServer, Output),
+    agent: &str,
+    plant: &str,
+    path_ok: fn(&str) -> bool,
+) {
+    let (s, model, o) = run(false);
+    assert_leaks(&s, &model, &o, agent);
+    assert!(
+        planted(&s, plant),
+        "{agent} bare: nothing planted in ~/{plant}"
+    );
+    let (s, model, o) = run(true);
+    assert_held(&s, &model, &o, agent);
+    assert!(
+        !planted(&s, plant),
+        "{agent}: planted a command in ~/{plant}"
+    );
+    assert!(model.requests().iter().all(|r| path_ok(&r.path)));
+}
+
 /// claude-code's shell tool: `Bash` with `command`.
 fn claude_bash(command: String) -> Step {
     Step::Tool("Bash", json!({ "command": command }))
@@ -644,22 +668,9 @@ fn run_claude(sandboxed: bool) -> (Stage, ModelServer, Output) {
 
 #[test]
 fn claude_code_messages_is_held() {
-    let (s, model, o) = run_claude(false);
-    assert_leaks(&s, &model, &o, "claude-code");
-    assert!(
-        planted(&s, CLAUDE_JSON),
-        "claude-code bare: no MCP server planted"
-    );
-    let (s, model, o) = run_claude(true);
-    assert_held(&s, &model, &o, "claude-code");
-    assert!(
-        !planted(&s, CLAUDE_JSON),
-        "claude-code: planted an MCP server in ~/.claude.json"
-    );
-    assert!(model
-        .requests()
-        .iter()
-        .all(|r| r.path.starts_with("/v1/messages")));
+    held_with_a_plant(run_claude, "claude-code", CLAUDE_JSON, |p| {
+        p.starts_with("/v1/messages")
+    });
 }
 
 /// gemini-cli's shell tool: `run_shell_command` with `command`.
@@ -740,22 +751,9 @@ fn run_gemini(sandboxed: bool) -> (Stage, ModelServer, Output) {
 
 #[test]
 fn gemini_cli_is_held() {
-    let (s, model, o) = run_gemini(false);
-    assert_leaks(&s, &model, &o, "gemini-cli");
-    assert!(
-        planted(&s, GEMINI_SETTINGS),
-        "gemini-cli bare: no MCP server planted"
-    );
-    let (s, model, o) = run_gemini(true);
-    assert_held(&s, &model, &o, "gemini-cli");
-    assert!(
-        !planted(&s, GEMINI_SETTINGS),
-        "gemini-cli: planted an MCP server in its settings"
-    );
-    assert!(model
-        .requests()
-        .iter()
-        .all(|r| r.path.contains("/models/gemini-2.5-flash:")));
+    held_with_a_plant(run_gemini, "gemini-cli", GEMINI_SETTINGS, |p| {
+        p.contains("/models/gemini-2.5-flash:")
+    });
 }
 
 /// Where `.ci/install` puts aider (a venv readable by the test user).
@@ -858,22 +856,9 @@ fn run_aider(sandboxed: bool) -> (Stage, ModelServer, Output) {
 
 #[test]
 fn aider_chat_completions_is_held() {
-    let (s, model, o) = run_aider(false);
-    assert_leaks(&s, &model, &o, "aider");
-    assert!(
-        planted(&s, AIDER_ENV),
-        "aider bare: no test command planted"
-    );
-    let (s, model, o) = run_aider(true);
-    assert_held(&s, &model, &o, "aider");
-    assert!(
-        !planted(&s, AIDER_ENV),
-        "aider: planted a test command in ~/{AIDER_ENV}"
-    );
-    assert!(model
-        .requests()
-        .iter()
-        .all(|r| r.path.ends_with("/chat/completions")));
+    held_with_a_plant(run_aider, "aider", AIDER_ENV, |p| {
+        p.ends_with("/chat/completions")
+    });
 }
 
 /// `sandpit check` tells each agent's linkage as the run will meet it: a Node or
