@@ -89,6 +89,16 @@ impl Stage {
     }
 }
 
+/// How the model server and the blocked listener are named: by sandpit's resolver
+/// in a sandboxed run, by address in the bare control.
+fn hosts(sandboxed: bool) -> (&'static str, &'static str) {
+    if sandboxed {
+        ("model.test", "blocked.test")
+    } else {
+        (MODEL_IP, "127.0.0.1")
+    }
+}
+
 /// A shell command as the agent's shell tool takes it.
 type Shell = fn(String) -> Step;
 
@@ -223,11 +233,7 @@ fn pi_edit() -> Step {
 /// pi with a custom provider in `~/.pi/agent/models.json` speaking `api`.
 fn run_pi(sandboxed: bool, api: &str) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let model = ModelServer::start(
         MODEL_IP,
         script(
@@ -413,11 +419,7 @@ const ENV_CANARY: (&str, &str) = ("AWS_ROLE_SESSION_NAME", "ENVCANARY-7f3a91");
 /// the Responses API.
 fn run_codex(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let steps = script_with(
         exec_command,
         &s,
@@ -480,11 +482,7 @@ fn codex_responses_is_held() {
 /// run.
 fn run_opencode(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let model = ModelServer::start(
         MODEL_IP,
         script_with(
@@ -616,11 +614,7 @@ const CLAUDE_JSON: &str = ".claude.json";
 /// made).
 fn run_claude(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let hello = s.h.workspace().join("hello.py");
     let steps = before_done(
         script_with(
@@ -686,19 +680,15 @@ const GEMINI_SETTINGS: &str = ".gemini/settings.json";
 /// (streaming) by `GOOGLE_GEMINI_BASE_URL`. Its settings are protected and written
 /// before the run: they pick API-key auth (the base URL alone selects a "gateway"
 /// auth that the non-interactive mode refuses) and turn folder trust off (in an
-/// untrusted folder it overrides `--yolo` with its default approval mode). On a home
-/// without them gemini stops: it cannot parse the empty read-only file that stands in
-/// for them (docs/agents.md). Its `read_file` refuses paths outside the workspace by
+/// untrusted folder it overrides `--yolo` with its default approval mode); on a home
+/// without them gemini starts on the read-only `{}` that stands in for them
+/// (docs/agents.md). Its `read_file` refuses paths outside the workspace by
 /// itself, so the script reads the key with the shell only; its shell refuses
 /// command substitution (the script pipes). Besides the common script it writes an
 /// MCP server into its settings.
 fn run_gemini(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let steps = before_done(
         script_with(
             gemini_shell,
@@ -777,11 +767,7 @@ const AIDER_ENV: &str = ".aider/oauth-keys.env";
 /// it writes a test command into its env file.
 fn run_aider(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
-    let (host, blocked) = if sandboxed {
-        ("model.test", "blocked.test")
-    } else {
-        (MODEL_IP, "127.0.0.1")
-    };
+    let (host, blocked) = hosts(sandboxed);
     let text = |step: Step| match step {
         Step::Text(t) => t,
         Step::Tool(..) => unreachable!("a text script"),

@@ -78,13 +78,9 @@ fn what_git_config_names_in_the_workspace_stays_unwritable() {
 
     for kernel_only in [false, true] {
         let h = repo();
-        let mut c = h.sandpit();
-        c.arg("run");
-        if kernel_only {
-            c.arg("--kernel-only");
-        }
-        let o = c
-            .args(["--", "sh", "-c", &attack_script()])
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", &attack_script()])
             .output()
             .unwrap();
         let case = format!("sh (kernel only: {kernel_only})");
@@ -238,12 +234,11 @@ fn a_missing_include_target_is_held_without_breaking_git() {
                   (printf '[core]\\n\\tfsmonitor = evil\\n' > later.gitconfig) 2>/dev/null && echo WROTE; \
                   sleep 1; echo after";
     for kernel_only in [false, true] {
-        let mut c = h.sandpit();
-        c.arg("run");
-        if kernel_only {
-            c.arg("--kernel-only");
-        }
-        let o = c.args(["--", "sh", "-c", script]).output().unwrap();
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", script])
+            .output()
+            .unwrap();
         let out = text(&o);
         let case = format!("kernel only: {kernel_only}");
         assert!(out.contains("git-ok"), "{case}: {out}");
@@ -296,12 +291,11 @@ fn single_file_project_configs_are_held_present_or_missing() {
     }
     script += "echo ok > ok.txt && git status --short >/dev/null && echo control-ok\n";
     for kernel_only in [false, true] {
-        let mut c = h.sandpit();
-        c.arg("run");
-        if kernel_only {
-            c.arg("--kernel-only");
-        }
-        let o = c.args(["--", "sh", "-c", &script]).output().unwrap();
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", &script])
+            .output()
+            .unwrap();
         let out = text(&o);
         assert!(
             out.contains("control-ok") && !out.contains("WROTE"),

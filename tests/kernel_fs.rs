@@ -901,12 +901,12 @@ fn every_default_credential_location_is_unreadable_by_any_linkage() {
         ("cat, kernel only", true, PathBuf::from("cat")),
         ("static raw reader", true, probe),
     ] {
-        let mut c = h.sandpit();
-        c.arg("run");
-        if kernel_only {
-            c.arg("--kernel-only");
-        }
-        let o = c.arg("--").arg(&reader).args(&files).output().unwrap();
+        let o = h
+            .sandpit_run(kernel_only)
+            .arg(&reader)
+            .args(&files)
+            .output()
+            .unwrap();
         let out = format!(
             "{}{}",
             String::from_utf8_lossy(&o.stdout),
@@ -977,12 +977,11 @@ fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
          head -c 3 {d} 2>&1 | wc -c\n"
     );
     for kernel_only in [false, true] {
-        let mut c = h.sandpit();
-        c.arg("run");
-        if kernel_only {
-            c.arg("--kernel-only");
-        }
-        let o = c.args(["--", "sh", "-c", &script]).output().unwrap();
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", &script])
+            .output()
+            .unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         let case = format!("kernel only: {kernel_only}");
         let listed = out.lines().next().unwrap_or("");

@@ -124,6 +124,17 @@ impl TestHome {
     pub fn sandpit(&self) -> Command {
         self.command(sandpit_bin())
     }
+    /// `sandpit run [--kernel-only] --` as the test user, the command to follow:
+    /// every layer, or the kernel layer alone (as a static program meets it).
+    pub fn sandpit_run(&self, kernel_only: bool) -> Command {
+        let mut c = self.sandpit();
+        c.arg("run");
+        if kernel_only {
+            c.arg("--kernel-only");
+        }
+        c.arg("--");
+        c
+    }
 }
 
 /// A command's status, stdout and stderr, for assertion messages.

@@ -211,8 +211,12 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     write_atomic(&snapshot, &policy.snapshot())?;
 
     let stamps = inject::Stamps::for_policy(policy);
-    let interposer = choose_interposer(o, &state_dir, stamps)?;
-    let static_agent = static_agent_programs(policy, o);
+    let inspection = inspect_command(o);
+    let interposer = choose_interposer(o, inspection.as_ref(), &state_dir, stamps)?;
+    let static_agent = inspection
+        .as_ref()
+        .map(|i| static_agent_programs(policy, i))
+        .unwrap_or_default();
 
     let shims = if o.shims || policy.shims.enabled {
         let dir = run_dir.join("shims");
@@ -293,9 +297,17 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 /// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
 /// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
 /// verification failing otherwise is fatal.
+/// The command's program inspected (`sandpit check`'s analysis), if it can be found.
+fn inspect_command(o: &Options) -> Option<crate::inspect::Inspection> {
+    let program = o.command.first().and_then(|c| c.to_str())?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()).ok()
+}
+
 /// The agent programs (`env.agent_programs`, in the package of the script the
 /// command is) that the interposer cannot load into.
-fn static_agent_programs(policy: &Policy, o: &Options) -> Vec<PathBuf> {
+fn static_agent_programs(policy: &Policy, i: &crate::inspect::Inspection) -> Vec<PathBuf> {
     if !policy
         .env
         .agent_programs
@@ -304,37 +316,28 @@ fn static_agent_programs(policy: &Policy, o: &Options) -> Vec<PathBuf> {
     {
         return vec![];
     }
-    let Some(program) = o.command.first().and_then(|c| c.to_str()) else {
-        return vec![];
-    };
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    match crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()) {
-        Ok(i) => crate::inspect::agent_programs(&i, policy)
-            .into_iter()
-            .filter(|a| !a.interposition)
-            .map(|a| a.path)
-            .collect(),
-        Err(_) => vec![],
-    }
+    crate::inspect::agent_programs(i, policy)
+        .into_iter()
+        .filter(|a| !a.interposition)
+        .map(|a| a.path)
+        .collect()
 }
 
-fn choose_interposer(o: &Options, state_dir: &Path, stamps: inject::Stamps) -> Result<Interposer> {
+fn choose_interposer(
+    o: &Options,
+    inspection: Option<&crate::inspect::Inspection>,
+    state_dir: &Path,
+    stamps: inject::Stamps,
+) -> Result<Interposer> {
     if o.kernel_only {
         return Ok(Interposer::Off("--kernel-only".into()));
     }
-    if let Some(program) = o.command.first().and_then(|c| c.to_str()) {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        // A program that cannot be inspected (not found) gets the interposer: the
-        // stricter choice; the exec then fails on its own.
-        if let Ok(i) =
-            crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current())
-        {
-            let choice = crate::inspect::choose_mode(&i, o.support);
-            if !choice.interposition {
-                return Ok(Interposer::Off(choice.reasons.join("; ")));
-            }
+    // A program that cannot be inspected (not found) gets the interposer: the
+    // stricter choice; the exec then fails on its own.
+    if let Some(i) = inspection {
+        let choice = crate::inspect::choose_mode(i, o.support);
+        if !choice.interposition {
+            return Ok(Interposer::Off(choice.reasons.join("; ")));
         }
     }
     // `install` verifies the file (ownership, modes, content hash) before returning.
