@@ -238,10 +238,6 @@ pub mod linux {
         (masked, back)
     }
 
-    /// The kernel plan's input from the effective policy. `block_read` → masked,
-    /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
-    /// read-only (inside writable roots, including paths that do not exist yet),
-    /// `context.scratch` → TMPDIR, `context.state_dir` → read-only.
     /// Protected files at the workspace's top that tools read whenever they exist:
     /// held without a placeholder (`plan::Input::read_if_present`), since a directory
     /// in their name would break the tool.
@@ -257,6 +253,10 @@ pub mod linux {
         ".mise.toml",
     ];
 
+    /// The kernel plan's input from the effective policy. `block_read` → masked,
+    /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
+    /// read-only (inside writable roots, including paths that do not exist yet),
+    /// `context.scratch` → TMPDIR, `context.state_dir` → read-only.
     pub fn plan_input(
         policy: &sandpit_policy::Policy,
         mode: crate::sandbox::linux::Mode,

@@ -294,9 +294,6 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     })
 }
 
-/// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
-/// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
-/// verification failing otherwise is fatal.
 /// The command's program inspected (`sandpit check`'s analysis), if it can be found.
 fn inspect_command(o: &Options) -> Option<crate::inspect::Inspection> {
     let program = o.command.first().and_then(|c| c.to_str())?;
@@ -323,6 +320,9 @@ fn static_agent_programs(policy: &Policy, i: &crate::inspect::Inspection) -> Vec
         .collect()
 }
 
+/// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
+/// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
+/// verification failing otherwise is fatal.
 fn choose_interposer(
     o: &Options,
     inspection: Option<&crate::inspect::Inspection>,
