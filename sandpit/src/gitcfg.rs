@@ -461,6 +461,42 @@ mod tests {
     }
 
     #[test]
+    fn the_worktrees_top_is_the_nearest_non_empty_git_above() {
+        let d = tempfile::tempdir().unwrap();
+        let top = sandpit_policy::path::resolve_existing(d.path());
+        let sub = top.join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(worktree_top(&sub), None, "no .git anywhere up to /tmp");
+        // Another run's placeholder: an empty .git is no repository.
+        std::fs::create_dir(top.join(".git")).unwrap();
+        assert_eq!(worktree_top(&sub), None);
+        std::fs::write(top.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(worktree_top(&sub), Some(top.clone()));
+        assert_eq!(worktree_top(&top), Some(top.clone()));
+        // A linked worktree's file counts too, and the nearest wins.
+        std::fs::write(top.join("a/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert_eq!(worktree_top(&sub), Some(top.join("a")));
+    }
+
+    #[test]
+    fn only_gitcfgs_include_rules_are_includes() {
+        let origin = |file: &str, entry: &str| {
+            let mut o = Origin::builtin("files.block_write", entry);
+            o.file = file.into();
+            o
+        };
+        let git = "git config (file:.git/config)";
+        assert!(is_include(&origin(git, "include.path = ../x.gitconfig")));
+        assert!(is_include(&origin(git, "includeif.onbranch:main.path = x")));
+        assert!(!is_include(&origin(git, "core.hookspath = .husky/_")));
+        assert!(!is_include(&origin(git, "alias.path = !x")));
+        assert!(!is_include(&origin(
+            "profiles/default.toml",
+            "include.path = x"
+        )));
+    }
+
+    #[test]
     fn parses_git_records() {
         let out = b"file:.git/config\0core.hookspath\n.husky/_\0command line:\0alias.x\0";
         assert_eq!(
