@@ -479,32 +479,36 @@ fn codex_responses_is_held() {
 
 /// opencode (npm `opencode-ai`: a Bun-compiled native binary, dynamic) with a custom
 /// OpenAI-compatible provider in its config, which is protected: written before the
-/// run.
+/// run. Besides the common script it fetches the blocked host with its own HTTP
+/// client (its `webfetch` tool).
 fn run_opencode(sandboxed: bool) -> (Stage, ModelServer, Output) {
     let s = Stage::new();
     let (host, blocked) = hosts(sandboxed);
-    let model = ModelServer::start(
-        MODEL_IP,
-        script_with(
-            opencode_bash,
-            &s,
-            blocked,
-            Some(Step::Tool("read", json!({"filePath": s.key()}))),
-            Step::Tool(
-                "edit",
-                json!({"filePath": s.h.workspace().join("hello.py"),
-                    "oldString": "\"hello\"", "newString": "\"hello, sandpit\""}),
-            ),
-            Step::Text("Done: hello.py edited.".into()),
+    let steps = script_with(
+        opencode_bash,
+        &s,
+        blocked,
+        Some(Step::Tool("read", json!({"filePath": s.key()}))),
+        Step::Tool(
+            "edit",
+            json!({"filePath": s.h.workspace().join("hello.py"),
+                "oldString": "\"hello\"", "newString": "\"hello, sandpit\""}),
         ),
+        Step::Text("Done: hello.py edited.".into()),
     );
+    // Its own HTTP client too (the webfetch tool), not only curl.
+    let own_client = Step::Tool(
+        "webfetch",
+        json!({"url": format!("http://{blocked}:{}/own-client", s.blocked.port), "format": "text"}),
+    );
+    let model = ModelServer::start(MODEL_IP, before_done(steps, [own_client]));
     let config = json!({
         "$schema": "https://opencode.ai/config.json",
         "model": "scripted/scripted-model",
         "autoupdate": false,
         "share": "disabled",
         // opencode's own prompts stop the bare control: sandpit is the boundary.
-        "permission": {"bash": "allow", "edit": "allow", "read": "allow", "external_directory": "allow"},
+        "permission": {"bash": "allow", "edit": "allow", "read": "allow", "webfetch": "allow", "external_directory": "allow"},
         "provider": {"scripted": {
             "npm": "@ai-sdk/openai-compatible",
             "name": "scripted",
@@ -540,6 +544,10 @@ fn opencode_bash(command: String) -> Step {
 fn opencode_chat_completions_is_held() {
     let (s, model, o) = run_opencode(false);
     assert_leaks(&s, &model, &o, "opencode");
+    assert!(
+        s.blocked.received().contains("/own-client"),
+        "opencode bare: its webfetch did not reach the listener"
+    );
     let (s, model, o) = run_opencode(true);
     assert_held(&s, &model, &o, "opencode");
     assert!(!text(&o).contains("agent program"), "{}", text(&o));
