@@ -320,3 +320,28 @@ fn a_program_that_is_not_installed_stops_before_the_run() {
     assert!(o.status.success(), "{:?}", text(&o));
     assert!(h.home().join(".config/goose").exists());
 }
+
+/// A command that fails where the kernel layer alone refused it (the interposer is
+/// off: a static program meets the same) is not left in silence: sandpit says that no
+/// layer recorded a refusal and why that can be. Not when the command succeeds, and
+/// not when the refusal was recorded (the summary names it).
+#[test]
+fn a_failure_with_no_recorded_refusal_says_where_it_may_come_from() {
+    let h = TestHome::new();
+    let hint = "no layer recorded a refusal; the interposer is off (--kernel-only)";
+    let o = run(
+        &h,
+        &["run", "--kernel-only", "--", "sh", "-c", "echo x > ~/f"],
+    );
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains(hint), "{err}");
+    let o = run(&h, &["run", "--kernel-only", "--", "true"]);
+    assert!(o.status.success());
+    assert!(!text(&o).1.contains("no layer recorded"), "{:?}", text(&o));
+    // With the interposer the refusal is recorded and the summary names it.
+    let o = run(&h, &["run", "--", "sh", "-c", "echo x > ~/f"]);
+    let (_, err) = text(&o);
+    assert!(err.contains("deny write ~/f"), "{err}");
+    assert!(!err.contains("no layer recorded"), "{err}");
+}

@@ -41,6 +41,9 @@ pub struct Session {
     learn: bool,
     home: PathBuf,
     state_dir: PathBuf,
+    /// Why refusals of this run may go unrecorded (the interposer is off, or the
+    /// agent itself is static): said when the command fails with none recorded.
+    unrecorded: Option<String>,
 }
 
 impl Session {
@@ -79,6 +82,7 @@ impl Session {
             learn: opts.learn,
             home: ctx.home.clone(),
             state_dir: ctx.state_dir.clone(),
+            unrecorded: None,
         };
         let shown: Vec<String> = argv
             .iter()
@@ -167,6 +171,12 @@ impl Session {
         self.log.record(r);
     }
 
+    /// Why some refusals of this run go unrecorded, if they may
+    /// (`launch::Prepared::unrecorded`).
+    pub fn set_unrecorded(&mut self, why: Option<String>) {
+        self.unrecorded = why;
+    }
+
     pub fn kernel_layer(&self, line: &str) {
         let mut r = Record::new(
             self.log.run(),
@@ -206,6 +216,19 @@ impl Session {
         let denials = self.log.denials();
         if let Some(text) = summary::render(&self.home, self.log.run(), self.log.path(), &denials) {
             eprint!("{text}");
+        }
+        // A failure with nothing recorded, where the kernel layer refuses unseen:
+        // the user is told where the refusal may be, not left with silence.
+        if let (Some(c), true, Some(why)) = (exit, denials.is_empty(), &self.unrecorded) {
+            if c != 0 {
+                eprintln!(
+                    "sandpit: the command exited with status {c} and no layer recorded a \
+                     refusal; {why}, what the kernel layer refuses alone is not recorded (a \
+                     read-only file system, a masked file read as empty or missing, an \
+                     unreachable address). `sandpit explain read|write|connect …` says what \
+                     the policy allows"
+                );
+            }
         }
         if self.learn {
             let text = learn::draft(&self.home, self.log.run(), &denials);

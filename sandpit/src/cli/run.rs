@@ -471,7 +471,7 @@ pub mod linux {
                 entries.join(", ")
             );
         }
-        let session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
+        let mut session = crate::audit::Session::start(&loaded.policy, &args.audit, &args.command)?;
         crate::timing::mark("audit session started");
         let mut launch = crate::launch::prepare(
             &with_private_tmp(&loaded.policy, mode),
@@ -578,6 +578,7 @@ pub mod linux {
         );
         eprintln!("sandpit: {line}");
         session.kernel_layer(&line);
+        session.set_unrecorded(launch.unrecorded());
         // The run's id and a secret no process of the sandbox sees: the sandbox
         // cannot take the names files are moved aside to before they are.
         let quarantine_tag = format!(

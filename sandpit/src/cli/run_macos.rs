@@ -45,7 +45,7 @@ fn run_with_scratch(
     loaded.policy.learn = args.audit.learn;
     let policy = &loaded.policy;
     super::make_state_dirs(policy)?;
-    let session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
+    let mut session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
     let mut launch = crate::launch::prepare(
         policy,
         &crate::launch::Options {
@@ -129,6 +129,7 @@ fn run_with_scratch(
     let line = format!("layers: {}{profile_name}", parts.join(", "));
     eprintln!("sandpit: {line}");
     session.kernel_layer(&line);
+    session.set_unrecorded(launch.unrecorded());
 
     // Threads (the proxy runtime) start after the fork; connections made before
     // the proxy serves wait in the listener's backlog.

@@ -621,6 +621,20 @@ impl Prepared {
         parts
     }
 
+    /// Why refusals of this run may go unrecorded: the interposer reports each one it
+    /// makes, the kernel layer none.
+    pub fn unrecorded(&self) -> Option<String> {
+        if let Interposer::Off(why) = &self.interposer {
+            return Some(format!("the interposer is off ({why})"));
+        }
+        self.static_agent.first().map(|a| {
+            format!(
+                "the agent program {} is static (no interposer in it)",
+                a.display()
+            )
+        })
+    }
+
     /// The interposer's part of the start-up line, and the agent programs it cannot
     /// enter (codex's static binary behind its Node wrapper).
     fn describe_interposer(&self) -> Vec<String> {
