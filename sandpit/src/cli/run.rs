@@ -238,21 +238,6 @@ pub mod linux {
         (masked, back)
     }
 
-    /// Protected files at the workspace's top that tools read whenever they exist:
-    /// held without a placeholder (`plan::Input::read_if_present`), since a directory
-    /// in their name would break the tool.
-    const READ_IF_PRESENT: &[&str] = &[
-        ".gitmodules",
-        ".pre-commit-config.yaml",
-        "lefthook.yml",
-        ".lefthook.yml",
-        "opencode.json",
-        "opencode.jsonc",
-        ".aider.conf.yml",
-        "mise.toml",
-        ".mise.toml",
-    ];
-
     /// The kernel plan's input from the effective policy. `block_read` → masked,
     /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
     /// read-only (inside writable roots, including paths that do not exist yet),
@@ -346,7 +331,9 @@ pub mod linux {
                             && r.value
                                 .file_name()
                                 .and_then(|n| n.to_str())
-                                .is_some_and(|n| READ_IF_PRESENT.contains(&n)))
+                                .is_some_and(|n| {
+                                    crate::sandbox::linux::plan::READ_IF_PRESENT.contains(&n)
+                                }))
                 })
                 .map(|r| r.value.clone())
                 .collect(),

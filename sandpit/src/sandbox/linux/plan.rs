@@ -155,11 +155,26 @@ pub struct Input {
     pub env_withheld: Vec<String>,
     /// Host devices passed into the sandbox's `/dev` (`files.devices`).
     pub devices: Vec<PathBuf>,
-    /// Protected files git reads whenever they exist (a config file `include.path`
-    /// names): held like `.git/commondir`, never by a placeholder directory, which
-    /// would break git's include.
+    /// Protected files a tool reads whenever they exist (a config file
+    /// `include.path` names, [`READ_IF_PRESENT`] at the workspace's top): held like
+    /// `.git/commondir`, never by a placeholder directory, which would break the tool.
     pub read_if_present: Vec<PathBuf>,
 }
+
+/// Protected files at the workspace's top that tools read whenever they exist and
+/// run commands from later (pre-commit and lefthook hooks, opencode's MCP servers,
+/// aider's test command, mise's tasks, the submodules git clones).
+pub const READ_IF_PRESENT: &[&str] = &[
+    ".gitmodules",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "opencode.json",
+    "opencode.jsonc",
+    ".aider.conf.yml",
+    "mise.toml",
+    ".mise.toml",
+];
 
 /// The devices every sandbox's `/dev` holds (`MountOp::Dev`).
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -251,17 +266,7 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
              on, hooks and `core.fsmonitor` included"
         }
         Some("commondir") => "git would take its config from what it names",
-        Some(
-            ".gitmodules"
-            | ".pre-commit-config.yaml"
-            | "lefthook.yml"
-            | ".lefthook.yml"
-            | "opencode.json"
-            | "opencode.jsonc"
-            | ".aider.conf.yml"
-            | "mise.toml"
-            | ".mise.toml",
-        ) => {
+        Some(n) if READ_IF_PRESENT.contains(&n) => {
             "a tool the user runs later reads it whenever it exists and runs the commands it names"
         }
         _ => "git includes it in its config, hooks and `core.fsmonitor` included",
@@ -291,7 +296,7 @@ pub fn quarantine_path(p: &Path, tag: &str) -> Option<PathBuf> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Placeholder {
     pub path: PathBuf,
-    /// An empty file, not a directory.
+    /// A file (empty, or `{}` for JSON), not a directory.
     pub file: bool,
 }
 
