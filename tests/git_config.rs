@@ -98,8 +98,7 @@ fn what_git_config_names_in_the_workspace_stays_unwritable() {
     let h = repo();
     let probe = build_probe(&h, "static_write", true);
     let o = h
-        .sandpit()
-        .args(["run", "--"])
+        .sandpit_run(false)
         .arg(&probe)
         .args(TARGETS.iter().map(|(p, _)| *p))
         .arg("ok-static.txt")
@@ -136,8 +135,8 @@ fn explain_names_the_git_key_and_git_still_commits() {
 
     // The workflow still works: git commits inside the sandbox.
     let o = h
-        .sandpit()
-        .args(["run", "--", "sh", "-c"])
+        .sandpit_run(false)
+        .args(["sh", "-c"])
         .arg(
             "echo x > a.txt && git add a.txt && \
              git -c user.name=a -c user.email=a@example.com commit -qm x && git log --oneline",
@@ -191,10 +190,8 @@ fn a_repository_with_a_broken_head_keeps_its_hooks_protected() {
     let h = repo();
     h.write(&h.workspace().join(".git/HEAD"), "garbage\n");
     let o = h
-        .sandpit()
+        .sandpit_run(false)
         .args([
-            "run",
-            "--",
             "sh",
             "-c",
             "(echo evil > .husky/pre-commit) 2>/dev/null && echo WROTE; echo ran",
@@ -312,8 +309,8 @@ fn single_file_project_configs_are_held_present_or_missing() {
     // Missing: refused by the interposer, and no placeholder in the way of git.
     let h = repo();
     let o = h
-        .sandpit()
-        .args(["run", "--", "sh", "-c", &script])
+        .sandpit_run(false)
+        .args(["sh", "-c", &script])
         .output()
         .unwrap();
     let out = text(&o);
@@ -364,10 +361,8 @@ fn a_conditional_include_counts_whatever_the_branch() {
     );
     h.write(&h.workspace().join(".githooks/pre-commit"), "npm test\n");
     let o = h
-        .sandpit()
+        .sandpit_run(false)
         .args([
-            "run",
-            "--",
             "sh",
             "-c",
             "(echo evil > .githooks/pre-commit) 2>/dev/null && echo WROTE; \

@@ -452,6 +452,19 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// `named`'s answer is `want`, as (path, key) pairs in order.
+    fn assert_named(named: Vec<(PathBuf, Entry)>, want: &[(&str, &str)]) {
+        let got: Vec<(String, String)> = named
+            .into_iter()
+            .map(|(p, e)| (p.display().to_string(), e.key))
+            .collect();
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(p, k)| (p.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     fn entry(origin: &str, key: &str, value: &str) -> Entry {
         Entry {
             origin: origin.into(),
@@ -538,20 +551,15 @@ mod tests {
                 "../../outside %O",
             ),
         ];
-        let got: Vec<(PathBuf, String)> = named(&entries, ws, ws, home)
-            .into_iter()
-            .map(|(p, e)| (p, e.key))
-            .collect();
-        let want: Vec<(PathBuf, String)> = [
-            ("/h/proj/.husky", "core.hookspath"),
-            ("/h/proj/team.gitconfig", "include.path"),
-            ("/h/proj/tools/conv", "diff.img.textconv"),
-            ("/h/proj/scripts/up.sh", "alias.up"),
-        ]
-        .iter()
-        .map(|(p, k)| (PathBuf::from(p), k.to_string()))
-        .collect();
-        assert_eq!(got, want);
+        assert_named(
+            named(&entries, ws, ws, home),
+            &[
+                ("/h/proj/.husky", "core.hookspath"),
+                ("/h/proj/team.gitconfig", "include.path"),
+                ("/h/proj/tools/conv", "diff.img.textconv"),
+                ("/h/proj/scripts/up.sh", "alias.up"),
+            ],
+        );
     }
 
     #[test]
@@ -581,21 +589,16 @@ mod tests {
                 "!echo frontend/not-an-include",
             ),
         ];
-        let got: Vec<(PathBuf, String)> = named(&e, top, ws, home)
-            .into_iter()
-            .map(|(p, e)| (p, e.key))
-            .collect();
-        let want: Vec<(PathBuf, String)> = [
-            ("/h/repo/frontend/.husky", "core.hookspath"),
-            ("/h/repo/frontend/t.sh", "alias.t"),
-            ("/h/repo/frontend/x.gitconfig", "include.path"),
-            ("/h/repo/frontend/not-an-include", "alias.path"),
-        ]
-        .iter()
-        .map(|(p, k)| (PathBuf::from(p), k.to_string()))
-        .collect();
         // `./top.sh` lies above the workspace, `./frontend` is the workspace itself.
-        assert_eq!(got, want);
+        assert_named(
+            named(&e, top, ws, home),
+            &[
+                ("/h/repo/frontend/.husky", "core.hookspath"),
+                ("/h/repo/frontend/t.sh", "alias.t"),
+                ("/h/repo/frontend/x.gitconfig", "include.path"),
+                ("/h/repo/frontend/not-an-include", "alias.path"),
+            ],
+        );
         assert_eq!(kind("alias.path"), Kind::Command);
         assert_eq!(kind("includeif.gitdir:~/w/.path"), Kind::Include);
     }

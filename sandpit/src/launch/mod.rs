@@ -305,14 +305,6 @@ fn inspect_command(o: &Options) -> Option<crate::inspect::Inspection> {
 /// The agent programs (`env.agent_programs`, in the package of the script the
 /// command is) that the interposer cannot load into.
 fn static_agent_programs(policy: &Policy, i: &crate::inspect::Inspection) -> Vec<PathBuf> {
-    if !policy
-        .env
-        .agent_programs
-        .iter()
-        .any(|r| r.value.contains('/'))
-    {
-        return vec![];
-    }
     crate::inspect::agent_programs(i, policy)
         .into_iter()
         .filter(|a| !a.interposition)
