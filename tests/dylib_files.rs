@@ -274,7 +274,7 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
     let o = probe_in(&p, &["read", "ok.txt"]);
     assert!(o.stdout.contains("workspace-data"), "{}", o.all());
 
-    p.write_snapshot(b"sandpit-policy-v4\n{ this is not a policy");
+    p.write_snapshot(b"sandpit-policy-v5\n{ this is not a policy");
     let o = probe_in(&p, &["read", "ok.txt"]);
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
     assert!(!o.stdout.contains("workspace-data"));

@@ -491,6 +491,6 @@ fn other_runs_and_logs_are_out_of_reach() {
     assert!(!all.contains(CANARY), "{all}");
     assert!(!stdout(&o).contains(&other), "listed: {all}");
     // Positive control: this run's own directory shows through.
-    assert!(stdout(&o).contains("sandpit-policy-v4"), "{all}");
+    assert!(stdout(&o).contains("sandpit-policy-v5"), "{all}");
     assert!(stdout(&o).contains("own-socket-ok"), "{all}");
 }

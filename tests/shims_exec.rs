@@ -496,7 +496,7 @@ fn unreadable_snapshot_fails_closed_with(fx: &Fx) {
     assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
     assert!(fx.take_ran().is_empty());
     let bogus = fx.h.workspace().join("bogus");
-    std::fs::write(&bogus, "sandpit-policy-v4\n{").unwrap();
+    std::fs::write(&bogus, "sandpit-policy-v5\n{").unwrap();
     let out = fx
         .cmd_with_path(&fx.path(), "curl", &["https://good.test"])
         .env("SANDPIT_SNAPSHOT", &bogus)

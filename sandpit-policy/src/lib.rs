@@ -42,6 +42,9 @@ pub struct Policy {
     pub adversary: Option<Adversary>,
     pub shims: Shims,
     pub limits: Limits,
+    /// Switches that weaken isolation for the programs that need it (`[isolation]`).
+    #[serde(default)]
+    pub isolation: Isolation,
     /// Learn mode (`sandpit run --learn`): the interposer records what it would deny
     /// instead of denying it. Set by the launcher alone, never by a config file, and
     /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
@@ -211,6 +214,34 @@ impl Limits {
     /// The smallest `limits.processes` other than 0: below it ordinary commands
     /// (a shell running a pipeline) could not start.
     pub const MIN_PROCESSES: u64 = 16;
+}
+
+/// Weaker isolation, asked for by name (`[isolation]`). Each is off by default and
+/// only the user's own layers (built-in profiles, `~/.sandpit/config.toml`, flags)
+/// may turn one on: a project file that names one is an error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Isolation {
+    /// Host Unix sockets (pathname sockets, by path) the sandbox may connect to: a
+    /// Docker socket, the SSH agent. Every other socket bound on the host is out of
+    /// reach; the run's own sockets under its writable roots are always reachable.
+    pub unix_sockets: Vec<Rule<PathBuf>>,
+    /// Linux: new user namespaces (and the namespaces and `chroot` a sandboxing
+    /// program makes inside one), for Chromium's and Electron's own sandbox. Mounts
+    /// stay refused: Landlock refuses them to every confined process.
+    pub nested_user_namespaces: Option<Origin>,
+    /// macOS: the certificate trust daemon (`com.apple.trustd`), which Go programs
+    /// need to verify TLS certificates (it also answers for every app's trust
+    /// settings).
+    pub macos_trustd: Option<Origin>,
+}
+
+impl Isolation {
+    pub fn nested_user_namespaces(&self) -> bool {
+        self.nested_user_namespaces.is_some()
+    }
+    pub fn macos_trustd(&self) -> bool {
+        self.macos_trustd.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,8 @@ use crate::matchers::{validate_env_glob, ExecPattern};
 use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
-    Adversary, Env, Exec, Files, Limits, NetMode, Network, OnError, Policy, Provider, ResolveEntry,
-    ReviewEvent, Shims,
+    Adversary, Env, Exec, Files, Isolation, Limits, NetMode, Network, OnError, Policy, Provider,
+    ResolveEntry, ReviewEvent, Shims,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -101,6 +101,15 @@ struct RawConfig {
     adversary: Option<Spanned<RawAdversary>>,
     shims: Option<Spanned<RawShims>>,
     limits: Option<Spanned<RawLimits>>,
+    isolation: Option<Spanned<RawIsolation>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIsolation {
+    unix_sockets: Entries,
+    nested_user_namespaces: Option<Spanned<bool>>,
+    macos_trustd: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -316,6 +325,7 @@ impl Builder {
                         origin: builtin("limits.processes", &Limits::PROCESSES.to_string()),
                     },
                 },
+                isolation: Isolation::default(),
                 learn: false,
             },
             unrestricted_at: None,
@@ -382,6 +392,9 @@ impl Builder {
         }
         if let Some(limits) = &raw.limits {
             self.apply_limits(&cx, limits.get_ref(), project)?;
+        }
+        if let Some(iso) = &raw.isolation {
+            self.apply_isolation(&cx, iso, project)?;
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
@@ -467,6 +480,53 @@ impl Builder {
                 text.to_string(),
                 cx.origin("env.agent_programs", text, span),
             );
+        }
+        Ok(())
+    }
+
+    /// `[isolation]`: each key only gives, so a project file may set none of them.
+    /// A switch set to `false` in a later layer turns it off again.
+    fn apply_isolation(
+        &mut self,
+        cx: &Cx,
+        iso: &Spanned<RawIsolation>,
+        project: bool,
+    ) -> Result<()> {
+        if project {
+            return Err(cx.diag(
+                iso.span(),
+                "an [isolation] table cannot be in a project file: each of its keys weakens the sandbox",
+                "set the key in ~/.sandpit/config.toml if you trust the project with it",
+            ));
+        }
+        let i = iso.get_ref();
+        for r in self.paths(cx, "isolation.unix_sockets", &i.unix_sockets)? {
+            if !self
+                .policy
+                .isolation
+                .unix_sockets
+                .iter()
+                .any(|o| o.value == r.value)
+            {
+                self.policy.isolation.unix_sockets.push(r);
+            }
+        }
+        let switches = [
+            (
+                "isolation.nested_user_namespaces",
+                &i.nested_user_namespaces,
+                &mut self.policy.isolation.nested_user_namespaces,
+            ),
+            (
+                "isolation.macos_trustd",
+                &i.macos_trustd,
+                &mut self.policy.isolation.macos_trustd,
+            ),
+        ];
+        for (key, raw, slot) in switches {
+            if let Some(on) = raw {
+                *slot = on.get_ref().then(|| cx.origin(key, "true", on.span()));
+            }
         }
         Ok(())
     }

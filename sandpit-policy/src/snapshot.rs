@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::Policy;
 
 /// First bytes of every snapshot; a file without them is foreign.
-pub const MAGIC: &[u8] = b"sandpit-policy-v4\n";
+pub const MAGIC: &[u8] = b"sandpit-policy-v5\n";
 
 impl Policy {
     pub fn snapshot(&self) -> Vec<u8> {

@@ -561,7 +561,7 @@ fn snapshot_round_trips() {
     assert!(Policy::from_snapshot(b"sandpit-policy-v1\n{}").is_err());
     for old in [&b"sandpit-policy-v2\n"[..], b"sandpit-policy-v3\n"] {
         let mut bytes = old.to_vec();
-        bytes.extend_from_slice(&p.snapshot()[b"sandpit-policy-v4\n".len()..]);
+        bytes.extend_from_slice(&p.snapshot()[b"sandpit-policy-v5\n".len()..]);
         assert!(Policy::from_snapshot(&bytes).is_err());
     }
 }
@@ -1025,4 +1025,63 @@ fn a_write_to_an_unreadable_path_is_refused_as_a_write() {
     assert!(decide(&p, &Request::Read(key))
         .reason
         .starts_with("blocked read of ~/.ssh/id_rsa"));
+}
+
+#[test]
+fn isolation_switches_are_off_by_default_and_only_the_users_to_turn_on() {
+    let off = user("").unwrap();
+    assert!(!off.isolation.nested_user_namespaces());
+    assert!(!off.isolation.macos_trustd());
+    assert!(off.isolation.unix_sockets.is_empty());
+    let on = user(
+        "[isolation]\nnested_user_namespaces = true\nmacos_trustd = true\n\
+         unix_sockets = [\"~/.docker/run/docker.sock\", \"/run/user/1000/ssh.sock\"]\n",
+    )
+    .unwrap();
+    let origin = on.isolation.nested_user_namespaces.as_ref().unwrap();
+    assert_eq!(
+        (origin.key.as_str(), origin.line),
+        ("isolation.nested_user_namespaces", 2)
+    );
+    assert!(on.isolation.macos_trustd());
+    let socks: Vec<&Path> = on
+        .isolation
+        .unix_sockets
+        .iter()
+        .map(|r| r.value.as_path())
+        .collect();
+    assert_eq!(
+        socks,
+        [
+            Path::new("/nonexistent-home/u/.docker/run/docker.sock"),
+            Path::new("/run/user/1000/ssh.sock")
+        ]
+    );
+    // A later layer's `false` turns a switch off again; the other stays.
+    let mut o = with(
+        Layer::Profile,
+        "[isolation]\nnested_user_namespaces = true\nmacos_trustd = true\n",
+    );
+    o.user = Some(Source::new(
+        Layer::User,
+        "user.toml",
+        "[isolation]\nmacos_trustd = false\n",
+    ));
+    let p = load(&o).unwrap();
+    assert!(p.isolation.nested_user_namespaces() && !p.isolation.macos_trustd());
+    // A project file names none of them, not even to turn one off.
+    for key in [
+        "nested_user_namespaces = true",
+        "nested_user_namespaces = false",
+        "macos_trustd = true",
+        "unix_sockets = [\"/var/run/docker.sock\"]",
+    ] {
+        project_err(
+            "",
+            &format!("[isolation]\n{key}\n"),
+            "cannot be in a project file",
+        );
+    }
+    let d = err("[isolation]\nnested = true\n");
+    assert_eq!(d.line, 2, "{d}");
 }

@@ -166,5 +166,18 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         p.limits.processes.value,
         p.limits.processes.origin.location()
     );
+    let iso = &p.isolation;
+    let _ = writeln!(o, "\n[isolation]");
+    list(&mut o, "unix_sockets", &iso.unix_sockets, path);
+    for (key, on) in [
+        ("nested_user_namespaces", &iso.nested_user_namespaces),
+        ("macos_trustd", &iso.macos_trustd),
+    ] {
+        match on {
+            Some(origin) => writeln!(o, "{key} = true  # {}", origin.location()),
+            None => writeln!(o, "{key} = false"),
+        }
+        .ok();
+    }
     o
 }
