@@ -132,6 +132,79 @@ fn nested_user_namespaces_and_mounts_are_refused() {
     assert!(t.contains("DONE"), "{t}");
 }
 
+/// `isolation.nested_user_namespaces` (the user's own config) lets a program make
+/// the namespaces and `chroot` its own sandbox needs (Chromium's, Electron's), for a
+/// dynamic and a static program alike; what those namespaces' capabilities would
+/// buy stays refused: a mount, reading a credential.
+#[test]
+fn nested_user_namespaces_only_when_the_user_asks_and_they_buy_nothing() {
+    let h = TestHome::new();
+    let key = h.home().join(".ssh/id_rsa");
+    h.write(&key, CANARY);
+    let static_probe = h.workspace().join("userns_probe_static");
+    std::fs::rename(build_probe(&h, "userns_probe", true), &static_probe).unwrap();
+    let dynamic = build_probe(&h, "userns_probe", false);
+    let script = format!(
+        "for p in {} {}; do echo \"== $p\"; $p {}; done",
+        dynamic.display(),
+        static_probe.display(),
+        key.display()
+    );
+    // Each probe's steps, in order, as one line.
+    let steps = |t: &str| -> Vec<String> {
+        t.split("== ")
+            .skip(1)
+            .map(|part| {
+                part.lines()
+                    .skip(1)
+                    .filter(|l| !l.starts_with("content"))
+                    .map(|l| l.split(" FAIL").next().unwrap_or(l).replace(" OK", "+"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let t = out(&bare(&h, &script));
+    assert_eq!(steps(&t), ["userns+ read+ mount+ chroot+"; 2], "bare: {t}");
+    assert!(t.contains(CANARY), "bare: {t}");
+
+    let o = sandboxed(&h, &script);
+    assert_eq!(
+        steps(&out(&o)),
+        ["userns"; 2],
+        "off by default: {}",
+        text(&o)
+    );
+
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[isolation]\nnested_user_namespaces = true\n",
+    );
+    let o = sandboxed(&h, &script);
+    let t = text(&o);
+    assert_eq!(steps(&out(&o)), ["userns+ read mount chroot+"; 2], "{t}");
+    assert!(!t.contains(CANARY), "{t}");
+    assert!(
+        t.contains("new user namespaces and chroot allowed (isolation.nested_user_namespaces)"),
+        "the start-up line says so: {t}"
+    );
+
+    // A project file cannot ask for it: the run does not start.
+    h.write(&h.home().join(".sandpit/config.toml"), "");
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[isolation]\nnested_user_namespaces = true\n",
+    );
+    let o = sandboxed(&h, "echo STARTED");
+    let t = text(&o);
+    assert!(!o.status.success() && !t.contains("STARTED"), "{t}");
+    assert!(
+        t.contains(".sandpit.toml:1") && t.contains("[isolation]"),
+        "{t}"
+    );
+}
+
 fn daemons_with_tag(tag: &str) -> Vec<u32> {
     let mut found = vec![];
     for e in std::fs::read_dir("/proc").unwrap().flatten() {

@@ -261,3 +261,148 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
     // Something was reached in the sandboxed runs (not only in the control).
     assert!(servers.iter().zip(&before).any(|(s, b)| s.hits() > *b));
 }
+
+/// Pathname Unix sockets: one that a program on this machine listens on is out of
+/// reach wherever it lies (home, the workspace, outside home) unless
+/// `isolation.unix_sockets` names it, even inside an unreadable directory; the
+/// run's own sockets work. For a dynamic and a static program, in every network
+/// mode, and `explain unix` says what the run does.
+#[test]
+fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+    let h = TestHome::new();
+    let static_probe = h.workspace().join("net_probe_static");
+    std::fs::rename(build_probe(&h, "net_probe", true), &static_probe).unwrap();
+    let dynamic = build_probe(&h, "net_probe", false);
+    let home = h.home();
+    let outside =
+        std::path::PathBuf::from(format!("/var/tmp/sandpit-test-unix-{}", std::process::id()));
+    // (case, socket, whether a program outside listens on it, whether it is allowed)
+    let cases = [
+        (
+            "in home",
+            home.join(".local/share/daemon/d.sock"),
+            true,
+            false,
+        ),
+        (
+            "in the workspace",
+            h.workspace().join(".dev.sock"),
+            true,
+            false,
+        ),
+        ("outside home", outside.join("d.sock"), true, false),
+        ("allowed", home.join(".allowed/d.sock"), true, true),
+        (
+            "allowed inside an unreadable directory",
+            home.join(".docker/run/docker.sock"),
+            true,
+            true,
+        ),
+        ("the run's own", h.workspace().join("own.sock"), false, true),
+    ];
+    let mut listeners = vec![];
+    let mut script = String::new();
+    for (i, (_, sock, host, _)) in cases.iter().enumerate() {
+        let dir = sock.parent().unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        h.give_to_test_user(dir);
+        let op = if *host { "unix" } else { "unix-own" };
+        for (tag, p) in [("dyn", &dynamic), ("static", &static_probe)] {
+            script.push_str(&format!(
+                "echo \"{tag} {i} $({} {op} {} -)\"\n",
+                p.display(),
+                sock.display()
+            ));
+        }
+        listeners.push(host.then(|| {
+            let l = UnixListener::bind(sock).unwrap();
+            std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        }));
+    }
+    // What each host listener was sent since the last look.
+    let received = |l: &UnixListener| -> bool {
+        let mut got = false;
+        while let Ok((mut c, _)) = l.accept() {
+            c.set_nonblocking(false).unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            let mut s = String::new();
+            let _ = c.read_to_string(&mut s);
+            got |= s.contains("RUN-THIS");
+        }
+        got
+    };
+    let line = |out: &str, tag: &str| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{tag} ")))
+            .unwrap_or_else(|| panic!("no line {tag:?} in:\n{out}"))
+            .to_string()
+    };
+
+    // Control: without sandpit every probe gets through.
+    let bare = h.command("sh").arg("-c").arg(&script).output().unwrap();
+    let bare_out = String::from_utf8_lossy(&bare.stdout).into_owned();
+    for (i, (case, ..)) in cases.iter().enumerate() {
+        for tag in ["dyn", "static"] {
+            let l = line(&bare_out, &format!("{tag} {i}"));
+            assert!(l.starts_with("OK"), "bare {tag} {case}: {l}");
+        }
+        if let Some(l) = &listeners[i] {
+            assert!(received(l), "bare {case}: the listener got nothing");
+        }
+    }
+
+    let allow =
+        "[isolation]\nunix_sockets = [\"~/.allowed/d.sock\", \"~/.docker/run/docker.sock\"]\n";
+    let mut wrong = vec![];
+    for (mode, net) in [
+        ("filtered", ""),
+        ("offline", "[network]\nmode = \"offline\"\n"),
+        ("unrestricted", "[network]\nmode = \"unrestricted\"\n"),
+    ] {
+        h.write(&home.join(".sandpit/config.toml"), &format!("{net}{allow}"));
+        let run = h
+            .sandpit_run(false)
+            .args(["sh", "-c", &script])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&run.stdout).into_owned();
+        let err = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert_eq!(run.status.code(), Some(0), "{mode}: {out}\n{err}");
+        for (i, (case, sock, _, allowed)) in cases.iter().enumerate() {
+            let said = h
+                .sandpit()
+                .args(["explain", "unix"])
+                .arg(sock)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&said.stdout).into_owned();
+            if said.starts_with("ALLOW") != *allowed || !said.contains("unix ") {
+                wrong.push(format!("{mode}, {case}: explain says {said}"));
+            }
+            for tag in ["dyn", "static"] {
+                let l = line(&out, &format!("{tag} {i}"));
+                if l.starts_with("OK") != *allowed {
+                    wrong.push(format!("{mode}, {case} ({tag}): {l}"));
+                }
+            }
+            if let Some(l) = &listeners[i] {
+                if received(l) != *allowed {
+                    wrong.push(format!("{mode}, {case}: the listener's view disagrees"));
+                }
+            }
+        }
+        // The interposer names the rule for a refused socket.
+        if !err.contains("blocked connecting to the socket") || !err.contains("isolation") {
+            wrong.push(format!("{mode}: no refusal naming [isolation]: {err}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&outside);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -547,6 +547,18 @@ impl Engine {
         r
     }
 
+    /// A connection to the pathname Unix socket `p` (absolute, resolved). The
+    /// interposer cannot tell who bound it: it judges by location, and the kernel
+    /// layer hides the host's sockets under the writable roots.
+    pub fn unix(&self, p: &[u8]) -> Result<(), Denied> {
+        let path = Path::new(OsStr::from_bytes(p));
+        let r = verdict(sandpit_policy::decide(
+            &self.policy,
+            &Request::Unix { path, host: false },
+        ));
+        self.audited(b"unix", &[p], r)
+    }
+
     /// Whether `ip:port` is a host loopback service the policy lists with its port
     /// (`localhost:11434`): the kernel layer makes it reachable directly, so the
     /// connect goes there rather than to the proxy.

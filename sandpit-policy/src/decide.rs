@@ -32,6 +32,14 @@ pub enum Request<'a> {
     /// A TCP server listening on this address (`bind` then `listen`; port 0: an
     /// unbound socket, which listens on every address).
     Listen(std::net::SocketAddr),
+    /// A connection to the pathname Unix socket at `path` (absolute, links
+    /// resolved). `host` says that a program outside the sandbox has bound it
+    /// (the launcher and `explain` read that from the host's socket table; the
+    /// interposer cannot tell, and passes false).
+    Unix {
+        path: &'a Path,
+        host: bool,
+    },
     /// Whether the launcher's variable `name` reaches `to`.
     Env {
         name: &'a str,
@@ -95,6 +103,59 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         Request::Exec(argv) => decide_exec(policy, argv),
         Request::Env { name, to } => decide_env(policy, name, to),
         Request::Listen(addr) => decide_listen(policy, addr),
+        Request::Unix { path, host } => decide_unix(policy, &normalize(path), host),
+    }
+}
+
+/// A pathname Unix socket: reachable when `isolation.unix_sockets` names it (or a
+/// directory holding it), when it is sandpit's own (the state directory), or when
+/// the run could have made it itself (under a writable root, not bound by a
+/// program outside). Every other socket is a host program's, and a host program
+/// that listens may do what the sandbox may not (a Docker daemon mounts home, an
+/// SSH agent signs): unreachable, in every network mode.
+fn decide_unix(policy: &Policy, p: &Path, host: bool) -> Verdict {
+    let shown = display(p, &policy.context);
+    if let Some(a) = deepest(&policy.isolation.unix_sockets, p) {
+        return Verdict::new(
+            Decision::Allow,
+            Some(&a.origin),
+            format!("connecting to the socket {shown} allowed by {}", a.origin),
+        );
+    }
+    let denied = |rule: Option<&Origin>, why: String| {
+        Verdict::new(
+            Decision::Deny,
+            rule,
+            format!("blocked connecting to the socket {shown}: {why}; {NOT_RETRY}. To allow it, add it to unix_sockets under [isolation] in ~/.sandpit/config.toml"),
+        )
+    };
+    let read = decide_read(policy, p);
+    if read.is_denied() {
+        let why = format!(
+            "it is hidden like every unreadable path ({})",
+            read.rule
+                .as_ref()
+                .map_or_else(String::new, |r| r.to_string())
+        );
+        return denied(read.rule.as_ref(), why);
+    }
+    if is_within(p, &policy.context.state_dir) {
+        return Verdict::new(
+            Decision::Allow,
+            None,
+            format!("connecting to {shown} allowed: it is sandpit's own socket for this run"),
+        );
+    }
+    if host {
+        return denied(None, "a program outside the sandbox listens on it".into());
+    }
+    match deepest(&policy.files.allow_write, p) {
+        Some(w) => Verdict::new(
+            Decision::Allow,
+            Some(&w.origin),
+            format!("connecting to {shown} allowed: it is under the writable root of {}, where the run makes its own sockets (the host's sockets there are hidden)", w.origin),
+        ),
+        None => denied(None, "outside the writable roots only programs outside the sandbox make sockets".into()),
     }
 }
 

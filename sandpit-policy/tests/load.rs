@@ -1085,3 +1085,100 @@ fn isolation_switches_are_off_by_default_and_only_the_users_to_turn_on() {
     let d = err("[isolation]\nnested = true\n");
     assert_eq!(d.line, 2, "{d}");
 }
+
+#[test]
+fn unix_sockets_the_run_may_connect_to() {
+    let p = user(
+        "[isolation]\nunix_sockets = [\"~/.docker/run/docker.sock\", \"/srv/sockets\"]\n\
+         [files]\nblock_read = [\"~/.docker\"]\n",
+    )
+    .unwrap();
+    let unix = |path: &str, host: bool| {
+        decide(
+            &p,
+            &Request::Unix {
+                path: Path::new(path),
+                host,
+            },
+        )
+    };
+    let home = "/nonexistent-home/u";
+    // (path, bound by a program outside, allowed, a word of the reason)
+    for (path, host, allowed, why) in [
+        // Named (or a directory holding it): allowed even inside an unreadable one.
+        (
+            format!("{home}/.docker/run/docker.sock"),
+            true,
+            true,
+            "isolation.unix_sockets",
+        ),
+        (
+            "/srv/sockets/a/b.sock".into(),
+            true,
+            true,
+            "isolation.unix_sockets",
+        ),
+        (format!("{home}/.docker/other.sock"), false, false, "hidden"),
+        // sandpit's own, this run's.
+        (
+            format!("{home}/.sandpit/run/1/audit.sock"),
+            true,
+            true,
+            "sandpit's own",
+        ),
+        // The run's own under a writable root; a host program's there is not.
+        (
+            format!("{home}/proj/dev.sock"),
+            false,
+            true,
+            "writable root",
+        ),
+        (
+            format!("{home}/proj/dev.sock"),
+            true,
+            false,
+            "outside the sandbox listens",
+        ),
+        (
+            "/nonexistent-tmp/run/x.sock".into(),
+            false,
+            true,
+            "writable root",
+        ),
+        // Outside the writable roots only host programs make sockets.
+        (
+            format!("{home}/.local/share/d.sock"),
+            false,
+            false,
+            "outside the writable roots",
+        ),
+        (
+            "/var/run/docker.sock".into(),
+            true,
+            false,
+            "outside the sandbox listens",
+        ),
+        (
+            "/srv/socketsx".into(),
+            false,
+            false,
+            "outside the writable roots",
+        ),
+    ] {
+        let v = unix(&path, host);
+        assert_eq!(v.is_allowed(), allowed, "{path} host={host}: {v:?}");
+        assert!(v.reason.contains(why), "{path}: {v:?}");
+        if !allowed {
+            assert!(v.reason.contains("[isolation]"), "{path}: {v:?}");
+        }
+    }
+    assert_eq!(
+        unix(&format!("{home}/.docker/run/docker.sock"), true)
+            .rule
+            .unwrap()
+            .key,
+        "isolation.unix_sockets"
+    );
+    // Normalized first, as every path request.
+    assert!(unix(&format!("{home}/proj/../.docker/run/./docker.sock"), true).is_allowed());
+}

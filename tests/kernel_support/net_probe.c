@@ -8,6 +8,9 @@
  *                                 the URL's user:password), as proxy-aware clients do
  *   net_probe listen ADDR PORT    bind() and listen() a TCP server there
  *   net_probe udp HOST PORT       send one datagram there
+ *   net_probe unix PATH -         connect() to the Unix socket PATH and send a line
+ *   net_probe unix-own PATH -     bind and listen on PATH, then connect to it and
+ *                                 read back what was sent: a socket of the run's own
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static int fail(const char *what) {
@@ -156,12 +160,57 @@ static int via_proxy(const char *host, const char *port) {
   return request(fd);
 }
 
+static socklen_t unix_addr(const char *path, struct sockaddr_un *sa) {
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof sa->sun_path) {
+    fprintf(stderr, "path too long: %s\n", path);
+    exit(2);
+  }
+  strcpy(sa->sun_path, path);
+  return sizeof *sa;
+}
+
+/* The daemon side of these tests prints what it received; the line names the op. */
+static int unix_connect(const char *path) {
+  struct sockaddr_un sa;
+  socklen_t len = unix_addr(path, &sa);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return fail("socket");
+  if (connect(fd, (struct sockaddr *)&sa, len) != 0) return fail("connect");
+  if (write(fd, "RUN-THIS\n", 9) != 9) return fail("write");
+  printf("OK connected\n");
+  return 0;
+}
+
+static int unix_own(const char *path) {
+  struct sockaddr_un sa;
+  socklen_t len = unix_addr(path, &sa);
+  unlink(path);
+  int l = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (l < 0) return fail("socket");
+  if (bind(l, (struct sockaddr *)&sa, len) != 0) return fail("bind");
+  if (listen(l, 1) != 0) return fail("listen");
+  int c = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (c < 0) return fail("socket");
+  if (connect(c, (struct sockaddr *)&sa, len) != 0) return fail("connect");
+  int a = accept(l, NULL, NULL);
+  if (a < 0) return fail("accept");
+  char buf[16] = {0};
+  if (write(c, "OWN", 3) != 3 || read(a, buf, 3) != 3) return fail("echo");
+  unlink(path);
+  printf("OK %s\n", buf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: net_probe connect|proxy|listen|udp HOST PORT\n");
+    fprintf(stderr, "usage: net_probe connect|proxy|listen|udp HOST PORT, unix|unix-own PATH -\n");
     return 2;
   }
   const char *op = argv[1], *host = argv[2], *port = argv[3];
+  if (!strcmp(op, "unix")) return unix_connect(host);
+  if (!strcmp(op, "unix-own")) return unix_own(host);
   if (!strcmp(op, "connect")) {
     int fd = dial(host, port);
     if (fd < 0) return fail("connect");

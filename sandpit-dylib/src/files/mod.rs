@@ -109,7 +109,7 @@ pub fn judge(
 
 /// Whether nothing exists at the absolute path `p` (lstat fails with ENOENT or
 /// ENOTDIR), as opposed to a path sandpit's masks make unreachable.
-fn absent(p: &[u8]) -> bool {
+pub fn absent(p: &[u8]) -> bool {
     let mut c = PBuf::new();
     if c.set(p).is_err() {
         return false;

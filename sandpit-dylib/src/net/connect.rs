@@ -23,6 +23,42 @@ fn udp_allowed(st: &State, dest: SocketAddr) -> Result<(), c_int> {
     )
 }
 
+/// A pathname Unix socket address, judged by the policy; an abstract or unnamed
+/// one passes (Landlock's scope and the network namespace hold abstract sockets).
+///
+/// # Safety
+/// `addr` is NULL or `len` readable bytes.
+unsafe fn judge_unix(st: &State, addr: *const sockaddr, len: socklen_t) -> Result<(), c_int> {
+    let start = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_un>());
+    if addr.is_null() || len <= start {
+        return Ok(());
+    }
+    // SAFETY: the caller's `len` readable bytes (capped at a sockaddr_un).
+    if c_int::from(unsafe { (*addr).sa_family }) != libc::AF_UNIX {
+        return Ok(());
+    }
+    // SAFETY: as above; `start..len` lies inside them.
+    let raw = unsafe { std::slice::from_raw_parts(addr.cast::<u8>().add(start), len - start) };
+    let name = raw.split(|&b| b == 0).next().unwrap_or_default();
+    if name.is_empty() {
+        return Ok(());
+    }
+    let mut abs = crate::path::PBuf::new();
+    crate::files::absolute_from_cwd(name, &mut abs, true)?;
+    let mut resolved = crate::path::PBuf::new();
+    crate::path::resolve(abs.as_bytes(), true, &mut resolved)?;
+    if crate::files::absent(resolved.as_bytes()) {
+        // No socket there (syslog's /dev/log in the sandbox's own /dev): the
+        // kernel's own answer, and no denial to report.
+        return Ok(());
+    }
+    st.decider.unix(resolved.as_bytes()).map_err(|d| {
+        crate::report::denied(&d);
+        libc::EACCES
+    })
+}
+
 fn sock_type(fd: c_int) -> Result<c_int, c_int> {
     sockopt_int(fd, libc::SOL_SOCKET, libc::SO_TYPE)
 }
@@ -35,7 +71,10 @@ hook! {
         let st = crate::state::get()?;
         // SAFETY: the caller's buffer of `len` bytes.
         let Some(dest) = (unsafe { decode(addr, len) }) else {
-            // Unix, netlink, AF_UNSPEC (disconnect): not network egress.
+            // A host program's Unix socket is refused; netlink and AF_UNSPEC
+            // (disconnect) are not network egress.
+            // SAFETY: the caller's buffer of `len` bytes.
+            unsafe { judge_unix(st, addr, len) }?;
             // SAFETY: the caller's arguments, forwarded.
             return Ok(unsafe { real(fd, addr, len) });
         };
@@ -118,12 +157,13 @@ unsafe fn judge_send(
         );
     }
     // SAFETY: per the contract.
-    if let Some(dest) = unsafe { decode(addr, len) } {
-        if sock_type(fd)? == libc::SOCK_DGRAM {
-            udp_allowed(st, dest)?;
-        }
+    match unsafe { decode(addr, len) } {
+        Some(dest) if sock_type(fd)? == libc::SOCK_DGRAM => udp_allowed(st, dest),
+        Some(_) => Ok(()),
+        // A datagram to a host program's Unix socket, like a connect to it.
+        // SAFETY: per the contract.
+        None => unsafe { judge_unix(st, addr, len) },
     }
-    Ok(())
 }
 
 hook! {

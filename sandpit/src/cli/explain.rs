@@ -1,5 +1,5 @@
 //! `sandpit explain read|write PATH`, `explain connect HOST[:PORT]`,
-//! `explain listen ADDR:PORT`, `explain env NAME`, `explain exec -- CMD…`: the
+//! `explain listen ADDR:PORT`, `explain unix PATH`, `explain env NAME`, `explain exec -- CMD…`: the
 //! verdict, the rule, the reason, and the layers that enforce it.
 use crate::cli::UsageError;
 use crate::config::{load, scratch_root, PolicyArgs};
@@ -39,6 +39,8 @@ pub enum What {
     /// Would a TCP server inside the sandbox listening on ADDR:PORT be allowed?
     /// (`8000` means 127.0.0.1:8000; port 0: an unbound socket)
     Listen { addr: String },
+    /// Would connecting to the Unix socket at PATH be allowed?
+    Unix { path: PathBuf },
     /// Would running this command line be allowed?
     Exec {
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -64,6 +66,12 @@ const ENV_LAYERS: &[&str] = &[
 const LISTEN_LAYERS: &[&str] = &[
     "kernel: Landlock's TCP bind right (granted only for ephemeral ports without allow_local_binding); the server is in the sandbox's own network namespace, and this machine reaches it only through sandpit's mirror of the allowed port",
     "interposer: refuses bind() and listen() with this reason, so the agent sees which key applies",
+];
+const UNIX_LAYERS: &[&str] = &[
+    "kernel (Linux, namespace mode): every socket bound on this machine when the run starts is hidden by a mount unless allowed, static programs and raw syscalls included; a host program binding one later in a directory the sandbox sees is not",
+    "kernel (macOS): Seatbelt allows connecting only under the writable roots and to the allowed sockets",
+    "interposer: refuses connect() with this reason (it judges by location: it cannot tell who bound a socket)",
+    "limit: the fallback mode without namespaces hides none (Landlock has no right for connecting)",
 ];
 const EXEC_LAYERS: &[&str] = &[
     "interposer: exec*, posix_spawn, system and popen are matched against exec.block",
@@ -164,6 +172,18 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 format!("listen {a}"),
                 vec![decide(p, &Request::Listen(a))],
                 LISTEN_LAYERS,
+            )
+        }
+        What::Unix { path } => {
+            let abs = absolute(path)?;
+            #[cfg(target_os = "linux")]
+            let host = crate::sandbox::linux::sockets::is_bound(&abs);
+            #[cfg(not(target_os = "linux"))]
+            let host = false;
+            (
+                format!("unix {}", abs.display()),
+                vec![decide(p, &Request::Unix { path: &abs, host })],
+                UNIX_LAYERS,
             )
         }
         What::Exec { argv } => (

@@ -131,6 +131,13 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
                 && (port.is_none() || rp.is_none() || port == rp)
         }
         What::Exec { argv } => r.action == "exec" && r.subject.contains(&argv.join(" ")),
+        What::Unix { path } => {
+            let p = absolute(path)?;
+            r.action == "unix"
+                && [sandpit_policy::path::resolve_existing(&p), p]
+                    .iter()
+                    .any(|p| Path::new(&r.subject) == p)
+        }
         // Variables are decided when the run starts: no record names them.
         What::Env { .. } | What::Listen { .. } => false,
     })

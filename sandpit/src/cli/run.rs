@@ -291,8 +291,29 @@ pub mod linux {
             .collect();
         let (sockets, back) = host_sockets(&[&ctx.home, &ctx.workspace]);
         read_denied.extend(sockets);
+        // Every other socket a program on this machine has bound, wherever it is
+        // (the kernel's socket table names them): hidden unless the policy lets the
+        // sandbox connect to it. Only a mount hides one: Landlock has no right for
+        // connecting, so the fallback mode leaves them (docs/kernel.md).
+        let host_sockets = if mode == crate::sandbox::linux::Mode::Namespaces {
+            crate::sandbox::linux::sockets::bound()
+                .into_iter()
+                .filter(|s| {
+                    let unix = sandpit_policy::Request::Unix {
+                        path: s,
+                        host: true,
+                    };
+                    sandpit_policy::decide(policy, &unix).is_denied()
+                })
+                .collect()
+        } else {
+            vec![]
+        };
         let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read);
         read_allowed.extend(back);
+        // Sockets the policy allows come back inside whatever mask holds them (all
+        // of /run, ~/.docker).
+        read_allowed.extend(values(&policy.isolation.unix_sockets));
         crate::sandbox::linux::Input {
             mode,
             home: ctx.home.clone(),
@@ -781,7 +802,7 @@ pub mod linux {
         }
         parts.push(format!(
             "seccomp ({} rules)",
-            crate::sandbox::linux::seccomp::table(plan.seccomp).len()
+            crate::sandbox::linux::seccomp::table(plan.seccomp, plan.nested_user_namespaces).len()
         ));
         if let Some(n) = plan.processes {
             parts.push(format!("at most {n} processes and threads"));

@@ -11,6 +11,7 @@ pub mod namespaces;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
+pub mod sockets;
 mod spare;
 pub mod supervise;
 mod sys;

@@ -262,6 +262,12 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
             Ok(())
         }
         MountOp::MaskFile { path } => place_template(c"/mask-file", "mask file", path, false),
+        MountOp::MaskSocket { path } => {
+            match place_template(c"/mask-file", "mask file", path, false) {
+                Err(e) if e.source.kind() == io::ErrorKind::NotFound => Ok(()),
+                r => r,
+            }
+        }
         // The placeholder lies inside a writable root: never follow a symlink.
         MountOp::Sealed { path } => place_template(c"/sealed", "sealed dir", path, true),
         MountOp::Proc { path } => {

@@ -159,6 +159,13 @@ pub struct Input {
     /// `include.path` names, [`READ_IF_PRESENT`] at the workspace's top): held like
     /// `.git/commondir`, never by a placeholder directory, which would break the tool.
     pub read_if_present: Vec<PathBuf>,
+    /// Sockets programs on this machine have bound (the kernel's socket table) that
+    /// the policy does not let the sandbox connect to: masked where the sandbox
+    /// would see them (namespace mode; Landlock has no right for connecting).
+    pub host_sockets: Vec<PathBuf>,
+    /// Policy `isolation.nested_user_namespaces`: seccomp lets new user namespaces
+    /// and `chroot` through.
+    pub nested_user_namespaces: bool,
 }
 
 /// Protected files at the workspace's top that tools read whenever they exist and
@@ -199,6 +206,10 @@ pub enum MountOp {
     },
     /// An empty mode-000 file bound read-only over a file.
     MaskFile { path: PathBuf },
+    /// The same over a socket a program on this machine has bound
+    /// ([`Input::host_sockets`]); one removed before the mount is made (its program
+    /// ended) has nothing left to hide and is skipped.
+    MaskSocket { path: PathBuf },
     /// A read-only directory of sandpit's over an empty one (a placeholder): it
     /// holds only a `.gitignore` of `*`, so git neither lists it nor tries to
     /// remove it (`git clean -d`, `git stash -u`); the host's directory stays empty.
@@ -228,6 +239,7 @@ impl MountOp {
             | MountOp::ReadOnly { path, .. }
             | MountOp::MaskDir { path, .. }
             | MountOp::MaskFile { path }
+            | MountOp::MaskSocket { path }
             | MountOp::Sealed { path }
             | MountOp::Proc { path }
             | MountOp::Devpts { path }
@@ -435,6 +447,8 @@ pub struct Plan {
     pub mounts: Vec<MountOp>,
     pub landlock: LandlockPlan,
     pub seccomp: seccomp::Profile,
+    /// [`Input::nested_user_namespaces`], for `seccomp::table`.
+    pub nested_user_namespaces: bool,
     pub net: NetPlan,
     pub env: Vec<(String, String)>,
     /// The launcher's variables the command does not get (`Input::env_withheld`).
@@ -704,6 +718,11 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         weaker.push("descendants are tracked by subreaper, not a pid namespace".into());
         weaker.push("the host's /dev: every device the user may open stays open".into());
     }
+    if input.nested_user_namespaces {
+        weaker.push(
+            "new user namespaces and chroot allowed (isolation.nested_user_namespaces)".into(),
+        );
+    }
     // Never without a user namespace, whatever the input says.
     let why_no_limit = match (input.processes, ns) {
         (0, _) => None,
@@ -776,6 +795,11 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
                 }
                 Some(Kind::File) => masks.push(MountOp::MaskFile { path: p.clone() }),
                 None => unmasked_missing.push(p.clone()),
+            }
+        }
+        for p in &input.host_sockets {
+            if shown(p) && !denied.iter().any(|d| inside(p, d)) {
+                masks.push(MountOp::MaskSocket { path: p.clone() });
             }
         }
         masks.sort_by(|a, b| (depth(a.path()), a.path()).cmp(&(depth(b.path()), b.path())));
@@ -927,6 +951,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         } else {
             seccomp::Profile::Fallback
         },
+        nested_user_namespaces: input.nested_user_namespaces,
         net,
         env,
         env_withheld: input.env_withheld.clone(),
@@ -1021,6 +1046,8 @@ mod tests {
             env_withheld: vec![],
             devices: vec![],
             read_if_present: vec![],
+            host_sockets: vec![],
+            nested_user_namespaces: false,
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }
@@ -1087,6 +1114,7 @@ mod tests {
                         .collect::<String>()
                 ),
                 MountOp::MaskFile { path } => format!("mask-file {}\n", path.display()),
+                MountOp::MaskSocket { path } => format!("mask-socket {}\n", path.display()),
                 MountOp::Sealed { path } => format!("sealed {}\n", path.display()),
                 MountOp::Proc { path } => format!("proc {}\n", path.display()),
                 MountOp::Devpts { path } => format!("devpts {}\n", path.display()),
@@ -1238,6 +1266,33 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             r.contains("mask-dir /run/user/1000 +rw /run/user/1000/sandpit/run-1\n"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn host_sockets_are_masked_where_the_sandbox_would_see_them() {
+        let mut i = input();
+        i.host_sockets = [
+            "/home/u/.local/d.sock",
+            "/home/u/proj/dev.sock",
+            "/tmp/.X11-unix/X0",
+            "/home/u/.ssh/agent.sock",
+        ]
+        .map(PathBuf::from)
+        .to_vec();
+        let r = render(&plan(&i, &fs()).unwrap());
+        let masked: Vec<&str> = r.lines().filter(|l| l.starts_with("mask-socket")).collect();
+        // The private /tmp hides the third, the mask over ~/.ssh the fourth.
+        assert_eq!(
+            masked,
+            [
+                "mask-socket /home/u/.local/d.sock",
+                "mask-socket /home/u/proj/dev.sock"
+            ],
+            "{r}"
+        );
+        i.mode = Mode::LandlockOnly;
+        let r = render(&plan(&i, &fs()).unwrap());
+        assert!(!r.contains("mask-socket"), "{r}");
     }
 
     #[test]

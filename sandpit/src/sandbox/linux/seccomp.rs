@@ -1,4 +1,4 @@
-//! The seccomp layer as data: `table(profile)` lists what is refused and why;
+//! The seccomp layer as data: `table(…)` lists what is refused and why;
 //! `compile` turns the table into a classic-BPF program; `sys::seccomp_install`
 //! applies it. Both halves are pure and tested here with a small BPF interpreter.
 //!
@@ -98,8 +98,12 @@ fn any_bit(arg: u8, bits: u32) -> Cond {
     }
 }
 
-/// The deny table for `profile`.
-pub fn table(profile: Profile) -> Vec<Rule> {
+/// The deny table for `profile`. With `nested_user_namespaces`
+/// (`isolation.nested_user_namespaces`), new user namespaces and `chroot` pass, for
+/// the sandboxes of Chromium and Electron: the capabilities they give hold only over
+/// the new namespaces, mounts stay refused here and by Landlock, and Landlock's
+/// rules and the process limit follow into them.
+pub fn table(profile: Profile, nested_user_namespaces: bool) -> Vec<Rule> {
     let eperm = libc::EPERM;
     // ENOSYS where callers probe and fall back (io_uring users, glibc's clone3 use).
     let enosys = libc::ENOSYS;
@@ -154,6 +158,9 @@ pub fn table(profile: Profile) -> Vec<Rule> {
             vec![low(0, Op::NotIn(vec![AF_UNIX, AF_INET, AF_INET6]))],
         ),
     ];
+    if nested_user_namespaces {
+        t.retain(|r| !matches!(r.name, "unshare" | "clone" | "chroot"));
+    }
     if profile == Profile::Fallback {
         // Without a network namespace, Landlock only mediates TCP connect/bind: refuse
         // every other inet socket type, every stream protocol but TCP (MPTCP and SCTP
@@ -395,7 +402,7 @@ mod tests {
     }
 
     fn prog(p: Profile) -> Vec<SockFilter> {
-        compile(&table(p)).unwrap()
+        compile(&table(p, false)).unwrap()
     }
 
     fn call(p: &[SockFilter], nr: libc::c_long, args: [u64; 6]) -> u32 {
@@ -488,6 +495,31 @@ mod tests {
             ),
             RET_ALLOW
         );
+    }
+
+    #[test]
+    fn nested_user_namespaces_let_new_namespaces_and_chroot_pass_not_mounts() {
+        for profile in [Profile::Namespaced, Profile::Fallback] {
+            let p = compile(&table(profile, true)).unwrap();
+            let user = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET) as u64;
+            assert_eq!(call(&p, libc::SYS_clone, [user, 0, 0, 0, 0, 0]), RET_ALLOW);
+            assert_eq!(
+                call(&p, libc::SYS_unshare, [user, 0, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+            assert_eq!(call(&p, libc::SYS_chroot, [0; 6]), RET_ALLOW);
+            for nr in [
+                libc::SYS_mount,
+                libc::SYS_setns,
+                libc::SYS_pivot_root,
+                libc::SYS_fsopen,
+            ] {
+                assert_eq!(call(&p, nr, [0; 6]), EPERM, "{nr}");
+            }
+            assert_eq!(call(&p, libc::SYS_clone3, [0; 6]), ENOSYS);
+            // Only those three rules go.
+            assert_eq!(table(profile, true).len() + 3, table(profile, false).len());
+        }
     }
 
     #[test]
@@ -619,7 +651,7 @@ mod tests {
     #[test]
     fn the_compiled_search_means_what_the_table_says() {
         for profile in [Profile::Namespaced, Profile::Fallback] {
-            let rules = table(profile);
+            let rules = table(profile, false);
             let p = compile(&rules).unwrap();
             // Every value a condition names, with its neighbours and high bits set
             // (ignored: the conditions read the low word).
@@ -664,7 +696,10 @@ mod tests {
 
     #[test]
     fn golden_table_names() {
-        let names: Vec<&str> = table(Profile::Namespaced).iter().map(|r| r.name).collect();
+        let names: Vec<&str> = table(Profile::Namespaced, false)
+            .iter()
+            .map(|r| r.name)
+            .collect();
         assert_eq!(
             names.join(" "),
             "io_uring_setup io_uring_enter io_uring_register ptrace process_vm_readv \
@@ -673,7 +708,10 @@ mod tests {
              pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick \
              mount_setattr setns clone3 unshare clone ioctl ioctl socket socketpair"
         );
-        let fallback: Vec<&str> = table(Profile::Fallback).iter().map(|r| r.name).collect();
+        let fallback: Vec<&str> = table(Profile::Fallback, false)
+            .iter()
+            .map(|r| r.name)
+            .collect();
         assert_eq!(
             fallback[names.len()..].join(" "),
             "socket socket sendto sendmsg sendmmsg"

@@ -1228,7 +1228,7 @@ fn exec_command(
         }
     }
     crate::timing::mark("command's process: Landlock applied");
-    let prog = match seccomp::compile(&seccomp::table(plan.seccomp)) {
+    let prog = match seccomp::compile(&seccomp::table(plan.seccomp, plan.nested_user_namespaces)) {
         Ok(p) => p,
         Err(e) => fail(ctl, Layer::Seccomp, &e.to_string()),
     };
