@@ -377,3 +377,108 @@ fn a_conditional_include_counts_whatever_the_branch() {
         "npm test\n"
     );
 }
+
+/// The other version-control systems' directories: Mercurial's `hgrc` hooks (run on
+/// any `hg` command), jj's repository config, darcs's defaults (posthooks),
+/// fossil's versioned settings. Present, their command files are read-only and the
+/// rest keeps working; absent, none can be made, so the workspace cannot become a
+/// repository whose hooks the user's tool runs — past the interposer the run stops.
+#[test]
+fn other_version_control_directories_are_held_present_or_missing() {
+    // (directory, its command file, a file the tool writes as it works)
+    const VCS: &[(&str, &str, &str)] = &[
+        (".hg", ".hg/hgrc", ".hg/store/data"),
+        (".jj", ".jj/repo/config.toml", ".jj/repo/op_heads"),
+        ("_darcs", "_darcs/prefs/defaults", "_darcs/patches/p"),
+        (".fossil-settings", ".fossil-settings/ignore-glob", ""),
+    ];
+    let mut attack = String::new();
+    for (_, cmd_file, _) in VCS {
+        attack += &format!(
+            "(mkdir -p $(dirname {cmd_file}) && echo '[hooks] evil' >> {cmd_file}) 2>/dev/null \
+             && echo \"WROTE {cmd_file}\"\n"
+        );
+    }
+    attack += "echo ok > ok.txt && echo control-ok\n";
+
+    // Control: without sandpit each command file is planted.
+    let h = repo();
+    let out = text(&h.command("sh").args(["-c", &attack]).output().unwrap());
+    for (_, cmd_file, _) in VCS {
+        assert!(out.contains(&format!("WROTE {cmd_file}")), "bare: {out}");
+    }
+
+    // Missing: none can be made, by the interposer's refusal.
+    let h = repo();
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "-c", &attack])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(
+        out.contains("control-ok") && !out.contains("WROTE"),
+        "{out}"
+    );
+    for (dir, ..) in VCS {
+        assert!(!h.workspace().join(dir).exists(), "{dir}: {out}");
+    }
+    // Past the interposer: moved aside at once and the run stopped.
+    let o = h
+        .sandpit_run(true)
+        .args([
+            "sh",
+            "-c",
+            "mkdir .hg && echo '[hooks]' > .hg/hgrc; sleep 2; echo after",
+        ])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(!out.contains("after"), "the run went on: {out}");
+    assert!(out.contains("appeared during the run"), "{out}");
+    assert!(!h.workspace().join(".hg").exists(), "{out}");
+
+    // Present: the command files are read-only, the tools' other files writable.
+    let h = repo();
+    for (_, cmd_file, work) in VCS {
+        h.write(&h.workspace().join(cmd_file), "# the user's\n");
+        if !work.is_empty() {
+            h.write(&h.workspace().join(work), "");
+        }
+    }
+    let mut script = attack.clone();
+    for (_, _, work) in VCS.iter().filter(|v| !v.2.is_empty()) {
+        script += &format!("echo more >> {work} && echo \"WORKS {work}\"\n");
+    }
+    for kernel_only in [false, true] {
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", &script])
+            .output()
+            .unwrap();
+        let out = text(&o);
+        assert!(
+            out.contains("control-ok") && !out.contains("WROTE"),
+            "{out}"
+        );
+        for (_, cmd_file, work) in VCS {
+            let now = std::fs::read_to_string(h.workspace().join(cmd_file)).unwrap();
+            assert_eq!(now, "# the user's\n", "{cmd_file}: {out}");
+            assert!(
+                work.is_empty() || out.contains(&format!("WORKS {work}")),
+                "{work}: {out}"
+            );
+        }
+    }
+    // explain names the rule.
+    let said = h
+        .sandpit()
+        .args(["explain", "write", ".hg/hgrc"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        said.starts_with("DENY") && said.contains("other version control"),
+        "{said}"
+    );
+}

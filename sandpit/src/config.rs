@@ -249,6 +249,8 @@ pub fn load(
     // What git's configuration names inside the workspace (a worktree hooks
     // directory): protected on every layer and in `explain` alike.
     crate::gitcfg::protect(&mut policy).map_err(ConfigError::Git)?;
+    // The same for the other version-control systems' directories.
+    crate::vcs::protect(&mut policy);
     #[cfg(target_os = "linux")]
     crate::caches::grant(&mut policy);
     Ok(Loaded {

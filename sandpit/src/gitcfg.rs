@@ -25,7 +25,10 @@ const KEYS: &str = "^(core\\.hookspath|include\\.path|includeif\\..*\\.path|core
                     |gpg\\.program|gpg\\..*\\.program|credential\\.helper|credential\\..*\\.helper\
                     |diff\\.external|diff\\..*\\.textconv|diff\\..*\\.command|merge\\..*\\.driver\
                     |filter\\..*\\.(clean|smudge|process)|interactive\\.difffilter|pager\\..*\
-                    |alias\\..*)$";
+                    |alias\\..*|(merge|diff)tool\\..*\\.(cmd|path)|remote\\..*\\.(uploadpack|receivepack)\
+                    |core\\.gitproxy|core\\.alternaterefscommand|sendemail\\..*(cmd|smtpserver)\
+                    |guitool\\..*\\.cmd|browser\\..*\\.(cmd|path)|man\\..*\\.(cmd|path)\
+                    |trailer\\..*\\.(cmd|command)|submodule\\..*\\.update|uploadpack\\.packobjectshook)$";
 
 /// Words one of which a config file must hold for [`KEYS`] to be worth asking git
 /// about (lower-cased text; a superset: `include` also finds `includeIf`).
@@ -47,6 +50,17 @@ const HINTS: &[&str] = &[
     "process",
     "difffilter",
     "alias",
+    "cmd",
+    "tool",
+    "uploadpack",
+    "receivepack",
+    "gitproxy",
+    "alternaterefs",
+    "smtpserver",
+    "browser",
+    "[man",
+    "update",
+    "packobjectshook",
 ];
 
 /// The hooks git runs, for a hooks directory that is the workspace itself (which
@@ -507,6 +521,64 @@ mod tests {
             "profiles/default.toml",
             "include.path = x"
         )));
+    }
+
+    /// Every key that names a program, as a config file spells it, is one git
+    /// returns for [`KEYS`] and one [`HINTS`] finds in the file; neighbours that
+    /// name no program are not.
+    #[test]
+    fn program_keys_are_asked_for_and_hinted() {
+        let programs = [
+            "[core]\n\thooksPath = h",
+            "[core]\n\tgitProxy = ./p",
+            "[core]\n\talternateRefsCommand = ./p",
+            "[core]\n\tsshCommand = ./p",
+            "[mergetool \"m\"]\n\tcmd = ./p $BASE",
+            "[mergetool \"m\"]\n\tpath = ./p",
+            "[difftool \"d\"]\n\tcmd = ./p",
+            "[remote \"origin\"]\n\tuploadpack = ./p",
+            "[remote \"origin\"]\n\treceivepack = ./p",
+            "[sendemail]\n\tsendmailCmd = ./p",
+            "[sendemail]\n\tsmtpServer = ./p",
+            "[sendemail \"id\"]\n\ttoCmd = ./p",
+            "[guitool \"g\"]\n\tcmd = ./p",
+            "[browser \"b\"]\n\tcmd = ./p",
+            "[browser \"b\"]\n\tpath = ./p",
+            "[man \"v\"]\n\tpath = ./p",
+            "[trailer \"t\"]\n\tcommand = ./p",
+            "[trailer \"t\"]\n\tcmd = ./p",
+            "[submodule \"s\"]\n\tupdate = !./p",
+            "[uploadpack]\n\tpackObjectsHook = ./p",
+            "[gpg \"ssh\"]\n\tprogram = ./p",
+            "[filter \"f\"]\n\tprocess = ./p",
+        ];
+        let others = [
+            "[remote \"origin\"]\n\turl = ./p",
+            "[submodule \"s\"]\n\turl = ./p",
+            "[man]\n\tviewer = ./p",
+            "[core]\n\texcludesFile = ./p",
+        ];
+        let d = tempfile::tempdir().unwrap();
+        let git = git_binary(d.path()).expect("git is installed");
+        let asked = |text: &str| -> Vec<Entry> {
+            let f = d.path().join("config");
+            std::fs::write(&f, text).unwrap();
+            let o = Command::new(&git)
+                .args(["config", "--null", "--show-origin", "--file"])
+                .arg(&f)
+                .args(["--get-regexp", KEYS])
+                .output()
+                .unwrap();
+            parse(&o.stdout)
+        };
+        for text in programs {
+            assert_eq!(asked(text).len(), 1, "not asked for: {text}");
+            let lower = text.to_ascii_lowercase();
+            assert!(HINTS.iter().any(|h| lower.contains(h)), "no hint: {text}");
+        }
+        for text in others {
+            assert!(asked(text).is_empty(), "asked for: {text}");
+        }
     }
 
     #[test]

@@ -16,3 +16,4 @@ pub mod sandbox;
 pub mod sys;
 pub mod timing;
 pub mod trash;
+pub mod vcs;

@@ -342,12 +342,15 @@ pub mod linux {
             ),
             env_withheld: crate::launch::withheld_env(policy),
             devices: values(&policy.files.devices),
+            host_sockets,
+            nested_user_namespaces: policy.isolation.nested_user_namespaces(),
             read_if_present: policy
                 .files
                 .block_write
                 .iter()
                 .filter(|r| {
                     crate::gitcfg::is_include(&r.origin)
+                        || r.origin.file == crate::vcs::ORIGIN
                         || (r.value.parent() == Some(&ctx.workspace)
                             && r.value
                                 .file_name()

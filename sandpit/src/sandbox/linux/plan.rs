@@ -281,6 +281,15 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
         Some(n) if READ_IF_PRESENT.contains(&n) => {
             "a tool the user runs later reads it whenever it exists and runs the commands it names"
         }
+        _ if p.components().any(|c| {
+            crate::vcs::DIRS
+                .iter()
+                .any(|(d, _)| c.as_os_str() == std::ffi::OsStr::new(d))
+        }) =>
+        {
+            "the version-control tool the user runs later in the workspace reads it and runs \
+             the commands it names"
+        }
         _ => "git includes it in its config, hooks and `core.fsmonitor` included",
     }
 }
