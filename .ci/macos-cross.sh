@@ -31,8 +31,9 @@ for t in "${TARGETS[@]}"; do
 	# built for the same target (the nested build in build.rs, through zig too):
 	# a Mach-O dylib of the same CPU with an __interpose section, whose bytes are
 	# inside the launcher. (tests/macos_interpose.rs checks the section's tuples.)
-	bin="target/$t/debug/sandpit"
-	python3 - "$bin" "target/$t/debug/build" "$t" <<'PY'
+	target_dir=${CARGO_TARGET_DIR:-target}
+	bin="$target_dir/$t/debug/sandpit"
+	python3 - "$bin" "$target_dir/$t/debug/build" "$t" <<'PY'
 import glob, os, struct, sys
 exe, build, target = sys.argv[1], sys.argv[2], sys.argv[3]
 # The build script's output of the newest build (stale ones may linger).

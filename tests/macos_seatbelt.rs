@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::{Path, PathBuf};
 
-use sandpit::sandbox::macos::seatbelt::{canonical, compile, Input, Network, Profile, BASE};
+use sandpit::sandbox::macos::seatbelt::{canonical, compile, Input, Network, Profile, BASE, DEV};
 
 fn p(s: &str) -> PathBuf {
     PathBuf::from(s)
@@ -18,7 +18,9 @@ fn golden(name: &str, profile: &Profile) {
         .sbpl
         .strip_prefix(BASE)
         .expect("profile starts with the base");
-    let mut text = String::from(compiled);
+    // The /dev rules are fixed text: named once, not repeated in every golden.
+    assert_eq!(compiled.matches(DEV).count(), 1, "the /dev rules once");
+    let mut text = compiled.replace(DEV, ";; <profiles/seatbelt-dev.sbpl>\n");
     text.push_str("\n;; parameters\n");
     for (k, v) in &profile.params {
         text.push_str(&format!(";; {k}={v}\n"));
@@ -60,7 +62,9 @@ fn agent() -> Input {
         ],
         network: Network::Proxy { port: 41000 },
         allow_local_binding: false,
-        weaker_network_isolation: false,
+        devices: vec![],
+        trustd: false,
+        unix_sockets: vec![],
         control_socket: Some(p("/Users/me/.sandpit/run/1234/control.sock")),
         report_sockets: vec![],
     }
@@ -97,13 +101,13 @@ fn golden_read_exceptions_nested() {
 }
 
 #[test]
-fn golden_local_binding_and_weaker_network() {
+fn golden_local_binding_and_trustd() {
     let input = Input {
         allow_local_binding: true,
-        weaker_network_isolation: true,
+        trustd: true,
         ..agent()
     };
-    golden("local-binding-weaker-network", &compile(&input).unwrap());
+    golden("local-binding-trustd", &compile(&input).unwrap());
 }
 
 /// Unrestricted lifts host filtering in the proxy and nothing at this layer: the
@@ -161,69 +165,242 @@ fn golden_tmp_spellings_are_canonical() {
     golden("tmp-canonical", &prof);
 }
 
-/// Parse the compiled rules: (line index, allow?, operation text, parameter values).
-fn rules(profile: &Profile) -> Vec<(usize, bool, String, Vec<String>)> {
-    let value = |name: &str| -> String {
-        profile
-            .params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| panic!("parameter {name} used but not defined"))
+/// One form of SBPL: a symbol, a string, a regex literal `#"…"`, or a list.
+#[derive(Debug, Clone)]
+enum Sx {
+    Atom(String),
+    Str(String),
+    Regex(String),
+    List(Vec<Sx>),
+}
+
+/// Read SBPL text into its top-level forms (comments dropped).
+fn parse_sbpl(text: &str) -> Vec<Sx> {
+    fn string(chars: &mut std::iter::Peekable<std::str::Chars>) -> String {
+        let mut out = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => return out,
+                '\\' => out.push(chars.next().expect("escape at end of input")),
+                c => out.push(c),
+            }
+        }
+        panic!("unterminated string in the profile");
+    }
+    let mut chars = text.chars().peekable();
+    let mut stack: Vec<Vec<Sx>> = vec![vec![]];
+    while let Some(c) = chars.next() {
+        match c {
+            ';' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '(' => stack.push(vec![]),
+            ')' => {
+                let list = stack.pop().expect("unbalanced `)`");
+                stack
+                    .last_mut()
+                    .expect("unbalanced `)`")
+                    .push(Sx::List(list));
+            }
+            '"' => {
+                let s = string(&mut chars);
+                stack.last_mut().unwrap().push(Sx::Str(s));
+            }
+            '#' if chars.peek() == Some(&'"') => {
+                chars.next();
+                let s = string(&mut chars);
+                stack.last_mut().unwrap().push(Sx::Regex(s));
+            }
+            c if c.is_whitespace() => {}
+            c => {
+                let mut atom = String::from(c);
+                while let Some(&n) = chars.peek() {
+                    if n.is_whitespace() || n == '(' || n == ')' {
+                        break;
+                    }
+                    atom.push(n);
+                    chars.next();
+                }
+                stack.last_mut().unwrap().push(Sx::Atom(atom));
+            }
+        }
+    }
+    assert_eq!(stack.len(), 1, "unbalanced `(` in the profile");
+    stack.pop().unwrap()
+}
+
+/// What a rule's filter matches, with parameters replaced by their values.
+#[derive(Debug, Clone)]
+enum Filter {
+    Subpath(String),
+    Literal(String),
+    Regex(String),
+    /// `(remote unix-socket (path-literal …))`
+    SocketLiteral(String),
+    /// `(remote unix-socket (subpath …))`
+    SocketSubpath(String),
+    /// Anything else (TCP addresses, socket domains, mach names, …).
+    Other,
+}
+
+impl Filter {
+    fn matches_path(&self, path: &str) -> bool {
+        match self {
+            Filter::Subpath(v) => within(path, v),
+            Filter::Literal(v) => path == v,
+            Filter::Regex(r) => regex::Regex::new(r).unwrap().is_match(path),
+            _ => false,
+        }
+    }
+    fn matches_socket(&self, path: &str) -> bool {
+        match self {
+            Filter::SocketLiteral(v) => path == v,
+            Filter::SocketSubpath(v) => within(path, v),
+            _ => false,
+        }
+    }
+}
+
+/// A parsed rule: form index, allow?, operations, filters (empty: matches all).
+struct ParsedRule {
+    index: usize,
+    allow: bool,
+    ops: Vec<String>,
+    filters: Vec<Filter>,
+}
+
+/// Parse the whole profile's rules, parameters resolved.
+fn rules(profile: &Profile) -> Vec<ParsedRule> {
+    let value = |sx: &Sx| -> Option<String> {
+        match sx {
+            Sx::Str(s) => Some(s.clone()),
+            Sx::List(l) => match l.as_slice() {
+                [Sx::Atom(a), Sx::Str(name)] if a == "param" => Some(
+                    profile
+                        .params
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_else(|| panic!("parameter {name} used but not defined")),
+                ),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let filter = |sx: &Sx| -> Filter {
+        let Sx::List(l) = sx else {
+            return Filter::Other;
+        };
+        match l.as_slice() {
+            [Sx::Atom(k), Sx::Regex(r)] if k == "regex" => Filter::Regex(r.clone()),
+            [Sx::Atom(k), v] if k == "subpath" => Filter::Subpath(value(v).unwrap()),
+            [Sx::Atom(k), v] if k == "literal" => Filter::Literal(value(v).unwrap()),
+            [Sx::Atom(k), Sx::Atom(kind), Sx::List(inner)]
+                if k == "remote" && kind == "unix-socket" =>
+            {
+                match inner.as_slice() {
+                    [Sx::Atom(k), v] if k == "path-literal" => {
+                        Filter::SocketLiteral(value(v).unwrap())
+                    }
+                    [Sx::Atom(k), v] if k == "subpath" => Filter::SocketSubpath(value(v).unwrap()),
+                    other => panic!("unknown unix-socket filter {other:?}"),
+                }
+            }
+            _ => Filter::Other,
+        }
     };
     let mut out = vec![];
-    for (i, line) in profile.sbpl.lines().enumerate() {
-        let (allow, rest) = if let Some(r) = line.strip_prefix("(allow ") {
-            (true, r)
-        } else if let Some(r) = line.strip_prefix("(deny ") {
-            (false, r)
-        } else {
-            continue;
+    for (index, form) in parse_sbpl(&profile.sbpl).iter().enumerate() {
+        let Sx::List(l) = form else { continue };
+        let allow = match l.first() {
+            Some(Sx::Atom(a)) if a == "allow" => true,
+            Some(Sx::Atom(a)) if a == "deny" => false,
+            _ => continue,
         };
-        let op = rest.split([' ', ')']).next().unwrap().to_string();
-        let mut params = vec![];
-        let mut s = rest;
-        while let Some(at) = s.find("(param \"") {
-            let after = &s[at + 8..];
-            let end = after.find('"').unwrap();
-            params.push(value(&after[..end]));
-            s = &after[end..];
+        let mut ops = vec![];
+        let mut filters = vec![];
+        for sx in &l[1..] {
+            match sx {
+                Sx::Atom(a) => ops.push(a.clone()),
+                other => filters.push(filter(other)),
+            }
         }
-        out.push((i, allow, op, params));
+        out.push(ParsedRule {
+            index,
+            allow,
+            ops,
+            filters,
+        });
     }
     out
 }
 
+fn op_matches(rule_op: &str, op: &str) -> bool {
+    rule_op == op || (rule_op.ends_with('*') && op.starts_with(rule_op.trim_end_matches('*')))
+}
+
 fn within(inner: &str, outer: &str) -> bool {
-    inner == outer || inner.starts_with(&format!("{outer}/"))
+    outer == "/" || inner == outer || inner.starts_with(&format!("{outer}/"))
 }
 
 /// Every file deny comes after each allow of the same operation family that covers
-/// it, unless a more specific allow is meant to carve out of it (reads only).
+/// it, unless a more specific allow is meant to carve out of it (reads, and the
+/// devices opened again inside the denied `/dev`).
 fn check_order(profile: &Profile) {
     let rs = rules(profile);
-    for (di, dallow, dop, dparams) in &rs {
-        if *dallow || dparams.is_empty() || !dop.starts_with("file-") {
+    let family = |op: &str| {
+        if op.starts_with("file-read") {
+            Some("file-read")
+        } else if op.starts_with("file-write") {
+            Some("file-write")
+        } else {
+            None
+        }
+    };
+    for d in &rs {
+        if d.allow {
             continue;
         }
-        let family = if dop.starts_with("file-read") {
-            "file-read"
-        } else {
-            "file-write"
-        };
-        for dp in dparams {
-            for (ai, aallow, aop, aparams) in &rs {
-                if !*aallow || !aop.starts_with(family) {
+        let families: Vec<&str> = d.ops.iter().filter_map(|o| family(o)).collect();
+        for df in &d.filters {
+            // The path a deny names: only path filters are checked.
+            let (dp, d_subpath) = match df {
+                Filter::Subpath(v) => (v.as_str(), true),
+                Filter::Literal(v) => (v.as_str(), false),
+                _ => continue,
+            };
+            for a in &rs {
+                if !a.allow
+                    || !a
+                        .ops
+                        .iter()
+                        .any(|o| family(o).is_some_and(|f| families.contains(&f)))
+                {
                     continue;
                 }
-                // The global `(allow file-read*)` and subpath allows that contain
-                // the denied path must come before the deny.
-                let covers = aparams.is_empty() || aparams.iter().any(|ap| within(dp, ap));
-                let carve_out = aparams.iter().any(|ap| ap != dp && within(ap, dp));
+                // The global `(allow file-read*)` and allows that contain the denied
+                // path must come before the deny.
+                let covers = a.filters.is_empty() || a.filters.iter().any(|f| f.matches_path(dp));
+                // A carve-out names something strictly inside the denied subpath (or
+                // the denied directory alone, by literal).
+                let carve_out = d_subpath
+                    && a.filters.iter().any(|f| match f {
+                        Filter::Subpath(ap) => ap != dp && within(ap, dp),
+                        Filter::Literal(ap) => within(ap, dp),
+                        Filter::Regex(_) => !f.matches_path(dp),
+                        _ => false,
+                    });
                 if covers && !carve_out {
                     assert!(
-                        ai < di,
-                        "deny of {dp} (line {di}) precedes the allow at line {ai}:\n{}",
+                        a.index < d.index,
+                        "deny of {dp} (form {}) precedes the allow at form {}:\n{}",
+                        d.index,
+                        a.index,
                         profile.sbpl
                     );
                 }
@@ -348,7 +525,7 @@ fn network_shapes() {
     assert!(!bind.contains("remote ip"));
 
     let weaker = compile(&Input {
-        weaker_network_isolation: true,
+        trustd: true,
         ..agent()
     })
     .unwrap()
@@ -366,7 +543,7 @@ fn network_shapes() {
 fn host_launchers_denied_last() {
     let prof = compile(&Input {
         allow_local_binding: true,
-        weaker_network_isolation: true,
+        trustd: true,
         ..agent()
     })
     .unwrap();
@@ -413,6 +590,8 @@ fn hostile_paths_cannot_change_the_profile() {
             protected: vec![p(&format!("/Users/me/w{name}/.git/{name}"))],
             control_socket: Some(p(&format!("/Users/me/{name}.sock"))),
             report_sockets: vec![],
+            devices: vec![p(&format!("/dev/{name}"))],
+            unix_sockets: vec![p(&format!("/Users/me/.docker/{name}.sock"))],
             network: Network::Proxy { port: 9 },
             ..Input::default()
         };
@@ -496,45 +675,26 @@ fn default_policy() -> sandpit_policy::Policy {
     sandpit_policy::load(&sandpit_policy::LoadOptions::new(mac_context())).unwrap()
 }
 
-/// A small evaluator of the compiled file rules: the last matching rule wins, and
-/// nothing matching means the base profile's `(deny default)`.
+/// A small evaluator of the profile (base, compiled rules, /dev rules): the last
+/// matching rule wins, and nothing matching means the base profile's
+/// `(deny default)`. `op` is a file operation with `path`, or `network-outbound`
+/// with `path` the Unix socket connected to.
 fn seatbelt_allows(profile: &Profile, op: &str, path: &str) -> bool {
-    let compiled = profile.sbpl.strip_prefix(BASE).unwrap();
-    let value = |name: &str| -> &str { &profile.params.iter().find(|(k, _)| k == name).unwrap().1 };
+    let socket = op == "network-outbound";
     let mut verdict = false;
-    for line in compiled.lines() {
-        let (allow, rest) = if let Some(r) = line.strip_prefix("(allow ") {
-            (true, r)
-        } else if let Some(r) = line.strip_prefix("(deny ") {
-            (false, r)
-        } else {
-            continue;
-        };
-        let ops_end = rest.find('(').unwrap_or(rest.len());
-        let ops: Vec<&str> = rest[..ops_end]
-            .trim()
-            .trim_end_matches(')')
-            .split(' ')
-            .collect();
-        let op_matches = ops
-            .iter()
-            .any(|o| *o == op || (o.ends_with('*') && op.starts_with(o.trim_end_matches('*'))));
-        if !op_matches {
+    for r in rules(profile) {
+        if r.ops.iter().any(|o| o == "default") || !r.ops.iter().any(|o| op_matches(o, op)) {
             continue;
         }
-        let filter = &rest[ops_end..];
-        let matches = if filter.is_empty() {
+        let matches = if r.filters.is_empty() {
             true
-        } else if let Some(f) = filter.strip_prefix("(subpath (param \"") {
-            let v = value(&f[..f.find('"').unwrap()]);
-            within(path, v)
-        } else if let Some(f) = filter.strip_prefix("(literal (param \"") {
-            path == value(&f[..f.find('"').unwrap()])
+        } else if socket {
+            r.filters.iter().any(|f| f.matches_socket(path))
         } else {
-            continue; // network filters
+            r.filters.iter().any(|f| f.matches_path(path))
         };
         if matches {
-            verdict = allow;
+            verdict = r.allow;
         }
     }
     verdict
@@ -705,4 +865,323 @@ fn secrets_inside_a_writable_root_cannot_be_renamed_out_from_under_their_rule() 
         "file-read-data",
         "/Users/me/project/config/app.toml"
     ));
+}
+
+// ---------------------------------------------------------------------------------
+// [isolation] and files.devices, from a policy loaded through the user's own layer.
+
+fn user_policy(text: &str) -> sandpit_policy::Policy {
+    let mut o = sandpit_policy::LoadOptions::new(mac_context());
+    o.user = Some(sandpit_policy::Source::new(
+        sandpit_policy::Layer::User,
+        "config.toml",
+        text,
+    ));
+    sandpit_policy::load(&o).unwrap()
+}
+
+#[test]
+fn isolation_macos_trustd_allows_the_trustd_lookup_and_nothing_else_does() {
+    let off = compile(&Input::from_policy(&default_policy(), 41000)).unwrap();
+    assert!(!off.sbpl.contains("com.apple.trustd"), "{}", off.sbpl);
+
+    let policy = user_policy("[isolation]\nmacos_trustd = true\n");
+    let input = Input::from_policy(&policy, 41000);
+    assert!(input.trustd);
+    let on = compile(&input).unwrap();
+    assert!(
+        on.sbpl
+            .contains("(allow mach-lookup (global-name \"com.apple.trustd.agent\"))"),
+        "{}",
+        on.sbpl
+    );
+    assert_eq!(on.sbpl.matches("com.apple.trustd").count(), 1);
+    // The switch adds one rule and changes nothing else.
+    assert_eq!(on.params, off.params);
+    // `false` in a layer leaves it off.
+    let policy = user_policy("[isolation]\nmacos_trustd = false\n");
+    let prof = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    assert!(!prof.sbpl.contains("com.apple.trustd"));
+}
+
+#[test]
+fn isolation_unix_sockets_are_reachable_by_exact_path_even_inside_a_blocked_directory() {
+    let docker = "/Users/me/.docker/run/docker.sock";
+    // Positive control first: without the entry, the default policy (which blocks
+    // ~/.docker) reaches no host socket.
+    let base = compile(&Input::from_policy(&default_policy(), 41000)).unwrap();
+    assert!(!seatbelt_allows(&base, "network-outbound", docker));
+    assert!(!base.sbpl.contains("UNIX_SOCKET"));
+
+    let policy = user_policy(
+        "[isolation]\nunix_sockets = [\"~/.docker/run/docker.sock\", \"/var/sandpit-test/agent.sock\"]\n",
+    );
+    // ~/.docker is blocked by the default policy: the socket lies inside it.
+    assert!(policy
+        .files
+        .block_read
+        .iter()
+        .any(|r| r.value == p("/Users/me/.docker")));
+    let prof = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    let sockets: Vec<(&str, &str)> = prof
+        .params
+        .iter()
+        .filter(|(k, _)| k.starts_with("UNIX_SOCKET_"))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    // Canonical spelling (/var → /private/var), sorted, one parameter each.
+    assert_eq!(
+        sockets,
+        [
+            ("UNIX_SOCKET_0", "/Users/me/.docker/run/docker.sock"),
+            ("UNIX_SOCKET_1", "/private/var/sandpit-test/agent.sock"),
+        ]
+    );
+    for (k, _) in &sockets {
+        assert!(prof.sbpl.contains(&format!(
+            "(allow network-outbound (remote unix-socket (path-literal (param \"{k}\"))))"
+        )));
+    }
+    // No rule of the profile denies network-outbound: nothing after the allowance
+    // can take it back, whatever the order.
+    assert!(!rules(&prof)
+        .iter()
+        .any(|r| !r.allow && r.ops.iter().any(|o| op_matches(o, "network-outbound"))));
+    assert!(seatbelt_allows(&prof, "network-outbound", docker));
+    assert!(seatbelt_allows(
+        &prof,
+        "network-outbound",
+        "/private/var/sandpit-test/agent.sock"
+    ));
+    // The exact path only: not a sibling, not the directory.
+    assert!(!seatbelt_allows(
+        &prof,
+        "network-outbound",
+        "/Users/me/.docker/run/other.sock"
+    ));
+    assert!(!seatbelt_allows(
+        &prof,
+        "network-outbound",
+        "/Users/me/.docker/run/docker.sock/x"
+    ));
+    // Reading and writing the blocked directory stay denied, the socket file included.
+    for path in [
+        "/Users/me/.docker",
+        "/Users/me/.docker/config.json",
+        "/Users/me/.docker/run",
+        docker,
+    ] {
+        assert!(!seatbelt_allows(&prof, "file-read-data", path), "{path}");
+        assert!(!seatbelt_allows(&prof, "file-write-data", path), "{path}");
+        assert!(!seatbelt_allows(&prof, "file-write-unlink", path), "{path}");
+    }
+    check_order(&prof);
+    check_params_used(&prof);
+}
+
+#[test]
+fn golden_isolation_and_devices() {
+    let input = Input {
+        trustd: true,
+        unix_sockets: vec![p("/Users/me/.docker/run/docker.sock")],
+        devices: vec![p("/dev/cu.usbmodem1101")],
+        ..agent()
+    };
+    golden("isolation-devices", &compile(&input).unwrap());
+}
+
+/// Devices no sandboxed program needs: disks, the packet filter, the audit pipe,
+/// kernel memory and log, consoles, serial lines.
+const HOST_DEVICES: &[&str] = &[
+    "/dev/disk0",
+    "/dev/disk3s1",
+    "/dev/rdisk0",
+    "/dev/rdisk3s5",
+    "/dev/bpf0",
+    "/dev/bpf12",
+    "/dev/auditpipe",
+    "/dev/auditsessions",
+    "/dev/klog",
+    "/dev/kmem",
+    "/dev/mem",
+    "/dev/console",
+    "/dev/io8log",
+    "/dev/cu.usbmodem1101",
+    "/dev/tty.Bluetooth-Incoming-Port",
+    "/dev/ttys",
+    "/dev/ttysx",
+    "/dev/fdx",
+    "/dev/nullx",
+];
+
+/// Devices every terminal program may use.
+const PROGRAM_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/ttys000",
+    "/dev/ttys012",
+    "/dev/ttyp0",
+    "/dev/ptyp0",
+    "/dev/ptywf",
+    "/dev/fd/0",
+    "/dev/fd/12",
+    "/dev/stdin",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/dtracehelper",
+];
+
+#[test]
+fn dev_is_denied_but_for_what_programs_need() {
+    // Worst case for /dev: everything readable and a writable root above /dev.
+    let input = Input {
+        allow_write: vec![p("/"), p("/Users/me/project")],
+        ..agent()
+    };
+    let prof = compile(&input).unwrap();
+    let t = &prof.sbpl;
+    assert!(
+        t.contains("(deny file-read* file-write* (subpath \"/dev\"))"),
+        "{t}"
+    );
+    // After every rule that would open it again: the global read allow and the
+    // writable roots (check_order holds it against each of them).
+    let deny = t
+        .find("(deny file-read* file-write* (subpath \"/dev\"))")
+        .unwrap();
+    assert!(t.rfind("(allow file-read*)").unwrap() < deny);
+    assert!(t.rfind("(allow file-write* (subpath").unwrap() < deny);
+    check_order(&prof);
+
+    for dev in HOST_DEVICES {
+        for op in [
+            "file-read-data",
+            "file-write-data",
+            "file-write-create",
+            "file-write-unlink",
+            "file-ioctl",
+        ] {
+            assert!(!seatbelt_allows(&prof, op, dev), "{op} {dev}");
+        }
+    }
+    for dev in PROGRAM_DEVICES {
+        assert!(seatbelt_allows(&prof, "file-read-data", dev), "read {dev}");
+        assert!(
+            seatbelt_allows(&prof, "file-write-data", dev),
+            "write {dev}"
+        );
+        // Opened, never created, removed or renamed.
+        assert!(
+            !seatbelt_allows(&prof, "file-write-unlink", dev),
+            "unlink {dev}"
+        );
+        assert!(
+            !seatbelt_allows(&prof, "file-write-create", dev),
+            "create {dev}"
+        );
+    }
+    for dev in ["/dev/random", "/dev/urandom"] {
+        assert!(seatbelt_allows(&prof, "file-read-data", dev), "read {dev}");
+        assert!(
+            !seatbelt_allows(&prof, "file-write-data", dev),
+            "write {dev}"
+        );
+    }
+    for dev in ["/dev/tty", "/dev/ptmx", "/dev/ttys003", "/dev/dtracehelper"] {
+        assert!(seatbelt_allows(&prof, "file-ioctl", dev), "ioctl {dev}");
+    }
+    // The directory can be listed, nothing created in it.
+    assert!(seatbelt_allows(&prof, "file-read-data", "/dev"));
+    assert!(!seatbelt_allows(&prof, "file-write-create", "/dev/evil"));
+    // Outside /dev the writable root still writes.
+    assert!(seatbelt_allows(&prof, "file-write-data", "/Users/me/x"));
+    assert!(seatbelt_allows(&prof, "file-read-data", "/devx/y"));
+}
+
+#[test]
+fn dev_rules_explain_every_allow() {
+    // Every paragraph of the /dev file that allows says why, as the base does.
+    for para in DEV.split("\n\n") {
+        if para.contains("(allow") {
+            let first = para.trim_start().lines().next().unwrap();
+            assert!(
+                first.starts_with(';'),
+                "an allow without a comment saying why:\n{para}"
+            );
+        }
+    }
+    // It opens devices only: no subpath but /dev/fd, no write beyond data.
+    let code: String = DEV
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(';'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for never in ["(allow file-write*", "(allow default"] {
+        assert!(!code.contains(never), "{never}");
+    }
+    assert_eq!(code.matches("(subpath").count(), 2, "{code}");
+    // The base no longer opens devices itself: the /dev rules follow the file rules.
+    assert!(!BASE
+        .lines()
+        .any(|l| !l.trim_start().starts_with(';') && l.contains("/dev")));
+}
+
+#[test]
+fn files_devices_pass_through_unless_reading_them_is_refused() {
+    let policy = user_policy(
+        "[files]\ndevices = [\"/dev/cu.usbmodem1101\", \"/dev/disk4\"]\nblock_read = [\"/dev/disk4\"]\n",
+    );
+    let input = Input::from_policy(&policy, 41000);
+    assert_eq!(input.devices, vec![p("/dev/cu.usbmodem1101")]);
+    let prof = compile(&input).unwrap();
+    assert!(prof
+        .sbpl
+        .contains("(allow file-read* file-write-data file-ioctl (subpath (param \"DEVICE_0\")))"));
+    assert!(prof
+        .params
+        .contains(&("DEVICE_0".to_string(), "/dev/cu.usbmodem1101".to_string())));
+    for op in ["file-read-data", "file-write-data", "file-ioctl"] {
+        assert!(
+            seatbelt_allows(&prof, op, "/dev/cu.usbmodem1101"),
+            "{op} of a passed-through device"
+        );
+        assert!(
+            !seatbelt_allows(&prof, op, "/dev/disk4"),
+            "{op} of a refused one"
+        );
+    }
+    assert!(!seatbelt_allows(
+        &prof,
+        "file-write-unlink",
+        "/dev/cu.usbmodem1101"
+    ));
+    check_order(&prof);
+    // Without the entry the same device is closed.
+    let plain = compile(&Input::from_policy(&default_policy(), 41000)).unwrap();
+    assert!(!seatbelt_allows(
+        &plain,
+        "file-read-data",
+        "/dev/cu.usbmodem1101"
+    ));
+
+    // A directory of devices passes with what it holds.
+    let dri = compile(&Input {
+        devices: vec![p("/dev/dri")],
+        ..agent()
+    })
+    .unwrap();
+    assert!(seatbelt_allows(&dri, "file-read-data", "/dev/dri/card0"));
+    // Anything but a device is refused: it would be opened after every file rule.
+    for bad in ["/Users/me/.ssh", "/dev", "/devices/x"] {
+        assert!(
+            compile(&Input {
+                devices: vec![p(bad)],
+                ..agent()
+            })
+            .is_err(),
+            "{bad}"
+        );
+    }
 }

@@ -17,8 +17,12 @@
 //!   denied, and the directories above a protected path inside a writable root can
 //!   be neither removed, renamed away nor created (by rename or symlink), whether
 //!   they exist or not;
+//! - devices: after the file rules, everything under `/dev` is denied and only the
+//!   devices programs need (null, zero, random, terminals, `/dev/fd`) and those of
+//!   `files.devices` are opened again, so no read or write rule above reaches a disk;
 //! - network: outbound only to the proxy port on localhost; binding and inbound on
-//!   localhost only when the policy allows local binding;
+//!   localhost only when the policy allows local binding; Unix sockets only under
+//!   the writable roots, sandpit's own, and those of `isolation.unix_sockets`;
 //! - last: LaunchServices, Apple Events and the programs that run code outside the
 //!   sandbox (`open`, `osascript`, `launchctl`, …) are denied after everything else.
 #![forbid(unsafe_code)]
@@ -30,6 +34,10 @@ use super::{Error, Result};
 
 /// The commented base profile every compiled profile starts with.
 pub const BASE: &str = include_str!("../../../../profiles/seatbelt-base.sbpl");
+
+/// The commented `/dev` rules, emitted after the compiled file rules: deny all of
+/// `/dev`, then open the devices every program needs.
+pub const DEV: &str = include_str!("../../../../profiles/seatbelt-dev.sbpl");
 
 /// What the network layer of the profile allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,10 +70,18 @@ pub struct Input {
     pub network: Network,
     /// Allow binding and accepting on localhost.
     pub allow_local_binding: bool,
+    /// Host devices opened again inside the restricted `/dev` (`files.devices`):
+    /// readable, writable (data only) and ioctl-able, a directory with what it holds.
+    pub devices: Vec<PathBuf>,
     /// Allow the `com.apple.trustd.agent` look-up that Go's crypto/x509 needs to verify
-    /// TLS certificates on macOS. trustd can reach the network on the process's behalf
-    /// (OCSP, CRL fetches), hence "weaker network isolation".
-    pub weaker_network_isolation: bool,
+    /// TLS certificates on macOS (`isolation.macos_trustd`). trustd can reach the
+    /// network on the process's behalf (OCSP, CRL fetches), and it answers for every
+    /// app's trust settings: weaker isolation.
+    pub trustd: bool,
+    /// Host Unix sockets the sandbox may connect to, by exact path
+    /// (`isolation.unix_sockets`): the Docker socket, the SSH agent. Reachable even
+    /// inside a `block_read` directory, whose files stay unreadable.
+    pub unix_sockets: Vec<PathBuf>,
     /// sandpit's control socket (shim re-entry, exec review), reachable from inside.
     pub control_socket: Option<PathBuf>,
     /// Datagram sockets the layers inside report to (the interposer's audit socket),
@@ -83,7 +99,9 @@ impl Default for Input {
             protected: vec![],
             network: Network::Offline,
             allow_local_binding: false,
-            weaker_network_isolation: false,
+            devices: vec![],
+            trustd: false,
+            unix_sockets: vec![],
             control_socket: None,
             report_sockets: vec![],
         }
@@ -96,9 +114,10 @@ impl Input {
     /// (unrestricted still denies metadata addresses there); offline has no network.
     /// Every `block_write` entry is treated as protected (guarded against rename and
     /// symlink tricks when it lies inside a writable root), and sandpit's state
-    /// directory is protected whatever the policy says. The control socket and the
-    /// weaker-network switch are set by the launcher
-    /// ([`Input::with_control_socket`], `weaker_network_isolation`).
+    /// directory is protected whatever the policy says. `[isolation]` gives the
+    /// trustd switch and the host Unix sockets; `files.devices` the devices, except
+    /// those the policy refuses to read (as on Linux). The control and report sockets
+    /// are set by the launcher ([`Input::with_control_socket`], `report_sockets`).
     pub fn from_policy(policy: &sandpit_policy::Policy, proxy_port: u16) -> Input {
         let values = |rules: &[sandpit_policy::Rule<PathBuf>]| -> Vec<PathBuf> {
             rules.iter().map(|r| r.value.clone()).collect()
@@ -131,7 +150,16 @@ impl Input {
             protected,
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
-            weaker_network_isolation: false,
+            devices: files
+                .devices
+                .iter()
+                .map(|r| r.value.clone())
+                .filter(|p| {
+                    !sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
+                })
+                .collect(),
+            trustd: policy.isolation.macos_trustd(),
+            unix_sockets: values(&policy.isolation.unix_sockets),
             control_socket: None,
             report_sockets: vec![],
         }
@@ -287,6 +315,14 @@ pub fn compile(input: &Input) -> Result<Profile> {
         .iter()
         .map(|p| canonical(p))
         .collect::<Result<Vec<_>>>()?;
+    let devices = canonical_set(&input.devices)?;
+    // Opened after every file rule: anything but a device would escape them.
+    if let Some(d) = devices.iter().find(|d| !within(d, "/dev") || *d == "/dev") {
+        return Err(Error::NotADevice {
+            path: PathBuf::from(d),
+        });
+    }
+    let unix_sockets = canonical_set(&input.unix_sockets)?;
 
     let mut e = Emitter {
         sbpl: String::with_capacity(BASE.len() + 4096),
@@ -363,6 +399,20 @@ pub fn compile(input: &Input) -> Result<Profile> {
         ));
     }
 
+    // Devices: after every file rule above, so neither `(allow file-read*)` nor a
+    // writable root above /dev re-opens a disk.
+    e.line("\n; --- /dev: denied but for what programs need (profiles/seatbelt-dev.sbpl)");
+    e.sbpl.push_str(DEV);
+    for (i, dev) in devices.iter().enumerate() {
+        if i == 0 {
+            e.line("; files.devices: host devices passed through by the user's own config");
+        }
+        let r = e.param("DEVICE", dev);
+        e.line(&format!(
+            "(allow file-read* file-write-data file-ioctl (subpath {r}))"
+        ));
+    }
+
     // Network.
     e.line("\n; --- network (compiled)");
     // Recent macOS checks socket creation itself (`system-socket`); only TCP
@@ -415,10 +465,20 @@ pub fn compile(input: &Input) -> Result<Profile> {
             "(allow network-outbound (remote unix-socket (subpath {r})))"
         ));
     }
-    if input.weaker_network_isolation {
-        e.line(
-            "; weaker network isolation: Go's crypto/x509 verifies certificates through trustd,",
-        );
+    // Host sockets by exact path. Nothing denies network-outbound anywhere in the
+    // profile, so this allow is the last matching rule for connect() to the path even
+    // inside a `block_read` directory, whose `(deny file-read*)` is another operation.
+    for (i, sock) in unix_sockets.iter().enumerate() {
+        if i == 0 {
+            e.line("; isolation.unix_sockets: host sockets the user lets the sandbox connect to");
+        }
+        let r = e.param("UNIX_SOCKET", sock);
+        e.line(&format!(
+            "(allow network-outbound (remote unix-socket (path-literal {r})))"
+        ));
+    }
+    if input.trustd {
+        e.line("; isolation.macos_trustd: Go's crypto/x509 verifies certificates through trustd,");
         e.line("; which may fetch OCSP/CRL data from the network on the process's behalf");
         e.line("(allow mach-lookup (global-name \"com.apple.trustd.agent\"))");
     }
