@@ -1065,3 +1065,81 @@ fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
         "{err}"
     );
 }
+
+/// Globs in path lists (`**/.env`, `~/.config/*/credentials*`, `**/*.pem`): what
+/// they match when the run starts is held for every program, a static one with raw
+/// system calls included; a match made during the run is held by the interposer.
+/// Paths beside the matches stay as they were, and `explain` names the glob.
+#[test]
+fn globs_hold_what_exists_for_every_program_and_what_appears_for_the_interposer() {
+    let h = TestHome::new();
+    let (ws, home) = (h.workspace(), h.home());
+    let secrets = [
+        ws.join(".env"),
+        ws.join("a/b/.env"),
+        home.join(".config/myapp/credentials.json"),
+    ];
+    for s in &secrets {
+        h.write(s, CANARY);
+    }
+    h.write(&ws.join("a/.env.example"), "EXAMPLE-OK");
+    h.write(&home.join(".config/myapp/settings.json"), "SETTINGS-OK");
+    h.write(&ws.join("k/key.pem"), "KEY\n");
+    h.write(&ws.join("new/.keep"), "");
+    build_probe(&h, "static_read", true);
+    build_probe(&h, "static_write", true);
+    let listed: Vec<String> = secrets.iter().map(|p| p.display().to_string()).collect();
+    let listed = listed.join(" ");
+    let script = format!(
+        "cat {listed} a/.env.example $HOME/.config/myapp/settings.json 2>/dev/null; echo\n\
+         ./static_read {listed}\n\
+         (echo evil > k/key.pem) 2>/dev/null && echo WROTE-PEM\n\
+         ./static_write k/key.pem k/ok.txt\n\
+         (echo NEW > new/.env) 2>/dev/null && echo MADE-ENV\n\
+         echo DONE"
+    );
+    let bare = text(&bare(&h, &script));
+    assert!(bare.matches(CANARY).count() >= 6, "bare: {bare}");
+    assert!(
+        bare.contains("WROTE-PEM") && bare.contains("MADE-ENV"),
+        "bare: {bare}"
+    );
+    // The control wrote them: put them back.
+    h.write(&ws.join("k/key.pem"), "KEY\n");
+    std::fs::remove_file(ws.join("new/.env")).unwrap();
+
+    h.write(
+        &home.join(".sandpit/config.toml"),
+        "[files]\nblock_read = [\"**/.env\", \"~/.config/*/credentials*\"]\n\
+         block_write = [\"**/*.pem\"]\n",
+    );
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "-c", &script])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(t.contains("DONE"), "{t}");
+    assert!(!t.contains(CANARY), "a secret was read: {t}");
+    assert!(
+        t.contains("EXAMPLE-OK") && t.contains("SETTINGS-OK"),
+        "beside the matches: {t}"
+    );
+    assert!(!t.contains("WROTE-PEM") && !t.contains("MADE-ENV"), "{t}");
+    assert!(t.contains("static-write k/ok.txt: written"), "{t}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("k/key.pem")).unwrap(),
+        "KEY\n"
+    );
+    assert!(!ws.join("new/.env").exists(), "{t}");
+    let said = h
+        .sandpit()
+        .args(["explain", "read", "a/b/.env"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        said.starts_with("DENY") && said.contains("**/.env"),
+        "{said}"
+    );
+}

@@ -596,6 +596,12 @@ fn hostile_paths_cannot_change_the_profile() {
             ..Input::default()
         };
         let plain = compile(&shape("plain")).unwrap();
+        if bad.contains(['*', '?']) {
+            // A glob is compiled to a regular expression in the text, not passed as
+            // a parameter: one that could end the expression is refused.
+            assert!(compile(&shape(bad)).is_err(), "hostile glob #{i}");
+            continue;
+        }
         let hostile = compile(&shape(bad)).unwrap();
         // The same text: the path is not part of it.
         assert_eq!(
@@ -1184,4 +1190,95 @@ fn files_devices_pass_through_unless_reading_them_is_refused() {
             "{bad}"
         );
     }
+}
+
+/// Globs in path lists become regular expressions that match exactly what the
+/// policy's own matcher holds (a path the glob matches and everything beneath),
+/// checked on many paths with a regex engine; plain paths stay parameters.
+#[test]
+fn globs_compile_to_regular_expressions_that_mean_what_decide_does() {
+    let input = Input {
+        block_read: vec![
+            PathBuf::from("/Users/u/proj/**/.env"),
+            PathBuf::from("/Users/u/.config/*/cred?.json"),
+        ],
+        allow_write: vec![PathBuf::from("/Users/u/proj")],
+        block_write: vec![PathBuf::from("/Users/u/proj/keys/**/*.pem")],
+        ..Default::default()
+    };
+    let p = compile(&input).unwrap();
+    let regexes: Vec<&str> = p
+        .sbpl
+        .lines()
+        .filter_map(|l| l.split_once("(regex #\"").map(|(_, r)| r))
+        .map(|r| r.split_once("\")").unwrap().0)
+        .filter(|r| r.starts_with("^/Users/u"))
+        .collect();
+    assert!(
+        p.sbpl
+            .contains(r#"(deny file-read* (regex #"^/Users/u/proj(/[^/]+)*/\.env(/.*)?$"))"#),
+        "{}",
+        p.sbpl
+    );
+    assert!(p.sbpl.contains(
+        r#"(deny file-write* file-link (regex #"^/Users/u/proj/keys(/[^/]+)*/[^/]*\.pem(/.*)?$"))"#
+    ));
+    // The literal part of a protected glob inside the workspace cannot be renamed away.
+    assert!(p
+        .params
+        .iter()
+        .any(|(n, v)| n.starts_with("PROTECTED_PARENT") && v == "/Users/u/proj/keys"));
+    let globs = [
+        "/Users/u/proj/**/.env",
+        "/Users/u/.config/*/cred?.json",
+        "/Users/u/proj/keys/**/*.pem",
+    ];
+    let paths = [
+        "/Users/u/proj/.env",
+        "/Users/u/proj/a/b/.env",
+        "/Users/u/proj/a/b/.env/x",
+        "/Users/u/proj/.envx",
+        "/Users/u/proj/a.env",
+        "/Users/u/projx/.env",
+        "/Users/u/.config/app/cred1.json",
+        "/Users/u/.config/app/cred12.json",
+        "/Users/u/.config/a/b/cred1.json",
+        "/Users/u/.config/cred1.json",
+        "/Users/u/.config/app/credXjson",
+        "/Users/u/proj/keys/k.pem",
+        "/Users/u/proj/keys/a/k.pem",
+        "/Users/u/proj/keys/a/k.pemx",
+        "/Users/u/proj/k.pem",
+    ];
+    let mut regexes = regexes;
+    regexes.sort_unstable();
+    regexes.dedup();
+    assert_eq!(regexes.len(), globs.len(), "{}", p.sbpl);
+    // Each glob has a regular expression that holds for exactly the paths the
+    // policy's matcher holds it for.
+    for g in globs {
+        let want: Vec<bool> = paths
+            .iter()
+            .map(|path| sandpit_policy::glob::root_depth(path.as_bytes(), g.as_bytes()).is_some())
+            .collect();
+        assert!(
+            want.iter().any(|w| *w) && want.iter().any(|w| !*w),
+            "{g}: a weak case"
+        );
+        let agrees = regexes.iter().any(|re| {
+            let engine = regex::Regex::new(re).unwrap();
+            paths
+                .iter()
+                .map(|path| engine.is_match(path))
+                .collect::<Vec<_>>()
+                == want
+        });
+        assert!(agrees, "{g}: no regular expression of {regexes:?} agrees");
+    }
+    // A quote cannot be carried into a regular expression.
+    let bad = Input {
+        block_read: vec![PathBuf::from("/Users/u/\"*")],
+        ..Default::default()
+    };
+    assert!(compile(&bad).is_err());
 }

@@ -59,6 +59,9 @@ struct PathTree {
     /// with the walk down to it done once: a path inside one starts there, one
     /// comparison instead of a lookup per component above it.
     anchors: Vec<Anchor>,
+    /// The rules that are globs (`sandpit_policy::glob`), by list: matched against
+    /// each path after the walk, as they name no single node.
+    globs: Vec<(usize, Vec<u8>)>,
 }
 
 /// A walk's state: the node reached, its depth, and per list the depth of the
@@ -123,10 +126,15 @@ impl PathTree {
             start: 0,
             start_depth: 0,
             anchors: Vec::new(),
+            globs: Vec::new(),
         };
         for (list, rules) in lists.iter().enumerate() {
             for r in *rules {
                 let mut p = r.value.as_os_str().as_bytes();
+                if sandpit_policy::glob::is_glob(p) {
+                    t.globs.push((list, p.to_vec()));
+                    continue;
+                }
                 // As `under` reads a prefix: one trailing `/` is not a component.
                 if p.len() > 1 && p.ends_with(b"/") {
                     p = &p[..p.len() - 1];
@@ -204,6 +212,16 @@ impl PathTree {
     /// Per list, the depth (number of components) of the deepest rule containing
     /// the absolute path `p`.
     fn deepest(&self, p: &[u8]) -> [Option<usize>; 4] {
+        let mut found = self.deepest_in_tree(p);
+        for (list, pat) in &self.globs {
+            if let Some(d) = sandpit_policy::glob::root_depth(p, pat) {
+                found[*list] = found[*list].max(Some(d));
+            }
+        }
+        found
+    }
+
+    fn deepest_in_tree(&self, p: &[u8]) -> [Option<usize>; 4] {
         for a in &self.anchors {
             match p.strip_prefix(&a.path[..]) {
                 Some([]) => return a.at.found,
@@ -708,6 +726,47 @@ mod tests {
             "{}",
             d.0
         );
+    }
+
+    /// Glob rules: the fast check and `decide` agree on paths each glob matches, at
+    /// different depths, and on paths beside them.
+    #[test]
+    fn fast_check_agrees_with_decide_on_globs() {
+        let e = engine(
+            "[files]\nblock_read = [\"**/.env\", \"~/.config/*/credentials*\"]\n\
+             allow_read = [\"~/p/docs/**/.env\"]\nblock_write = [\"~/p/**/*.pem\"]\n\
+             allow_write = [\"~/.cache/*/tmp\"]\n",
+        );
+        let cases: &[(&str, bool, bool)] = &[
+            // (path, readable, writable)
+            ("/h/p/.env", false, false),
+            ("/h/p/a/b/.env", false, false),
+            ("/h/p/a/b/.env/x", false, false),
+            ("/h/p/.envx", true, true),
+            ("/h/p/docs/.env", true, true),
+            ("/h/p/docs/x/.env", true, true),
+            ("/h/.config/myapp/credentials.db", false, false),
+            ("/h/.config/myapp/other", true, false),
+            ("/h/p/k/key.pem", true, false),
+            ("/h/p/key.pem", true, false),
+            ("/h/p/key.pemx", true, true),
+            ("/h/.cache/pip/tmp/x", true, true),
+            ("/h/.cache/pip/other", true, false),
+        ];
+        for (p, read, write) in cases {
+            for (acc, want) in [(Access::Read, read), (Access::Write, write)] {
+                let req = match acc {
+                    Access::Read => Request::Read(Path::new(p)),
+                    Access::Write => Request::Write(Path::new(p)),
+                };
+                let slow = sandpit_policy::decide(e.policy(), &req).is_allowed();
+                assert_eq!(slow, *want, "decide {acc:?} {p}");
+                if e.path_allowed_fast(acc, p.as_bytes()) {
+                    assert!(slow, "fast {acc:?} {p}");
+                }
+                assert_eq!(e.path(acc, p.as_bytes()).is_ok(), slow, "{acc:?} {p}");
+            }
+        }
     }
 
     /// The tree against its definition, `under` for each rule of each list, on every

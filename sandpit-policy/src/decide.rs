@@ -253,29 +253,52 @@ fn deepest<'a, T: AsRef<Path>>(
     rules: &'a [crate::Rule<T>],
     p: &Path,
 ) -> Option<&'a crate::Rule<T>> {
+    deepest_at(rules, p).map(|(r, _)| r)
+}
+
+/// The rule of `rules` that holds for `p` most specifically, with how specific
+/// ([`rule_depth`]).
+fn deepest_at<'a, T: AsRef<Path>>(
+    rules: &'a [crate::Rule<T>],
+    p: &Path,
+) -> Option<(&'a crate::Rule<T>, (usize, usize))> {
     rules
         .iter()
-        .filter(|r| is_within(p, r.value.as_ref()))
-        .max_by_key(|r| depth(r.value.as_ref()))
+        .filter_map(|r| rule_depth(r.value.as_ref(), p).map(|d| (r, d)))
+        .max_by_key(|(_, d)| *d)
+}
+
+/// How specifically the rule `rule` (a path or a glob) holds for `p`, if it does:
+/// the depth it holds from (a path rule's own; a glob's, the shallowest ancestor of
+/// `p` it matches), then the depth of its literal part (a glob naming more of the
+/// path before its wildcards is the more specific at the same depth).
+pub fn rule_depth(rule: &Path, p: &Path) -> Option<(usize, usize)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = rule.as_os_str().as_bytes();
+    if crate::glob::is_glob(bytes) {
+        let at = crate::glob::root_depth(p.as_os_str().as_bytes(), bytes)?;
+        return Some((at, depth(&crate::glob::literal_prefix(rule))));
+    }
+    is_within(p, rule).then(|| (depth(rule), depth(rule)))
 }
 
 fn decide_read(policy: &Policy, p: &Path) -> Verdict {
     let shown = display(p, &policy.context);
-    let block = deepest(&policy.files.block_read, p);
-    let allow = deepest(&policy.files.allow_read, p);
+    let block = deepest_at(&policy.files.block_read, p);
+    let allow = deepest_at(&policy.files.allow_read, p);
     match (block, allow) {
         // The deeper rule wins; for the same path, the later layer (a profile's
         // carve-out of its own agent's auth file over the default's block) — never
         // a project file's, which may only tighten.
-        (Some(b), Some(a))
-            if depth(&a.value) > depth(&b.value)
-                || (depth(&a.value) == depth(&b.value)
+        (Some((b, bd)), Some((a, ad)))
+            if ad > bd
+                || (ad == bd
                     && a.origin.layer > b.origin.layer
                     && a.origin.layer != crate::Layer::Project) =>
         {
             Verdict::new(Decision::Allow, Some(&a.origin), format!("read of {shown} allowed by {}", a.origin))
         }
-        (Some(b), _) => Verdict::new(
+        (Some((b, _)), _) => Verdict::new(
             Decision::Deny,
             Some(&b.origin),
             format!("blocked read of {shown} ({}); {NOT_RETRY}. To allow it, add it to [files] allow_read in ~/.sandpit/config.toml", b.origin),

@@ -9,6 +9,7 @@
 
 pub mod decide;
 pub mod error;
+pub mod glob;
 pub mod host;
 pub mod load;
 pub mod matchers;

@@ -577,8 +577,20 @@ impl Builder {
             let p = path::expand(text, &self.ctx).map_err(|e| {
                 cx.diag(span.clone(), format!("{key} entry {text:?}: {e}"), "write an absolute path, \"~/…\", \"$HOME/…\", \"$TMPDIR/…\" or a path relative to the workspace")
             })?;
+            let value = if crate::glob::is_glob(p.as_os_str().as_encoded_bytes()) {
+                crate::glob::check(&p).map_err(|m| {
+                    cx.diag(span.clone(), format!("{key} entry {text:?}: {m}"), "write * and ? within a component, ** as a whole component: \"~/.config/*/credentials*\", \"**/.env\"")
+                })?;
+                // The links of the literal part are resolved; the rest is matched as
+                // written (the walk that expands it does not follow links).
+                let prefix = crate::glob::literal_prefix(&p);
+                let rest = p.strip_prefix(&prefix).unwrap_or(&p).to_path_buf();
+                self.resolver.borrow_mut().resolve(&prefix).join(rest)
+            } else {
+                self.resolver.borrow_mut().resolve(&p)
+            };
             out.push(Rule {
-                value: self.resolver.borrow_mut().resolve(&p),
+                value,
                 origin: cx.origin(key, text, span),
             });
         }
@@ -646,6 +658,10 @@ impl Builder {
             // A project allow_read may narrow the carve-outs, never make one: what
             // the lower layers refuse to read stays refused.
             for r in &allow_read {
+                if crate::glob::is_glob(r.value.as_os_str().as_encoded_bytes()) {
+                    let span = span_of(cx, &r.origin);
+                    return Err(cx.diag(span, format!("files.allow_read entry {:?} is a glob: a project file's carve-outs name paths", r.origin.entry), "write the paths themselves, or move the entry to ~/.sandpit/config.toml"));
+                }
                 if crate::decide::decide(&self.policy, &crate::Request::Read(&r.value)).is_denied()
                 {
                     let span = span_of(cx, &r.origin);

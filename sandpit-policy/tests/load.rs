@@ -1182,3 +1182,38 @@ fn unix_sockets_the_run_may_connect_to() {
     // Normalized first, as every path request.
     assert!(unix(&format!("{home}/proj/../.docker/run/./docker.sock"), true).is_allowed());
 }
+
+#[test]
+fn globs_in_path_lists_are_checked_and_decided() {
+    let p = user(
+        "[files]\nblock_read = [\"**/.env\", \"~/.config/*/credentials*\"]\n\
+         allow_read = [\"docs/**/.env\"]\nblock_write = [\"**/*.pem\"]\n",
+    )
+    .unwrap();
+    let read = |path: &str| decide(&p, &Request::Read(Path::new(path)));
+    let write = |path: &str| decide(&p, &Request::Write(Path::new(path)));
+    let ws = "/nonexistent-home/u/proj";
+    let v = read(&format!("{ws}/a/b/.env"));
+    assert!(v.is_denied(), "{v:?}");
+    assert_eq!(v.rule.as_ref().unwrap().entry, "**/.env");
+    assert!(read(&format!("{ws}/.env")).is_denied());
+    assert!(read(&format!("{ws}/.env.example")).is_allowed());
+    // The carve-out names more before its wildcard: it wins at the same depth.
+    assert!(read(&format!("{ws}/docs/x/.env")).is_allowed());
+    assert!(read("/nonexistent-home/u/.config/app/credentials.json").is_denied());
+    assert!(read("/nonexistent-home/u/.config/app/settings.json").is_allowed());
+    assert!(write(&format!("{ws}/k/key.pem")).is_denied());
+    assert!(write(&format!("{ws}/k/key.pemx")).is_allowed());
+    // `**` is a whole component.
+    let d = err("[files]\nblock_read = [\"~/a**/x\"]\n");
+    assert_eq!(d.line, 2, "{d}");
+    assert!(d.message.contains("whole component"), "{d}");
+    // A project may add globs to what it blocks, never carve one out.
+    let p = project_over_user("", "[files]\nblock_read = [\"**/*.key\"]\n").unwrap();
+    assert!(decide(&p, &Request::Read(Path::new(&format!("{ws}/a/x.key")))).is_denied());
+    project_err(
+        "[files]\nblock_read = [\"~/data\"]\n",
+        "[files]\nallow_read = [\"~/data/*.csv\"]\n",
+        "is a glob",
+    );
+}

@@ -179,6 +179,14 @@ impl Redactor {
             bytes: MAX_TOTAL_BYTES,
         };
         for r in &policy.files.block_read {
+            if sandpit_policy::glob::is_glob(r.value.as_os_str().as_encoded_bytes()) {
+                // What the glob matches now, found within the same bounds.
+                let found = sandpit_policy::glob::expand(&r.value, MAX_FILES).unwrap_or_default();
+                for p in found {
+                    walk(&p, 0, &mut budget, &mut lits);
+                }
+                continue;
+            }
             walk(&r.value, 0, &mut budget, &mut lits);
         }
         Redactor::new(lits)

@@ -238,6 +238,37 @@ pub mod linux {
         (masked, back)
     }
 
+    /// The most directory entries one glob may walk to find what it matches
+    /// (`sandpit_policy::glob::expand`): some 50 ms of start-up.
+    pub const GLOB_WALK: usize = 100_000;
+
+    /// The paths `rules` name, for the kernel layer: a glob becomes what it matches
+    /// when the run starts. One that would walk more than [`GLOB_WALK`] entries
+    /// stops the run (the kernel layer could not hold it whole).
+    fn concrete(rules: &[sandpit_policy::Rule<PathBuf>]) -> Result<Vec<PathBuf>> {
+        let mut out = vec![];
+        for r in rules {
+            if !sandpit_policy::glob::is_glob(r.value.as_os_str().as_encoded_bytes()) {
+                out.push(r.value.clone());
+                continue;
+            }
+            let found = sandpit_policy::glob::expand(&r.value, GLOB_WALK).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} {:?} ({}) would walk more than {} entries under {} to find what it \
+                     matches; the command was not started, as the kernel layer could not \
+                     hold it whole. Narrow it (a directory before the `**`, e.g. \"src/**/.env\")",
+                    r.origin.key,
+                    r.origin.entry,
+                    r.origin.location(),
+                    e.visited - 1,
+                    sandpit_policy::glob::literal_prefix(&r.value).display()
+                )
+            })?;
+            out.extend(found);
+        }
+        Ok(out)
+    }
+
     /// The kernel plan's input from the effective policy. `block_read` → masked,
     /// `allow_read` → carve-outs, `allow_write` → writable roots, `block_write` →
     /// read-only (inside writable roots, including paths that do not exist yet),
@@ -247,11 +278,10 @@ pub mod linux {
         mode: crate::sandbox::linux::Mode,
         proxy: Option<(PathBuf, u16, Option<PathBuf>)>,
         cwd: PathBuf,
-    ) -> crate::sandbox::linux::Input {
+    ) -> Result<crate::sandbox::linux::Input> {
         use crate::sandbox::linux::Network;
         use sandpit_policy::NetMode;
-        let values =
-            |v: &[sandpit_policy::Rule<PathBuf>]| v.iter().map(|r| r.value.clone()).collect();
+        let values = concrete;
         let ctx = &policy.context;
         // Unrestricted goes through the proxy as filtered does: the proxy lifts host
         // filtering, and the kernel layer keeps everything else (docs/run.md).
@@ -277,15 +307,13 @@ pub mod linux {
         // allow_read of its own agent's auth file) is not masked. Only an entry at or
         // below some allow_read rule can be carved out: the rest skip `decide`.
         let files = &policy.files;
-        let mut read_denied: Vec<PathBuf> = files
-            .block_read
-            .iter()
-            .map(|r| r.value.clone())
+        let mut read_denied: Vec<PathBuf> = concrete(&files.block_read)?
+            .into_iter()
             .filter(|p| {
                 !files
                     .allow_read
                     .iter()
-                    .any(|a| sandpit_policy::path::is_within(p, &a.value))
+                    .any(|a| sandpit_policy::decide::rule_depth(&a.value, p).is_some())
                     || sandpit_policy::decide(policy, &sandpit_policy::Request::Read(p)).is_denied()
             })
             .collect();
@@ -309,12 +337,12 @@ pub mod linux {
         } else {
             vec![]
         };
-        let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read);
+        let mut read_allowed: Vec<PathBuf> = values(&policy.files.allow_read)?;
         read_allowed.extend(back);
         // Sockets the policy allows come back inside whatever mask holds them (all
         // of /run, ~/.docker).
-        read_allowed.extend(values(&policy.isolation.unix_sockets));
-        crate::sandbox::linux::Input {
+        read_allowed.extend(values(&policy.isolation.unix_sockets)?);
+        Ok(crate::sandbox::linux::Input {
             mode,
             home: ctx.home.clone(),
             workspace: ctx.workspace.clone(),
@@ -322,16 +350,13 @@ pub mod linux {
             state_dir: ctx.state_dir.clone(),
             // A writable root that does not exist yet has nothing to bind: it stays
             // absent (and unwritable, as its parent is read-only) for this run.
-            writable: policy
-                .files
-                .allow_write
-                .iter()
-                .map(|r| r.value.clone())
+            writable: concrete(&policy.files.allow_write)?
+                .into_iter()
                 .filter(|p| p.symlink_metadata().is_ok())
                 .collect(),
             read_denied,
             read_allowed,
-            write_protected: values(&policy.files.block_write),
+            write_protected: values(&policy.files.block_write)?,
             network,
             allow_local_binding: policy.network.allow_local_binding.value,
             loopback: crate::sandbox::linux::loopback::services(policy),
@@ -341,7 +366,7 @@ pub mod linux {
                 mode == crate::sandbox::linux::Mode::Namespaces,
             ),
             env_withheld: crate::launch::withheld_env(policy),
-            devices: values(&policy.files.devices),
+            devices: values(&policy.files.devices)?,
             host_sockets,
             nested_user_namespaces: policy.isolation.nested_user_namespaces(),
             read_if_present: policy
@@ -361,7 +386,7 @@ pub mod linux {
                 })
                 .map(|r| r.value.clone())
                 .collect(),
-        }
+        })
     }
 
     pub fn run(args: RunArgs) -> Result<i32> {
@@ -536,7 +561,7 @@ pub mod linux {
             crate::caches::ensure(&cache, crate::sys::uid())?;
         }
         super::make_state_dirs(&loaded.policy)?;
-        let mut input = plan_input(&loaded.policy, mode, proxy, cwd);
+        let mut input = plan_input(&loaded.policy, mode, proxy, cwd)?;
         // Other runs' sockets (audit, adversary) and every run's log stay out of
         // reach: only this run's directory shows through.
         let state = &loaded.policy.context.state_dir;

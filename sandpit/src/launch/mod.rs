@@ -420,6 +420,7 @@ pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> 
                 && !ctx.workspace.starts_with(&r.value)
                 && !r.value.starts_with(&ctx.workspace)
                 && r.value.extension().is_none()
+                && !sandpit_policy::glob::is_glob(r.value.as_os_str().as_encoded_bytes())
         })
         .collect();
     let mut wanted: Vec<(&Path, &str)> = vec![];
@@ -428,12 +429,10 @@ pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> 
         // Never for a project file's entries: a cloned repository must not shape
         // the user's home (`~/.codex/config.toml/x` would make a directory of
         // codex's config).
-        for p in policy
-            .files
-            .block_write
-            .iter()
-            .filter(|p| p.origin.layer != sandpit_policy::Layer::Project)
-        {
+        for p in policy.files.block_write.iter().filter(|p| {
+            p.origin.layer != sandpit_policy::Layer::Project
+                && !sandpit_policy::glob::is_glob(p.value.as_os_str().as_encoded_bytes())
+        }) {
             if let Some(parent) = p.value.parent() {
                 if parent.starts_with(&r.value) {
                     wanted.push((parent, &r.origin.entry));

@@ -23,6 +23,8 @@ pub enum Error {
         "seatbelt: path {path:?} is not valid UTF-8 and cannot be passed as a profile parameter"
     )]
     NotUtf8 { path: PathBuf },
+    #[error("seatbelt: glob {path:?} holds a quote or control character, which a profile's regular expression cannot")]
+    GlobQuote { path: PathBuf },
     #[error("seatbelt: device {path:?} does not lie under /dev")]
     NotADevice { path: PathBuf },
     #[error("seatbelt: proxy port 0 is not a port")]

@@ -283,7 +283,53 @@ struct Emitter {
     counters: BTreeMap<&'static str, usize>,
 }
 
+/// A glob (`sandpit_policy::glob`) as a profile's regular expression for every path
+/// it matches and everything beneath, as `subpath` holds for a path: `*` and `?`
+/// within one component, `**` any number of whole components, every other
+/// character literal.
+fn glob_regex(p: &str) -> Result<String> {
+    if p.contains('"') || p.chars().any(char::is_control) {
+        return Err(Error::GlobQuote {
+            path: PathBuf::from(p),
+        });
+    }
+    let mut re = String::from("^");
+    for c in p.split('/').filter(|c| !c.is_empty()) {
+        if c == "**" {
+            re.push_str("(/[^/]+)*");
+            continue;
+        }
+        re.push('/');
+        for ch in c.chars() {
+            match ch {
+                '*' => re.push_str("[^/]*"),
+                '?' => re.push_str("[^/]"),
+                '\\' | '.' | '+' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '^' | '$' => {
+                    re.push('\\');
+                    re.push(ch);
+                }
+                _ => re.push(ch),
+            }
+        }
+    }
+    re.push_str("(/.*)?$");
+    Ok(re)
+}
+
+fn is_glob(p: &str) -> bool {
+    sandpit_policy::glob::is_glob(p.as_bytes())
+}
+
 impl Emitter {
+    /// The filter for `p` and what lies beneath: `(subpath (param …))`, or for a
+    /// glob its regular expression.
+    fn beneath(&mut self, prefix: &'static str, p: &str) -> Result<String> {
+        if is_glob(p) {
+            return Ok(format!("(regex #\"{}\")", glob_regex(p)?));
+        }
+        Ok(format!("(subpath {})", self.param(prefix, p)))
+    }
+
     fn param(&mut self, prefix: &'static str, value: &str) -> String {
         let n = self.counters.entry(prefix).or_insert(0);
         let name = format!("{prefix}_{n}");
@@ -343,11 +389,11 @@ pub fn compile(input: &Input) -> Result<Profile> {
     reads.sort();
     for (_, deny, p) in reads {
         if deny {
-            let r = e.param("READ_DENY", p);
-            e.line(&format!("(deny file-read* (subpath {r}))"));
+            let f = e.beneath("READ_DENY", p)?;
+            e.line(&format!("(deny file-read* {f})"));
         } else {
-            let r = e.param("READ_ALLOW", p);
-            e.line(&format!("(allow file-read* (subpath {r}))"));
+            let f = e.beneath("READ_ALLOW", p)?;
+            e.line(&format!("(allow file-read* {f})"));
         }
     }
 
@@ -356,15 +402,15 @@ pub fn compile(input: &Input) -> Result<Profile> {
     let mut roots_by_depth: Vec<&String> = allow_write.iter().collect();
     roots_by_depth.sort_by_key(|p| (depth(p), p.as_str()));
     for p in &roots_by_depth {
-        let r = e.param("WRITABLE_ROOT", p);
-        e.line(&format!("(allow file-write* (subpath {r}))"));
+        let f = e.beneath("WRITABLE_ROOT", p)?;
+        e.line(&format!("(allow file-write* {f})"));
     }
     let mut denies: Vec<&String> = write_deny.iter().collect();
     denies.sort_by_key(|p| (depth(p), p.as_str()));
     for p in &denies {
-        let r = e.param("WRITE_DENY", p);
+        let f = e.beneath("WRITE_DENY", p)?;
         // A hard link would give the file a second, writable (or readable) name.
-        e.line(&format!("(deny file-write* file-link (subpath {r}))"));
+        e.line(&format!("(deny file-write* file-link {f})"));
     }
     // Directories between a writable root and a protected path inside it: renaming
     // one away and back, or creating it by renaming a prepared directory (or a
@@ -376,8 +422,20 @@ pub fn compile(input: &Input) -> Result<Profile> {
     // directory away would make the secret readable under the new name.
     let mut guards = BTreeSet::new();
     for p in &write_deny {
+        // A glob's directories from its first wildcard on are not known: the
+        // literal part and its parents are guarded.
+        let (p, from): (String, bool) = if is_glob(p) {
+            let lit = sandpit_policy::glob::literal_prefix(Path::new(p.as_str()));
+            (lit.to_string_lossy().into_owned(), true)
+        } else {
+            (p.clone(), false)
+        };
+        let p = &p;
         for root in &allow_write {
-            if within(p, root) && p != root {
+            if within(p, root) && (p != root || from) {
+                if from && p != root {
+                    guards.insert(p.clone());
+                }
                 let mut a = Path::new(p.as_str()).parent();
                 while let Some(dir) = a {
                     let Some(d) = dir.to_str() else { break };
@@ -460,9 +518,9 @@ pub fn compile(input: &Input) -> Result<Profile> {
     }
     // Local IPC between processes of the run, through sockets under writable roots.
     for root in &roots_by_depth {
-        let r = e.param("SOCKET_ROOT", root);
+        let f = e.beneath("SOCKET_ROOT", root)?;
         e.line(&format!(
-            "(allow network-outbound (remote unix-socket (subpath {r})))"
+            "(allow network-outbound (remote unix-socket {f}))"
         ));
     }
     // Host sockets by exact path. Nothing denies network-outbound anywhere in the

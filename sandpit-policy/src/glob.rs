@@ -1,0 +1,335 @@
+//! Globs in path lists: `*` matches any run of characters within one component, `?`
+//! one character, and `**` (a whole component) any number of whole components,
+//! none included. A rule holds for every path that matches and everything beneath
+//! it, as a plain path rule does (`~/.config/*/credentials*`, `**/.env`).
+//!
+//! Each layer compiles a glob its own way (`docs/kernel.md`): the decision function
+//! and the interposer match it against each path they are asked about, so files
+//! made later are held too; the Linux kernel layer needs concrete paths and takes
+//! what [`expand`] finds when the run starts.
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Whether some component of `p` holds a wildcard.
+pub fn is_glob(p: &[u8]) -> bool {
+    p.iter().any(|&b| b == b'*' || b == b'?')
+}
+
+/// Why `p` (an expanded policy path) is no glob a rule can hold: `**` must be a
+/// whole component.
+pub fn check(p: &Path) -> Result<(), String> {
+    for c in p.as_os_str().as_bytes().split(|&b| b == b'/') {
+        if c != b"**" && c.windows(2).any(|w| w == b"**") {
+            return Err(format!(
+                "\"**\" must be a whole component (as in \"~/**/.env\"), not part of {:?}",
+                String::from_utf8_lossy(c)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The components of `p` before its first wildcard: where [`expand`] starts, and
+/// the part of a glob whose symlinks the loader resolves.
+pub fn literal_prefix(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        if is_glob(c.as_os_str().as_bytes()) {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One component against one pattern component (`*`, `?`, bytes).
+fn component(name: &[u8], pat: &[u8]) -> bool {
+    let (mut n, mut p) = (0, 0);
+    // Where the last `*` was, and how much of `name` it had taken then.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pat.get(p) {
+            Some(b'*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    p = sp + 1;
+                    n = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// The first component of `b` (leading `/`s skipped) and what follows it.
+fn first(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let start = b.iter().position(|&c| c != b'/')?;
+    let b = &b[start..];
+    let end = b.iter().position(|&c| c == b'/').unwrap_or(b.len());
+    Some(b.split_at(end))
+}
+
+/// Whether the components of `names` match those of `pats` whole. Allocates
+/// nothing: the interposer asks this of every path it judges.
+fn components(names: &[u8], pats: &[u8]) -> bool {
+    match first(pats) {
+        None => first(names).is_none(),
+        Some((b"**", rest)) => {
+            let mut n = names;
+            loop {
+                if components(n, rest) {
+                    return true;
+                }
+                match first(n) {
+                    Some((_, more)) => n = more,
+                    None => return false,
+                }
+            }
+        }
+        Some((p, rest)) => {
+            first(names).is_some_and(|(c, more)| component(c, p) && components(more, rest))
+        }
+    }
+}
+
+fn split(p: &[u8]) -> Vec<&[u8]> {
+    p.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect()
+}
+
+/// The depth (number of components) of the shallowest of `path`'s ancestors, itself
+/// included, that `pattern` matches: the rule's depth for this path, as a plain
+/// rule's is its own. `None` when the rule does not hold for `path`. Both absolute.
+/// Allocates nothing.
+pub fn root_depth(path: &[u8], pattern: &[u8]) -> Option<usize> {
+    // A pattern of k components without `**` can only match k components.
+    let mut fixed = Some(0usize);
+    let mut pats = pattern;
+    while let Some((c, more)) = first(pats) {
+        fixed = fixed.and_then(|n| (c != b"**").then_some(n + 1));
+        pats = more;
+    }
+    let (mut end, mut k) = (0, 0);
+    loop {
+        if fixed.is_none_or(|f| f == k) && components(&path[..end], pattern) {
+            return Some(k);
+        }
+        if fixed.is_some_and(|f| k >= f) {
+            return None;
+        }
+        let (_, rest) = first(&path[end..])?;
+        end = path.len() - rest.len();
+        k += 1;
+    }
+}
+
+/// Why [`expand`] stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooMany {
+    pub visited: usize,
+}
+
+/// The existing paths `pattern` matches, found by walking from its literal prefix
+/// (symlinks are not followed down: a path through one is matched as written), in
+/// sorted order, matches beneath a match left out (the match covers them). Stops
+/// after visiting `limit` directory entries.
+pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
+    let pats: Vec<Vec<u8>> = split(pattern.as_os_str().as_bytes())
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect();
+    let start = literal_prefix(pattern);
+    let skip = split(start.as_os_str().as_bytes()).len();
+    let mut out = vec![];
+    let mut visited = 0;
+    // (directory, the pattern components left for what lies in it)
+    let mut todo: Vec<(PathBuf, Vec<Vec<u8>>)> = vec![(start.clone(), pats[skip..].to_vec())];
+    if pats.len() == skip {
+        // No wildcard at all: the path itself.
+        return Ok(if start.symlink_metadata().is_ok() {
+            vec![start]
+        } else {
+            vec![]
+        });
+    }
+    while let Some((dir, rest)) = todo.pop() {
+        let Some((first, tail)) = rest.split_first() else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            visited += 1;
+            if visited > limit {
+                return Err(TooMany { visited });
+            }
+            let name = e.file_name();
+            let name = name.as_bytes();
+            let path = dir.join(e.file_name());
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            let mut next: Vec<Vec<Vec<u8>>> = vec![];
+            if first == b"**" {
+                // `**` takes this entry and stays, or is done with (zero or more).
+                next.push(rest.to_vec());
+                if let Some((after, more)) = tail.split_first() {
+                    if component(name, after) {
+                        next.push(more.to_vec());
+                    }
+                } else {
+                    next.push(vec![]);
+                }
+            } else if component(name, first) {
+                next.push(tail.to_vec());
+            }
+            for left in next {
+                if left.is_empty() || left.iter().all(|c| c == b"**") {
+                    out.push(path.clone());
+                } else if is_dir {
+                    todo.push((path.clone(), left));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    // A match beneath another adds nothing.
+    let mut kept: Vec<PathBuf> = vec![];
+    for p in out {
+        if !kept.iter().any(|k| p.starts_with(k)) {
+            kept.push(p);
+        }
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_match_wildcards_within_one_component() {
+        for (name, pat, want) in [
+            ("credentials", "credentials*", true),
+            ("credentials.json", "credentials*", true),
+            ("xcredentials", "credentials*", false),
+            ("a.env", "*.env", true),
+            (".env", "*.env", true),
+            ("env", "*.env", false),
+            ("abc", "a?c", true),
+            ("ac", "a?c", false),
+            ("abcbc", "a*bc", true),
+            ("abcbd", "a*bc", false),
+            ("", "*", true),
+            ("x", "", false),
+            ("id_rsa", "id_*", true),
+            ("aaa", "a*a*a", true),
+            ("aa", "a*a*a", false),
+        ] {
+            assert_eq!(
+                component(name.as_bytes(), pat.as_bytes()),
+                want,
+                "{name} {pat}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_glob_holds_from_the_shallowest_ancestor_it_matches() {
+        let d = |p: &str, g: &str| root_depth(p.as_bytes(), g.as_bytes());
+        assert_eq!(
+            d(
+                "/h/.config/gcloud/credentials.db",
+                "/h/.config/*/credentials*"
+            ),
+            Some(4)
+        );
+        assert_eq!(
+            d(
+                "/h/.config/gcloud/credentials.db/x",
+                "/h/.config/*/credentials*"
+            ),
+            Some(4)
+        );
+        assert_eq!(
+            d("/h/.config/credentials", "/h/.config/*/credentials*"),
+            None
+        );
+        assert_eq!(
+            d("/h/.config/a/b/credentials", "/h/.config/*/credentials*"),
+            None
+        );
+        // `**`: none, one or many components.
+        assert_eq!(d("/w/.env", "/w/**/.env"), Some(2));
+        assert_eq!(d("/w/a/b/.env", "/w/**/.env"), Some(4));
+        assert_eq!(d("/w/a/b/.env/inner", "/w/**/.env"), Some(4));
+        assert_eq!(d("/w/a/.envrc", "/w/**/.env"), None);
+        assert_eq!(d("/x/.env", "/w/**/.env"), None);
+        assert_eq!(d("/w", "/w/**"), Some(1));
+        assert_eq!(d("/w/a/b", "/w/**/b/**"), Some(3));
+        // Whole components only: `?` and `*` never take a `/`.
+        assert_eq!(d("/h/a/b", "/h/a?b"), None);
+        assert_eq!(d("/h/a/b", "/h/*"), Some(2));
+    }
+
+    #[test]
+    fn checks_and_prefixes() {
+        assert!(check(Path::new("/w/**/.env")).is_ok());
+        assert!(check(Path::new("/w/a**/.env")).is_err());
+        assert!(check(Path::new("/w/***")).is_err());
+        assert_eq!(
+            literal_prefix(Path::new("/h/.config/*/c*")),
+            Path::new("/h/.config")
+        );
+        assert_eq!(literal_prefix(Path::new("/h/x")), Path::new("/h/x"));
+        assert!(is_glob(b"/a/b?") && is_glob(b"/a/*/b") && !is_glob(b"/a/b"));
+    }
+
+    #[test]
+    fn expand_walks_from_the_literal_prefix() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        for f in [
+            "a/.env",
+            "a/b/c/.env",
+            ".env",
+            "a/.envrc",
+            "x/credentials.json",
+            "y/z/credentials",
+        ] {
+            let p = r.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "").unwrap();
+        }
+        std::fs::create_dir_all(r.join("d/.env/inner/.env")).unwrap();
+        let rel = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.strip_prefix(r).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            rel(expand(&r.join("**/.env"), 1000).unwrap()),
+            [".env", "a/.env", "a/b/c/.env", "d/.env"]
+        );
+        assert_eq!(
+            rel(expand(&r.join("*/credentials*"), 1000).unwrap()),
+            ["x/credentials.json"]
+        );
+        assert_eq!(
+            rel(expand(&r.join("nothing/*"), 1000).unwrap()),
+            Vec::<String>::new()
+        );
+        assert!(expand(&r.join("**/.env"), 3).is_err());
+        // A symlinked directory is not walked down.
+        std::os::unix::fs::symlink(r.join("a"), r.join("link")).unwrap();
+        assert!(!rel(expand(&r.join("**/.env"), 1000).unwrap()).contains(&"link/.env".to_string()));
+    }
+}
