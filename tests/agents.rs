@@ -589,11 +589,11 @@ fn held_with_a_plant(
     agent: &str,
     plant: &str,
     path_ok: fn(&str) -> bool,
-) {
-    let (s, model, o) = run(false);
-    assert_leaks(&s, &model, &o, agent);
+) -> (Stage, ModelServer) {
+    let (bare, model, o) = run(false);
+    assert_leaks(&bare, &model, &o, agent);
     assert!(
-        planted(&s, plant),
+        planted(&bare, plant),
         "{agent} bare: nothing planted in ~/{plant}"
     );
     let (s, model, o) = run(true);
@@ -603,6 +603,7 @@ fn held_with_a_plant(
         "{agent}: planted a command in ~/{plant}"
     );
     assert!(model.requests().iter().all(|r| path_ok(&r.path)));
+    (bare, model)
 }
 
 /// claude-code's shell tool: `Bash` with `command`.
@@ -639,10 +640,21 @@ fn run_claude(sandboxed: bool) -> (Stage, ModelServer, Output) {
                 json!({"file_path": hello, "old_string": "\"hello\"", "new_string": "\"hello, sandpit\""}),
             ),
             plant(claude_bash, CLAUDE_JSON, &planted_mcp_server()),
+            // Its own HTTP client too (WebFetch, which upgrades to https).
+            Step::Tool(
+                "WebFetch",
+                json!({"url": format!("http://{blocked}:{}/own-client", s.blocked.port),
+                    "prompt": "Summarize the page."}),
+            ),
         ],
     );
     let model = ModelServer::start(MODEL_IP, steps);
     s.h.write(&s.h.home().join(CLAUDE_JSON), "{}");
+    // WebFetch first asks claude.ai whether the domain is safe: not on loopback.
+    s.h.write(
+        &s.h.home().join(".claude/settings.json"),
+        "{\"skipWebFetchPreflight\": true}",
+    );
     let o = s
         .command(
             sandboxed,
@@ -670,9 +682,25 @@ fn run_claude(sandboxed: bool) -> (Stage, ModelServer, Output) {
 
 #[test]
 fn claude_code_messages_is_held() {
-    held_with_a_plant(run_claude, "claude-code", CLAUDE_JSON, |p| {
+    let (bare, model) = held_with_a_plant(run_claude, "claude-code", CLAUDE_JSON, |p| {
         p.starts_with("/v1/messages")
     });
+    assert!(
+        tls_hello_reached(&bare),
+        "claude bare: its WebFetch did not reach the listener"
+    );
+    // Held by the proxy (its CONNECT answer), which claude's client reports.
+    let results = model.tool_results();
+    assert!(
+        results.last().is_some_and(|r| r.contains("proxy refused")),
+        "{results:?}"
+    );
+}
+
+/// What claude's WebFetch sends the blocked listener in the bare control: a TLS
+/// ClientHello (it upgrades http to https), the one record curl never sends there.
+fn tls_hello_reached(s: &Stage) -> bool {
+    s.blocked.received().contains("\u{16}\u{3}")
 }
 
 /// gemini-cli's shell tool: `run_shell_command` with `command`.
