@@ -152,8 +152,8 @@ pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
     let mut visited = 0;
     // (directory, the pattern components left for what lies in it)
     let mut todo: Vec<(PathBuf, Vec<Vec<u8>>)> = vec![(start.clone(), pats[skip..].to_vec())];
-    if pats.len() == skip {
-        // No wildcard at all: the path itself.
+    if pats[skip..].iter().all(|c| c == b"**") {
+        // No wildcard at all, or only `**`s, which match none: the path itself.
         return Ok(if start.symlink_metadata().is_ok() {
             vec![start]
         } else {
@@ -191,7 +191,7 @@ pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
                 next.push(tail.to_vec());
             }
             for left in next {
-                if left.is_empty() || left.iter().all(|c| c == b"**") {
+                if left.is_empty() {
                     out.push(path.clone());
                 } else if is_dir {
                     todo.push((path.clone(), left));
@@ -328,6 +328,16 @@ mod tests {
             Vec::<String>::new()
         );
         assert!(expand(&r.join("**/.env"), 3).is_err());
+        // The limit counts the entries visited: `x` and `y` under `*/…` are two.
+        std::fs::create_dir_all(r.join("only/x")).unwrap();
+        std::fs::create_dir_all(r.join("only/y")).unwrap();
+        assert_eq!(
+            rel(expand(&r.join("only/*"), 2).unwrap()),
+            ["only/x", "only/y"]
+        );
+        assert_eq!(expand(&r.join("only/*"), 1), Err(TooMany { visited: 2 }));
+        // `**` alone matches none too: the directory itself.
+        assert_eq!(rel(expand(&r.join("only/**"), 10).unwrap()), ["only"]);
         // A symlinked directory is not walked down.
         std::os::unix::fs::symlink(r.join("a"), r.join("link")).unwrap();
         assert!(!rel(expand(&r.join("**/.env"), 1000).unwrap()).contains(&"link/.env".to_string()));

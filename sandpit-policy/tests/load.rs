@@ -1217,3 +1217,19 @@ fn globs_in_path_lists_are_checked_and_decided() {
         "is a glob",
     );
 }
+
+#[test]
+fn a_resolve_entry_vouches_for_its_own_name_and_addresses_only() {
+    use sandpit_policy::{check_resolved, Host};
+    let p = user(
+        "[network]\nallow = [\"a.test\", \"b.test\"]\n[network.resolve]\n\"a.test\" = \"10.0.0.1\"\n",
+    )
+    .unwrap();
+    let name = |n: &str| Host::Name(n.into());
+    let lan = "10.0.0.1".parse().unwrap();
+    assert!(check_resolved(&p, &name("a.test"), 80, lan).is_allowed());
+    // Another allowed name answering with a.test's address: a private answer.
+    assert!(check_resolved(&p, &name("b.test"), 80, lan).is_denied());
+    // a.test answering with another private address.
+    assert!(check_resolved(&p, &name("a.test"), 80, "10.0.0.2".parse().unwrap()).is_denied());
+}
