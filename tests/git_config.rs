@@ -388,6 +388,7 @@ fn other_version_control_directories_are_held_present_or_missing() {
     // (directory, its command file, a file the tool writes as it works)
     const VCS: &[(&str, &str, &str)] = &[
         (".hg", ".hg/hgrc", ".hg/store/data"),
+        (".hg", ".hg/hgrc-not-shared", ""),
         (".jj", ".jj/repo/config.toml", ".jj/repo/op_heads"),
         ("_darcs", "_darcs/prefs/defaults", "_darcs/patches/p"),
         (".fossil-settings", ".fossil-settings/ignore-glob", ""),

@@ -42,7 +42,8 @@ pub fn literal_prefix(p: &Path) -> PathBuf {
     out
 }
 
-/// One component against one pattern component (`*`, `?`, bytes).
+/// One component against one pattern component (`*`, `?`, bytes). `?` takes one
+/// UTF-8 character (all its bytes), as the regular expressions Seatbelt gets do.
 fn component(name: &[u8], pat: &[u8]) -> bool {
     let (mut n, mut p) = (0, 0);
     // Where the last `*` was, and how much of `name` it had taken then.
@@ -53,7 +54,17 @@ fn component(name: &[u8], pat: &[u8]) -> bool {
                 star = Some((p, n));
                 p += 1;
             }
-            Some(&c) if c == b'?' || c == name[n] => {
+            Some(b'?') => {
+                p += 1;
+                n += match name[n] {
+                    0xf0.. => 4,
+                    0xe0.. => 3,
+                    0xc0.. => 2,
+                    _ => 1,
+                };
+                n = n.min(name.len());
+            }
+            Some(&c) if c == name[n] => {
                 p += 1;
                 n += 1;
             }
@@ -233,6 +244,10 @@ mod tests {
             ("id_rsa", "id_*", true),
             ("aaa", "a*a*a", true),
             ("aa", "a*a*a", false),
+            // `?` is one character, however many bytes.
+            ("caf\u{e9}", "caf?", true),
+            ("\u{1f600}x", "?x", true),
+            ("\u{1f600}x", "??x", false),
         ] {
             assert_eq!(
                 component(name.as_bytes(), pat.as_bytes()),

@@ -22,7 +22,7 @@ use sandpit_policy::{Origin, Policy, Rule};
 /// git, and what each value is.
 const KEYS: &str = "^(core\\.hookspath|include\\.path|includeif\\..*\\.path|core\\.fsmonitor\
                     |core\\.sshcommand|core\\.editor|core\\.pager|core\\.askpass|sequence\\.editor\
-                    |gpg\\.program|gpg\\..*\\.program|credential\\.helper|credential\\..*\\.helper\
+                    |gpg\\.program|gpg\\..*\\.program|gpg\\.ssh\\.defaultkeycommand|credential\\.helper|credential\\..*\\.helper\
                     |diff\\.external|diff\\..*\\.textconv|diff\\..*\\.command|merge\\..*\\.driver\
                     |filter\\..*\\.(clean|smudge|process)|interactive\\.difffilter|pager\\..*\
                     |alias\\..*|(merge|diff)tool\\..*\\.(cmd|path)|remote\\..*\\.(uploadpack|receivepack)\
@@ -61,6 +61,7 @@ const HINTS: &[&str] = &[
     "[man",
     "update",
     "packobjectshook",
+    "keycommand",
 ];
 
 /// The hooks git runs, for a hooks directory that is the workspace itself (which
@@ -550,6 +551,7 @@ mod tests {
             "[submodule \"s\"]\n\tupdate = !./p",
             "[uploadpack]\n\tpackObjectsHook = ./p",
             "[gpg \"ssh\"]\n\tprogram = ./p",
+            "[gpg \"ssh\"]\n\tdefaultKeyCommand = ./p",
             "[filter \"f\"]\n\tprocess = ./p",
         ];
         let others = [

@@ -18,15 +18,40 @@ use sandpit_policy::{Origin, Policy, Rule};
 /// (control directory at the workspace's top, its files that name commands; none:
 /// the whole directory).
 pub const DIRS: &[(&str, &[&str])] = &[
-    (".hg", &["hgrc"]),
-    (".jj", &["repo/config.toml"]),
+    // `hgrc-not-shared` is read on every command too; `requires` and `sharedpath`
+    // can point hg at another repository's `hgrc` (a share).
+    (
+        ".hg",
+        &["hgrc", "hgrc-not-shared", "requires", "sharedpath"],
+    ),
+    // The repository config, the legacy workspace config, and the git repository
+    // jj runs git against when it is not colocated (its config and hooks).
+    (
+        ".jj",
+        &[
+            "repo/config.toml",
+            "workspace-config.toml",
+            "repo/store/git_target",
+            "repo/store/git/config",
+            "repo/store/git/hooks",
+        ],
+    ),
     ("_darcs", &["prefs/defaults"]),
     (".fossil-settings", &[]),
 ];
 
+/// Checkout files that name a repository elsewhere (fossil's, whose repository
+/// database carries command settings): one cannot be made where none exists; one
+/// that exists stays writable, as the tool writes it on every command.
+pub const ABSENT_ONLY: &[&str] = &[".fslckout", "_FOSSIL_"];
+
 /// What [`DIRS`] asks to protect in `workspace`, as it is now.
 fn targets(workspace: &Path) -> Vec<(PathBuf, String)> {
-    let mut out = vec![];
+    let mut out: Vec<(PathBuf, String)> = ABSENT_ONLY
+        .iter()
+        .map(|f| (workspace.join(f), (*f).to_string()))
+        .filter(|(p, _)| p.symlink_metadata().is_err())
+        .collect();
     for (dir, files) in DIRS {
         let d = workspace.join(dir);
         if files.is_empty() || !d.symlink_metadata().is_ok_and(|m| m.is_dir()) {
@@ -48,6 +73,8 @@ fn targets(workspace: &Path) -> Vec<(PathBuf, String)> {
             out.push((p, shown));
         }
     }
+    // Several files under one missing directory name it once.
+    out.dedup();
     out
 }
 
@@ -92,7 +119,19 @@ mod tests {
                 })
                 .collect()
         };
-        assert_eq!(names(ws), [".hg", ".jj", "_darcs", ".fossil-settings"]);
+        assert_eq!(
+            names(ws),
+            [
+                ".fslckout",
+                "_FOSSIL_",
+                ".hg",
+                ".jj",
+                "_darcs",
+                ".fossil-settings"
+            ]
+        );
+        std::fs::write(ws.join(".fslckout"), "").unwrap();
+        std::fs::write(ws.join("_FOSSIL_"), "").unwrap();
         std::fs::create_dir_all(ws.join(".hg")).unwrap();
         std::fs::create_dir_all(ws.join(".jj/repo")).unwrap();
         std::fs::create_dir_all(ws.join("_darcs")).unwrap();
@@ -101,7 +140,12 @@ mod tests {
             names(ws),
             [
                 ".hg/hgrc",
+                ".hg/hgrc-not-shared",
+                ".hg/requires",
+                ".hg/sharedpath",
                 ".jj/repo/config.toml",
+                ".jj/workspace-config.toml",
+                ".jj/repo/store",
                 "_darcs/prefs",
                 ".fossil-settings"
             ]
@@ -109,6 +153,10 @@ mod tests {
         // A linked jj workspace: `.jj/repo` is a file.
         std::fs::remove_dir(ws.join(".jj/repo")).unwrap();
         std::fs::write(ws.join(".jj/repo"), "/elsewhere/.jj/repo").unwrap();
-        assert_eq!(names(ws)[1], ".jj/repo");
+        let n = names(ws);
+        assert_eq!(
+            n[4..7],
+            [".jj/repo", ".jj/workspace-config.toml", ".jj/repo"]
+        );
     }
 }

@@ -391,11 +391,10 @@ impl Terminal {
         use std::os::fd::AsRawFd;
         // SAFETY: termios is plain data; tcgetattr fills it from our own descriptor.
         let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        assert_eq!(
-            unsafe { libc::tcgetattr(self.slave.as_raw_fd(), &mut t) },
-            0
-        );
+        let got =
+            // SAFETY: as above.
+            unsafe { libc::tcgetattr(self.slave.as_raw_fd(), &mut t) };
+        assert_eq!(got, 0);
         t
     }
     /// Whether a run changed the terminal's settings; puts them back if so.

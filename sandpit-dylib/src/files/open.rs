@@ -178,6 +178,7 @@ macro_rules! open_hooks {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
                     Opened::Fd(fd) => Ok(fd),
+                    // SAFETY: the caller's arguments, forwarded.
                     Opened::CallReal => Ok(unsafe { real(path, flags, mode) }),
                 }
             }
@@ -201,6 +202,7 @@ macro_rules! openat_hooks {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(dirfd, path, flags, mode) }? {
                     Opened::Fd(fd) => Ok(fd),
+                    // SAFETY: the caller's arguments, forwarded.
                     Opened::CallReal => Ok(unsafe { real(dirfd, path, flags, mode) }),
                 }
             }
@@ -225,6 +227,7 @@ macro_rules! creat_hooks {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(libc::AT_FDCWD, path, flags, mode) }? {
                     Opened::Fd(fd) => Ok(fd),
+                    // SAFETY: the caller's arguments, forwarded.
                     Opened::CallReal => Ok(unsafe { real(path, mode) }),
                 }
             }
@@ -249,6 +252,7 @@ macro_rules! open2_hooks {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(libc::AT_FDCWD, path, flags, 0) }? {
                     Opened::Fd(fd) => Ok(fd),
+                    // SAFETY: the caller's arguments, forwarded.
                     Opened::CallReal => Ok(unsafe { real(path, flags) }),
                 }
             }
@@ -267,6 +271,7 @@ macro_rules! openat2_hooks {
                 // SAFETY: the caller's arguments, forwarded.
                 match unsafe { open_impl(dirfd, path, flags, 0) }? {
                     Opened::Fd(fd) => Ok(fd),
+                    // SAFETY: the caller's arguments, forwarded.
                     Opened::CallReal => Ok(unsafe { real(dirfd, path, flags) }),
                 }
             }
@@ -303,6 +308,7 @@ hook! {
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(path, flags, class, dpflags, mode) })
     }
 }
@@ -315,6 +321,7 @@ hook! {
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { judge_only(dirfd, path, flags, mode) }?;
+        // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(dirfd, path, flags, class, dpflags, mode) })
     }
 }
@@ -327,6 +334,7 @@ hook! {
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(path, guard, guardflags, flags, mode) })
     }
 }
@@ -339,6 +347,7 @@ hook! {
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { judge_only(libc::AT_FDCWD, path, flags, mode) }?;
+        // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(path, guard, guardflags, flags, class, dpflags, mode) })
     }
 }
@@ -350,6 +359,7 @@ hook! {
     |real| {
         // SAFETY: the caller's arguments, forwarded.
         unsafe { judge_only(dirfd, path, flags, 0) }?;
+        // SAFETY: the caller's arguments, forwarded.
         Ok(unsafe { real(dirfd, path, flags, authfd) })
     }
 }

@@ -341,7 +341,11 @@ pub mod linux {
         read_allowed.extend(back);
         // Sockets the policy allows come back inside whatever mask holds them (all
         // of /run, ~/.docker).
-        read_allowed.extend(values(&policy.isolation.unix_sockets)?);
+        // The sockets themselves: a directory or glob there must not bring back
+        // the other files of a masked directory.
+        for p in values(&policy.isolation.unix_sockets)? {
+            read_allowed.extend(crate::sandbox::linux::sockets::named_by(&p, GLOB_WALK));
+        }
         Ok(crate::sandbox::linux::Input {
             mode,
             home: ctx.home.clone(),

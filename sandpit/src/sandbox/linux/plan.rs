@@ -807,7 +807,14 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
         for p in &input.host_sockets {
-            if shown(p) && !denied.iter().any(|d| inside(p, d)) {
+            // Hidden by a mask, unless a directory inside it that holds the socket
+            // comes back (a carve-out, a writable root): the deepest decides.
+            let deepest = |dirs: &mut dyn Iterator<Item = &PathBuf>| {
+                dirs.filter(|d| inside(p, d)).map(|d| depth(d)).max()
+            };
+            let masked = deepest(&mut denied.iter());
+            let back = deepest(&mut input.read_allowed.iter().chain(&roots));
+            if shown(p) && (masked.is_none() || back >= masked) {
                 masks.push(MountOp::MaskSocket { path: p.clone() });
             }
         }
@@ -1299,6 +1306,11 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             ],
             "{r}"
         );
+        // One in a carve-out or a writable root inside a mask comes back with it.
+        i.read_allowed.push("/home/u/.ssh/pub".into());
+        i.host_sockets.push("/home/u/.ssh/pub/s.sock".into());
+        let r = render(&plan(&i, &fs()).unwrap());
+        assert!(r.contains("mask-socket /home/u/.ssh/pub/s.sock\n"), "{r}");
         i.mode = Mode::LandlockOnly;
         let r = render(&plan(&i, &fs()).unwrap());
         assert!(!r.contains("mask-socket"), "{r}");

@@ -41,6 +41,33 @@ pub fn is_bound(path: &Path) -> bool {
     is_socket(path) && bound().iter().any(|b| b == path)
 }
 
+/// The sockets `p` names: itself if it is one, those beneath it if it is a
+/// directory (links not followed, at most `limit` entries looked at), else none.
+/// What `isolation.unix_sockets` brings back inside a mask: never another file.
+pub fn named_by(p: &Path, limit: usize) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut todo = vec![p.to_path_buf()];
+    let mut seen = 0;
+    while let Some(d) = todo.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&d) else {
+            continue;
+        };
+        if m.file_type().is_socket() {
+            out.push(d);
+        } else if m.is_dir() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                seen += 1;
+                if seen > limit {
+                    break;
+                }
+                todo.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 fn is_socket(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket())
 }
@@ -66,6 +93,25 @@ mod tests {
             ]
         );
         assert!(parse("").is_empty());
+    }
+
+    #[test]
+    fn a_directory_names_the_sockets_beneath_it_and_no_other_file() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
+        std::fs::write(d.path().join("a/secret"), "x").unwrap();
+        let _l1 = std::os::unix::net::UnixListener::bind(d.path().join("a/s1")).unwrap();
+        let _l2 = std::os::unix::net::UnixListener::bind(d.path().join("a/b/s2")).unwrap();
+        assert_eq!(
+            named_by(&d.path().join("a"), 100),
+            [d.path().join("a/b/s2"), d.path().join("a/s1")]
+        );
+        assert_eq!(
+            named_by(&d.path().join("a/s1"), 100),
+            [d.path().join("a/s1")]
+        );
+        assert!(named_by(&d.path().join("a/secret"), 100).is_empty());
+        assert!(named_by(&d.path().join("none"), 100).is_empty());
     }
 
     #[test]

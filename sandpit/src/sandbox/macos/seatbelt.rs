@@ -530,9 +530,10 @@ pub fn compile(input: &Input) -> Result<Profile> {
         if i == 0 {
             e.line("; isolation.unix_sockets: host sockets the user lets the sandbox connect to");
         }
-        let r = e.param("UNIX_SOCKET", sock);
+        // The socket, or those beneath a directory or matching a glob, as `decide`.
+        let f = e.beneath("UNIX_SOCKET", sock)?;
         e.line(&format!(
-            "(allow network-outbound (remote unix-socket (path-literal {r})))"
+            "(allow network-outbound (remote unix-socket {f}))"
         ));
     }
     if input.trustd {
