@@ -559,7 +559,23 @@ fn unrestricted_mode_without_a_tun_device_does_not_start() {
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         (o.status.code(), err, marker.exists())
     };
+    // `sandpit check` says so ahead of a run, and what it takes.
+    let check = |tun: &str| {
+        let o = lab
+            .command_with_tun(&h, sandpit_bin(), tun)
+            .args(["check", "sh"])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .find(|l| l.starts_with("udp:"))
+            .unwrap_or_else(|| panic!("no udp line: {out}"))
+            .to_string()
+    };
     let (code, err, ran) = run("unrestricted", "0600");
+    let said = check("0600");
+    assert!(said.contains("runs will not start"), "{said}");
+    assert!(check("0666").contains("to public addresses"), "{said}");
     assert_eq!(code, Some(125), "{err}");
     assert!(!ran, "the command ran: {err}");
     assert!(
