@@ -208,7 +208,7 @@ fn apply(nl: BorrowedFd<'_>, msg: &[u8]) -> io::Result<()> {
 
 /// Make the TUN device in the current network namespace (the helper's, before it
 /// hands the namespace to pid 1) and configure it; its descriptor, for the relay.
-/// IPv6 is left out where the kernel has none.
+/// IPv6 is left out where the kernel or the device has none.
 pub fn make_device() -> Result<OwnedFd, String> {
     let tun = sys::tun_open(DEVICE).map_err(|e| match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
@@ -227,8 +227,16 @@ pub fn make_device() -> Result<OwnedFd, String> {
     for (what, msg) in configuration(index, &[ADDR6.into()]).into_iter().skip(1) {
         match apply(nl.as_fd(), &msg) {
             Ok(()) => {}
-            // No IPv6 in this kernel: programs cannot send over it either.
-            Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => break,
+            // No IPv6 in this kernel (booted with ipv6.disable=1), or none on the
+            // device (disable_ipv6): programs cannot send over it either.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAFNOSUPPORT | libc::EOPNOTSUPP | libc::EACCES)
+                ) =>
+            {
+                break
+            }
             Err(e) => return Err(format!("TUN device: {what} (IPv6): {e}")),
         }
     }
