@@ -537,6 +537,12 @@ fn udp_opens_public_addresses_in_unrestricted_mode_only() {
         "100.100.100.200:80",
         "0.0.0.0:53",
         "[::]:53",
+        // Multicast and broadcast would leave the host for its LAN.
+        "224.0.0.251:5353",
+        "239.255.255.250:1900",
+        "255.255.255.255:67",
+        "[ff02::fb]:5353",
+        "[ff05::c]:1900",
     ];
     let p = user("[network]\nmode = \"unrestricted\"\n").unwrap();
     for a in public {
