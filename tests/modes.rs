@@ -187,6 +187,13 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
                 "echo \"{tag}-udp {i} $({p} udp {host} {port})\"\n",
                 p = p.display()
             ));
+            // sendto() on a socket never connected, to a public and a LAN address.
+            if [0, 5].contains(&i) {
+                script.push_str(&format!(
+                    "echo \"{tag}-udp-to {i} $({p} udp-to {host} {port})\"\n",
+                    p = p.display()
+                ));
+            }
         }
     }
     let line = |out: &str, tag: &str| -> String {
@@ -217,13 +224,17 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
         );
     }
     for (i, (class, at, ..)) in UDP_DESTS.iter().enumerate() {
-        for tag in ["dyn-udp", "static-udp"] {
+        let tags = match i {
+            0 | 5 => &["dyn-udp", "static-udp", "dyn-udp-to", "static-udp-to"][..],
+            _ => &["dyn-udp", "static-udp"][..],
+        };
+        for tag in tags {
             let l = line(&bare_out, &format!("{tag} {i}"));
             // The stand-in's own answer, naming it, came back.
             assert!(l.starts_with("OK ECHO "), "bare {tag} {class}: {l}");
             assert!(l.ends_with("probe"), "bare {tag} {class}: {l}");
         }
-        assert_eq!(echoes[i].hits(), 2, "bare {class}: {at}");
+        assert_eq!(echoes[i].hits(), tags.len(), "bare {class}: {at}");
     }
     let before: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
 
@@ -315,22 +326,25 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
             if said.starts_with("ALLOW") != open || !said.contains("udp ") {
                 wrong.push(format!("{mode}, UDP {class}: explain says {said}"));
             }
-            for tag in ["dyn-udp", "static-udp"] {
+            let tags = match i {
+                0 | 5 => &["dyn-udp", "static-udp", "dyn-udp-to", "static-udp-to"][..],
+                _ => &["dyn-udp", "static-udp"][..],
+            };
+            for tag in tags {
                 let l = line(&out, &format!("{tag} {i}"));
                 let echoed = l.starts_with("OK ECHO ") && l.ends_with("probe");
                 if echoed != open {
                     wrong.push(format!("{mode}, UDP {class} ({tag}): {l}"));
                 }
-            }
-            // The refusal is the interposer's, with the rule, for the dynamic one.
-            let l = line(&out, &format!("dyn-udp {i}"));
-            if !open && !l.contains("Operation not permitted") {
-                wrong.push(format!(
-                    "{mode}, UDP {class} (dyn-udp): not the interposer's refusal: {l}"
-                ));
+                // The refusal is the interposer's, with the rule, for the dynamic one.
+                if !open && tag.starts_with("dyn") && !l.contains("Operation not permitted") {
+                    wrong.push(format!(
+                        "{mode}, UDP {class} ({tag}): not the interposer's refusal: {l}"
+                    ));
+                }
             }
             let got = echoes[i].hits() - echoed[i];
-            if got != if open { 2 } else { 0 } {
+            if got != if open { tags.len() } else { 0 } {
                 wrong.push(format!(
                     "{mode}, UDP {class}: the stand-in at {at} got {got} datagrams"
                 ));
