@@ -617,7 +617,9 @@ pub mod linux {
             spare_state: Some(state.clone()),
             quarantine_tag: quarantine_tag.clone(),
             loopback_observer: Some(loopback_audit(session.sink())),
-            udp_judge: Some(udp_judge(&loaded.policy, session.sink())),
+            // The policy is copied for the relay's thread only where there is one.
+            udp_judge: matches!(plan.net, linux::plan::NetPlan::Bridge { udp: true, .. })
+                .then(|| udp_judge(&loaded.policy, session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),
             tender,
