@@ -308,10 +308,7 @@ impl Relay {
                 for _ in 0..256 {
                     match self.tun.read(&mut buf) {
                         Ok(0) => return Ok(()),
-                        Ok(n) => {
-                            let pkt = buf[..n].to_vec();
-                            self.packet(&pkt);
-                        }
+                        Ok(n) => self.packet(&buf[..n]),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         // The device is gone with the sandbox's namespace (EBADFD).
@@ -380,7 +377,14 @@ impl Relay {
             .refused
             .get(&dst)
             .is_some_and(|at| now.duration_since(*at) < REFUSED_FOR);
-        if refused || !(self.judge.0)(dst) {
+        // A destination the host cannot reach either (no route for its family) is
+        // answered and remembered the same way: the sender learns at once, and the
+        // judge is not asked (and the log not written) for each datagram.
+        let sock = match refused || !(self.judge.0)(dst) {
+            true => None,
+            false => open(dst).ok(),
+        };
+        let Some(sock) = sock else {
             if !refused {
                 if self.refused.len() >= MAX_REFUSED {
                     self.refused.clear();
@@ -391,8 +395,7 @@ impl Relay {
                 let _ = self.tun.write(&e);
             }
             return;
-        }
-        let Ok(sock) = open(dst) else { return };
+        };
         let _ = sock.send(payload);
         if self.flows.len() >= MAX_FLOWS {
             if let Some((oldest, _)) = self.flows.iter().enumerate().min_by_key(|(_, f)| f.used) {
@@ -431,13 +434,19 @@ mod tests {
     /// read and write, as a TUN device's), and the other end; its judge allows
     /// 127.0.0.1 only (the tests' echo servers) and counts its calls.
     fn relay() -> (Relay, UnixDatagram, Arc<AtomicUsize>) {
+        relay_allowing(|d| d.ip() == IpAddr::from([127, 0, 0, 1]))
+    }
+
+    fn relay_allowing(
+        allow: impl Fn(SocketAddr) -> bool + Send + Sync + 'static,
+    ) -> (Relay, UnixDatagram, Arc<AtomicUsize>) {
         let (a, b) = UnixDatagram::pair().unwrap();
         b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let asked = Arc::new(AtomicUsize::new(0));
         let n = asked.clone();
         let judge = Judge(Arc::new(move |d: SocketAddr| {
             n.fetch_add(1, Ordering::SeqCst);
-            d.ip() == IpAddr::from([127, 0, 0, 1])
+            allow(d)
         }));
         (Relay::new(OwnedFd::from(a), judge), b, asked)
     }
@@ -528,6 +537,24 @@ mod tests {
             packet::parse(&buf[..n]),
             Packet::Tcp { flags, ack: 0xccae9810, .. } if flags == packet::RST | packet::ACK
         ));
+    }
+
+    /// A destination allowed but out of the host's reach too (here the broadcast
+    /// address, which a socket without SO_BROADCAST cannot connect to) is answered
+    /// like a refused one, and not judged again for each datagram.
+    #[test]
+    fn an_allowed_destination_the_host_cannot_reach_is_answered_at_once() {
+        let (mut r, dev, asked) = relay_allowing(|_| true);
+        let to: SocketAddr = "255.255.255.255:9".parse().unwrap();
+        let mut buf = [0u8; 65536];
+        for _ in 0..2 {
+            r.packet(&packet::udp(inside(40003), to, b"x").unwrap());
+            let n = dev.recv(&mut buf).unwrap();
+            let (_, _, proto, seg) = packet::ip_layer(&buf[..n]).unwrap();
+            assert_eq!((proto, seg[0], seg[1]), (1, 3, 13));
+        }
+        assert!(r.flows.is_empty());
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
     }
 
     /// At most MAX_FLOWS flows: a new one closes the one idle longest; a flow idle
