@@ -164,9 +164,11 @@ fn offline_mode_refuses_and_unrestricted_still_goes_through_the_proxy() {
     assert_ne!(o.code, Some(0), "{}", o.all());
     assert_nothing_reached(&orig);
 
-    // Unrestricted lifts host filtering in the proxy, nothing in the hooks: a TCP
-    // connect still lands on the proxy (which keeps loopback and other non-public
-    // addresses closed), never on the destination; UDP and listening stay refused.
+    // Unrestricted lifts host filtering in the proxy, and in the hooks opens UDP to
+    // public addresses only: a TCP connect still lands on the proxy (which keeps
+    // loopback and other non-public addresses closed), never on the destination;
+    // UDP to loopback and listening stay refused (tests/modes.rs: UDP to public
+    // addresses, through the kernel layer's relay).
     let mut p = Pit::new("[network]\nmode = \"unrestricted\"\n");
     let proxy = FakeProxy::start();
     proxy.wire(&mut p);

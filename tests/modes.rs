@@ -5,10 +5,12 @@
 //! destinations are stand-ins in a network namespace of the test's own
 //! (`common::lab`): nothing leaves the machine.
 //!
-//! `unrestricted` lifts host filtering and nothing else: a public address is
-//! reached; the host's loopback services, the LAN, link-local and metadata
-//! addresses (in every spelling), listening, UDP and proxy-unaware static clients
-//! stay refused, as in `filtered`.
+//! `unrestricted` lifts host filtering and opens UDP to public addresses, nothing
+//! else: a public address is reached over TCP (through the proxy) and over UDP (the
+//! kernel layer's relay, static programs included); the host's loopback services,
+//! the LAN, link-local and metadata addresses (in every spelling), listening and
+//! proxy-unaware TCP clients stay refused, as in `filtered`, where UDP reaches
+//! nothing but sandpit's DNS responder.
 // Linux only: the lab is a network namespace (macOS is cross-checked, see
 // .ci/macos-cross.sh).
 #![cfg(target_os = "linux")]
@@ -75,6 +77,45 @@ const DESTS: &[Dest] = &[
     },
 ];
 
+/// The UDP destinations: (class, where the echoing stand-in listens, the address the
+/// probe sends to, whether it is public). Only unrestricted mode opens any, and only
+/// the public ones.
+const UDP_DESTS: &[(&str, &str, (&str, &str), bool)] = &[
+    ("public IPv4", "1.2.3.4:5353", ("1.2.3.4", "5353"), true),
+    (
+        "public IPv6",
+        "[2606:4700:4700::1111]:5353",
+        ("2606:4700:4700::1111", "5353"),
+        true,
+    ),
+    (
+        "cloud metadata",
+        "169.254.169.254:53",
+        ("169.254.169.254", "53"),
+        false,
+    ),
+    (
+        "metadata, IPv4-mapped",
+        "169.254.169.254:54",
+        ("::ffff:169.254.169.254", "54"),
+        false,
+    ),
+    (
+        "AWS IPv6 metadata",
+        "[fd00:ec2::254]:53",
+        ("fd00:ec2::254", "53"),
+        false,
+    ),
+    ("LAN", "10.9.8.7:53", ("10.9.8.7", "53"), false),
+    (
+        "host loopback",
+        "127.0.0.1:5353",
+        ("127.0.0.1", "5353"),
+        false,
+    ),
+    ("host loopback IPv6", "[::1]:5353", ("::1", "5353"), false),
+];
+
 /// (label, user config, whether each destination is allowed, by class publicness
 /// in unrestricted mode or by the allow list in filtered mode)
 const MODES: &[(&str, &str)] = &[
@@ -118,7 +159,10 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
     std::fs::rename(build_probe(&h, "net_probe", true), &static_probe).unwrap();
     let dynamic = build_probe(&h, "net_probe", false);
     let servers: Vec<_> = DESTS.iter().map(|d| lab.serve(d.listen)).collect();
-    let udp = lab.udp("1.2.3.4:5353");
+    let echoes: Vec<_> = UDP_DESTS
+        .iter()
+        .map(|(_, at, ..)| lab.udp_echo(at))
+        .collect();
 
     // The script every run executes: each probe's line tagged with its case.
     let mut script = String::new();
@@ -135,10 +179,22 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
     }
     for (tag, p) in [("dyn", &dynamic), ("static", &static_probe)] {
         script.push_str(&format!(
-            "echo \"{tag}-listen $({p} listen 0.0.0.0 7001)\"\n\
-             echo \"{tag}-udp $({p} udp 1.2.3.4 5353)\"\n",
+            "echo \"{tag}-listen $({p} listen 0.0.0.0 7001)\"\n",
             p = p.display()
         ));
+        for (i, (_, _, (host, port), _)) in UDP_DESTS.iter().enumerate() {
+            script.push_str(&format!(
+                "echo \"{tag}-udp {i} $({p} udp {host} {port})\"\n",
+                p = p.display()
+            ));
+            // sendto() on a socket never connected, to a public and a LAN address.
+            if [0, 5].contains(&i) {
+                script.push_str(&format!(
+                    "echo \"{tag}-udp-to {i} $({p} udp-to {host} {port})\"\n",
+                    p = p.display()
+                ));
+            }
+        }
     }
     let line = |out: &str, tag: &str| -> String {
         out.lines()
@@ -161,23 +217,32 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
             assert!(l.starts_with("OK LAB"), "bare {tag} {}: {l}", d.class);
         }
     }
-    for tag in ["dyn-listen", "static-listen", "dyn-udp", "static-udp"] {
+    for tag in ["dyn-listen", "static-listen"] {
         assert!(
             line(&bare_out, tag).starts_with("OK"),
             "bare {tag}: {bare_out}"
         );
     }
-    assert!(
-        udp.recv(&mut [0u8; 8]).is_ok(),
-        "the bare datagram must arrive"
-    );
-    while udp.recv(&mut [0u8; 8]).is_ok() {}
+    for (i, (class, at, ..)) in UDP_DESTS.iter().enumerate() {
+        let tags = match i {
+            0 | 5 => &["dyn-udp", "static-udp", "dyn-udp-to", "static-udp-to"][..],
+            _ => &["dyn-udp", "static-udp"][..],
+        };
+        for tag in tags {
+            let l = line(&bare_out, &format!("{tag} {i}"));
+            // The stand-in's own answer, naming it, came back.
+            assert!(l.starts_with("OK ECHO "), "bare {tag} {class}: {l}");
+            assert!(l.ends_with("probe"), "bare {tag} {class}: {l}");
+        }
+        assert_eq!(echoes[i].hits(), tags.len(), "bare {class}: {at}");
+    }
     let before: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
 
     let mut wrong = vec![];
     for (mode, config) in MODES {
         h.write(&h.home().join(".sandpit/config.toml"), config);
         let hits: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
+        let echoed: Vec<usize> = echoes.iter().map(|s| s.hits()).collect();
         let run = lab
             .command(&h, sandpit_bin())
             .args(["run", "--", "sh", "-c", &script])
@@ -218,10 +283,21 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
                 }
             }
             // A static program that ignores the proxy variables has no way out in
-            // any mode: the network namespace holds nothing else.
+            // any mode: the network namespace holds nothing else. In unrestricted
+            // mode the UDP relay's device is the default route, and it answers TCP
+            // with a reset: refused at once, not left to time out.
             let l = line(&out, &format!("static-raw {i}"));
             if !l.starts_with("FAIL") {
                 wrong.push(format!("{mode}, {} (static-raw): {l}", d.class));
+            }
+            if *mode == "unrestricted"
+                && !d.listen.starts_with("127.")
+                && !l.contains("Connection refused")
+            {
+                wrong.push(format!(
+                    "{mode}, {} (static-raw): not refused at once: {l}",
+                    d.class
+                ));
             }
             let reached = servers[i].hits() > hits[i];
             if reached != allow {
@@ -232,10 +308,75 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
                 ));
             }
         }
-        for tag in ["dyn-listen", "static-listen", "dyn-udp", "static-udp"] {
+        for tag in ["dyn-listen", "static-listen"] {
             let l = line(&out, tag);
             if !l.starts_with("FAIL") {
                 wrong.push(format!("{mode}: {tag}: {l}"));
+            }
+        }
+        // UDP: explain, the dynamic and the static program, and the stand-in agree.
+        for (i, (class, at, (host, port), public)) in UDP_DESTS.iter().enumerate() {
+            let open = *mode == "unrestricted" && *public;
+            let said = h
+                .sandpit()
+                .args(["explain", "udp", &authority(host, port)])
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&said.stdout).into_owned();
+            if said.starts_with("ALLOW") != open || !said.contains("udp ") {
+                wrong.push(format!("{mode}, UDP {class}: explain says {said}"));
+            }
+            let tags = match i {
+                0 | 5 => &["dyn-udp", "static-udp", "dyn-udp-to", "static-udp-to"][..],
+                _ => &["dyn-udp", "static-udp"][..],
+            };
+            for tag in tags {
+                let l = line(&out, &format!("{tag} {i}"));
+                let echoed = l.starts_with("OK ECHO ") && l.ends_with("probe");
+                if echoed != open {
+                    wrong.push(format!("{mode}, UDP {class} ({tag}): {l}"));
+                }
+                // The refusal is the interposer's, with the rule, for the dynamic one.
+                if !open && tag.starts_with("dyn") && !l.contains("Operation not permitted") {
+                    wrong.push(format!(
+                        "{mode}, UDP {class} ({tag}): not the interposer's refusal: {l}"
+                    ));
+                }
+            }
+            let got = echoes[i].hits() - echoed[i];
+            if got != if open { tags.len() } else { 0 } {
+                wrong.push(format!(
+                    "{mode}, UDP {class}: the stand-in at {at} got {got} datagrams"
+                ));
+            }
+        }
+        if !err.contains("blocked UDP to 10.9.8.7:53") {
+            let udp: Vec<&str> = err.lines().filter(|l| l.contains("UDP")).collect();
+            wrong.push(format!(
+                "{mode}: the interposer did not name the UDP refusal: {udp:#?}"
+            ));
+        }
+        // The relay's refusal of the static program's datagram is in the audit log.
+        if *mode == "unrestricted" {
+            let log = err
+                .split("log: ~/")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .map(|p| h.home().join(p));
+            let text = log
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            let kernel = text.lines().any(|l| {
+                l.contains("\"layer\":\"kernel\"")
+                    && l.contains("\"action\":\"udp\"")
+                    && l.contains("\"subject\":\"10.9.8.7:53\"")
+                    && l.contains("\"decision\":\"deny\"")
+            });
+            if !kernel {
+                let udp: Vec<&str> = text.lines().filter(|l| l.contains("\"udp\"")).collect();
+                wrong.push(format!(
+                    "{mode}: no kernel udp denial in the audit log: {udp:#?}"
+                ));
             }
         }
         // What explain says of listening is what the run did.
@@ -250,10 +391,10 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
                 "{mode}: the run refused listening, explain: {said}"
             ));
         }
-        if udp.recv(&mut [0u8; 8]).is_ok() {
-            wrong.push(format!("{mode}: a datagram reached the lab"));
-        }
-        if *mode == "unrestricted" && !err.contains("proxy (unrestricted: public addresses only)") {
+        if *mode == "unrestricted"
+            && !(err.contains("proxy (unrestricted: public addresses only)")
+                && err.contains("UDP to public addresses"))
+        {
             wrong.push(format!("{mode}: the layers line does not say so: {err}"));
         }
     }
@@ -367,9 +508,9 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
         ("unrestricted", "[network]\nmode = \"unrestricted\"\n"),
     ] {
         h.write(&home.join(".sandpit/config.toml"), &format!("{net}{allow}"));
-        let run = h
-            .sandpit_run(false)
-            .args(["sh", "-c", &script])
+        // Unrestricted mode needs a TUN device (`lab::host_command`).
+        let run = common::lab::host_command(&h, sandpit_bin())
+            .args(["run", "--", "sh", "-c", &script])
             .output()
             .unwrap();
         let out = String::from_utf8_lossy(&run.stdout).into_owned();
@@ -405,4 +546,58 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
     }
     let _ = std::fs::remove_dir_all(&outside);
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Unrestricted mode's UDP relay needs its TUN device: where it cannot be made
+/// (`/dev/net/tun` closed to the user, as on a machine without udev, or absent in a
+/// container) the run does not start, and says why and what runs without it. The
+/// same run starts where the device can be made (positive control); filtered mode
+/// needs none.
+#[test]
+fn unrestricted_mode_without_a_tun_device_does_not_start() {
+    let lab = Lab::new(&[]);
+    let h = TestHome::new();
+    let marker = h.workspace().join("ran");
+    let run = |mode: &str, tun: &str| {
+        let _ = std::fs::remove_file(&marker);
+        h.write(
+            &h.home().join(".sandpit/config.toml"),
+            &format!("[network]\nmode = \"{mode}\"\n"),
+        );
+        let o = lab
+            .command_with_tun(&h, sandpit_bin(), tun)
+            .args(["run", "--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (o.status.code(), err, marker.exists())
+    };
+    // `sandpit check` says so ahead of a run, and what it takes.
+    let check = |tun: &str| {
+        let o = lab
+            .command_with_tun(&h, sandpit_bin(), tun)
+            .args(["check", "sh"])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        out.lines()
+            .find(|l| l.starts_with("udp:"))
+            .unwrap_or_else(|| panic!("no udp line: {out}"))
+            .to_string()
+    };
+    let (code, err, ran) = run("unrestricted", "0600");
+    let said = check("0600");
+    assert!(said.contains("runs will not start"), "{said}");
+    assert!(check("0666").contains("to public addresses"), "{said}");
+    assert_eq!(code, Some(125), "{err}");
+    assert!(!ran, "the command ran: {err}");
+    assert!(
+        err.contains("TUN device") && err.contains("/dev/net/tun") && err.contains("filtered"),
+        "{err}"
+    );
+    let (code, err, ran) = run("unrestricted", "0666");
+    assert!(code == Some(0) && ran, "{err}");
+    let (code, err, ran) = run("filtered", "0600");
+    assert!(code == Some(0) && ran, "{err}");
 }

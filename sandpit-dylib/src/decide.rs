@@ -23,8 +23,9 @@ pub enum Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetMode {
     /// Every TCP connection goes to the proxy, which decides by host. The policy's
-    /// "unrestricted" is this too: the proxy lifts host filtering there, and
-    /// nothing else changes (UDP, binding, raw sockets, loopback services).
+    /// "unrestricted" is this too: the proxy lifts host filtering there, and for
+    /// the hooks only UDP changes (to public addresses, [`Engine::datagram`]);
+    /// binding, raw sockets and loopback services stay as they are.
     Filtered,
     Offline,
 }
@@ -561,6 +562,25 @@ impl Engine {
             let n = port_digits(port, &mut digits);
             let subject: [&[u8]; 2] = [host.as_bytes(), &digits[5 - n..]];
             crate::net::audit::record(b"deny", b"connect", d.0.as_bytes(), &subject);
+        }
+        r
+    }
+
+    /// A UDP datagram to `dest`, sandpit's DNS responder aside
+    /// (`sandpit_policy::decide_datagram`): public addresses in unrestricted mode,
+    /// which the kernel layer relays; nowhere else. A refusal is audited.
+    pub fn datagram(&self, dest: std::net::SocketAddr) -> Result<(), Denied> {
+        let r = verdict(sandpit_policy::decide_datagram(&self.policy, dest));
+        if let Err(d) = &r {
+            let mut digits = [0u8; 5];
+            let n = port_digits(dest.port(), &mut digits);
+            let mut ip = [0u8; 64];
+            let mut w = &mut ip[..];
+            let _ = std::io::Write::write_fmt(&mut w, format_args!("{}", dest.ip()));
+            let left = w.len();
+            let ip = &ip[..64 - left];
+            let subject: [&[u8]; 2] = [ip, &digits[5 - n..]];
+            crate::net::audit::record(b"deny", b"udp", d.0.as_bytes(), &subject);
         }
         r
     }

@@ -7,7 +7,7 @@ use crate::origin::Origin;
 use crate::path::{depth, display, is_within, normalize};
 use crate::{NetMode, Policy, ReviewEvent};
 use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -491,6 +491,69 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
         Decision::Deny,
         None,
         format!("blocked connection to {dest}: the name resolved to a {range} address that the policy does not name; {NOT_RETRY}. To allow it, name the address in [network] allow or the name in [network.resolve]"),
+    )
+}
+
+/// Decide a UDP datagram to `addr` (a `sendto`, or a `connect` of a UDP socket).
+/// sandpit's DNS responder is reached in every mode and is not judged here (the
+/// kernel layer relays it; the interposer knows its address). Anywhere else only in
+/// `network.mode = "unrestricted"`, and there exactly where a TCP connection to the
+/// same address and port would be allowed ([`decide_connect`], then
+/// [`check_resolved`]): public addresses; the host's loopback, the LAN, link-local
+/// and metadata addresses in every spelling stay closed. Network review sees only
+/// what goes through sandpit's proxy, so with it UDP stays closed too.
+pub fn decide_datagram(policy: &Policy, addr: SocketAddr) -> Verdict {
+    let net = &policy.network;
+    let ip = canonical_ip(addr.ip());
+    let dest = SocketAddr::new(ip, addr.port());
+    let loc = net.mode.origin.location();
+    match net.mode.value {
+        NetMode::Offline => {
+            return Verdict::new(
+                Decision::Deny,
+                Some(&net.mode.origin),
+                format!("blocked UDP to {dest} (network.mode = \"offline\" in {loc}); {NOT_RETRY}"),
+            )
+        }
+        NetMode::Filtered => {
+            return Verdict::new(
+                Decision::Deny,
+                Some(&net.mode.origin),
+                format!("blocked UDP to {dest}: network.mode = \"filtered\" ({loc}) lets UDP reach sandpit's DNS responder only (the proxy carries TCP); {NOT_RETRY}. network.mode = \"unrestricted\" in ~/.sandpit/config.toml opens UDP to public addresses"),
+            )
+        }
+        NetMode::Unrestricted => {}
+    }
+    if let Some(a) = policy
+        .adversary
+        .as_ref()
+        .filter(|a| a.review.contains(&ReviewEvent::Network))
+    {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&a.origin),
+            format!("blocked UDP to {dest}: adversary.review includes \"network\" ({}) and the reviewer sees only connections through sandpit's proxy, so UDP stays closed; {NOT_RETRY}", a.origin),
+        );
+    }
+    let host = Host::Ip(ip);
+    let as_udp = |v: Verdict| Verdict {
+        reason: v
+            .reason
+            .replacen("blocked connection to", "blocked UDP to", 1),
+        ..v
+    };
+    let tcp = decide_connect(policy, &host, addr.port());
+    if !tcp.is_allowed() {
+        return as_udp(tcp);
+    }
+    let resolved = check_resolved(policy, &host, addr.port(), ip);
+    if !resolved.is_allowed() {
+        return as_udp(resolved);
+    }
+    Verdict::new(
+        Decision::Allow,
+        Some(&net.mode.origin),
+        format!("UDP to {dest} allowed: network.mode = \"unrestricted\" in {loc} opens public addresses"),
     )
 }
 

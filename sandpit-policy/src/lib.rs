@@ -19,7 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    check_resolved, decide, loopback_service, Decision, EnvTo, Request, Verdict, PRIVATE_TMPFS,
+    check_resolved, decide, decide_datagram, loopback_service, Decision, EnvTo, Request, Verdict,
+    PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};

@@ -509,6 +509,71 @@ fn unrestricted_has_sandlots_meaning() {
     assert!(d.message.contains("no effect while"), "{d}");
 }
 
+/// UDP beyond sandpit's DNS responder: in unrestricted mode to the addresses a TCP
+/// connection may reach (public ones), never the host's loopback, the LAN,
+/// link-local or metadata addresses in any spelling; in filtered and offline mode,
+/// and with network review, nowhere; every refusal names the rule.
+#[test]
+fn udp_opens_public_addresses_in_unrestricted_mode_only() {
+    use sandpit_policy::decide_datagram;
+    let at = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+    let public = [
+        "1.2.3.4:443",
+        "[2606:4700:4700::1111]:443",
+        "[::ffff:8.8.8.8]:53",
+    ];
+    let closed = [
+        "127.0.0.1:53",
+        "[::1]:5353",
+        "[::ffff:127.0.0.1]:53",
+        "10.9.8.7:123",
+        "192.168.1.1:53",
+        "172.16.0.1:53",
+        "[fc00::1]:53",
+        "[fe80::1]:53",
+        "169.254.169.254:80",
+        "[::ffff:169.254.169.254]:80",
+        "[fd00:ec2::254]:80",
+        "100.100.100.200:80",
+        "0.0.0.0:53",
+        "[::]:53",
+        // Multicast and broadcast would leave the host for its LAN.
+        "224.0.0.251:5353",
+        "239.255.255.250:1900",
+        "255.255.255.255:67",
+        "[ff02::fb]:5353",
+        "[ff05::c]:1900",
+    ];
+    let p = user("[network]\nmode = \"unrestricted\"\n").unwrap();
+    for a in public {
+        let v = decide_datagram(&p, at(a));
+        assert!(v.is_allowed(), "{a}: {v:?}");
+        assert!(v.rule.is_some(), "{a}: {v:?}");
+    }
+    for a in closed {
+        let v = decide_datagram(&p, at(a));
+        assert!(v.is_denied(), "{a}: {v:?}");
+        assert!(v.reason.starts_with("blocked UDP to"), "{a}: {v:?}");
+    }
+    for (mode, word) in [("filtered", "filtered"), ("offline", "offline")] {
+        let p = user(&format!("[network]\nmode = \"{mode}\"\n")).unwrap();
+        for a in public.iter().chain(&closed) {
+            let v = decide_datagram(&p, at(a));
+            assert!(v.is_denied(), "{mode} {a}: {v:?}");
+            assert!(
+                v.reason.contains(word) && v.rule.is_some(),
+                "{mode} {a}: {v:?}"
+            );
+        }
+    }
+    let p = user("[network]\nmode = \"unrestricted\"\n[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"network\"]\n").unwrap();
+    let v = decide_datagram(&p, at("1.2.3.4:443"));
+    assert!(
+        v.is_denied() && v.reason.contains("adversary.review"),
+        "{v:?}"
+    );
+}
+
 #[test]
 fn reads_prefer_the_more_specific_rule() {
     let p =

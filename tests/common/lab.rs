@@ -116,21 +116,81 @@ impl Lab {
         u
     }
 
-    /// `program` as the test user inside the lab, with `h`'s HOME and workspace.
-    pub fn command(&self, h: &TestHome, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name, "setpriv"])
-            .arg(format!("--reuid={TEST_UID}"))
-            .arg(format!("--regid={TEST_GID}"))
-            .args(["--clear-groups", "--"])
-            .arg(program)
-            .env_clear()
-            .env("HOME", h.home())
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("LANG", "C.UTF-8")
-            .current_dir(h.workspace());
-        c
+    /// A UDP server at `addr` in the lab: answers every datagram with `ECHO <addr>
+    /// <datagram>` to its sender and counts them.
+    pub fn udp_echo(&self, addr: &str) -> Server {
+        let addr: SocketAddr = addr.parse().unwrap();
+        let u = self.inside(move || UdpSocket::bind(addr).unwrap());
+        let addr = u.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            while let Ok((n, from)) = u.recv_from(&mut buf) {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut reply = format!("ECHO {addr} ").into_bytes();
+                reply.extend_from_slice(&buf[..n]);
+                let _ = u.send_to(&reply, from);
+            }
+        });
+        Server { addr, hits }
     }
+
+    /// `program` as the test user inside the lab, with `h`'s HOME and workspace.
+    /// `/dev/net/tun` is open to every user there, as distributions have it (udev's
+    /// rule; a machine without udev may leave it 0600): a node of the lab's own in a
+    /// tmpfs over `/dev/net`, in the mount namespace `ip netns exec` makes.
+    pub fn command(&self, h: &TestHome, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        self.command_with_tun(h, program, "0666")
+    }
+
+    /// [`Lab::command`] with `/dev/net/tun` of `mode` (`0600`: closed to the test user).
+    pub fn command_with_tun(
+        &self,
+        h: &TestHome,
+        program: impl AsRef<std::ffi::OsStr>,
+        mode: &str,
+    ) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]);
+        with_tun(c, h, program, mode)
+    }
+}
+
+/// `program` as the test user in this machine's network namespace, with
+/// `/dev/net/tun` open to every user (as [`Lab::command`] has it): for runs that
+/// need the host's socket table (`/proc/net/unix` is per network namespace).
+pub fn host_command(h: &TestHome, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private"]);
+    with_tun(c, h, program, "0666")
+}
+
+/// `c` (a program that runs its arguments in a mount namespace of its own) made to
+/// put a TUN control node of `mode` over `/dev/net`, then run `program` as the test
+/// user with `h`'s HOME, in the workspace.
+fn with_tun(
+    mut c: Command,
+    h: &TestHome,
+    program: impl AsRef<std::ffi::OsStr>,
+    mode: &str,
+) -> Command {
+    c.args(["sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o mode=0755 sandpit-lab /dev/net && \
+             mknod -m {mode} /dev/net/tun c 10 200 && exec \"$@\""
+        ))
+        .args(["sh", "setpriv"])
+        .arg(format!("--reuid={TEST_UID}"))
+        .arg(format!("--regid={TEST_GID}"))
+        .args(["--clear-groups", "--"])
+        .arg(program)
+        .env_clear()
+        .env("HOME", h.home())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8")
+        .current_dir(h.workspace());
+    c
 }
 
 impl Drop for Lab {

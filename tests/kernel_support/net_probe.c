@@ -7,7 +7,13 @@
  *   net_probe proxy HOST PORT     the same through $HTTPS_PROXY (HTTP CONNECT with
  *                                 the URL's user:password), as proxy-aware clients do
  *   net_probe listen ADDR PORT    bind() and listen() a TCP server there
- *   net_probe udp HOST PORT       send one datagram there
+ *   net_probe udp HOST PORT       connect() a UDP socket there, send one datagram
+ *                                 and print the first line of the reply (the lab's
+ *                                 stand-ins echo): "OK <reply>", or "FAIL no reply"
+ *                                 after 3 s, or the error (an ICMP error ends the
+ *                                 wait at once on a connected socket)
+ *   net_probe udp-to HOST PORT    the same with sendto() and recvfrom() on a socket
+ *                                 never connected
  *   net_probe unix PATH -         connect() to the Unix socket PATH and send a line
  *   net_probe unix-own PATH -     bind and listen on PATH, then connect to it and
  *                                 read back what was sent: a socket of the run's own
@@ -227,11 +233,29 @@ int main(int argc, char **argv) {
     printf("OK listening\n");
     return 0;
   }
-  if (!strcmp(op, "udp")) {
+  if (!strcmp(op, "udp") || !strcmp(op, "udp-to")) {
     int fd = socket(ss.ss_family, SOCK_DGRAM, 0);
     if (fd < 0) return fail("socket");
-    if (sendto(fd, "x", 1, 0, (struct sockaddr *)&ss, len) != 1) return fail("sendto");
-    printf("OK sent\n");
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[256];
+    ssize_t n;
+    if (!strcmp(op, "udp")) {
+      if (connect(fd, (struct sockaddr *)&ss, len) != 0) return fail("connect");
+      if (send(fd, "probe\n", 6, 0) != 6) return fail("send");
+      n = recv(fd, buf, sizeof buf - 1, 0);
+    } else {
+      if (sendto(fd, "probe\n", 6, 0, (struct sockaddr *)&ss, len) != 6) return fail("sendto");
+      n = recvfrom(fd, buf, sizeof buf - 1, 0, NULL, NULL);
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      printf("FAIL no reply\n");
+      return 0;
+    }
+    if (n < 0) return fail("recv");
+    buf[n] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    printf("OK %s\n", buf);
     return 0;
   }
   fprintf(stderr, "unknown operation %s\n", op);

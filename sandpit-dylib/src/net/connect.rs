@@ -10,17 +10,17 @@ fn refuse(what: &str, dest: SocketAddr, why: &str, errno: c_int) -> Result<(), c
     Err(errno)
 }
 
-/// UDP may only go to sandpit's DNS responder, in every network mode.
+/// UDP goes to sandpit's DNS responder in every network mode; anywhere else only
+/// where the policy allows it (`network.mode = "unrestricted"`: public addresses,
+/// which the kernel layer relays), refused with the rule named otherwise.
 fn udp_allowed(st: &State, dest: SocketAddr) -> Result<(), c_int> {
     if st.dns.is_some_and(|d| same(d, dest)) {
         return Ok(());
     }
-    refuse(
-        "UDP",
-        dest,
-        "only sandpit's DNS responder is reachable over UDP",
-        libc::EPERM,
-    )
+    st.decider.datagram(dest).map_err(|d| {
+        crate::report::denied(&d);
+        libc::EPERM
+    })
 }
 
 /// A pathname Unix socket address, judged by the policy; an abstract or unnamed

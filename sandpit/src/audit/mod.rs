@@ -358,10 +358,11 @@ pub(crate) fn proxy_record(
     e: &crate::proxy::AuditEvent,
 ) -> Record {
     use crate::proxy::Way;
-    let (layer, action) = if e.way == Way::Dns {
-        (Layer::Dns, "resolve")
-    } else {
-        (Layer::Proxy, "connect")
+    let (layer, action) = match e.way {
+        Way::Dns => (Layer::Dns, "resolve"),
+        // The kernel layer's relay of a static program's datagrams as well.
+        Way::Udp => (Layer::Kernel, "udp"),
+        _ => (Layer::Proxy, "connect"),
     };
     let subject = if e.way == Way::Dns {
         e.host.clone()
@@ -379,13 +380,18 @@ pub(crate) fn proxy_record(
     r.time = rfc3339(e.time);
     r.reason = format!("{} ({})", e.reason, e.way.as_str());
     if let Some(p) = policy {
-        let v = sandpit_policy::decide(
-            p,
-            &sandpit_policy::Request::Connect {
-                host: &e.host,
-                port: e.port,
-            },
-        );
+        let v = match (e.way, e.host.parse::<std::net::IpAddr>()) {
+            (Way::Udp, Ok(ip)) => {
+                sandpit_policy::decide_datagram(p, std::net::SocketAddr::new(ip, e.port))
+            }
+            _ => sandpit_policy::decide(
+                p,
+                &sandpit_policy::Request::Connect {
+                    host: &e.host,
+                    port: e.port,
+                },
+            ),
+        };
         if v.is_allowed() == e.allow {
             r.rule = v.rule.as_ref().map(RuleRef::from);
         } else if !e.allow

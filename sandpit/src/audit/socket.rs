@@ -57,12 +57,13 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         b"write" => "write",
         b"exec" => "exec",
         b"connect" => "connect",
+        b"udp" => "udp",
         _ => "other",
     };
     let subject: Vec<String> = fields[4..].iter().map(|f| text(f)).collect();
     let shown = match action {
         "exec" => subject.join(" "),
-        "connect" => match subject.as_slice() {
+        "connect" | "udp" => match subject.as_slice() {
             [h, p, ..] if h.contains(':') => format!("[{h}]:{p}"),
             [h, p, ..] => format!("{h}:{p}"),
             _ => subject.join(" "),
@@ -93,6 +94,10 @@ fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Opti
                 host,
                 port: port.parse().ok()?,
             },
+        ),
+        ("udp", [ip, port, ..]) => sandpit_policy::decide_datagram(
+            p,
+            std::net::SocketAddr::new(ip.parse().ok()?, port.parse().ok()?),
         ),
         _ => return None,
     };

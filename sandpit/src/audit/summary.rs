@@ -165,6 +165,12 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
             _ => vec![add("network", "allow", r.subject.clone())],
         },
         "resolve" => vec![add("network", "allow", r.subject.clone())],
+        // network.allow does not open UDP: only unrestricted mode does, and only to
+        // public addresses.
+        "udp" => vec![Fix::Note(format!(
+            "no network.allow entry opens UDP: beyond sandpit's DNS responder it reaches public addresses only, and only with network.mode = \"unrestricted\" (`sandpit explain udp {}` says why not here)",
+            r.subject
+        ))],
         "exec" => match &r.rule {
             Some(rule) if rule.key == "exec.block" => {
                 vec![Fix::Note(format!(

@@ -50,18 +50,56 @@ struct Report<'a> {
     /// The process limit the kernel layer sets (`limits.processes`).
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<String>,
+    /// Where UDP goes, and whether unrestricted mode's relay can be set up here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp: Option<String>,
     /// The programs the requested one starts as the agent itself.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     agent_programs: Vec<inspect::AgentProgram>,
 }
 
-/// What the policy asks of the kernel layer beyond files (Linux): the loopback lines
-/// and the process limit.
+/// Where UDP goes under `policy` (Linux), and for unrestricted mode whether its relay's
+/// TUN device can be made here: the control device opened (and closed, no device made).
+#[cfg(target_os = "linux")]
+fn udp_line(policy: &sandpit_policy::Policy) -> String {
+    let mode = &policy.network.mode;
+    if mode.value != sandpit_policy::NetMode::Unrestricted {
+        return format!(
+            "to sandpit's DNS responder only (network.mode = {:?}, {})",
+            mode.value.as_str(),
+            mode.origin.location()
+        );
+    }
+    let reviewed = policy
+        .adversary
+        .as_ref()
+        .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Network));
+    if reviewed {
+        return "to sandpit's DNS responder only: adversary.review includes \"network\", and the reviewer sees only the proxy's connections".into();
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+    {
+        Ok(_) => format!(
+            "to public addresses, relayed from a TUN device in the sandbox (network.mode = \"unrestricted\", {})",
+            mode.origin.location()
+        ),
+        Err(e) => format!(
+            "network.mode = \"unrestricted\" ({}) relays UDP from a TUN device, and /dev/net/tun cannot be opened here ({e}): runs will not start; make it readable and writable (mode 0666, as most distributions have it) or use network.mode = \"filtered\"",
+            mode.origin.location()
+        ),
+    }
+}
+
+/// What the policy asks of the kernel layer beyond files (Linux): the loopback lines,
+/// the process limit and where UDP goes.
 fn policy_lines(
     args: &CheckArgs,
     program: &str,
     kernel: &crate::sandbox::KernelSupport,
-) -> (Vec<String>, Option<String>) {
+) -> (Vec<String>, Option<String>, Option<String>) {
     #[cfg(target_os = "linux")]
     return match load(&args.policy, Some(program), scratch_root().join("RUN")) {
         Ok(l) => {
@@ -86,14 +124,15 @@ fn policy_lines(
                 Some(format!(
                     "{limit}; when memory runs out the sandbox is killed first (oom_score_adj 1000)"
                 )),
+                Some(udp_line(&l.policy)),
             )
         }
-        Err(e) => (vec![format!("the policy does not load: {e}")], None),
+        Err(e) => (vec![format!("the policy does not load: {e}")], None, None),
     };
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (args, program, kernel);
-        (vec![], None)
+        (vec![], None, None)
     }
 }
 
@@ -140,7 +179,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let (loopback, limits) = policy_lines(&args, program, &kernel);
+    let (loopback, limits, udp) = policy_lines(&args, program, &kernel);
     let agents = load(&args.policy, Some(program), scratch_root().join("RUN"))
         .map(|l| inspect::agent_programs(&inspection, &l.policy))
         .unwrap_or_default();
@@ -152,6 +191,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
             seatbelt,
             loopback,
             limits,
+            udp,
             agent_programs: agents,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -177,6 +217,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
         }
         if let Some(l) = &limits {
             println!("{:<15}{l}", "limits:");
+        }
+        if let Some(l) = &udp {
+            println!("{:<15}{l}", "udp:");
         }
         if let Some(sb) = seatbelt {
             println!("\nseatbelt profile (proxy port {}):", args.proxy_port);

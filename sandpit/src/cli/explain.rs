@@ -1,5 +1,5 @@
 //! `sandpit explain read|write PATH`, `explain connect HOST[:PORT]`,
-//! `explain listen ADDR:PORT`, `explain unix PATH`, `explain env NAME`, `explain exec -- CMD…`: the
+//! `explain udp ADDR:PORT`, `explain listen ADDR:PORT`, `explain unix PATH`, `explain env NAME`, `explain exec -- CMD…`: the
 //! verdict, the rule, the reason, and the layers that enforce it.
 use crate::cli::UsageError;
 use crate::config::{load, scratch_root, PolicyArgs};
@@ -36,6 +36,9 @@ pub enum What {
         #[arg(long, value_name = "PATH")]
         program: Option<PathBuf>,
     },
+    /// Would a UDP datagram to ADDR:PORT (an address: 1.2.3.4:443, [2001:db8::1]:443)
+    /// be allowed?
+    Udp { addr: String },
     /// Would a TCP server inside the sandbox listening on ADDR:PORT be allowed?
     /// (`8000` means 127.0.0.1:8000; port 0: an unbound socket)
     Listen { addr: String },
@@ -53,10 +56,15 @@ const FILE_LAYERS: &[&str] = &[
     "interposer: refuses the libc call with this reason, so the agent sees which rule applied",
 ];
 const NET_LAYERS: &[&str] = &[
-    "kernel: the network namespace's only way out is sandpit's proxy (UDP, raw sockets and direct TCP go nowhere)",
+    "kernel: the network namespace's only way out for TCP is sandpit's proxy (direct TCP and raw sockets go nowhere; UDP see `sandpit explain udp`)",
     "proxy: decides each connection by name (TLS SNI, HTTP Host, CONNECT, SOCKS5, the name the process resolved)",
     "interposer: sends connect() to the proxy and names the rule on a denial",
     "shims (with --shims): curl, wget, ssh, nc… are checked on their arguments before they run",
+];
+const UDP_LAYERS: &[&str] = &[
+    "kernel (Linux, namespace mode): UDP reaches sandpit's DNS responder only; with network.mode = \"unrestricted\" a TUN device is the namespace's default route and the launcher relays each datagram this decision allows, for static programs too, and answers the rest with ICMP \"administratively prohibited\"",
+    "interposer: refuses connect() and sendto() with this reason",
+    "limit: the fallback mode without namespaces and macOS's Seatbelt refuse UDP sockets (DNS aside) in every mode",
 ];
 const ENV_LAYERS: &[&str] = &[
     "launcher: a withheld variable the agent does not keep is removed before the command starts, so no program in the sandbox has it, whatever it is linked as",
@@ -149,6 +157,18 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 reached = Some(how);
             }
             (format!("connect {h}:{port}"), vs, NET_LAYERS)
+        }
+        What::Udp { addr } => {
+            let a: std::net::SocketAddr = addr.parse().map_err(|_| {
+                UsageError(format!(
+                    "{addr:?} is no UDP destination: write an address and port, 1.2.3.4:443 or [2001:db8::1]:443"
+                ))
+            })?;
+            (
+                format!("udp {a}"),
+                vec![sandpit_policy::decide_datagram(p, a)],
+                UDP_LAYERS,
+            )
         }
         What::Env { name, program } => {
             let abs = program.as_deref().map(absolute).transpose()?;

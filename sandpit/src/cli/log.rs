@@ -130,6 +130,15 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
                 && rh.eq_ignore_ascii_case(name.trim_matches(['[', ']']))
                 && (port.is_none() || rp.is_none() || port == rp)
         }
+        What::Udp { addr } => {
+            let a: std::net::SocketAddr = addr
+                .parse()
+                .map_err(|_| UsageError(format!("{addr:?} is no address and port")))?;
+            r.action == "udp"
+                && r.subject
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|s| s == a)
+        }
         What::Exec { argv } => r.action == "exec" && r.subject.contains(&argv.join(" ")),
         What::Unix { path } => {
             let p = absolute(path)?;

@@ -284,7 +284,15 @@ pub mod linux {
         let values = concrete;
         let ctx = &policy.context;
         // Unrestricted goes through the proxy as filtered does: the proxy lifts host
-        // filtering, and the kernel layer keeps everything else (docs/run.md).
+        // filtering, and the kernel layer keeps everything else (docs/run.md) but UDP
+        // to public addresses, which the launcher relays from a TUN device inside
+        // (`sandbox/linux/udp.rs`). Not with network review: the reviewer sees only
+        // the proxy's connections (`sandpit_policy::decide_datagram` refuses UDP then).
+        let reviewed = policy
+            .adversary
+            .as_ref()
+            .is_some_and(|a| a.review.contains(&sandpit_policy::ReviewEvent::Network));
+        let udp = policy.network.mode.value == NetMode::Unrestricted && !reviewed;
         let network = match policy.network.mode.value {
             NetMode::Offline => Network::Offline,
             NetMode::Filtered | NetMode::Unrestricted => match proxy {
@@ -293,6 +301,7 @@ pub mod linux {
                     port,
                     resolver: None,
                     dns_socket,
+                    udp,
                 },
                 // No proxy to reach: nothing is allowed out.
                 None => Network::Offline,
@@ -637,6 +646,9 @@ pub mod linux {
             spare_state: Some(state.clone()),
             quarantine_tag: quarantine_tag.clone(),
             loopback_observer: Some(loopback_audit(session.sink())),
+            // The policy is copied for the relay's thread only where there is one.
+            udp_judge: matches!(plan.net, linux::plan::NetPlan::Bridge { udp: true, .. })
+                .then(|| udp_judge(&loaded.policy, session.sink())),
             bridge_listener,
             serve_bridge: launch.has_own_proxy(),
             tender,
@@ -811,6 +823,32 @@ pub mod linux {
         }))
     }
 
+    /// The UDP relay's judge: `sandpit_policy::decide_datagram`, each decision (a new
+    /// flow, or a refused destination) written to the audit log.
+    fn udp_judge(
+        policy: &sandpit_policy::Policy,
+        sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    ) -> crate::sandbox::linux::udp::Judge {
+        use crate::proxy::{AuditEvent, Way};
+        let policy = policy.clone();
+        crate::sandbox::linux::udp::Judge(std::sync::Arc::new(move |dst| {
+            let v = sandpit_policy::decide_datagram(&policy, dst);
+            let allow = v.is_allowed();
+            sink.record(AuditEvent {
+                time: std::time::SystemTime::now(),
+                way: Way::Udp,
+                host: sandpit_policy::Host::Ip(sandpit_policy::host::canonical_ip(dst.ip()))
+                    .to_string(),
+                port: dst.port(),
+                addr: allow.then_some(dst),
+                allow,
+                rule: v.rule.map(|o| o.to_string()),
+                reason: v.reason,
+            });
+            allow
+        }))
+    }
+
     fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSupport) -> String {
         use crate::sandbox::linux::{plan::NetPlan, Mode};
         let mut parts = vec![];
@@ -849,6 +887,12 @@ pub mod linux {
             NetPlan::Offline => "network: none".to_string(),
         };
         let mut net = net;
+        if let NetPlan::Bridge { udp: true, .. } = &plan.net {
+            net.push_str(&format!(
+                " + UDP to public addresses (relayed from the TUN device {})",
+                crate::sandbox::linux::udp::DEVICE
+            ));
+        }
         if !plan.loopback.is_empty() {
             let at: Vec<String> = plan.loopback.iter().map(|l| l.listen.to_string()).collect();
             net.push_str(&format!(

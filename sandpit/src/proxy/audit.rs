@@ -15,6 +15,8 @@ pub enum Way {
     Dns,
     /// Not the proxy: the kernel layer's relay to a listed host loopback service.
     Loopback,
+    /// Not the proxy: the kernel layer's UDP relay (`network.mode = "unrestricted"`).
+    Udp,
 }
 
 impl Way {
@@ -26,6 +28,7 @@ impl Way {
             Way::Socks5 => "socks5",
             Way::Dns => "dns",
             Way::Loopback => "loopback relay",
+            Way::Udp => "udp relay",
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod guard;
 pub mod landlock;
 pub mod loopback;
 pub mod namespaces;
+mod packet;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;
@@ -15,6 +16,7 @@ pub mod sockets;
 mod spare;
 pub mod supervise;
 mod sys;
+pub mod udp;
 
 pub use guard::move_aside;
 pub use plan::{

@@ -114,6 +114,9 @@ pub enum Network {
         /// Unix datagram socket of sandpit's DNS responder: queries to
         /// 127.0.0.1:53 inside are relayed there (and resolv.conf points at it).
         dns_socket: Option<PathBuf>,
+        /// UDP to the addresses the policy allows (`network.mode = "unrestricted"`):
+        /// through a TUN device inside, relayed by the launcher (`udp.rs`).
+        udp: bool,
     },
     /// Nothing at all (an empty network namespace; in fallback, no TCP connect).
     Offline,
@@ -445,6 +448,9 @@ pub enum NetPlan {
         port: u16,
         relay_to: PathBuf,
         dns_relay_to: Option<PathBuf>,
+        /// A TUN device inside is the default route, and the launcher relays the UDP
+        /// the policy allows (`udp.rs`); namespace mode only.
+        udp: bool,
     },
     Offline,
 }
@@ -863,12 +869,15 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             socket,
             port,
             dns_socket,
+            udp,
             ..
         } => NetPlan::Bridge {
             port: *port,
             relay_to: socket.clone(),
             // Port 53 exists only inside a network namespace of our own.
             dns_relay_to: if ns { dns_socket.clone() } else { None },
+            // So does the TUN device; in fallback mode seccomp refuses UDP sockets.
+            udp: *udp && ns,
         },
         Network::Offline => NetPlan::Offline,
     };
@@ -1055,6 +1064,7 @@ mod tests {
                 port: 3128,
                 resolver: Some("127.0.0.53".parse().unwrap()),
                 dns_socket: None,
+                udp: false,
             },
             allow_local_binding: false,
             processes: 8192,
@@ -1191,6 +1201,7 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
                 port: 3128,
                 relay_to: "/home/u/.sandpit/run/1/proxy.sock".into(),
                 dns_relay_to: None,
+                udp: false,
             }
         );
         assert_eq!(p.env[0], ("TMPDIR".into(), "/home/u/.sandpit/run/1".into()));
@@ -1528,6 +1539,24 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         let mut i = input();
         i.workspace = "proj".into();
         assert!(plan(&i, &fs()).is_err());
+    }
+
+    /// The UDP relay's TUN device exists only in a network namespace of the run's
+    /// own: in fallback mode seccomp refuses UDP sockets instead.
+    #[test]
+    fn udp_is_relayed_in_namespace_mode_only() {
+        let mut i = input();
+        let udp_of = |i: &Input| match plan(i, &fs()).unwrap().net {
+            NetPlan::Bridge { udp, .. } => udp,
+            NetPlan::Offline => panic!("offline"),
+        };
+        assert!(!udp_of(&i));
+        if let Network::Proxy { udp, .. } = &mut i.network {
+            *udp = true;
+        }
+        assert!(udp_of(&i));
+        i.mode = Mode::LandlockOnly;
+        assert!(!udp_of(&i));
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, guard, landlock, loopback, namespaces, seccomp};
+use super::{bridge, guard, landlock, loopback, namespaces, seccomp, udp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -143,6 +143,9 @@ pub struct Layers {
     pub quarantine_tag: String,
     /// Told about each connection relayed to a loopback service (the audit log).
     pub loopback_observer: Option<loopback::Observer>,
+    /// Decides the UDP relay's flows (`NetPlan::Bridge { udp: true }`); `None`
+    /// refuses every destination.
+    pub udp_judge: Option<udp::Judge>,
     /// Fallback mode: the bridge's listener on this machine's loopback, bound by the
     /// caller (at the plan's port); `None` binds 127.0.0.1:<plan port> here.
     pub bridge_listener: Option<TcpListener>,
@@ -607,6 +610,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                 let job = Helper {
                     ns,
                     net: net_helper.take(),
+                    tun: matches!(plan.net, NetPlan::Bridge { udp: true, .. }),
                     ctl: ctl_child,
                     guard: helper_ends.take().map(|ends| (guarded, ends)),
                 };
@@ -643,6 +647,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
 
     // Setup phase: messages until EOF (exec done) or an error report.
     let mut dns: Option<std::net::UdpSocket> = None;
+    let mut tun: Option<OwnedFd> = None;
     let mut services: Vec<TcpListener> = vec![];
     let mut factory: Option<OwnedFd> = None;
     let mut exec_error: Option<String> = None;
@@ -664,6 +669,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         match (buf.first(), fd) {
             (Some(b'B'), Some(fd)) => listener = Some(TcpListener::from(fd)),
             (Some(b'D'), Some(fd)) => dns = Some(std::net::UdpSocket::from(fd)),
+            (Some(b'T'), Some(fd)) => tun = Some(fd),
             (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
             (Some(b'F'), Some(fd)) => factory = Some(fd),
             (Some(b'E'), _) if n >= 2 && setup_error.is_none() => {
@@ -706,6 +712,20 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     ) = (dns, &plan.net)
     {
         bridge::serve_dns(d, to.clone());
+    }
+    if let (Some(t), NetPlan::Bridge { udp: true, .. }) = (tun, &plan.net) {
+        let judge = layers
+            .udp_judge
+            .clone()
+            .unwrap_or_else(udp::Judge::refuse_all);
+        if let Err(e) = udp::serve(t, judge) {
+            // Without its relay the device only swallows packets: end the run.
+            stop(guard);
+            stop(net_helper);
+            let _ = sys::kill(child, libc::SIGKILL);
+            let _ = sys::wait(child, false);
+            return Err(io_err("starting the UDP relay")(e));
+        }
     }
     for l in services {
         let at = l.local_addr().ok();
@@ -920,6 +940,8 @@ struct Helper {
     ns: sys::Namespaces,
     /// To pid 1: the network namespace, when the plan has one.
     net: Option<OwnedFd>,
+    /// Make the UDP relay's TUN device in it, for the launcher.
+    tun: bool,
     /// To the launcher: what failed.
     ctl: OwnedFd,
     /// The mount guard's work: what it guards, and its ends of the `built` and
@@ -940,6 +962,7 @@ fn helper_process(job: Helper, quarantine_tag: &str, launcher: libc::pid_t) -> !
     let Helper {
         ns,
         net,
+        tun,
         ctl,
         guard,
     } = job;
@@ -954,6 +977,18 @@ fn helper_process(job: Helper, quarantine_tag: &str, launcher: libc::pid_t) -> !
         let handed = namespaces::make_network()
             .map_err(|e| e.to_string())
             .and_then(|ns| {
+                // The device belongs to the namespace it is made in, and needs
+                // CAP_NET_ADMIN over it: made here, before pid 1 has the namespace.
+                if tun {
+                    let dev = udp::make_device().map_err(|e| {
+                        format!(
+                            "network.mode = \"unrestricted\" relays UDP through a TUN device in the sandbox, which could not be made: {e}; network.mode = \"filtered\" runs without it"
+                        )
+                    })?;
+                    sys::send_fd(ctl.as_fd(), b"T", dev.as_fd())
+                        .map_err(|e| format!("handing over the TUN device: {e}"))?;
+                    crate::timing::mark("helper: TUN device made");
+                }
                 sys::send_fd(to_init.as_fd(), b"N", ns.as_fd())
                     .map_err(|e| format!("handing the network namespace to pid 1: {e}"))
             });

@@ -659,6 +659,97 @@ pub fn loopback_up() -> io::Result<()> {
     cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as libc::Ioctl, &ifr) }).map(drop)
 }
 
+/// A TUN device named `name` in the current network namespace (IFF_TUN|IFF_NO_PI:
+/// each read or write is one bare IP packet). Needs CAP_NET_ADMIN over the
+/// namespace, and `/dev/net/tun` open to this user.
+pub fn tun_open(name: &str) -> io::Result<OwnedFd> {
+    if name.len() >= libc::IFNAMSIZ {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    // SAFETY: a constant NUL-terminated path.
+    let fd = fd_from(
+        unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
+            as libc::c_long,
+    )?;
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in name.bytes().enumerate() {
+        ifr.ifr_name[i] = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    // SAFETY: fd is the TUN control device; ifr is a valid ifreq it reads.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF as libc::Ioctl, &ifr) })?;
+    Ok(fd)
+}
+
+/// The index of the network interface `name` in the current network namespace.
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let c =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated name.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}
+
+/// A route netlink socket of the current network namespace.
+pub fn netlink_route() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket creation.
+    fd_from(unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    } as libc::c_long)
+}
+
+/// Send `buf` on a socket (one netlink message).
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is readable for its length.
+    let r = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
+    cvt_long(r as libc::c_long).map(|n| n as usize)
+}
+
+/// Receive into `buf` from a socket.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is writable for its length.
+    let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    cvt_long(r as libc::c_long).map(|n| n as usize)
+}
+
+/// Make `fd` non-blocking.
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we hold.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}
+
+/// Wait up to `timeout_ms` for any of `fds` to be readable; which are (errors and
+/// hang-ups count: a read then reports them). Interrupted: none are.
+pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` holds `p.len()` pollfd entries.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(p.iter().map(|x| x.revents != 0).collect())
+}
+
 /// Send one descriptor with a short message over a unix socket (SCM_RIGHTS).
 pub fn send_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
     let raw = fd.as_raw_fd();
