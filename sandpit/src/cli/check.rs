@@ -87,7 +87,7 @@ fn udp_line(policy: &sandpit_policy::Policy) -> String {
             mode.origin.location()
         ),
         Err(e) => format!(
-            "network.mode = \"unrestricted\" ({}) relays UDP from a TUN device, and /dev/net/tun cannot be opened here ({e}): runs will not start; make it readable and writable (mode 0666, as most distributions have it) or use network.mode = \"filtered\"",
+            "network.mode = \"unrestricted\" ({}) relays UDP from a TUN device, and /dev/net/tun cannot be opened here ({e}): runs start without the relay, UDP refused as in network.mode = \"filtered\"; make it readable and writable (mode 0666, as most distributions have it) to relay it",
             mode.origin.location()
         ),
     }

@@ -679,6 +679,10 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                 ))
             }
             (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
+            (Some(b'U'), _) => eprintln!(
+                "sandpit: weaker: UDP is not relayed in this run, and stays refused as in network.mode = \"filtered\": the TUN device could not be made ({}); make /dev/net/tun readable and writable (mode 0666, as most distributions have it)",
+                String::from_utf8_lossy(&buf[1..n])
+            ),
             _ => {}
         }
     }
@@ -980,14 +984,21 @@ fn helper_process(job: Helper, quarantine_tag: &str, launcher: libc::pid_t) -> !
                 // The device belongs to the namespace it is made in, and needs
                 // CAP_NET_ADMIN over it: made here, before pid 1 has the namespace.
                 if tun {
-                    let dev = udp::make_device().map_err(|e| {
-                        format!(
-                            "network.mode = \"unrestricted\" relays UDP through a TUN device in the sandbox, which could not be made: {e}; network.mode = \"filtered\" runs without it"
-                        )
-                    })?;
-                    sys::send_fd(ctl.as_fd(), b"T", dev.as_fd())
-                        .map_err(|e| format!("handing over the TUN device: {e}"))?;
-                    crate::timing::mark("helper: TUN device made");
+                    match udp::make_device() {
+                        Ok(dev) => {
+                            sys::send_fd(ctl.as_fd(), b"T", dev.as_fd())
+                                .map_err(|e| format!("handing over the TUN device: {e}"))?;
+                            crate::timing::mark("helper: TUN device made");
+                        }
+                        // Without the device nothing is relayed: UDP stays refused, as
+                        // in "filtered" (the sandbox has no route out), and the run
+                        // says so. Nothing is opened that the policy would not.
+                        Err(e) => {
+                            let mut m = b"U".to_vec();
+                            m.extend_from_slice(e.as_bytes());
+                            let _ = send(&ctl, &m);
+                        }
+                    }
                 }
                 sys::send_fd(to_init.as_fd(), b"N", ns.as_fd())
                     .map_err(|e| format!("handing the network namespace to pid 1: {e}"))
