@@ -142,6 +142,9 @@ pub fn root_depth(path: &[u8], pattern: &[u8]) -> Option<usize> {
     }
 }
 
+/// The most directory entries one glob's [`expand`] may visit (some 50 ms).
+pub const WALK_LIMIT: usize = 100_000;
+
 /// Why [`expand`] stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TooMany {
@@ -149,7 +152,8 @@ pub struct TooMany {
 }
 
 /// The existing paths `pattern` matches, found by walking from its literal prefix
-/// (symlinks are not followed down: a path through one is matched as written), in
+/// (a link to a directory is followed where a named component matches it, never
+/// by `**`; a path through one is given as written), in
 /// sorted order, matches beneath a match left out (the match covers them). Stops
 /// after visiting `limit` directory entries.
 pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
@@ -186,25 +190,32 @@ pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
             let name = e.file_name();
             let name = name.as_bytes();
             let path = dir.join(e.file_name());
-            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            let mut next: Vec<Vec<Vec<u8>>> = vec![];
+            let kind = e.file_type().ok();
+            let is_dir = kind.is_some_and(|t| t.is_dir());
+            // A link to a directory is followed where a named component took it
+            // (`~/.config/*/…` through a dotfile manager's link), never by `**`,
+            // which could loop.
+            let linked_dir = kind.is_some_and(|t| t.is_symlink())
+                && std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
+            // (what is left of the pattern, whether a link may be followed into)
+            let mut next: Vec<(Vec<Vec<u8>>, bool)> = vec![];
             if first == b"**" {
                 // `**` takes this entry and stays, or is done with (zero or more).
-                next.push(rest.to_vec());
+                next.push((rest.to_vec(), false));
                 if let Some((after, more)) = tail.split_first() {
                     if component(name, after) {
-                        next.push(more.to_vec());
+                        next.push((more.to_vec(), true));
                     }
                 } else {
-                    next.push(vec![]);
+                    next.push((vec![], false));
                 }
             } else if component(name, first) {
-                next.push(tail.to_vec());
+                next.push((tail.to_vec(), true));
             }
-            for left in next {
+            for (left, follow) in next {
                 if left.is_empty() {
                     out.push(path.clone());
-                } else if is_dir {
+                } else if is_dir || (follow && linked_dir) {
                     todo.push((path.clone(), left));
                 }
             }
@@ -353,8 +364,13 @@ mod tests {
         assert_eq!(expand(&r.join("only/*"), 1), Err(TooMany { visited: 2 }));
         // `**` alone matches none too: the directory itself.
         assert_eq!(rel(expand(&r.join("only/**"), 10).unwrap()), ["only"]);
-        // A symlinked directory is not walked down.
+        // A symlinked directory is not walked down by `**`, and is by a named
+        // component.
         std::os::unix::fs::symlink(r.join("a"), r.join("link")).unwrap();
         assert!(!rel(expand(&r.join("**/.env"), 1000).unwrap()).contains(&"link/.env".to_string()));
+        assert_eq!(
+            rel(expand(&r.join("l*/.env"), 1000).unwrap()),
+            ["link/.env"]
+        );
     }
 }

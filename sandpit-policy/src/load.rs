@@ -582,10 +582,25 @@ impl Builder {
                     cx.diag(span.clone(), format!("{key} entry {text:?}: {m}"), "write * and ? within a component, ** as a whole component: \"~/.config/*/credentials*\", \"**/.env\"")
                 })?;
                 // The links of the literal part are resolved; the rest is matched as
-                // written (the walk that expands it does not follow links).
+                // written.
                 let prefix = crate::glob::literal_prefix(&p);
                 let rest = p.strip_prefix(&prefix).unwrap_or(&p).to_path_buf();
-                self.resolver.borrow_mut().resolve(&prefix).join(rest)
+                let value = self.resolver.borrow_mut().resolve(&prefix).join(rest);
+                // What it matches now through a link (`~/.config/app` linking to
+                // `~/dots/app`) is held where it really is too: every layer judges
+                // resolved paths. (Matches made later through a link are not.)
+                let found =
+                    crate::glob::expand(&value, crate::glob::WALK_LIMIT).unwrap_or_default();
+                for m in found {
+                    let real = self.resolver.borrow_mut().resolve(&m);
+                    if real != m {
+                        out.push(Rule {
+                            value: real,
+                            origin: cx.origin(key, text, span.clone()),
+                        });
+                    }
+                }
+                value
             } else {
                 self.resolver.borrow_mut().resolve(&p)
             };

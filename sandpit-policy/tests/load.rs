@@ -1298,3 +1298,32 @@ fn a_resolve_entry_vouches_for_its_own_name_and_addresses_only() {
     // a.test answering with another private address.
     assert!(check_resolved(&p, &name("a.test"), 80, "10.0.0.2".parse().unwrap()).is_denied());
 }
+
+/// A glob's match through a link to a directory (a dotfile manager's layout) is
+/// held where it really is, as every layer judges resolved paths.
+#[test]
+fn a_glob_holds_its_matches_through_links_where_they_really_are() {
+    let d = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(d.path()).unwrap();
+    std::fs::create_dir_all(home.join("dots/app")).unwrap();
+    std::fs::write(home.join("dots/app/credentials.json"), "x").unwrap();
+    std::fs::create_dir_all(home.join(".config")).unwrap();
+    std::os::unix::fs::symlink(home.join("dots/app"), home.join(".config/app")).unwrap();
+    let mut o = LoadOptions::new(Context {
+        home: home.clone(),
+        workspace: home.join("proj"),
+        scratch: "/nonexistent-tmp/run".into(),
+        state_dir: home.join(".sandpit"),
+    });
+    o.user = Some(Source::new(
+        Layer::User,
+        "user.toml",
+        "[files]\nblock_read = [\"~/.config/*/credentials*\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    let real = home.join("dots/app/credentials.json");
+    let v = decide(&p, &Request::Read(&real));
+    assert!(v.is_denied(), "{v:?}");
+    assert_eq!(v.rule.unwrap().entry, "~/.config/*/credentials*");
+    assert!(decide(&p, &Request::Read(&home.join("dots/app/other"))).is_allowed());
+}

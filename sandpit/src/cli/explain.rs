@@ -76,7 +76,7 @@ const LISTEN_LAYERS: &[&str] = &[
     "interposer: refuses bind() and listen() with this reason, so the agent sees which key applies",
 ];
 const UNIX_LAYERS: &[&str] = &[
-    "kernel (Linux, namespace mode): every socket bound on this machine when the run starts is hidden by a mount unless allowed, static programs and raw syscalls included; a host program binding one later in a directory the sandbox sees is not",
+    "kernel (Linux, namespace mode): every socket bound in sandpit's network namespace when the run starts is hidden by a mount unless allowed, static programs and raw syscalls included; not: one a host program binds later (or binds again after a restart) where the sandbox sees it, one bound in another network namespace (a container's), another name (a hard link) of a socket",
     "kernel (macOS): Seatbelt allows connecting only under the writable roots and to the allowed sockets",
     "interposer: refuses connect() with this reason (it judges by location: it cannot tell who bound a socket)",
     "limit: the fallback mode without namespaces hides none (Landlock has no right for connecting)",

@@ -240,7 +240,7 @@ pub mod linux {
 
     /// The most directory entries one glob may walk to find what it matches
     /// (`sandpit_policy::glob::expand`): some 50 ms of start-up.
-    pub const GLOB_WALK: usize = 100_000;
+    pub const GLOB_WALK: usize = sandpit_policy::glob::WALK_LIMIT;
 
     /// The paths `rules` name, for the kernel layer: a glob becomes what it matches
     /// when the run starts. One that would walk more than [`GLOB_WALK`] entries
