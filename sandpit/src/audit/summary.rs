@@ -153,15 +153,25 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
                 r.subject,
                 removable(rule)
             ))],
-            Some(rule) if rule.key == "network.mode" => vec![Fix::Note(format!(
-                "network.mode is \"offline\" ({}); set mode = \"filtered\" and allow {}",
-                if rule.line == 0 {
+            Some(rule) if rule.key == "network.mode" => {
+                let at = if rule.line == 0 {
                     rule.file.clone()
                 } else {
                     format!("{}:{}", rule.file, rule.line)
-                },
-                r.subject
-            ))],
+                };
+                vec![Fix::Note(if rule.entry.contains("unrestricted") {
+                    // Unrestricted mode refuses what is not a public address.
+                    format!(
+                        "network.mode is \"unrestricted\" ({at}), which reaches public addresses only; to reach {}, set mode = \"filtered\" and name it in network.allow",
+                        r.subject
+                    )
+                } else {
+                    format!(
+                        "network.mode is \"offline\" ({at}); set mode = \"filtered\" and allow {}",
+                        r.subject
+                    )
+                })]
+            }
             _ => vec![add("network", "allow", r.subject.clone())],
         },
         "resolve" => vec![add("network", "allow", r.subject.clone())],
@@ -405,6 +415,26 @@ mod tests {
             ),
         );
         assert!(matches!(&f[0], Fix::Note(_)));
+        // The mode refused it: which mode, and what would reach it.
+        for (mode, says) in [
+            (
+                "offline",
+                "network.mode is \"offline\" (/h/.sandpit/config.toml:2)",
+            ),
+            (
+                "unrestricted",
+                "reaches public addresses only; to reach 10.0.0.5:80",
+            ),
+        ] {
+            let f = fixes(
+                home,
+                &rec("connect", "10.0.0.5:80", Some(("network.mode", mode, 2))),
+            );
+            assert!(
+                matches!(&f[..], [Fix::Note(n)] if n.contains(says) && n.contains("mode = \"filtered\"")),
+                "{mode}: {f:?}"
+            );
+        }
         // A kernel interface is not offered.
         let f = fixes(
             home,
