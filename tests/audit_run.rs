@@ -468,3 +468,73 @@ fn learn_mode_is_the_launchers_switch_not_the_sandboxs_environment() {
         "{recs:#?}"
     );
 }
+
+/// A run's audit log is bounded by `limits.audit_bytes`: a flood of denials past it
+/// is counted by kind, not written, and the log ends with the counts, which the run
+/// says it wrote. The same flood without the limit logs every denial (the control).
+#[test]
+fn a_denial_flood_is_counted_past_the_audit_limit_never_dropped_unsaid() {
+    const FLOOD: usize = 300;
+    let script =
+        format!("for i in $(seq {FLOOD}); do cat ~/.ssh/id_rsa 2>/dev/null; done; echo done");
+    let count = |recs: &[Value]| {
+        recs.iter()
+            .filter(|r| r["action"] == "read" && r["decision"] == "deny")
+            .count()
+    };
+    let h = setup();
+    let o = run(&h, &["run", "--", "sh", "-c", &script]);
+    assert!(text(&o.stdout).contains("done"), "{}", text(&o.stderr));
+    let all = records(&logs(&h)[0]);
+    assert!(
+        count(&all) >= FLOOD,
+        "the control logs every denial: {}",
+        count(&all)
+    );
+
+    let h = setup();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[limits]\naudit_bytes = 16384\n",
+    );
+    let o = run(&h, &["run", "--", "sh", "-c", &script]);
+    let err = text(&o.stderr);
+    assert!(text(&o.stdout).contains("done"), "{err}");
+    let log = &logs(&h)[0];
+    let size = std::fs::metadata(log).unwrap().len();
+    assert!(size < 16384 + 4096, "{size} bytes");
+    let recs = records(log);
+    let written = count(&recs);
+    let counted: usize = recs
+        .iter()
+        .filter(|r| r["action"] == "summarised")
+        .map(|r| {
+            let reason = r["reason"].as_str().unwrap();
+            assert!(reason.contains("limits.audit_bytes = 16384"), "{reason}");
+            reason.split(' ').next().unwrap().parse::<usize>().unwrap()
+        })
+        .sum();
+    assert!(written > 0 && written < FLOOD, "{written}");
+    assert!(
+        written + counted >= FLOOD,
+        "written {written} + counted {counted}"
+    );
+    assert_eq!(
+        recs.last().unwrap()["action"],
+        "exit",
+        "the exit record is written"
+    );
+    assert!(err.contains("reached limits.audit_bytes = 16384"), "{err}");
+    // A project file may lower the limit, never raise it.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[limits]\naudit_bytes = 0\n",
+    );
+    let o = run(&h, &["run", "--", "true"]);
+    assert!(!o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("a project file may only lower it"),
+        "{}",
+        text(&o.stderr)
+    );
+}

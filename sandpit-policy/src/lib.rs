@@ -208,6 +208,11 @@ pub struct Limits {
     /// there, which counts only that namespace's tasks): a fork bomb stops here.
     /// `0`: no limit.
     pub processes: Rule<u64>,
+    /// Bytes of audit log one run writes; past them each further record is counted
+    /// (by layer, action and decision), not written, and the run ends with one record
+    /// per count. `0`: no limit.
+    #[serde(default = "Limits::default_audit_bytes")]
+    pub audit_bytes: Rule<u64>,
 }
 
 impl Limits {
@@ -216,6 +221,18 @@ impl Limits {
     /// The smallest `limits.processes` other than 0: below it ordinary commands
     /// (a shell running a pipeline) could not start.
     pub const MIN_PROCESSES: u64 = 16;
+    /// The built-in default of `limits.audit_bytes`: 64 MiB.
+    pub const AUDIT_BYTES: u64 = 64 << 20;
+    /// The smallest `limits.audit_bytes` other than 0: a run's own start and exit
+    /// records fit many times over.
+    pub const MIN_AUDIT_BYTES: u64 = 16 << 10;
+
+    fn default_audit_bytes() -> Rule<u64> {
+        Rule {
+            value: Limits::AUDIT_BYTES,
+            origin: Origin::builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
+        }
+    }
 }
 
 /// Weaker isolation, asked for by name (`[isolation]`). Each is off by default and

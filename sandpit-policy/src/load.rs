@@ -164,6 +164,7 @@ struct RawAdversary {
 #[serde(deny_unknown_fields)]
 struct RawLimits {
     processes: Option<Spanned<i64>>,
+    audit_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -323,6 +324,10 @@ impl Builder {
                     processes: Rule {
                         value: Limits::PROCESSES,
                         origin: builtin("limits.processes", &Limits::PROCESSES.to_string()),
+                    },
+                    audit_bytes: Rule {
+                        value: Limits::AUDIT_BYTES,
+                        origin: builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
                     },
                 },
                 isolation: Isolation::default(),
@@ -532,42 +537,30 @@ impl Builder {
     }
 
     fn apply_limits(&mut self, cx: &Cx, l: &RawLimits, project: bool) -> Result<()> {
-        let Some(n) = &l.processes else {
-            return Ok(());
-        };
-        let v = *n.get_ref();
-        let v = match u64::try_from(v) {
-            Ok(v) if v == 0 || v >= Limits::MIN_PROCESSES => v,
-            _ => {
-                return Err(cx.diag(
-                    n.span(),
-                    format!("limits.processes = {v} is not a limit"),
-                    format!(
-                        "write 0 (no limit) or a count of at least {} processes and threads",
-                        Limits::MIN_PROCESSES
-                    ),
-                ))
-            }
-        };
-        // 0 is the loosest value, then the larger the looser.
-        let looser = |a: u64, b: u64| b != 0 && (a == 0 || a > b);
-        let current = &self.policy.limits.processes;
-        if project && looser(v, current.value) {
-            return Err(cx.diag(
-                n.span(),
-                format!(
-                    "limits.processes = {v} {} the limit of {} set in {}: a project file may only lower it",
-                    if v == 0 { "lifts" } else { "raises" },
-                    current.value,
-                    current.origin.location()
-                ),
-                format!("set it in ~/.sandpit/config.toml if you trust it, or remove it from {}", cx.src.name),
-            ));
+        let current = &self.policy.limits;
+        if let Some(r) = limit(
+            cx,
+            "limits.processes",
+            &l.processes,
+            Limits::MIN_PROCESSES,
+            "processes and threads",
+            &current.processes,
+            project,
+        )? {
+            self.policy.limits.processes = r;
         }
-        self.policy.limits.processes = Rule {
-            value: v,
-            origin: cx.origin("limits.processes", &v.to_string(), n.span()),
-        };
+        let current = &self.policy.limits;
+        if let Some(r) = limit(
+            cx,
+            "limits.audit_bytes",
+            &l.audit_bytes,
+            Limits::MIN_AUDIT_BYTES,
+            "bytes",
+            &current.audit_bytes,
+            project,
+        )? {
+            self.policy.limits.audit_bytes = r;
+        }
         Ok(())
     }
 
@@ -1118,6 +1111,54 @@ fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
 /// paths component by component, and each entry is checked against the whole list.
 /// The resolver has normalized every value; two spellings of one path that were not
 /// would only keep both entries, which decide the same.
+/// One `[limits]` value: 0 (no limit) or at least `min` `unit`; a project file may
+/// only lower what `current` holds.
+fn limit(
+    cx: &Cx,
+    key: &str,
+    raw: &Option<Spanned<i64>>,
+    min: u64,
+    unit: &str,
+    current: &Rule<u64>,
+    project: bool,
+) -> Result<Option<Rule<u64>>> {
+    let Some(n) = raw else {
+        return Ok(None);
+    };
+    let v = *n.get_ref();
+    let v = match u64::try_from(v) {
+        Ok(v) if v == 0 || v >= min => v,
+        _ => {
+            return Err(cx.diag(
+                n.span(),
+                format!("{key} = {v} is not a limit"),
+                format!("write 0 (no limit) or at least {min} {unit}"),
+            ))
+        }
+    };
+    // 0 is the loosest value, then the larger the looser.
+    let looser = |a: u64, b: u64| b != 0 && (a == 0 || a > b);
+    if project && looser(v, current.value) {
+        return Err(cx.diag(
+            n.span(),
+            format!(
+                "{key} = {v} {} the limit of {} set in {}: a project file may only lower it",
+                if v == 0 { "lifts" } else { "raises" },
+                current.value,
+                current.origin.location()
+            ),
+            format!(
+                "set it in ~/.sandpit/config.toml if you trust it, or remove it from {}",
+                cx.src.name
+            ),
+        ));
+    }
+    Ok(Some(Rule {
+        value: v,
+        origin: cx.origin(key, &v.to_string(), n.span()),
+    }))
+}
+
 fn push_path_rule(list: &mut Vec<Rule<PathBuf>>, r: Rule<PathBuf>) {
     push_rule_by(list, r, |a, b| a.as_os_str() == b.as_os_str())
 }

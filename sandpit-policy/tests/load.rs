@@ -1327,3 +1327,36 @@ fn a_glob_holds_its_matches_through_links_where_they_really_are() {
     assert_eq!(v.rule.unwrap().entry, "~/.config/*/credentials*");
     assert!(decide(&p, &Request::Read(&home.join("dots/app/other"))).is_allowed());
 }
+
+#[test]
+fn audit_bytes_defaults_lowers_and_refuses_nonsense() {
+    let p = user("").unwrap();
+    assert_eq!(p.limits.audit_bytes.value, 64 << 20);
+    assert_eq!(
+        user("[limits]\naudit_bytes = 0\n")
+            .unwrap()
+            .limits
+            .audit_bytes
+            .value,
+        0
+    );
+    let p = user("[limits]\naudit_bytes = 16384\n").unwrap();
+    assert_eq!(
+        (p.limits.audit_bytes.value, p.limits.audit_bytes.origin.line),
+        (16384, 2)
+    );
+    for bad in ["-1", "100", "16383"] {
+        let d = err(&format!("[limits]\naudit_bytes = {bad}\n"));
+        assert!(
+            d.message.contains("is not a limit") && d.line == 2,
+            "{bad}: {d}"
+        );
+    }
+    assert!(project_over_user("", "[limits]\naudit_bytes = 16384\n").is_ok());
+    project_err("", "[limits]\naudit_bytes = 0\n", "may only lower it");
+    project_err(
+        "[limits]\naudit_bytes = 16384\n",
+        "[limits]\naudit_bytes = 32768\n",
+        "raises the limit of 16384",
+    );
+}

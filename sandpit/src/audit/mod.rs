@@ -266,6 +266,11 @@ pub struct AuditLog {
     file: Mutex<File>,
     kept: Mutex<Vec<Record>>,
     dropped: AtomicU64,
+    /// Bytes written so far, against `limits.audit_bytes`.
+    written: AtomicU64,
+    /// Records past the limit, counted by (layer, action, decision): never
+    /// dropped unsaid ([`AuditLog::close_summarised`]).
+    summarised: Mutex<std::collections::BTreeMap<(String, String, String), u64>>,
     /// The policy the run uses, to name the rule of proxy events.
     policy: Option<sandpit_policy::Policy>,
 }
@@ -290,6 +295,8 @@ impl AuditLog {
             file: Mutex::new(file),
             kept: Mutex::new(vec![]),
             dropped: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            summarised: Mutex::new(Default::default()),
             policy: None,
         })
     }
@@ -317,7 +324,26 @@ impl AuditLog {
             Err(_) => return,
         };
         line.push(b'\n');
-        if let Ok(mut f) = self.file.lock() {
+        let cap = self
+            .policy
+            .as_ref()
+            .map_or(0, |p| p.limits.audit_bytes.value);
+        let len = line.len() as u64;
+        // The launcher's own records (start, exit, notes) are always written.
+        let over = cap != 0
+            && r.layer != Layer::Launcher
+            && self.written.fetch_add(len, Ordering::Relaxed) + len > cap;
+        if over {
+            self.written.fetch_sub(len, Ordering::Relaxed);
+            if let Ok(mut m) = self.summarised.lock() {
+                let key = (
+                    r.layer.as_str().to_string(),
+                    r.action.clone(),
+                    r.decision.as_str().to_string(),
+                );
+                *m.entry(key).or_insert(0) += 1;
+            }
+        } else if let Ok(mut f) = self.file.lock() {
             if f.write_all(&line).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
@@ -336,6 +362,37 @@ impl AuditLog {
     /// Denials (and learned would-be denials) so far, in order.
     pub fn denials(&self) -> Vec<Record> {
         self.kept.lock().map(|k| k.clone()).unwrap_or_default()
+    }
+
+    /// Write one record per count of records past `limits.audit_bytes`, and say so:
+    /// the line for the user, if any were counted.
+    pub fn close_summarised(&self) -> Option<String> {
+        let counts = std::mem::take(&mut *self.summarised.lock().ok()?);
+        if counts.is_empty() {
+            return None;
+        }
+        let limit = self.policy.as_ref().map(|p| &p.limits.audit_bytes)?;
+        let total: u64 = counts.values().sum();
+        for ((layer, action, decision), n) in &counts {
+            let mut r = Record::new(
+                &self.run,
+                Layer::Launcher,
+                "summarised",
+                format!("{layer} {action} {decision}"),
+                Decision::Info,
+            );
+            r.reason = format!(
+                "{n} {layer} {action} records ({decision}) past limits.audit_bytes = {} ({}): counted, not written",
+                limit.value,
+                limit.origin.location()
+            );
+            self.record(r);
+        }
+        Some(format!(
+            "sandpit: the audit log reached limits.audit_bytes = {} ({}): {total} more records were counted, not written (the log ends with the counts); raise it under [limits] in ~/.sandpit/config.toml to keep them",
+            limit.value,
+            limit.origin.location()
+        ))
     }
 
     /// Records that could not be written or kept.

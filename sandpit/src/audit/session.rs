@@ -200,6 +200,9 @@ impl Session {
         if let Some(l) = self.listener.take() {
             l.finish();
         }
+        if let Some(line) = self.log.close_summarised() {
+            eprintln!("{line}");
+        }
         let mut r = Record::new(
             self.log.run(),
             Layer::Launcher,

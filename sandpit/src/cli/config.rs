@@ -166,6 +166,12 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         p.limits.processes.value,
         p.limits.processes.origin.location()
     );
+    let _ = writeln!(
+        o,
+        "audit_bytes = {}  # {}",
+        p.limits.audit_bytes.value,
+        p.limits.audit_bytes.origin.location()
+    );
     let iso = &p.isolation;
     let _ = writeln!(o, "\n[isolation]");
     list(&mut o, "unix_sockets", &iso.unix_sockets, path);
