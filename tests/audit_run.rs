@@ -538,3 +538,60 @@ fn a_denial_flood_is_counted_past_the_audit_limit_never_dropped_unsaid() {
         text(&o.stderr)
     );
 }
+
+/// `~/.sandpit/logs` keeps runs' logs for `limits.logs_days` and within
+/// `limits.logs_bytes` (the oldest go first), never the running one; the logs are
+/// looked through at most once an hour; a project file cannot set either.
+#[test]
+fn old_logs_go_by_age_and_total_size() {
+    use std::time::{Duration, SystemTime};
+    let h = setup();
+    let dir = h.home().join(".sandpit/logs");
+    let day = Duration::from_secs(86_400);
+    let plant = |name: &str, age: Duration, size: usize| {
+        let p = dir.join(name);
+        h.write(&p, &"x".repeat(size));
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(SystemTime::now() - age)
+            .unwrap();
+        p
+    };
+    let old = plant("20250101T000000Z-old.jsonl", 40 * day, 100);
+    let older_big = plant("20261130T000000Z-a.jsonl", 2 * day, 10_000);
+    let newer_big = plant("20261201T000000Z-b.jsonl", day, 10_000);
+    let other = plant("notes.txt", 90 * day, 10);
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[limits]\nlogs_days = 30\nlogs_bytes = 16384\n",
+    );
+    let o = run(&h, &["run", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!old.exists(), "older than 30 days");
+    assert!(!older_big.exists(), "the oldest past 16 KiB");
+    assert!(newer_big.exists() && other.exists());
+    let now: Vec<PathBuf> = logs(&h)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(now.len(), 2, "the one kept and this run's: {now:?}");
+    // Within the hour, no second look.
+    let again = plant("20250102T000000Z-old.jsonl", 40 * day, 100);
+    let o = run(&h, &["run", "--", "true"]);
+    assert!(o.status.success());
+    assert!(again.exists());
+    // Not a project's to set.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[limits]\nlogs_days = 1\n",
+    );
+    let o = run(&h, &["run", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("cannot be set by a project file"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -213,6 +213,12 @@ pub struct Limits {
     /// per count. `0`: no limit.
     #[serde(default = "Limits::default_audit_bytes")]
     pub audit_bytes: Rule<u64>,
+    /// Days a run's log is kept in `~/.sandpit/logs` (`0`: for good).
+    #[serde(default = "Limits::default_logs_days")]
+    pub logs_days: Rule<u64>,
+    /// Bytes all kept logs may take; past them the oldest go (`0`: no limit).
+    #[serde(default = "Limits::default_logs_bytes")]
+    pub logs_bytes: Rule<u64>,
 }
 
 impl Limits {
@@ -226,6 +232,24 @@ impl Limits {
     /// The smallest `limits.audit_bytes` other than 0: a run's own start and exit
     /// records fit many times over.
     pub const MIN_AUDIT_BYTES: u64 = 16 << 10;
+
+    /// The built-in default of `limits.logs_days`.
+    pub const LOGS_DAYS: u64 = 30;
+    /// The built-in default of `limits.logs_bytes`: 1 GiB.
+    pub const LOGS_BYTES: u64 = 1 << 30;
+
+    fn builtin(key: &str, v: u64) -> Rule<u64> {
+        Rule {
+            value: v,
+            origin: Origin::builtin(key, &v.to_string()),
+        }
+    }
+    fn default_logs_days() -> Rule<u64> {
+        Limits::builtin("limits.logs_days", Limits::LOGS_DAYS)
+    }
+    fn default_logs_bytes() -> Rule<u64> {
+        Limits::builtin("limits.logs_bytes", Limits::LOGS_BYTES)
+    }
 
     fn default_audit_bytes() -> Rule<u64> {
         Rule {

@@ -165,6 +165,8 @@ struct RawAdversary {
 struct RawLimits {
     processes: Option<Spanned<i64>>,
     audit_bytes: Option<Spanned<i64>>,
+    logs_days: Option<Spanned<i64>>,
+    logs_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -328,6 +330,14 @@ impl Builder {
                     audit_bytes: Rule {
                         value: Limits::AUDIT_BYTES,
                         origin: builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
+                    },
+                    logs_days: Rule {
+                        value: Limits::LOGS_DAYS,
+                        origin: builtin("limits.logs_days", &Limits::LOGS_DAYS.to_string()),
+                    },
+                    logs_bytes: Rule {
+                        value: Limits::LOGS_BYTES,
+                        origin: builtin("limits.logs_bytes", &Limits::LOGS_BYTES.to_string()),
                     },
                 },
                 isolation: Isolation::default(),
@@ -537,29 +547,50 @@ impl Builder {
     }
 
     fn apply_limits(&mut self, cx: &Cx, l: &RawLimits, project: bool) -> Result<()> {
-        let current = &self.policy.limits;
-        if let Some(r) = limit(
-            cx,
-            "limits.processes",
-            &l.processes,
-            Limits::MIN_PROCESSES,
-            "processes and threads",
-            &current.processes,
-            project,
-        )? {
-            self.policy.limits.processes = r;
+        // How long the user's own logs are kept is not the project's to say.
+        for (key, raw) in [
+            ("limits.logs_days", &l.logs_days),
+            ("limits.logs_bytes", &l.logs_bytes),
+        ] {
+            if let (true, Some(v)) = (project, raw) {
+                return Err(cx.diag(
+                    v.span(),
+                    format!("{key} cannot be set by a project file: it decides how long your own logs are kept"),
+                    "set it in ~/.sandpit/config.toml",
+                ));
+            }
         }
-        let current = &self.policy.limits;
-        if let Some(r) = limit(
-            cx,
-            "limits.audit_bytes",
-            &l.audit_bytes,
-            Limits::MIN_AUDIT_BYTES,
-            "bytes",
-            &current.audit_bytes,
-            project,
-        )? {
-            self.policy.limits.audit_bytes = r;
+        let keys: [LimitKey; 4] = [
+            (
+                "limits.processes",
+                &l.processes,
+                Limits::MIN_PROCESSES,
+                "processes and threads",
+                |l| &mut l.processes,
+            ),
+            (
+                "limits.audit_bytes",
+                &l.audit_bytes,
+                Limits::MIN_AUDIT_BYTES,
+                "bytes",
+                |l| &mut l.audit_bytes,
+            ),
+            ("limits.logs_days", &l.logs_days, 1, "days", |l| {
+                &mut l.logs_days
+            }),
+            (
+                "limits.logs_bytes",
+                &l.logs_bytes,
+                Limits::MIN_AUDIT_BYTES,
+                "bytes",
+                |l| &mut l.logs_bytes,
+            ),
+        ];
+        for (key, raw, min, unit, slot) in keys {
+            let current = slot(&mut self.policy.limits).clone();
+            if let Some(r) = limit(cx, key, raw, min, unit, &current, project)? {
+                *slot(&mut self.policy.limits) = r;
+            }
         }
         Ok(())
     }
@@ -1111,6 +1142,16 @@ fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
 /// paths component by component, and each entry is checked against the whole list.
 /// The resolver has normalized every value; two spellings of one path that were not
 /// would only keep both entries, which decide the same.
+/// A `[limits]` key: its name, its raw value, its smallest limit and that limit's
+/// unit, and where it goes.
+type LimitKey<'a> = (
+    &'a str,
+    &'a Option<Spanned<i64>>,
+    u64,
+    &'a str,
+    fn(&mut Limits) -> &mut Rule<u64>,
+);
+
 /// One `[limits]` value: 0 (no limit) or at least `min` `unit`; a project file may
 /// only lower what `current` holds.
 fn limit(

@@ -479,6 +479,64 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>> {
         .collect()
 }
 
+/// How often the logs are looked through for ones to remove: a run start in between
+/// costs one `stat` (of the stamp), not one per log.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove the logs in `<state_dir>/logs` older than `days` days, then the oldest
+/// until all take at most `bytes` (0: no limit for either), never `keep` (the
+/// running log). At most once per [`PRUNE_EVERY`], by the stamp `<state_dir>/.logs-pruned`.
+/// Returns how many were removed.
+pub fn prune_logs(state_dir: &Path, days: u64, bytes: u64, keep: &Path) -> usize {
+    let dir = logs_dir(state_dir);
+    let stamp = state_dir.join(".logs-pruned");
+    let now = std::time::SystemTime::now();
+    if std::fs::metadata(&stamp)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_EVERY))
+    {
+        return 0;
+    }
+    // The stamp first: runs starting meanwhile do not walk the logs again.
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&stamp);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    // (modified, size, path) of every run's log, oldest first.
+    let mut logs: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(".jsonl"))
+        })
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            let path = e.path();
+            (m.is_file() && path != keep).then_some((m.modified().ok()?, m.len(), path))
+        })
+        .collect();
+    logs.sort();
+    let max_age = std::time::Duration::from_secs(days.saturating_mul(86_400));
+    let mut total: u64 = logs.iter().map(|l| l.1).sum();
+    let mut removed = 0;
+    for (modified, size, path) in logs {
+        let old = days != 0 && now.duration_since(modified).is_ok_and(|age| age > max_age);
+        let over = bytes != 0 && total > bytes;
+        if (old || over) && std::fs::remove_file(&path).is_ok() {
+            total -= size;
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Every logged run id, oldest first.
 pub fn runs(state_dir: &Path) -> Result<Vec<String>> {
     let dir = logs_dir(state_dir);

@@ -56,6 +56,13 @@ impl Session {
         let ctx = &policy.context;
         let run = super::new_run_id().map_err(|e| SessionError::RunId(e.to_string()))?;
         let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
+        let limits = &policy.limits;
+        super::prune_logs(
+            &ctx.state_dir,
+            limits.logs_days.value,
+            limits.logs_bytes.value,
+            log.path(),
+        );
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;
         remove_stale_runs(&runs);

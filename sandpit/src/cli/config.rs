@@ -166,12 +166,13 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         p.limits.processes.value,
         p.limits.processes.origin.location()
     );
-    let _ = writeln!(
-        o,
-        "audit_bytes = {}  # {}",
-        p.limits.audit_bytes.value,
-        p.limits.audit_bytes.origin.location()
-    );
+    for (key, r) in [
+        ("audit_bytes", &p.limits.audit_bytes),
+        ("logs_days", &p.limits.logs_days),
+        ("logs_bytes", &p.limits.logs_bytes),
+    ] {
+        let _ = writeln!(o, "{key} = {}  # {}", r.value, r.origin.location());
+    }
     let iso = &p.isolation;
     let _ = writeln!(o, "\n[isolation]");
     list(&mut o, "unix_sockets", &iso.unix_sockets, path);
