@@ -51,6 +51,37 @@ fn assert_untouched(h: &TestHome, case: &str, out: &str) {
     }
 }
 
+/// `script` (which writes protected files, printing `WROTE …` for each write that
+/// lands, and ends `echo … control-ok`) under sandpit, every layer or the kernel
+/// layer alone: no write lands and the control does. Its output.
+fn held(h: &TestHome, kernel_only: bool, script: &str) -> String {
+    let o = h
+        .sandpit_run(kernel_only)
+        .args(["sh", "-c", script])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(
+        out.contains("control-ok") && !out.contains("WROTE"),
+        "{out}"
+    );
+    out
+}
+
+/// Past the interposer, `script` makes `made` (a protected name that has no
+/// placeholder): the mount guard moves it aside at once and stops the run.
+fn stopped_when_made(h: &TestHome, script: &str, made: &str) {
+    let o = h
+        .sandpit_run(true)
+        .args(["sh", "-c", &format!("{script}; sleep 2; echo after")])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    assert!(!out.contains("after"), "the run went on: {out}");
+    assert!(out.contains("appeared during the run"), "{out}");
+    assert!(!h.workspace().join(made).exists(), "{out}");
+}
+
 fn attack_script() -> String {
     let mut s = String::new();
     for (p, _) in TARGETS {
@@ -78,15 +109,8 @@ fn what_git_config_names_in_the_workspace_stays_unwritable() {
 
     for kernel_only in [false, true] {
         let h = repo();
-        let o = h
-            .sandpit_run(kernel_only)
-            .args(["sh", "-c", &attack_script()])
-            .output()
-            .unwrap();
+        let out = held(&h, kernel_only, &attack_script());
         let case = format!("sh (kernel only: {kernel_only})");
-        let out = text(&o);
-        assert!(out.contains("control-ok"), "{case}: {out}");
-        assert!(!out.contains("WROTE"), "{case}: {out}");
         assert_untouched(&h, &case, &out);
         assert_eq!(
             std::fs::read_to_string(h.workspace().join("ok.txt")).unwrap(),
@@ -288,16 +312,7 @@ fn single_file_project_configs_are_held_present_or_missing() {
     }
     script += "echo ok > ok.txt && git status --short >/dev/null && echo control-ok\n";
     for kernel_only in [false, true] {
-        let o = h
-            .sandpit_run(kernel_only)
-            .args(["sh", "-c", &script])
-            .output()
-            .unwrap();
-        let out = text(&o);
-        assert!(
-            out.contains("control-ok") && !out.contains("WROTE"),
-            "{out}"
-        );
+        held(&h, kernel_only, &script);
         for n in NAMES {
             assert_eq!(
                 std::fs::read_to_string(h.workspace().join(n)).unwrap(),
@@ -308,36 +323,12 @@ fn single_file_project_configs_are_held_present_or_missing() {
     }
     // Missing: refused by the interposer, and no placeholder in the way of git.
     let h = repo();
-    let o = h
-        .sandpit_run(false)
-        .args(["sh", "-c", &script])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(
-        out.contains("control-ok") && !out.contains("WROTE"),
-        "{out}"
-    );
+    let out = held(&h, false, &script);
     for n in NAMES {
         assert!(!h.workspace().join(n).exists(), "{n}: {out}");
     }
     // Past the interposer: moved aside at once and the run stopped.
-    let o = h
-        .sandpit()
-        .args([
-            "run",
-            "--kernel-only",
-            "--",
-            "sh",
-            "-c",
-            "echo '[submodule]' > .gitmodules; sleep 2; echo after",
-        ])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(!out.contains("after"), "the run went on: {out}");
-    assert!(out.contains("appeared during the run"), "{out}");
-    assert!(!h.workspace().join(".gitmodules").exists(), "{out}");
+    stopped_when_made(&h, "echo '[submodule]' > .gitmodules", ".gitmodules");
 }
 
 /// An `includeIf "onbranch:…"` whose condition does not hold at the start still
@@ -411,33 +402,12 @@ fn other_version_control_directories_are_held_present_or_missing() {
 
     // Missing: none can be made, by the interposer's refusal.
     let h = repo();
-    let o = h
-        .sandpit_run(false)
-        .args(["sh", "-c", &attack])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(
-        out.contains("control-ok") && !out.contains("WROTE"),
-        "{out}"
-    );
+    let out = held(&h, false, &attack);
     for (dir, ..) in VCS {
         assert!(!h.workspace().join(dir).exists(), "{dir}: {out}");
     }
     // Past the interposer: moved aside at once and the run stopped.
-    let o = h
-        .sandpit_run(true)
-        .args([
-            "sh",
-            "-c",
-            "mkdir .hg && echo '[hooks]' > .hg/hgrc; sleep 2; echo after",
-        ])
-        .output()
-        .unwrap();
-    let out = text(&o);
-    assert!(!out.contains("after"), "the run went on: {out}");
-    assert!(out.contains("appeared during the run"), "{out}");
-    assert!(!h.workspace().join(".hg").exists(), "{out}");
+    stopped_when_made(&h, "mkdir .hg && echo '[hooks]' > .hg/hgrc", ".hg");
 
     // Present: the command files are read-only, the tools' other files writable.
     let h = repo();
@@ -452,16 +422,7 @@ fn other_version_control_directories_are_held_present_or_missing() {
         script += &format!("echo more >> {work} && echo \"WORKS {work}\"\n");
     }
     for kernel_only in [false, true] {
-        let o = h
-            .sandpit_run(kernel_only)
-            .args(["sh", "-c", &script])
-            .output()
-            .unwrap();
-        let out = text(&o);
-        assert!(
-            out.contains("control-ok") && !out.contains("WROTE"),
-            "{out}"
-        );
+        let out = held(&h, kernel_only, &script);
         for (_, cmd_file, work) in VCS {
             let now = std::fs::read_to_string(h.workspace().join(cmd_file)).unwrap();
             assert_eq!(now, "# the user's\n", "{cmd_file}: {out}");

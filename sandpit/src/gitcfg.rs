@@ -381,6 +381,25 @@ pub fn is_include(origin: &Origin) -> bool {
         && (origin.entry.starts_with("include.path ") || origin.entry.starts_with("includeif."))
 }
 
+/// Add `path` to `files.block_write`, its origin `entry` in `file` (what named it),
+/// unless a rule holds it already.
+pub(crate) fn block_write(policy: &mut Policy, path: PathBuf, entry: &str, file: &str) {
+    if policy
+        .files
+        .block_write
+        .iter()
+        .any(|r| path.starts_with(&r.value))
+    {
+        return;
+    }
+    let mut origin = Origin::builtin("files.block_write", entry);
+    origin.file = file.into();
+    policy.files.block_write.push(Rule {
+        value: path,
+        origin,
+    });
+}
+
 /// How [`protect`]'s rules name their origin: `git config (file:…)`.
 const ORIGIN_PREFIX: &str = "git config (";
 
@@ -445,20 +464,13 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
         entries.extend(more);
     }
     for (path, e) in named(&entries, &top, &workspace, &home) {
-        if policy
-            .files
-            .block_write
-            .iter()
-            .any(|r| path.starts_with(&r.value))
-        {
-            continue;
-        }
-        let mut origin = Origin::builtin("files.block_write", &format!("{} = {}", e.key, e.value));
-        origin.file = format!("{ORIGIN_PREFIX}{})", e.origin);
-        policy.files.block_write.push(Rule {
-            value: path,
-            origin,
-        });
+        let entry = format!("{} = {}", e.key, e.value);
+        block_write(
+            policy,
+            path,
+            &entry,
+            &format!("{ORIGIN_PREFIX}{})", e.origin),
+        );
     }
     Ok(())
 }

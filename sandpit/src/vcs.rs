@@ -13,7 +13,7 @@
 //! Subversion and Bazaar keep no commands in a working copy, and are left alone.
 use std::path::{Path, PathBuf};
 
-use sandpit_policy::{Origin, Policy, Rule};
+use sandpit_policy::Policy;
 
 /// (control directory at the workspace's top, its files that name commands; none:
 /// the whole directory).
@@ -82,20 +82,7 @@ fn targets(workspace: &Path) -> Vec<(PathBuf, String)> {
 /// rule holds them already.
 pub fn protect(policy: &mut Policy) {
     for (path, entry) in targets(&policy.context.workspace) {
-        if policy
-            .files
-            .block_write
-            .iter()
-            .any(|r| path.starts_with(&r.value))
-        {
-            continue;
-        }
-        let mut origin = Origin::builtin("files.block_write", &entry);
-        origin.file = ORIGIN.into();
-        policy.files.block_write.push(Rule {
-            value: path,
-            origin,
-        });
+        crate::gitcfg::block_write(policy, path, &entry, ORIGIN);
     }
 }
 
