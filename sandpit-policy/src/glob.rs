@@ -190,13 +190,13 @@ pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
             let name = e.file_name();
             let name = name.as_bytes();
             let path = dir.join(e.file_name());
-            let kind = e.file_type().ok();
-            let is_dir = kind.is_some_and(|t| t.is_dir());
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
             // A link to a directory is followed where a named component took it
             // (`~/.config/*/…` through a dotfile manager's link), never by `**`,
             // which could loop.
-            let linked_dir = kind.is_some_and(|t| t.is_symlink())
-                && std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
+            let walk_into = |follow: bool| {
+                is_dir || (follow && std::fs::metadata(&path).is_ok_and(|m| m.is_dir()))
+            };
             // (what is left of the pattern, whether a link may be followed into)
             let mut next: Vec<(Vec<Vec<u8>>, bool)> = vec![];
             if first == b"**" {
@@ -215,7 +215,7 @@ pub fn expand(pattern: &Path, limit: usize) -> Result<Vec<PathBuf>, TooMany> {
             for (left, follow) in next {
                 if left.is_empty() {
                     out.push(path.clone());
-                } else if is_dir || (follow && linked_dir) {
+                } else if walk_into(follow) {
                     todo.push((path.clone(), left));
                 }
             }

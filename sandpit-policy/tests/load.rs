@@ -549,6 +549,11 @@ fn udp_opens_public_addresses_in_unrestricted_mode_only() {
         let v = decide_datagram(&p, at(a));
         assert!(v.is_allowed(), "{a}: {v:?}");
         assert!(v.rule.is_some(), "{a}: {v:?}");
+        assert!(
+            v.reason
+                .contains("allowed: network.mode = \"unrestricted\""),
+            "{a}: {v:?}"
+        );
     }
     for a in closed {
         let v = decide_datagram(&p, at(a));
