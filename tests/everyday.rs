@@ -358,6 +358,20 @@ echo shm > /dev/shm/{marker} && cat /dev/shm/{marker}
     assert!(!Path::new("/tmp").join(&marker).exists());
     assert!(!Path::new("/dev/shm").join(&marker).exists());
     assert!(!Path::new(&tmpdir).exists(), "{tmpdir} outlived the run");
+    // `explain` says what the run did: the private /tmp and /dev/shm are writable,
+    // and sockets made there are the run's own.
+    for what in [
+        ["write", "/tmp/x"],
+        ["write", "/dev/shm/x"],
+        ["unix", "/tmp/own.sock"],
+    ] {
+        let o = h.sandpit().arg("explain").args(what).output().unwrap();
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            said.starts_with("ALLOW") && said.contains("private tmpfs of this run"),
+            "{what:?}: {said}"
+        );
+    }
 }
 
 #[test]

@@ -766,7 +766,7 @@ pub mod linux {
     /// would let the interposer pass writes the kernel then refuses unexplained).
     /// The plan itself is built from the policy as loaded (it must not bind the
     /// host's /tmp writable).
-    fn with_private_tmp(
+    pub(crate) fn with_private_tmp(
         policy: &sandpit_policy::Policy,
         mode: crate::sandbox::linux::Mode,
     ) -> sandpit_policy::Policy {
