@@ -849,3 +849,32 @@ fn degraded_mode_keeps_caches_and_tmpdir_and_says_what_is_weaker() {
     );
     assert!(!Path::new("/tmp").join(&marker).exists());
 }
+
+/// The private /tmp and /dev/shm live in memory: each holds at most
+/// `limits.tmp_bytes` (2 GiB by default), so the sandbox cannot take the machine's
+/// memory by filling them; past it a write gets "No space left on device". The
+/// same 2 MiB fit under the default (the control).
+#[test]
+fn the_private_tmpfs_mounts_hold_at_most_limits_tmp_bytes() {
+    let h = home();
+    let script = "for d in /tmp /dev/shm; do \
+                    if head -c 2097152 /dev/zero > $d/big 2>/dev/null; then echo \"$d FIT\"; \
+                    else echo \"$d FULL $(stat -c %s $d/big)\"; fi; done";
+    let t = run(&h, script);
+    assert!(t.contains("/tmp FIT") && t.contains("/dev/shm FIT"), "{t}");
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[limits]\ntmp_bytes = 1048576\n",
+    );
+    let t = run(&h, script);
+    for d in ["/tmp", "/dev/shm"] {
+        let size: u64 = t
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{d} FULL ")))
+            .unwrap_or_else(|| panic!("{d} took 2 MiB: {t}"))
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(size <= 1 << 20, "{d}: {size}");
+    }
+}

@@ -213,6 +213,11 @@ pub struct Limits {
     /// per count. `0`: no limit.
     #[serde(default = "Limits::default_audit_bytes")]
     pub audit_bytes: Rule<u64>,
+    /// Bytes the run's private `/tmp` and `/dev/shm` may hold, each: they live in
+    /// memory, and the kernel's default would let each take half the machine's
+    /// (`0`: that default).
+    #[serde(default = "Limits::default_tmp_bytes")]
+    pub tmp_bytes: Rule<u64>,
     /// Days a run's log is kept in `~/.sandpit/logs` (`0`: for good).
     #[serde(default = "Limits::default_logs_days")]
     pub logs_days: Rule<u64>,
@@ -232,6 +237,14 @@ impl Limits {
     /// The smallest `limits.audit_bytes` other than 0: a run's own start and exit
     /// records fit many times over.
     pub const MIN_AUDIT_BYTES: u64 = 16 << 10;
+
+    /// The built-in default of `limits.tmp_bytes`: 2 GiB.
+    pub const TMP_BYTES: u64 = 2 << 30;
+    /// The smallest `limits.tmp_bytes` other than 0.
+    pub const MIN_TMP_BYTES: u64 = 1 << 20;
+    fn default_tmp_bytes() -> Rule<u64> {
+        Limits::builtin("limits.tmp_bytes", Limits::TMP_BYTES)
+    }
 
     /// The built-in default of `limits.logs_days`.
     pub const LOGS_DAYS: u64 = 30;

@@ -165,6 +165,7 @@ struct RawAdversary {
 struct RawLimits {
     processes: Option<Spanned<i64>>,
     audit_bytes: Option<Spanned<i64>>,
+    tmp_bytes: Option<Spanned<i64>>,
     logs_days: Option<Spanned<i64>>,
     logs_bytes: Option<Spanned<i64>>,
 }
@@ -330,6 +331,10 @@ impl Builder {
                     audit_bytes: Rule {
                         value: Limits::AUDIT_BYTES,
                         origin: builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
+                    },
+                    tmp_bytes: Rule {
+                        value: Limits::TMP_BYTES,
+                        origin: builtin("limits.tmp_bytes", &Limits::TMP_BYTES.to_string()),
                     },
                     logs_days: Rule {
                         value: Limits::LOGS_DAYS,
@@ -560,7 +565,14 @@ impl Builder {
                 ));
             }
         }
-        let keys: [LimitKey; 4] = [
+        let keys: [LimitKey; 5] = [
+            (
+                "limits.tmp_bytes",
+                &l.tmp_bytes,
+                Limits::MIN_TMP_BYTES,
+                "bytes",
+                |l| &mut l.tmp_bytes,
+            ),
             (
                 "limits.processes",
                 &l.processes,

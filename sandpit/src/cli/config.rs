@@ -168,6 +168,7 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     );
     for (key, r) in [
         ("audit_bytes", &p.limits.audit_bytes),
+        ("tmp_bytes", &p.limits.tmp_bytes),
         ("logs_days", &p.limits.logs_days),
         ("logs_bytes", &p.limits.logs_bytes),
     ] {

@@ -382,6 +382,7 @@ pub mod linux {
             devices: values(&policy.files.devices)?,
             host_sockets,
             nested_user_namespaces: policy.isolation.nested_user_namespaces(),
+            tmp_bytes: policy.limits.tmp_bytes.value,
             read_if_present: policy
                 .files
                 .block_write

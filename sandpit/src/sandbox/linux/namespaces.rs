@@ -216,14 +216,19 @@ fn place_template(
 
 fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
     match op {
-        MountOp::Tmpfs { path } => {
+        MountOp::Tmpfs { path, size } => {
             let dst = under(NEWROOT, path);
             if !exists_nofollow(&dst) {
                 return Ok(()); // e.g. no /dev/shm on this host
             }
+            let size = CString::new(size.to_string()).ctx(|| "tmpfs size".to_string())?;
+            let mut options = vec![(c"mode", c"1777")];
+            if size.as_bytes() != b"0" {
+                options.push((c"size", size.as_c_str()));
+            }
             let m = sys::new_mount(
                 c"tmpfs",
-                &[(c"mode", c"1777")],
+                &options,
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
             )
             .ctx(|| format!("creating tmpfs for {path:?}"))?;

@@ -169,6 +169,9 @@ pub struct Input {
     /// Policy `isolation.nested_user_namespaces`: seccomp lets new user namespaces
     /// and `chroot` through.
     pub nested_user_namespaces: bool,
+    /// Policy `limits.tmp_bytes`: the size of the private `/tmp` and `/dev/shm`
+    /// each (0: the kernel's default).
+    pub tmp_bytes: u64,
 }
 
 /// Protected files at the workspace's top that tools read whenever they exist and
@@ -192,8 +195,9 @@ pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty
 /// One mount in the child's new root; paths are host paths, mounted at the same place.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum MountOp {
-    /// An empty writable tmpfs (private `/tmp`, `/dev/shm`).
-    Tmpfs { path: PathBuf },
+    /// An empty writable tmpfs (private `/tmp`, `/dev/shm`) of at most `size` bytes
+    /// (0: the kernel's default, half the machine's memory).
+    Tmpfs { path: PathBuf, size: u64 },
     /// The host object bound writable (a writable root, or a pin: an ancestor of a
     /// protected path bound onto itself so it cannot be renamed away).
     Writable { path: PathBuf, no_symlinks: bool },
@@ -237,7 +241,7 @@ pub enum MountOp {
 impl MountOp {
     pub fn path(&self) -> &Path {
         match self {
-            MountOp::Tmpfs { path }
+            MountOp::Tmpfs { path, .. }
             | MountOp::Writable { path, .. }
             | MountOp::ReadOnly { path, .. }
             | MountOp::MaskDir { path, .. }
@@ -599,9 +603,11 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         });
         binds.push(MountOp::Tmpfs {
             path: PathBuf::from("/tmp"),
+            size: input.tmp_bytes,
         });
         binds.push(MountOp::Tmpfs {
             path: PathBuf::from("/dev/shm"),
+            size: input.tmp_bytes,
         });
         // The private /tmp hides the host's: bring back what the run must still see.
         for p in [&input.home, &input.state_dir] {
@@ -1074,6 +1080,7 @@ mod tests {
             read_if_present: vec![],
             host_sockets: vec![],
             nested_user_namespaces: false,
+            tmp_bytes: 0,
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }
@@ -1108,7 +1115,10 @@ mod tests {
         }
         for m in &p.mounts {
             s += &match m {
-                MountOp::Tmpfs { path } => format!("tmpfs {}\n", path.display()),
+                MountOp::Tmpfs { path, size: 0 } => format!("tmpfs {}\n", path.display()),
+                MountOp::Tmpfs { path, size } => {
+                    format!("tmpfs {} size={size}\n", path.display())
+                }
                 MountOp::Writable { path, no_symlinks } => {
                     format!(
                         "rw {}{}\n",
@@ -1291,6 +1301,17 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         let r = render(&plan(&i, &f).unwrap());
         assert!(
             r.contains("mask-dir /run/user/1000 +rw /run/user/1000/sandpit/run-1\n"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn the_private_tmpfs_mounts_take_limits_tmp_bytes() {
+        let mut i = input();
+        i.tmp_bytes = 1 << 20;
+        let r = render(&plan(&i, &fs()).unwrap());
+        assert!(
+            r.contains("tmpfs /tmp size=1048576\n") && r.contains("tmpfs /dev/shm size=1048576\n"),
             "{r}"
         );
     }
