@@ -136,6 +136,12 @@ fn expected(mode: &str, d: &Dest) -> bool {
     }
 }
 
+/// What `sandpit explain ARGS…` prints, as the test user.
+fn explain(h: &TestHome, args: &[&str]) -> String {
+    let o = h.sandpit().arg("explain").args(args).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn authority(host: &str, port: &str) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
@@ -253,12 +259,7 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
         assert_eq!(run.status.code(), Some(0), "{mode}: {out}\n{err}");
         for (i, d) in DESTS.iter().enumerate() {
             let (host, port) = d.dial;
-            let explain = h
-                .sandpit()
-                .args(["explain", "connect", &authority(host, port)])
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&explain.stdout).into_owned();
+            let said = explain(&h, &["connect", &authority(host, port)]);
             let allow = said.starts_with("ALLOW");
             assert!(
                 allow || said.starts_with("DENY"),
@@ -317,12 +318,7 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
         // UDP: explain, the dynamic and the static program, and the stand-in agree.
         for (i, (class, at, (host, port), public)) in UDP_DESTS.iter().enumerate() {
             let open = *mode == "unrestricted" && *public;
-            let said = h
-                .sandpit()
-                .args(["explain", "udp", &authority(host, port)])
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&said.stdout).into_owned();
+            let said = explain(&h, &["udp", &authority(host, port)]);
             if said.starts_with("ALLOW") != open || !said.contains("udp ") {
                 wrong.push(format!("{mode}, UDP {class}: explain says {said}"));
             }
@@ -380,12 +376,7 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
             }
         }
         // What explain says of listening is what the run did.
-        let said = h
-            .sandpit()
-            .args(["explain", "listen", "0.0.0.0:7001"])
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&said.stdout).into_owned();
+        let said = explain(&h, &["listen", "0.0.0.0:7001"]);
         if !said.starts_with("DENY  listen 0.0.0.0:7001") {
             wrong.push(format!(
                 "{mode}: the run refused listening, explain: {said}"
@@ -517,13 +508,7 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
         let err = String::from_utf8_lossy(&run.stderr).into_owned();
         assert_eq!(run.status.code(), Some(0), "{mode}: {out}\n{err}");
         for (i, (case, sock, _, allowed)) in cases.iter().enumerate() {
-            let said = h
-                .sandpit()
-                .args(["explain", "unix"])
-                .arg(sock)
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&said.stdout).into_owned();
+            let said = explain(&h, &["unix", &sock.display().to_string()]);
             if said.starts_with("ALLOW") != *allowed || !said.contains("unix ") {
                 wrong.push(format!("{mode}, {case}: explain says {said}"));
             }

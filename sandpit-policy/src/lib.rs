@@ -237,25 +237,27 @@ impl Limits {
     /// The smallest `limits.audit_bytes` other than 0: a run's own start and exit
     /// records fit many times over.
     pub const MIN_AUDIT_BYTES: u64 = 16 << 10;
-
     /// The built-in default of `limits.tmp_bytes`: 2 GiB.
     pub const TMP_BYTES: u64 = 2 << 30;
     /// The smallest `limits.tmp_bytes` other than 0.
     pub const MIN_TMP_BYTES: u64 = 1 << 20;
-    fn default_tmp_bytes() -> Rule<u64> {
-        Limits::builtin("limits.tmp_bytes", Limits::TMP_BYTES)
-    }
-
     /// The built-in default of `limits.logs_days`.
     pub const LOGS_DAYS: u64 = 30;
     /// The built-in default of `limits.logs_bytes`: 1 GiB.
     pub const LOGS_BYTES: u64 = 1 << 30;
 
+    /// `key`'s built-in default `v`.
     fn builtin(key: &str, v: u64) -> Rule<u64> {
         Rule {
             value: v,
             origin: Origin::builtin(key, &v.to_string()),
         }
+    }
+    fn default_audit_bytes() -> Rule<u64> {
+        Limits::builtin("limits.audit_bytes", Limits::AUDIT_BYTES)
+    }
+    fn default_tmp_bytes() -> Rule<u64> {
+        Limits::builtin("limits.tmp_bytes", Limits::TMP_BYTES)
     }
     fn default_logs_days() -> Rule<u64> {
         Limits::builtin("limits.logs_days", Limits::LOGS_DAYS)
@@ -263,11 +265,17 @@ impl Limits {
     fn default_logs_bytes() -> Rule<u64> {
         Limits::builtin("limits.logs_bytes", Limits::LOGS_BYTES)
     }
+}
 
-    fn default_audit_bytes() -> Rule<u64> {
-        Rule {
-            value: Limits::AUDIT_BYTES,
-            origin: Origin::builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
+/// Every limit at its built-in default, each with that as its origin.
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            processes: Limits::builtin("limits.processes", Limits::PROCESSES),
+            audit_bytes: Limits::default_audit_bytes(),
+            tmp_bytes: Limits::default_tmp_bytes(),
+            logs_days: Limits::default_logs_days(),
+            logs_bytes: Limits::default_logs_bytes(),
         }
     }
 }

@@ -323,28 +323,7 @@ impl Builder {
                 env: Env::default(),
                 adversary: None,
                 shims: Shims::default(),
-                limits: Limits {
-                    processes: Rule {
-                        value: Limits::PROCESSES,
-                        origin: builtin("limits.processes", &Limits::PROCESSES.to_string()),
-                    },
-                    audit_bytes: Rule {
-                        value: Limits::AUDIT_BYTES,
-                        origin: builtin("limits.audit_bytes", &Limits::AUDIT_BYTES.to_string()),
-                    },
-                    tmp_bytes: Rule {
-                        value: Limits::TMP_BYTES,
-                        origin: builtin("limits.tmp_bytes", &Limits::TMP_BYTES.to_string()),
-                    },
-                    logs_days: Rule {
-                        value: Limits::LOGS_DAYS,
-                        origin: builtin("limits.logs_days", &Limits::LOGS_DAYS.to_string()),
-                    },
-                    logs_bytes: Rule {
-                        value: Limits::LOGS_BYTES,
-                        origin: builtin("limits.logs_bytes", &Limits::LOGS_BYTES.to_string()),
-                    },
-                },
+                limits: Limits::default(),
                 isolation: Isolation::default(),
                 learn: false,
             },
