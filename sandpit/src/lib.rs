@@ -12,6 +12,7 @@ pub mod inject;
 pub mod inspect;
 pub mod launch;
 pub mod proxy;
+pub mod run;
 pub mod sandbox;
 pub mod sys;
 pub mod timing;

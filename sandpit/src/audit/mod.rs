@@ -236,6 +236,11 @@ pub fn new_run_id() -> std::io::Result<String> {
     Ok(format!("{compact}Z-{random}-{}", std::process::id()))
 }
 
+/// The directory of the run `run`: `~/.sandpit/run/<run>/` (made by [`Session::start_as`]).
+pub fn run_dir(state_dir: &Path, run: &str) -> PathBuf {
+    state_dir.join("run").join(run)
+}
+
 /// `~/.sandpit/logs`.
 pub fn logs_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("logs")

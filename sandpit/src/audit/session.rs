@@ -53,8 +53,19 @@ impl Session {
         opts: &RunOptions,
         argv: &[OsString],
     ) -> Result<Session, SessionError> {
-        let ctx = &policy.context;
         let run = super::new_run_id().map_err(|e| SessionError::RunId(e.to_string()))?;
+        Self::start_as(policy, opts, argv, run)
+    }
+
+    /// [`Session::start`] for the run id `run` ([`super::new_run_id`]) the run was
+    /// planned with: its directory is [`super::run_dir`].
+    pub fn start_as(
+        policy: &sandpit_policy::Policy,
+        opts: &RunOptions,
+        argv: &[OsString],
+        run: String,
+    ) -> Result<Session, SessionError> {
+        let ctx = &policy.context;
         let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
         let limits = &policy.limits;
         super::prune_logs(
@@ -66,7 +77,7 @@ impl Session {
         let runs = ctx.state_dir.join("run");
         private_dir(&runs)?;
         remove_stale_runs(&runs);
-        let run_dir = runs.join(&run);
+        let run_dir = super::run_dir(&ctx.state_dir, &run);
         // On Linux one of the placeholders' spares (made ahead in the state directory,
         // `sandbox/linux/spare.rs`), renamed into place: a `mkdir` on a disk mounted
         // `-o discard` waits for the device.

@@ -119,19 +119,14 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
         _ => None,
     };
     let loaded = load(&args.policy, cmd, scratch_root().join("RUN"))?;
-    // The policy a run enforces: on Linux the namespace mode adds the run's private
-    // /tmp and /dev/shm (writable, the run's own), as `sandpit run` does.
+    // The policy a run enforces (`run::effective`): on Linux the namespace mode adds
+    // the run's private /tmp and /dev/shm (writable, the run's own), as `sandpit
+    // run` does.
     #[cfg(target_os = "linux")]
-    let policy = crate::cli::run::linux::with_private_tmp(
-        &loaded.policy,
-        if std::env::var_os("SANDPIT_FORCE_FALLBACK").is_some() {
-            crate::sandbox::linux::Mode::LandlockOnly
-        } else {
-            crate::sandbox::linux::Mode::Namespaces
-        },
-    );
+    let private_tmp = crate::run::plan::private_tmp(crate::run::linux::start_mode());
     #[cfg(not(target_os = "linux"))]
-    let policy = loaded.policy.clone();
+    let private_tmp = false;
+    let policy = crate::run::effective(loaded.policy.clone(), private_tmp, false);
     let p = &policy;
     #[allow(unused_mut)]
     let mut reached: Option<String> = None;

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod explain;
 pub mod init;
 pub mod log;
+pub mod plan;
 pub mod run;
 pub mod wrap;
 
@@ -30,6 +31,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command inside the sandbox.
     Run(run::RunArgs),
+    /// Show what `sandpit run` would do with these flags, nothing started.
+    Plan(plan::Args),
     /// Show the effective policy, each entry with the file it came from.
     Config(config::Args),
     /// Say whether an action would be allowed, by which rule, and which layers enforce it.
@@ -68,6 +71,7 @@ pub fn main() -> i32 {
         Command::Init(a) => init::execute(a),
         Command::Completions(a) => completions::execute(a),
         Command::Run(a) => run::run(a),
+        Command::Plan(a) => plan::execute(a),
         Command::Exec(a) => exec::execute(a),
         Command::Log(a) => log::execute(a),
         Command::Wrap(a) => wrap::execute(a),

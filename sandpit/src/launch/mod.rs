@@ -79,14 +79,16 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
 
 /// What the run asked for.
 pub struct Options<'a> {
-    pub command: &'a [OsString],
-    /// `--shims` (the policy's `shims.enabled` turns them on too).
+    /// Shims on (the run plan's choice: `--shims` or `shims.enabled`).
     pub shims: bool,
-    /// `--kernel-only`: no interposer, by choice.
-    pub kernel_only: bool,
+    /// Why the interposer stays out of the command (the run plan's choice:
+    /// `--kernel-only`, or a program it cannot load into); `None`: it is injected.
+    pub interposer_off: Option<&'a str>,
+    /// The agent programs the interposer cannot enter (the run plan's), for the
+    /// start-up line.
+    pub static_agent: &'a [PathBuf],
     /// The proxy is someone else's (`--proxy-socket`): start none here.
     pub external_proxy: bool,
-    pub support: &'a KernelSupport,
     /// The run's scratch directory (`TMPDIR`); the sockets go next to it, under the
     /// private scratch root that the sandbox does not see.
     pub scratch: &'a Path,
@@ -211,14 +213,17 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     write_atomic(&snapshot, &policy.snapshot())?;
 
     let stamps = inject::Stamps::for_policy(policy);
-    let inspection = inspect_command(o);
-    let interposer = choose_interposer(o, inspection.as_ref(), &state_dir, stamps)?;
-    let static_agent = inspection
-        .as_ref()
-        .map(|i| static_agent_programs(policy, i))
-        .unwrap_or_default();
+    // `install` verifies the file (ownership, modes, content hash) before returning;
+    // failing that is fatal.
+    let interposer = match o.interposer_off {
+        Some(why) => Interposer::Off(why.to_string()),
+        None => {
+            Interposer::On(inject::install(&state_dir, stamps).map_err(LaunchError::Interposer)?)
+        }
+    };
+    let static_agent = o.static_agent.to_vec();
 
-    let shims = if o.shims || policy.shims.enabled {
+    let shims = if o.shims {
         let dir = run_dir.join("shims");
         // The shims link to the small shim binary, not to this one (bench/shim_exec.sh).
         let shim = inject::install_shim(&state_dir, stamps).map_err(LaunchError::ShimBinary)?;
@@ -294,58 +299,23 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     })
 }
 
-/// The command's program inspected (`sandpit check`'s analysis), if it can be found.
-fn inspect_command(o: &Options) -> Option<crate::inspect::Inspection> {
-    let program = o.command.first().and_then(|c| c.to_str())?;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    crate::inspect::inspect(program, &path, &cwd, crate::inspect::Host::current()).ok()
-}
-
-/// The agent programs (`env.agent_programs`, in the package of the script the
-/// command is) that the interposer cannot load into.
-fn static_agent_programs(policy: &Policy, i: &crate::inspect::Inspection) -> Vec<PathBuf> {
-    crate::inspect::agent_programs(i, policy)
-        .into_iter()
-        .filter(|a| !a.interposition)
-        .map(|a| a.path)
-        .collect()
-}
-
-/// `sandpit check`'s logic: the interposer unless the program cannot load it (static,
-/// foreign loader, Go, …) or the user chose `--kernel-only`. Extraction or
-/// verification failing otherwise is fatal.
-fn choose_interposer(
-    o: &Options,
-    inspection: Option<&crate::inspect::Inspection>,
-    state_dir: &Path,
-    stamps: inject::Stamps,
-) -> Result<Interposer> {
-    if o.kernel_only {
-        return Ok(Interposer::Off("--kernel-only".into()));
-    }
-    // A program that cannot be inspected (not found) gets the interposer: the
-    // stricter choice; the exec then fails on its own.
-    if let Some(i) = inspection {
-        let choice = crate::inspect::choose_mode(i, o.support);
-        if !choice.interposition {
-            return Ok(Interposer::Off(choice.reasons.join("; ")));
-        }
-    }
-    // `install` verifies the file (ownership, modes, content hash) before returning.
-    let lib = inject::install(state_dir, stamps).map_err(LaunchError::Interposer)?;
-    Ok(Interposer::On(lib))
+/// Where the proxy's and the DNS responder's sockets of a run with this scratch
+/// directory are bound: `(directory, proxy, dns)`, beside the scratch directory, under
+/// the private scratch root the sandbox does not see.
+pub fn socket_paths(scratch: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = scratch.with_extension("net");
+    (dir.clone(), dir.join("proxy.sock"), dir.join("dns.sock"))
 }
 
 fn bind_sockets(scratch: &Path) -> Result<Sockets> {
-    let dir = scratch.with_extension("net");
+    let (dir, proxy_path, dns_path) = socket_paths(scratch);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
         .map_err(io(format!("creating {}", dir.display())))?;
     let mut s = Sockets {
-        proxy_path: dir.join("proxy.sock"),
-        dns_path: dir.join("dns.sock"),
+        proxy_path,
+        dns_path,
         dir,
         proxy: None,
         dns: None,
@@ -393,8 +363,9 @@ pub fn withheld_env(policy: &sandpit_policy::Policy) -> Vec<String> {
         .collect()
 }
 
-/// Make the writable roots in the home that do not exist yet (an agent's state
-/// directory on a fresh home: `~/.codex`, `~/.local/share/opencode`), mode 0700, so
+/// The writable roots in the home that do not exist yet (an agent's state
+/// directory on a fresh home: `~/.codex`, `~/.local/share/opencode`), each missing
+/// directory top first with the entry that wants it, for the run to make (mode 0700), so
 /// that the agent can create its state on first run: the home around them is
 /// read-only in the sandbox, and a root that is not there has nothing to bind. And,
 /// inside such a root, the directories that hold its protected paths
@@ -405,8 +376,8 @@ pub fn withheld_env(policy: &sandpit_policy::Policy) -> Vec<String> {
 /// Only roots from the user's own layers (defaults, profiles, the user config, flags;
 /// never a project file), never the workspace, and only names that read as a
 /// directory's (no extension: `~/.claude.json` is a file, left for the agent to
-/// make). Returns what was made, top first.
-pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> {
+/// make). Only looks: [`make_state_dirs`] makes them.
+pub fn state_dirs(policy: &sandpit_policy::Policy) -> Vec<(PathBuf, String)> {
     let ctx = &policy.context;
     let home = &ctx.home;
     let roots: Vec<&sandpit_policy::Rule<PathBuf>> = policy
@@ -440,7 +411,7 @@ pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> 
             }
         }
     }
-    let mut made = vec![];
+    let mut missing_all: Vec<(PathBuf, String)> = vec![];
     for (dir, entry) in wanted {
         // Each missing component, top first, so that every one gets the mode.
         let mut missing: Vec<&Path> = dir
@@ -449,16 +420,28 @@ pub fn make_state_dirs(policy: &sandpit_policy::Policy) -> Result<Vec<PathBuf>> 
             .collect();
         missing.reverse();
         for d in missing {
-            match std::fs::DirBuilder::new().mode(0o700).create(d) {
-                Ok(()) => made.push(d.to_path_buf()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    return Err(LaunchError::StateDir {
-                        path: d.to_path_buf(),
-                        entry: entry.to_string(),
-                        source: e,
-                    })
-                }
+            if !missing_all.iter().any(|(m, _)| m == d) {
+                missing_all.push((d.to_path_buf(), entry.to_string()));
+            }
+        }
+    }
+    missing_all
+}
+
+/// Make the directories [`state_dirs`] listed (mode 0700), top first. Returns what
+/// was made (one made meanwhile by another run is not).
+pub fn make_state_dirs(dirs: &[(PathBuf, String)]) -> Result<Vec<PathBuf>> {
+    let mut made = vec![];
+    for (d, entry) in dirs {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => made.push(d.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(LaunchError::StateDir {
+                    path: d.clone(),
+                    entry: entry.clone(),
+                    source: e,
+                })
             }
         }
     }

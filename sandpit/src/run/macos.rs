@@ -8,7 +8,7 @@
 //! proxy, adversary, audit session); what differs is the kernel layer and the
 //! network: no namespace and no bridge, so the proxy listens on 127.0.0.1 (token
 //! required) and the profile lets the command reach only that port.
-use super::{make_scratch, RunArgs};
+use super::{make_scratch, Request as RunArgs};
 use crate::config::{load, scratch_root};
 use crate::sandbox::macos::{apply, seatbelt};
 use anyhow::{bail, Context, Result};
@@ -40,20 +40,27 @@ fn run_with_scratch(
     // Before the audit session's and the launch's threads exist (they inherit it).
     apply::block_forwarded_signals()?;
     let cmd0 = args.command.first().and_then(|c| c.to_str());
-    let mut loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
-    // Learn mode reaches the interposer in the snapshot, from this flag alone.
-    loaded.policy.learn = args.audit.learn;
-    let policy = &loaded.policy;
-    super::make_state_dirs(policy)?;
-    let mut session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
+    let loaded = load(&args.policy, cmd0, scratch.to_path_buf())?;
+    let run_id = crate::audit::new_run_id().context("drawing the run's id")?;
+    let facts = super::Facts {
+        support,
+        cwd: std::env::current_dir()
+            .and_then(std::fs::canonicalize)
+            .context("current directory")?,
+        run_dir: crate::audit::run_dir(&loaded.policy.context.state_dir, &run_id),
+        proxy_port: 0,
+    };
+    let run = super::plan(args, loaded, &facts)?;
+    let policy = &run.policy;
+    super::make_state_dirs(&run)?;
+    let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
     let mut launch = crate::launch::prepare(
         policy,
         &crate::launch::Options {
-            command: &args.command,
-            shims: args.shims,
-            kernel_only: args.kernel_only,
+            shims: run.shims,
+            interposer_off: run.interposer_off(),
+            static_agent: &run.static_agent,
             external_proxy: false,
-            support,
             scratch,
             audit_socket: session.audit_socket(),
             run_id: session.run(),
@@ -94,7 +101,7 @@ fn run_with_scratch(
     )];
     env.extend(session.child_env());
     env.extend(launch.child_env(proxy, None)?);
-    for name in crate::launch::withheld_env(policy) {
+    for name in &run.withheld {
         cmd.env_remove(name);
     }
     cmd.envs(env);
@@ -121,7 +128,7 @@ fn run_with_scratch(
             p
         }
     }));
-    let profile_name = loaded
+    let profile_name = run
         .profile
         .as_deref()
         .map(|p| format!(" [profile {p}]"))

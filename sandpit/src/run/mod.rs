@@ -1,0 +1,107 @@
+//! `sandpit run`: one run, planned once and then carried out (docs/run.md).
+//!
+//! [`plan::plan`] turns the loaded configuration, the command and the platform's
+//! facts into a [`RunPlan`] without side effects: the one effective policy after
+//! every adjustment, and everything each layer needs derived from it. `linux::run`
+//! and `macos::run` carry a plan out: they make directories, bind sockets, start
+//! the audit session, the proxy and the command. `sandpit plan` prints the plan a
+//! run would carry out, and `sandpit explain` judges with the same effective policy.
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::config::PolicyArgs;
+
+#[cfg(target_os = "linux")]
+pub mod input;
+#[cfg(target_os = "linux")]
+pub mod linux;
+#[cfg(target_os = "macos")]
+pub mod macos;
+pub mod plan;
+mod show;
+
+pub use plan::{effective, plan, Facts, Interposition, RunPlan};
+pub use show::{to_json, to_text};
+
+/// What the user asked of a run: `sandpit run`'s and `sandpit plan`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct Request {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub audit: crate::audit::RunOptions,
+    /// Accept a weaker kernel layer (Landlock + seccomp without namespaces, or no
+    /// Landlock) when the full one cannot be set up; the weaker mode is reported.
+    #[arg(long)]
+    pub allow_degraded: bool,
+    /// Use this unix socket as the proxy instead of starting sandpit's own (tests):
+    /// the sandbox reaches it as 127.0.0.1:PORT.
+    #[arg(long, value_name = "PATH")]
+    pub proxy_socket: Option<PathBuf>,
+    /// Port the proxy appears on inside the sandbox [default: 3128 in namespace
+    /// mode; a free port in the fallback mode, where it is a port of this machine].
+    #[arg(long)]
+    pub proxy_port: Option<u16>,
+    /// With --proxy-socket: unix datagram socket of a DNS responder; the sandbox's
+    /// resolv.conf points at 127.0.0.1 and queries are relayed there.
+    #[arg(long, value_name = "PATH")]
+    pub dns_socket: Option<PathBuf>,
+    /// Put sandpit's PATH shims (curl, wget, nc, ssh, git, …) first on the command's
+    /// PATH (also on with `shims.enabled = true` in the policy).
+    #[arg(long)]
+    pub shims: bool,
+    /// Do not inject the interposition library (kernel layer, proxy and shims only).
+    #[arg(long)]
+    pub kernel_only: bool,
+    /// Command and arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+/// Make the writable state directories of the agent that a fresh home lacks (the
+/// plan's `state_dirs`), and say which: they stay after the run.
+fn make_state_dirs(plan: &RunPlan) -> Result<()> {
+    let made = crate::launch::make_state_dirs(&plan.state_dirs)?;
+    let home = &plan.policy.context.home;
+    for d in made
+        .iter()
+        .filter(|d| !made.iter().any(|o| o != *d && o.starts_with(d)))
+    {
+        let shown = crate::audit::summary::tilde(home, &d.to_string_lossy());
+        eprintln!("sandpit: made {shown} (files.allow_write), where the agent keeps its state");
+    }
+    Ok(())
+}
+
+/// A fresh per-run scratch directory (mode 0700) under `root`, which must be ours.
+fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
+    use anyhow::{bail, Context};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .with_context(|| format!("creating {}", root.display()))?;
+    let m = std::fs::symlink_metadata(root).with_context(|| format!("{}", root.display()))?;
+    let me = crate::sys::uid();
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        bail!(
+            "scratch root {} is not a private directory owned by this user; refusing to use it",
+            root.display()
+        );
+    }
+    for n in 0..1000u32 {
+        let p = root.join(format!("run-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", p.display())),
+        }
+    }
+    bail!(
+        "could not create a scratch directory under {}",
+        root.display()
+    )
+}
