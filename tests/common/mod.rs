@@ -64,9 +64,13 @@ pub struct TestHome {
 
 impl TestHome {
     pub fn new() -> TestHome {
+        Self::new_in("/tmp")
+    }
+    /// A test home in a fresh directory under `base` (`/tmp` for [`TestHome::new`]).
+    pub fn new_in(base: &str) -> TestHome {
         let dir = tempfile::Builder::new()
             .prefix("sandpit-test-")
-            .tempdir_in("/tmp")
+            .tempdir_in(base)
             .unwrap();
         let h = TestHome { dir };
         std::fs::create_dir_all(h.home()).unwrap();
