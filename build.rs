@@ -39,6 +39,8 @@ fn main() {
         "sandpit-dylib/csrc",
         "sandpit-policy/Cargo.toml",
         "sandpit-policy/src",
+        "sandpit-review/Cargo.toml",
+        "sandpit-review/src",
         "sandpit-shims/Cargo.toml",
         "sandpit-shims/src",
     ] {

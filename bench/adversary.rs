@@ -96,7 +96,7 @@ fn exec_true(snapshot: &Path, socket: Option<&Path>, n: u32) -> Duration {
             .env("SANDPIT_SNAPSHOT", snapshot)
             .stdin(Stdio::null());
         if let Some(s) = socket {
-            c.env(sandpit_shims::review::SOCKET_VAR, s);
+            c.env(sandpit_review::SOCKET_VAR, s);
         }
         let st = c.status().unwrap();
         assert!(st.success(), "sandpit exec true failed");
@@ -139,9 +139,8 @@ fn main() {
         control::start(&sock, reviewer.clone()).unwrap()
     };
     let argv: Vec<&[u8]> = vec![b"cargo", b"build", b"--release"];
-    let ask = || {
-        sandpit_shims::review::ask(&sock, b"/work/project", &argv, Duration::from_secs(10)).unwrap()
-    };
+    let ask =
+        || sandpit_review::ask(&sock, b"/work/project", &argv, Duration::from_secs(10)).unwrap();
     ask();
     let n_sock = 5_000;
     let t = Instant::now();

@@ -155,7 +155,7 @@ timeout_ms = 5000
             .env("SANDPIT_SHIM_DIR", &self.shims)
             .stdin(Stdio::null());
         if let Some(s) = socket {
-            c.env(sandpit_shims::review::SOCKET_VAR, s);
+            c.env(sandpit_review::SOCKET_VAR, s);
         }
         c.output().unwrap()
     }
@@ -226,7 +226,7 @@ fn the_sandboxed_side_cannot_switch_review_off() {
     let o = fx.curl(&["http://good.test/page"], None);
     assert_eq!(o.status.code(), Some(126), "{o:?}");
     assert!(
-        stderr(&o).contains(sandpit_shims::review::SOCKET_VAR),
+        stderr(&o).contains(sandpit_review::SOCKET_VAR),
         "{}",
         stderr(&o)
     );

@@ -537,7 +537,7 @@ async fn the_control_socket_answers_and_is_private() {
     assert_eq!(dmode & 0o777, 0o700);
     let sock = server.path().to_path_buf();
     let ans = tokio::task::spawn_blocking(move || {
-        use sandpit_shims::review::ask;
+        use sandpit_review::ask;
         let w = Duration::from_secs(10);
         (
             ask(&sock, b"/w", &[b"ls", b"-l"], w).unwrap(),
@@ -546,7 +546,7 @@ async fn the_control_socket_answers_and_is_private() {
     })
     .await
     .unwrap();
-    use sandpit_shims::review::Answer;
+    use sandpit_review::Answer;
     assert!(
         matches!(&ans.0, Answer::Allow(r) if r.contains("ok")),
         "{ans:?}"

@@ -3,7 +3,7 @@
 //! lines (round trip where they decode), the model's answer text, and redaction.
 use libfuzzer_sys::fuzz_target;
 use sandpit::adversary::{answer, redact::Redactor};
-use sandpit_shims::review::{decode_answer, decode_request, encode_answer, encode_event_request};
+use sandpit_review::{decode_answer, decode_request, encode_answer, encode_event_request};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(r) = decode_request(data) {

@@ -458,7 +458,7 @@ impl Engine {
                 let cwd = std::env::current_dir()
                     .map(|c| c.into_os_string().into_vec())
                     .unwrap_or_default();
-                sandpit_shims::review::review_write(
+                sandpit_review::review_write(
                     &self.policy,
                     self.adversary_socket.as_deref(),
                     &cwd,
@@ -492,7 +492,7 @@ impl Engine {
                 let cwd = std::env::current_dir()
                     .map(|c| c.into_os_string().into_vec())
                     .unwrap_or_default();
-                sandpit_shims::review::review_exec(
+                sandpit_review::review_exec(
                     &self.policy,
                     self.adversary_socket.as_deref(),
                     &cwd,

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 pub use sandpit_policy::vars::{
     AUDIT_VAR, DNS_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
 };
-/// The adversary's control socket (see `sandpit_shims::review::SOCKET_VAR`).
-pub const ADVERSARY_VAR: &str = sandpit_shims::review::SOCKET_VAR;
+/// The adversary's control socket (see `sandpit_review::SOCKET_VAR`).
+pub const ADVERSARY_VAR: &str = sandpit_review::SOCKET_VAR;
 
 pub struct State {
     pub decider: Engine,

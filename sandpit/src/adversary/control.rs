@@ -1,6 +1,6 @@
 //! The control socket: where the sandboxed side asks the launcher's [`Reviewer`] and
 //! blocks for the verdict. Protocol (one request per connection, one line each way):
-//! see `sandpit_shims::review` and docs/adversary.md.
+//! see `sandpit_review` and docs/adversary.md.
 //!
 //! The socket lives in the run's own directory under sandpit's state directory
 //! (`<state_dir>/run/<run id>/adversary.sock`): the directory is created 0700 before
@@ -9,7 +9,7 @@
 //! path outside it.
 use super::{AdversaryError, ReviewRequest, Reviewer};
 use sandpit_policy::{Decision, ReviewEvent};
-use sandpit_shims::review::{decode_request, encode_answer, Answer, MAX_REQUEST, SOCKET_VAR};
+use sandpit_review::{decode_request, encode_answer, Answer, MAX_REQUEST, SOCKET_VAR};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-pub use sandpit_shims::review::SOCKET_VAR as ENV_VAR;
+pub use sandpit_review::SOCKET_VAR as ENV_VAR;
 
 /// Time a client has to send its request line.
 const REQUEST_WAIT: Duration = Duration::from_secs(5);

@@ -3,7 +3,7 @@
 //!
 //! The launcher owns one [`Reviewer`] per run and serves it on a unix control socket
 //! ([`control`]); the interposer's exec hook and `sandpit exec` ask there and block
-//! for the verdict (client: `sandpit_shims::review`). Each review:
+//! for the verdict (client: `sandpit_review`). Each review:
 //! 1. is answered from the per-run cache when the same command (whitespace-normalized
 //!    argv, same cwd) was reviewed before;
 //! 2. waits for one of [`Settings::max_concurrent`] slots and its turn under

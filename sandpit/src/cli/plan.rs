@@ -17,13 +17,11 @@ pub struct Args {
 pub fn execute(args: Args) -> Result<i32> {
     #[cfg(target_os = "linux")]
     let (plan, line) = crate::run::linux::dry_run(&args.run)?;
-    #[cfg(not(target_os = "linux"))]
-    let (plan, line): (crate::run::RunPlan, Option<String>) = {
-        let _ = &args.run;
-        anyhow::bail!(
-            "sandpit plan: not available on this platform yet; `sandpit check` shows the layers"
-        )
-    };
+    #[cfg(target_os = "macos")]
+    let (plan, line) = crate::run::macos::dry_run(&args.run)?;
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    let (plan, line): (crate::run::RunPlan, Option<String>) =
+        anyhow::bail!("sandpit plan: this platform's kernel layer is not implemented yet");
     if args.json {
         println!(
             "{}",

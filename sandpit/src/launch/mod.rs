@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use sandpit_policy::{NetMode, Policy};
 
 use crate::inject::{self, Installed};
+#[cfg(target_os = "linux")]
 use crate::sandbox::KernelSupport;
 
 mod sys;
@@ -545,7 +546,7 @@ impl Prepared {
         if let Some(sh) = &self.shims {
             env.extend(sandpit_shims::child_env(&sh.dir, &sh.path));
             env.push((
-                crate::cli::exec::SNAPSHOT_VAR.into(),
+                sandpit_shims::exec::SNAPSHOT_VAR.into(),
                 utf8(self.snapshot.clone().into_os_string())?,
             ));
             if let Some(addr) = proxy {
@@ -553,7 +554,7 @@ impl Prepared {
                     Some(t) => format!("http://sandpit:{t}@{addr}"),
                     None => format!("http://{addr}"),
                 };
-                env.push((crate::cli::exec::PROXY_URL_VAR.into(), url));
+                env.push((sandpit_shims::exec::PROXY_URL_VAR.into(), url));
             }
         }
         Ok(env)

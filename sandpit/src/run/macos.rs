@@ -14,6 +14,29 @@ use crate::sandbox::macos::{apply, seatbelt};
 use anyhow::{bail, Context, Result};
 use sandpit_policy::NetMode;
 
+/// What a run of `args` would do, planned as [`run`] plans it, nothing made or
+/// started (`sandpit plan`): the plan and the kernel layer's part of the line.
+pub fn dry_run(args: &RunArgs) -> Result<(super::RunPlan, Option<String>)> {
+    let support = crate::sandbox::probe();
+    let cmd0 = args.command.first().and_then(|c| c.to_str());
+    let loaded = load(&args.policy, cmd0, scratch_root().join("RUN"))?;
+    let facts = super::Facts {
+        support: &support,
+        cwd: std::env::current_dir()
+            .and_then(std::fs::canonicalize)
+            .context("current directory")?,
+        run_dir: crate::audit::run_dir(&loaded.policy.context.state_dir, "RUN"),
+        proxy_port: 0,
+    };
+    let run = super::plan(args, loaded, &facts)?;
+    let line = if support.seatbelt {
+        "kernel layer: Seatbelt, its profile compiled from this policy"
+    } else {
+        "kernel layer: Seatbelt is not available: a run would not start"
+    };
+    Ok((run, Some(line.to_string())))
+}
+
 pub fn run(args: RunArgs) -> Result<i32> {
     if args.proxy_socket.is_some() || args.dns_socket.is_some() {
         bail!("--proxy-socket and --dns-socket are not supported on macOS (no network bridge)");

@@ -39,7 +39,7 @@ fn network(plan: &RunPlan) -> Value {
 /// The plan as JSON (`sandpit plan --json`). `kernel_line` is the kernel layer's
 /// part of the start-up line, where the platform has one to show.
 pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
-    let home = &plan.policy.context.home;
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut v = json!({
         "command": plan.command.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>(),
         "profile": plan.profile,
@@ -63,6 +63,7 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
     });
     #[cfg(target_os = "linux")]
     {
+        let home = &plan.policy.context.home;
         let k = &plan.kernel;
         v["kernel"] = json!({
             "mode": format!("{:?}", k.mode),
