@@ -285,7 +285,7 @@ fn git_binary(workspace: &Path) -> Option<PathBuf> {
         .filter(|d| d.is_absolute() && !d.starts_with(workspace))
         .collect();
     let path = std::env::join_paths(dirs).ok()?;
-    crate::inspect::which("git", &path, Path::new("/"))
+    crate::sys::which("git", &path, Path::new("/"))
 }
 
 /// Ask git (the user's, as the user) for [`KEYS`] in the worktree at `top`, never

@@ -14,6 +14,9 @@ pub mod launch;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;
+pub mod service;
+#[cfg(target_os = "linux")]
+pub mod splice;
 pub mod sys;
 pub mod timing;
 pub mod trash;

@@ -152,6 +152,29 @@ pub unsafe fn recvmsg(fd: std::os::fd::RawFd, hdr: &mut libc::msghdr) -> std::io
     }
 }
 
+/// Find `name` the way execvp would: as given when it contains a slash, else the
+/// first executable file named so in `path_env`.
+pub fn which(
+    name: &str,
+    path_env: &std::ffi::OsStr,
+    cwd: &std::path::Path,
+) -> Option<std::path::PathBuf> {
+    if name.contains('/') {
+        let p = cwd.join(name);
+        return p.is_file().then_some(p);
+    }
+    std::env::split_paths(path_env)
+        .map(|dir| cwd.join(dir).join(name))
+        .find(|p| is_executable(p))
+}
+
+pub fn is_executable(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     /// A burst of connections nobody accepts yet all complete at once: the queue

@@ -575,7 +575,7 @@ pub struct NetworkReview {
     in_flight: Mutex<HashMap<String, Slot>>,
 }
 
-type Slot = std::sync::Arc<tokio::sync::Mutex<Option<crate::proxy::Verdict>>>;
+type Slot = std::sync::Arc<tokio::sync::Mutex<Option<crate::service::decide::Verdict>>>;
 
 impl NetworkReview {
     pub fn new(reviewer: std::sync::Arc<Reviewer>, rt: tokio::runtime::Handle) -> NetworkReview {
@@ -587,13 +587,14 @@ impl NetworkReview {
     }
 }
 
-impl crate::proxy::Review for NetworkReview {
+impl crate::service::decide::Review for NetworkReview {
     fn review<'a>(
         &'a self,
         host: &'a sandpit_policy::host::Host,
         port: u16,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::proxy::Verdict> + Send + 'a>>
-    {
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = crate::service::decide::Verdict> + Send + 'a>,
+    > {
         let req = ReviewRequest::network(&host.to_string(), port);
         let turn = self.in_flight.lock().ok().map(|mut m| {
             if m.len() >= CACHE_MAX {
@@ -627,13 +628,13 @@ impl crate::proxy::Review for NetworkReview {
                 None => None,
             };
             let v = match rt.spawn(async move { reviewer.review(req).await }).await {
-                Ok(v) => crate::proxy::Verdict {
+                Ok(v) => crate::service::decide::Verdict {
                     allow: v.decision == Decision::Allow,
                     rule: v.rule.map(|o| o.to_string()),
                     reason: v.reason,
                 },
                 // The reviewer's runtime is gone (the run is ending): fail closed.
-                Err(e) => crate::proxy::Verdict::deny(
+                Err(e) => crate::service::decide::Verdict::deny(
                     None,
                     format!("the adversary could not review the connection ({e})"),
                 ),

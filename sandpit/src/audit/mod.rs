@@ -3,7 +3,7 @@
 //! kernel layer binds it so), so nothing the agent runs can change what was logged.
 //!
 //! Events reach it from the proxy and DNS responder ([`AuditLog`] is a
-//! [`crate::proxy::AuditSink`]), from the interposer over a unix datagram socket
+//! [`event::AuditSink`]), from the interposer over a unix datagram socket
 //! ([`socket`], protocol in docs/audit.md), and from the launcher itself (start and
 //! exit). Records from the interposer are claims made inside the sandbox: the
 //! launcher re-judges each one against its own policy to name the rule, and keeps
@@ -19,6 +19,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+pub mod event;
 pub mod learn;
 pub mod session;
 pub mod socket;
@@ -408,8 +409,8 @@ impl AuditLog {
 
 /// Proxy and DNS decisions, with the rule named by re-judging the host against the
 /// run's policy when its verdict agrees.
-impl crate::proxy::AuditSink for AuditLog {
-    fn record(&self, e: crate::proxy::AuditEvent) {
+impl event::AuditSink for AuditLog {
+    fn record(&self, e: event::AuditEvent) {
         self.record(proxy_record(&self.run, self.policy.as_ref(), &e));
     }
 }
@@ -417,9 +418,9 @@ impl crate::proxy::AuditSink for AuditLog {
 pub(crate) fn proxy_record(
     run: &str,
     policy: Option<&sandpit_policy::Policy>,
-    e: &crate::proxy::AuditEvent,
+    e: &event::AuditEvent,
 ) -> Record {
-    use crate::proxy::Way;
+    use event::Way;
     let (layer, action) = match e.way {
         Way::Dns => (Layer::Dns, "resolve"),
         // The kernel layer's relay of a static program's datagrams as well.
@@ -660,9 +661,9 @@ mod tests {
     fn proxy_events_name_their_rule() {
         let d = tempfile::tempdir().unwrap();
         let policy = session::tests::policy(d.path(), "[network]\nallow = [\"api.example.com\"]\n");
-        let e = crate::proxy::AuditEvent {
+        let e = event::AuditEvent {
             time: SystemTime::now(),
-            way: crate::proxy::Way::Connect,
+            way: event::Way::Connect,
             host: "api.example.com".into(),
             port: 443,
             addr: None,
@@ -679,7 +680,7 @@ mod tests {
             ("network.allow", "api.example.com")
         );
         assert_eq!(rule.line, 2);
-        let denied = crate::proxy::AuditEvent {
+        let denied = event::AuditEvent {
             host: "evil.example".into(),
             allow: false,
             ..e

@@ -15,9 +15,9 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::proxy::audit::{AuditEvent, AuditSink, Way};
-use crate::proxy::decide::{Decide, Verdict};
-use crate::proxy::Running;
+use crate::audit::event::{AuditEvent, AuditSink, Way};
+use crate::service::decide::{Decide, Verdict};
+use crate::service::Running;
 use message::{
     Query, CLASS_IN, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_REFUSED, RCODE_SERVFAIL, TYPE_A,
     TYPE_AAAA,

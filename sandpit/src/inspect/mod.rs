@@ -309,24 +309,7 @@ pub fn analyze_binary(
 /// The deepest shebang chain followed (Linux allows four interpreter levels).
 pub const MAX_SHEBANG_DEPTH: usize = 4;
 
-/// Find `name` the way execvp would: as given when it contains a slash, else the
-/// first executable file named so in `path_env`.
-pub fn which(name: &str, path_env: &OsStr, cwd: &Path) -> Option<PathBuf> {
-    if name.contains('/') {
-        let p = cwd.join(name);
-        return p.is_file().then_some(p);
-    }
-    std::env::split_paths(path_env)
-        .map(|dir| cwd.join(dir).join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
+pub use crate::sys::which;
 
 /// `m`: the program's metadata, as it was mapped.
 fn facts(path: &Path, m: &std::fs::Metadata) -> FileFacts {

@@ -10,12 +10,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
-use super::audit::{AuditEvent, Way};
 use super::decide::Verdict;
 use super::http::{self, Target};
 use super::io::{Io, Prefixed};
 use super::sni::{self, Sni};
 use super::{socks5, transparent, Proxy};
+use super::{AuditEvent, Way};
 use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host};
 
 /// Relay buffer per direction.

@@ -12,11 +12,11 @@ use hyper::header::{HeaderValue, HOST};
 use hyper::{Request, Response, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use super::audit::Way;
 use super::conn::{forbidden_body, Refusal};
 use super::decide::Verdict;
 use super::io::{Io, Prefixed};
 use super::Proxy;
+use super::Way;
 use sandpit_policy::host::parse_authority;
 
 type Body = BoxBody<Bytes, hyper::Error>;

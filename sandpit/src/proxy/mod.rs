@@ -13,8 +13,6 @@
 //! non-public ranges, and exactly that address dialled. In tunnels the client's first
 //! bytes are read before any of them are forwarded: a TLS server name or HTTP Host
 //! that disagrees with the decided host closes the connection.
-pub mod audit;
-pub mod decide;
 pub mod http;
 pub mod sni;
 pub mod socks5;
@@ -24,8 +22,6 @@ mod conn;
 mod forward;
 mod io;
 pub(crate) mod relay;
-#[cfg(target_os = "linux")]
-pub(crate) mod sys;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -36,8 +32,10 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
-pub use audit::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
-pub use decide::{Decide, Review, Reviewing, Verdict};
+// The decision and the audit events the proxy shares with the DNS responder.
+pub use crate::audit::event::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
+pub use crate::service::decide::{self, Decide, Review, Reviewing, Verdict};
+pub use crate::service::Running;
 pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
 
 use crate::dns::Resolver;
@@ -106,33 +104,6 @@ pub struct Proxy {
     pub(crate) resolver: Arc<Resolver>,
     pub(crate) audit: Arc<dyn AuditSink>,
     pub(crate) cfg: ProxyConfig,
-}
-
-/// A running listener; dropping it (or [`Running::shutdown`]) stops the listener and
-/// every connection it carries.
-pub struct Running {
-    local: Option<SocketAddr>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    pub(crate) fn new(local: SocketAddr, task: JoinHandle<()>) -> Running {
-        Running {
-            local: Some(local),
-            task,
-        }
-    }
-    /// The bound address (TCP/UDP listeners).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local
-    }
-    pub fn shutdown(self) {}
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 impl Proxy {

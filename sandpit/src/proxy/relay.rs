@@ -4,7 +4,7 @@
 //! [`COPY_BUF_MAX`]) whenever a read fills it. With `splice` on (the default), once it
 //! has carried [`SPLICE_AFTER`] bytes (a bulk transfer), on Linux it switches to
 //! `splice(2)` through a pipe, so the data no longer crosses into the proxy's memory.
-//! Short connections never pay for a pipe (two descriptors), and at most [`PIPES`]
+//! Short connections never pay for a pipe (two descriptors), and at most [`crate::splice::PIPES`]
 //! directions hold one at a time; the others go on copying.
 use std::any::Any;
 use std::io;
@@ -16,6 +16,8 @@ use tokio::net::{TcpStream, UnixStream};
 
 use super::io::Io;
 use crate::budget::Budget;
+#[cfg(target_os = "linux")]
+use crate::splice::{Leased, PIPES};
 
 /// User-space buffer per direction to start with: enough for interactive traffic.
 const COPY_BUF: usize = 32 * 1024;
@@ -72,50 +74,6 @@ impl Drop for Buffer<'_> {
 /// Bytes a direction carries before it switches to splice.
 #[cfg(target_os = "linux")]
 const SPLICE_AFTER: u64 = 256 * 1024;
-
-/// Splice pipes open at once in the launcher, across every tunnel of the proxy and
-/// the bridge. Each 1 MiB pipe counts 256 pages against the user's pipe allowance
-/// (`fs.pipe-user-pages-soft`, 16,384 pages by default), which every other program
-/// the user runs shares: past it, the kernel gives new pipes two pages. Sixteen
-/// pipes stay within a quarter of it.
-#[cfg(target_os = "linux")]
-pub(crate) static PIPES: Budget = Budget::new(16);
-
-/// Held by the tests that watch [`PIPES`] or draw on it, so they run one at a time.
-#[cfg(all(test, target_os = "linux"))]
-pub(crate) static PIPES_WATCHED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A splice pipe counted against `budget` while it is open.
-#[cfg(target_os = "linux")]
-pub(crate) struct Leased<'b> {
-    pub(crate) pipe: super::sys::Pipe,
-    budget: &'b Budget,
-}
-
-#[cfg(target_os = "linux")]
-impl<'b> Leased<'b> {
-    /// A new pipe ([`super::sys::Pipe::new`]), or `None` when the budget is spent
-    /// or no pipe of a useful size can be made.
-    pub(crate) fn new(budget: &'b Budget, nonblocking: bool) -> Option<Leased<'b>> {
-        if !budget.take(1) {
-            return None;
-        }
-        match super::sys::Pipe::new(nonblocking) {
-            Ok(pipe) => Some(Leased { pipe, budget }),
-            Err(_) => {
-                budget.give(1);
-                None
-            }
-        }
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for Leased<'_> {
-    fn drop(&mut self) {
-        self.budget.give(1);
-    }
-}
 
 /// One end of a tunnel the relay drives directly (readiness + non-blocking calls).
 #[derive(Clone, Copy)]
@@ -242,7 +200,7 @@ enum Spliced {
 
 #[cfg(target_os = "linux")]
 async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Result<Spliced> {
-    use super::sys::{at_urgent_mark, splice, PIPE_SIZE};
+    use crate::splice::{at_urgent_mark, splice, PIPE_SIZE};
     let (pr, pw) = (pipe.pipe.read.as_raw_fd(), pipe.pipe.write.as_raw_fd());
     let mut in_pipe = 0usize;
     loop {
@@ -312,6 +270,8 @@ pub(crate) async fn relay<S: Io>(mut client: S, mut upstream: TcpStream, splice:
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_os = "linux")]
+    use crate::splice::PIPES_WATCHED;
 
     /// A buffer doubles freely up to the unmetered size and beyond it only while the
     /// shared budget lasts; an ended direction gives its share back.

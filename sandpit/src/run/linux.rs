@@ -403,9 +403,9 @@ fn give_back_rights(dir: &Path) -> bool {
 /// Connections relayed to a host loopback service go to the audit log like the
 /// proxy's decisions (the proxy is not on their path).
 fn loopback_audit(
-    sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    sink: std::sync::Arc<dyn crate::audit::event::AuditSink>,
 ) -> crate::sandbox::linux::loopback::Observer {
-    use crate::proxy::{AuditEvent, Way};
+    use crate::audit::event::{AuditEvent, Way};
     crate::sandbox::linux::loopback::Observer(std::sync::Arc::new(move |svc, to| {
         let host = sandpit_policy::Host::Ip(svc.listen.ip()).to_string();
         let port = svc.listen.port();
@@ -439,9 +439,9 @@ fn loopback_audit(
 /// flow, or a refused destination) written to the audit log.
 fn udp_judge(
     policy: &sandpit_policy::Policy,
-    sink: std::sync::Arc<dyn crate::proxy::AuditSink>,
+    sink: std::sync::Arc<dyn crate::audit::event::AuditSink>,
 ) -> crate::sandbox::linux::udp::Judge {
-    use crate::proxy::{AuditEvent, Way};
+    use crate::audit::event::{AuditEvent, Way};
     let policy = policy.clone();
     crate::sandbox::linux::udp::Judge(std::sync::Arc::new(move |dst| {
         let v = sandpit_policy::decide_datagram(&policy, dst);

@@ -13,8 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::budget::Budget;
-use crate::proxy::relay::{Leased, PIPES};
-use crate::proxy::sys::Pipe;
+use crate::splice::{Leased, Pipe, PIPES};
 
 /// Accept on `listener` forever (in a thread), relaying each connection to `to`.
 pub fn serve(listener: TcpListener, to: PathBuf) -> thread::JoinHandle<()> {
@@ -166,7 +165,7 @@ fn splice_all(from: BorrowedFd<'_>, to: BorrowedFd<'_>, pipe: &Pipe) -> io::Resu
         if !crate::sys::readable(from, -1)? {
             continue; // interrupted
         }
-        if crate::proxy::sys::at_urgent_mark(from.as_raw_fd()) {
+        if crate::splice::at_urgent_mark(from.as_raw_fd()) {
             return Ok(false);
         }
         let mut n = match super::sys::splice(from, pw, 1 << 20) {
@@ -199,7 +198,7 @@ mod tests {
     /// client closes only after the proxy has everything or at once.
     #[test]
     fn urgent_data_in_a_spliced_upload_neither_wedges_it_nor_cuts_it_short() {
-        let _watch = crate::proxy::relay::PIPES_WATCHED.blocking_lock();
+        let _watch = crate::splice::PIPES_WATCHED.blocking_lock();
         for close_at_once in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("proxy.sock");

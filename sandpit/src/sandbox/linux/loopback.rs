@@ -447,7 +447,7 @@ mod tests {
     }
 
     fn policy(text: &str) -> Policy {
-        crate::proxy::decide::policy_from_toml(text).unwrap()
+        crate::service::decide::policy_from_toml(text).unwrap()
     }
 
     #[test]

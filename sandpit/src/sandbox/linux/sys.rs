@@ -1349,7 +1349,7 @@ mod tests {
         // SAFETY: F_GETPIPE_SZ on a pipe we own; the argument is ignored.
         let size = |w: &OwnedFd| unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ, 0) };
         let (_r, plain) = pipe().unwrap();
-        let grown = crate::proxy::sys::Pipe::new(false).unwrap();
+        let grown = crate::splice::Pipe::new(false).unwrap();
         assert_eq!(size(&grown.write), 1 << 20, "a relay's pipe is grown");
         assert!(
             size(&plain) < size(&grown.write),

@@ -1,9 +1,11 @@
-//! The proxy's one `unsafe` module: Linux `splice(2)` through a pipe, so bulk tunnel
-//! traffic moves socket → pipe → socket inside the kernel without copies through
-//! user space. Everything else in the proxy is safe code. The launcher's bridge
-//! relay (`sandbox/linux/bridge.rs`) makes its pipes here too.
+//! Linux `splice(2)` through a pipe, so bulk tunnel traffic moves socket → pipe →
+//! socket inside the kernel without copies through user space: the pipes, their
+//! budget and the calls the proxy's relay (`proxy/relay.rs`) and the kernel
+//! layer's bridge (`sandbox/linux/bridge.rs`) share. The proxy's own code is safe.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::budget::Budget;
 
 /// A pipe used as the splice buffer of one direction of a relay.
 pub(crate) struct Pipe {
@@ -80,4 +82,44 @@ pub(crate) fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+/// Splice pipes open at once in the launcher, across every tunnel of the proxy and
+/// the bridge. Each 1 MiB pipe counts 256 pages against the user's pipe allowance
+/// (`fs.pipe-user-pages-soft`, 16,384 pages by default), which every other program
+/// the user runs shares: past it, the kernel gives new pipes two pages. Sixteen
+/// pipes stay within a quarter of it.
+pub(crate) static PIPES: Budget = Budget::new(16);
+
+/// Held by the tests that watch [`PIPES`] or draw on it, so they run one at a time.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) static PIPES_WATCHED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A splice pipe counted against `budget` while it is open.
+pub(crate) struct Leased<'b> {
+    pub(crate) pipe: Pipe,
+    budget: &'b Budget,
+}
+
+impl<'b> Leased<'b> {
+    /// A new pipe ([`Pipe::new`]), or `None` when the budget is spent
+    /// or no pipe of a useful size can be made.
+    pub(crate) fn new(budget: &'b Budget, nonblocking: bool) -> Option<Leased<'b>> {
+        if !budget.take(1) {
+            return None;
+        }
+        match Pipe::new(nonblocking) {
+            Ok(pipe) => Some(Leased { pipe, budget }),
+            Err(_) => {
+                budget.give(1);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Leased<'_> {
+    fn drop(&mut self) {
+        self.budget.give(1);
+    }
 }
