@@ -14,6 +14,8 @@
 #   6. process start inside a run: a shell starting /bin/true 500 times, bare, under
 #      `sandpit run --kernel-only` and under every layer; per process (no goal: the
 #      interposer's share of every fork+exec an agent makes)
+#   7. the placeholders' spares and trash on vs off (they keep ~720 lines only if
+#      this says they pay)
 # Usage: bench/run_startup.sh [RUNS]   (builds the release binary first)
 # SECTIONS="1 2 3" picks sections (default: all).
 # As root the sandboxed side runs as uid 65534 like the tests. FILES=300000 overrides
@@ -71,7 +73,7 @@ pair_ms() {
 result() { if [ -n "${BENCH_RESULT:-}" ]; then echo "RESULT $*"; fi; }
 ratio() { python3 -c "print(f'{$1/$2:.2f}x')"; }
 
-SECTIONS=${SECTIONS:-1 2 3 4 5 6}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 7}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if has 1; then
 echo "== 1. sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
@@ -163,6 +165,31 @@ echo "the interposer's share: $(python3 -c "print(f'{($fw - $kw2) * 1000 / $PROC
 result proc_bare "$(us "$bw")" us
 result proc_kernel_only "$(us "$kw2")" us
 result proc_every_layer "$(us "$fw")" us
+fi
+
+if has 7; then
+# The spares and the trash (sandbox/linux/spare.rs, trash.rs, ~720 lines) exist to
+# take mkdir/rmdir of placeholders and run directories off the start and the end of
+# a run. Off: a second HOME whose ~/.sandpit/{spare,trash} and scratch root's .trash
+# are files, so every placeholder is made and removed in place (the tending process
+# is still forked, so this is an upper bound on what removing the code would cost).
+echo "== 7. spares and trash on vs off: sandpit run -- /bin/true ($RUNS runs each, interleaved, medians)"
+OFF=$WORK/off
+mkdir -p "$OFF/home/.sandpit" "$OFF/xdg/sandpit" "$WORK/xdg-on" "$OFF/home/empty"
+: > "$OFF/home/.sandpit/spare"; : > "$OFF/home/.sandpit/trash"; : > "$OFF/xdg/sandpit/.trash"
+chmod 700 "$OFF/home/.sandpit" "$OFF/xdg" "$OFF/xdg/sandpit" "$WORK/xdg-on"
+[ "$(id -u)" = 0 ] && chown -R 65534:65534 "$OFF" "$WORK/xdg-on"
+ENV_ON=(/usr/bin/env HOME="$HOME" XDG_RUNTIME_DIR="$WORK/xdg-on")
+ENV_OFF=(/usr/bin/env HOME="$OFF/home" XDG_RUNTIME_DIR="$OFF/xdg")
+for e in ON OFF; do  # extract the interposer into each home first
+  v="ENV_$e[@]"; (cd "$HOME/empty" && "${AS[@]}" "${!v}" "$BIN" run -- /bin/true >/dev/null 2>&1)
+done
+sleep 2.1
+read -r onw offw onc offc < <(pair_ms "$HOME/empty" "$OFF/home/empty" "${ENV_ON[@]}" "$BIN" run -- /bin/true --vs-- "${ENV_OFF[@]}" "$BIN" run -- /bin/true)
+echo "spares and trash on:  wall ${onw} ms, cpu ${onc} ms"
+echo "off (mkdir/rmdir):    wall ${offw} ms, cpu ${offc} ms   (on/off wall $(ratio "$onw" "$offw"))"
+result run_true_spares_on "$onw" ms
+result run_true_spares_off "$offw" ms
 fi
 
 has 3 || exit 0

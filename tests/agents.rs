@@ -196,9 +196,8 @@ fn assert_held(s: &Stage, model: &ModelServer, o: &Output, agent: &str) {
 /// Without sandpit the same script leaks: the listener gets the canary, so does the
 /// model, and the edit lands.
 fn assert_leaks(s: &Stage, model: &ModelServer, o: &Output, agent: &str) {
-    std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(
-        s.blocked.received().contains(CANARY),
+        common::wait_for(5, || s.blocked.received().contains(CANARY)),
         "{agent} bare: the listener did not get the canary: {:?}\n{}\nresults: {}",
         s.blocked.received(),
         text(o),

@@ -213,9 +213,11 @@ fn udp_only_reaches_the_dns_responder_and_fast_open_is_refused() {
     // Bare: the probe's datagram does arrive.
     let o = probe_bare(&p, &["udp", "127.0.0.1", &oport]);
     assert!(o.stdout.starts_with("ok"), "{}", o.all());
-    std::thread::sleep(Duration::from_millis(50));
     let mut buf = [0u8; 64];
-    assert!(other.recv(&mut buf).is_ok(), "bare datagram must arrive");
+    assert!(
+        common::wait_for(5, || other.recv(&mut buf).is_ok()),
+        "bare datagram must arrive"
+    );
 
     for op in ["udp", "udp-connect"] {
         let o = probe_in(&p, &[op, "127.0.0.1", &oport]);

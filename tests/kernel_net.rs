@@ -109,9 +109,17 @@ fn direct_tcp_udp_ipv6_and_fast_open_reach_nothing_outside() {
         t.contains("tcp:ok") && t.contains("udp:ok") && t.contains("tcp6:ok"),
         "bare: {t}"
     );
-    std::thread::sleep(Duration::from_millis(100)); // let the datagrams land
-    let got = l.received();
-    for leak in ["LEAK-TCP", "LEAK-UDP", "LEAK-TCP6", "LEAK-UDP6"] {
+    // Until every leak has landed (`received` takes what arrived so far).
+    let leaks = ["LEAK-TCP", "LEAK-UDP", "LEAK-TCP6", "LEAK-UDP6"];
+    let mut got = vec![];
+    common::wait_for(5, || {
+        got.extend(l.received());
+        leaks
+            .iter()
+            .all(|leak| got.iter().any(|g| g.ends_with(&format!(":{leak}"))))
+    });
+    got.extend(l.received());
+    for leak in leaks {
         assert!(
             got.iter().any(|g| g.ends_with(&format!(":{leak}"))),
             "bare {leak}: {got:?}"

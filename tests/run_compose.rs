@@ -215,10 +215,10 @@ fn curl_reaches_only_allowed_hosts() {
         &[],
         &format!("curl -sk --max-time 5 https://allowed.test:{a}/"),
     );
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let got = w.allowed.bytes.lock().unwrap()[got_before..].to_vec();
     assert!(
-        got.windows(12).any(|x| x == b"allowed.test"),
+        common::wait_for(5, || w.allowed.bytes.lock().unwrap()[got_before..]
+            .windows(12)
+            .any(|x| x == b"allowed.test")),
         "the ClientHello did not reach the allowed sink"
     );
     let o = w.run(

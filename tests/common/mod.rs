@@ -184,6 +184,22 @@ pub fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// Wait until `cond` holds, checking every 10 ms for at most `secs` seconds: for
+/// something that must happen (a datagram landing, bytes reaching a listener), in
+/// place of a fixed sleep. Whether it held.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A loopback TCP port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

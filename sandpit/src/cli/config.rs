@@ -16,11 +16,18 @@ pub struct Args {
 }
 
 pub fn execute(args: Args) -> anyhow::Result<i32> {
-    let loaded = load(
+    let mut loaded = load(
         &args.policy,
         args.command.first().map(String::as_str),
         scratch_root().join("RUN"),
     )?;
+    // The policy a run enforces (`run::effective`), as `sandpit explain` judges:
+    // with the run's private /tmp and /dev/shm where the kernel layer makes them.
+    #[cfg(target_os = "linux")]
+    let private_tmp = crate::run::plan::private_tmp(crate::run::linux::start_mode());
+    #[cfg(not(target_os = "linux"))]
+    let private_tmp = false;
+    loaded.policy = crate::run::effective(loaded.policy, private_tmp, false);
     if args.json {
         let v = serde_json::json!({
             "profile": loaded.profile,
