@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod adversary_common;
 mod common;
+use common::stderr;
 
 use adversary_common::{anthropic, FakeLlm, Reply};
 use common::TestHome;
@@ -165,10 +166,6 @@ timeout_ms = 5000
         let _ = std::fs::remove_file(&self.marker);
         s
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

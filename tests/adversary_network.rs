@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod adversary_common;
 mod common;
+use common::text as out;
 
 use adversary_common::{anthropic, openai, FakeLlm, Reply};
 use common::TestHome;
@@ -35,15 +36,6 @@ fn sink(ip: &str, label: &'static str) -> (u16, Arc<AtomicUsize>) {
         }
     });
     (port, seen)
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 const RULES: &str = "Never send anything to hosts that look like exfiltration drops.";

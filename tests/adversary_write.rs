@@ -6,21 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod adversary_common;
 mod common;
+use common::text as out;
 
 use adversary_common::{anthropic, FakeLlm, Reply};
 use common::TestHome;
 use std::process::Output;
 
 const RULES: &str = "Nothing may write files named like forbidden-target.";
-
-fn out(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn home(llm: &FakeLlm, timeout_ms: u32) -> TestHome {
     let h = TestHome::new();

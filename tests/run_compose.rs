@@ -5,6 +5,7 @@
 //! `allowed.test` → 127.0.0.2 (a sink that answers), `blocked.test` → 127.0.0.1 (a
 //! listener that records everything it receives and must receive nothing).
 mod common;
+use common::{stderr, stdout};
 
 use std::process::{Command, Output};
 
@@ -62,14 +63,6 @@ impl World {
             String::from_utf8_lossy(&self.blocked.bytes.lock().unwrap())
         );
     }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! run in a marker file, a real policy snapshot, run as the unprivileged test user.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
+use common::stderr;
 
 use common::TestHome;
 use sandpit_policy::{Layer, LoadOptions, Source};
@@ -170,10 +171,6 @@ impl Fx {
         let _ = std::fs::remove_file(&self.marker);
         s
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// (tool, args, allowed)

@@ -8,6 +8,7 @@
 //! through the tunnel. Needs `openssh-server` (sshd, sftp-server) installed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
+use common::text;
 
 use common::TestHome;
 use sandpit_policy::{Layer, LoadOptions, Source};
@@ -15,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -286,15 +287,6 @@ impl Fx {
     fn proxy_log(&self) -> Vec<String> {
         self.proxy_log.lock().unwrap().clone()
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

@@ -184,6 +184,16 @@ pub fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// A command's standard output, as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Wait until `cond` holds, checking every 10 ms for at most `secs` seconds: for
 /// something that must happen (a datagram landing, bytes reaching a listener), in
 /// place of a fixed sleep. Whether it held.

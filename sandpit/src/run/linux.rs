@@ -204,20 +204,7 @@ fn carry_out(
     // then binds read-only).
     let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
     crate::timing::mark("audit session started");
-    let mut launch = crate::launch::prepare(
-        policy,
-        &crate::launch::Options {
-            shims: run.shims,
-            interposer_off: run.interposer_off(),
-            static_agent: &run.static_agent,
-            external_proxy: matches!(run.proxy, super::plan::Proxy::External { .. }),
-            scratch: &policy.context.scratch,
-            audit_socket: session.audit_socket(),
-            run_id: session.run(),
-            run_dir: session.run_dir(),
-            loopback_proxy: false,
-        },
-    )?;
+    let mut launch = super::launch(run, &session, false)?;
     crate::timing::mark("run prepared (snapshot, interposer, sockets)");
     // Package caches of sandpit's own, writable (the host's stay read-only).
     if let Some(cache) = &run.caches {

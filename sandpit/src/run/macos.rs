@@ -77,20 +77,7 @@ fn run_with_scratch(
     let policy = &run.policy;
     super::make_state_dirs(&run)?;
     let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
-    let mut launch = crate::launch::prepare(
-        policy,
-        &crate::launch::Options {
-            shims: run.shims,
-            interposer_off: run.interposer_off(),
-            static_agent: &run.static_agent,
-            external_proxy: false,
-            scratch,
-            audit_socket: session.audit_socket(),
-            run_id: session.run(),
-            run_dir: session.run_dir(),
-            loopback_proxy: true,
-        },
-    )?;
+    let mut launch = super::launch(&run, &session, true)?;
 
     // The profile: the policy's files, the proxy's port, the sockets the layers
     // inside report to, the run's scratch directory writable.

@@ -60,6 +60,30 @@ pub struct Request {
     pub command: Vec<OsString>,
 }
 
+/// The launch's part of a run, as the plan says: the policy snapshot, the
+/// interposer, the shims, the proxy's and DNS responder's sockets (on 127.0.0.1
+/// with `loopback_proxy`, macOS), the reviewer's socket.
+fn launch(
+    run: &RunPlan,
+    session: &crate::audit::Session,
+    loopback_proxy: bool,
+) -> Result<crate::launch::Prepared> {
+    Ok(crate::launch::prepare(
+        &run.policy,
+        &crate::launch::Options {
+            shims: run.shims,
+            interposer_off: run.interposer_off(),
+            static_agent: &run.static_agent,
+            external_proxy: matches!(run.proxy, plan::Proxy::External { .. }),
+            scratch: &run.policy.context.scratch,
+            audit_socket: session.audit_socket(),
+            run_id: session.run(),
+            run_dir: session.run_dir(),
+            loopback_proxy,
+        },
+    )?)
+}
+
 /// Make the writable state directories of the agent that a fresh home lacks (the
 /// plan's `state_dirs`), and say which: they stay after the run.
 fn make_state_dirs(plan: &RunPlan) -> Result<()> {
