@@ -47,10 +47,11 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         b"shims" => Layer::Shims,
         _ => Layer::Interposer,
     };
-    let decision = if kind == b"learn" {
-        Decision::Learn
-    } else {
-        Decision::Deny
+    let decision = match kind {
+        b"learn" => Decision::Learn,
+        // A count of records the library could not deliver (docs/audit.md).
+        b"lost" => Decision::Info,
+        _ => Decision::Deny,
     };
     let action = match fields[3] {
         b"read" => "read",
@@ -58,6 +59,7 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         b"exec" => "exec",
         b"connect" => "connect",
         b"udp" => "udp",
+        _ if kind == b"lost" => "lost",
         _ => "other",
     };
     let subject: Vec<String> = fields[4..].iter().map(|f| text(f)).collect();
