@@ -405,7 +405,16 @@ fn a_connection_flood_leaves_the_proxy_answering() {
     let recs = w.log("connection flood");
     assert_eq!(w.blocked.seen().0, 0, "blocked.test was reached");
     assert!(w.allowed.seen().0 > 0, "allowed.test was never reached");
-    let _ = (err, recs);
+    // Past limits.connections_per_second the flood's connections to allowed.test
+    // were refused, each logged with the limit as its rule, and the user told once.
+    let limited = recs
+        .iter()
+        .filter(|r| r["rule"]["key"] == "limits.connections_per_second")
+        .count();
+    assert!(limited > 0, "no refusal past limits.connections_per_second");
+    eprintln!("connection flood: {limited} refused past limits.connections_per_second");
+    eprintln!("{err}");
+    assert!(err.contains("limits.connections_per_second"), "{err}");
 }
 
 /// Opens `n` connections to the proxy (across processes, for the descriptor

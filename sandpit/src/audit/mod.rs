@@ -449,7 +449,15 @@ pub(crate) fn proxy_record(
                 },
             ),
         };
-        if v.is_allowed() == e.allow {
+        let limit = e.rule.as_deref().and_then(|x| x.split(' ').next()).and_then(|k| match k {
+            "limits.connections" => Some(&p.limits.connections),
+            "limits.connections_per_second" => Some(&p.limits.connections_per_second),
+            _ => None,
+        });
+        if let (false, Some(l)) = (e.allow, limit) {
+            // The rules allowed it; a limit of the run refused it.
+            r.rule = Some(RuleRef::from(&l.origin));
+        } else if v.is_allowed() == e.allow {
             r.rule = v.rule.as_ref().map(RuleRef::from);
         } else if !e.allow
             && e.rule

@@ -742,6 +742,7 @@ impl Prepared {
             .build()
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
+        use crate::proxy::limits::Limit;
         let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
@@ -755,6 +756,8 @@ impl Prepared {
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
                 review,
+                connections: Limit::from_rule(&self.policy.limits.connections),
+                connections_per_second: Limit::from_rule(&self.policy.limits.connections_per_second),
                 ..crate::proxy::ProxyConfig::default()
             },
         );
