@@ -206,6 +206,17 @@ impl World {
     /// The run's audit log: every line a record, starting with `start` and holding
     /// the `exit`.
     fn log(&self, what: &str) -> Vec<Value> {
+        let recs = self.log_lines(what);
+        assert!(
+            recs.iter()
+                .any(|r| r["action"] == "exit" && r["layer"] == "launcher"),
+            "{what}: no exit record"
+        );
+        recs
+    }
+
+    /// The run's audit log: every line a record, starting with `start`.
+    fn log_lines(&self, what: &str) -> Vec<Value> {
         let dir = self.h.home().join(".sandpit/logs");
         let logs: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap()
@@ -215,11 +226,6 @@ impl World {
         assert_eq!(logs.len(), 1, "{what}: {logs:?}");
         let recs = records(&logs[0]);
         assert_eq!(recs[0]["action"], "start", "{what}: {:?}", recs[0]);
-        assert!(
-            recs.iter()
-                .any(|r| r["action"] == "exit" && r["layer"] == "launcher"),
-            "{what}: no exit record"
-        );
         recs
     }
 }
@@ -343,6 +349,57 @@ fn a_denial_flood_is_logged_whole_or_counted() {
         logged + counted + lost >= N as u64,
         "denial flood: {logged} logged + {counted} summarised + {lost} counted as lost < {N}"
     );
+}
+
+/// Crash consistency: the launcher killed with SIGKILL in the middle of a denial
+/// flood leaves a log whose every line is a whole record, the sandbox goes with it,
+/// and the next `sandpit log` says the run ended abnormally.
+#[test]
+fn a_launcher_killed_mid_run_leaves_a_readable_log_that_says_so() {
+    let w = World::new("");
+    w.h.write(&w.h.home().join(".ssh/id_rsa"), "CANARY-exhaustion");
+    w.file(
+        "deny.py",
+        "import os\nwhile True:\n    try:\n        open(os.path.expanduser('~/.ssh/id_rsa')).read()\n    except OSError:\n        pass\n",
+    );
+    let ws = w.h.workspace();
+    let mut child = w.start(
+        &[],
+        &format!("python3 {}/deny.py 2>/dev/null", ws.display()),
+        None,
+    );
+    w.assert_control(&mut child, "killed launcher");
+    // Records are being written now.
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let start = Instant::now();
+    loop {
+        let left = processes_naming(&ws.display().to_string());
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "processes of the sandbox outlived the killed launcher: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let recs = w.log_lines("killed launcher");
+    let denials = recs.iter().filter(|r| r["decision"] == "deny").count();
+    assert!(denials > 100, "killed launcher: only {denials} denials logged");
+    assert!(
+        !recs.iter().any(|r| r["action"] == "exit"),
+        "killed launcher: an exit record"
+    );
+    let o = w.h.sandpit().args(["log", "--denied"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out.lines().last().unwrap_or("");
+    assert!(last.contains("ended abnormally"), "{last}");
+    eprintln!("{last}");
+    let o = w.h.sandpit().args(["log", "--list"]).output().unwrap();
+    assert!(text(&o).contains("(ended abnormally)"), "{}", text(&o));
 }
 
 /// Opens connections through the proxy as fast as it can for `secs` seconds, each
@@ -493,9 +550,4 @@ fn a_terminal_flood_leaves_the_launcher_answering() {
     );
     w.terminate(child, "terminal flood");
     w.log("terminal flood");
-}
-
-#[allow(dead_code)]
-fn unused(o: &std::process::Output) -> String {
-    text(o)
 }
