@@ -62,7 +62,17 @@ impl World {
     /// A test HOME whose config allows `allowed.test` and `control.test`, with
     /// `limits` under `[limits]`.
     fn new(limits: &str) -> World {
-        let h = TestHome::new();
+        // Under /var/tmp: a HOME under /tmp keeps the host's /tmp (read-only) in the
+        // sandbox instead of a private one.
+        let dir = tempfile::Builder::new()
+            .prefix("sandpit-exhaustion-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let h = TestHome { dir };
+        std::fs::create_dir_all(h.workspace()).unwrap();
+        for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
+            h.give_to_test_user(&p);
+        }
         let control = Sink::start("127.0.0.2", "control");
         let allowed = Sink::start("127.0.0.2", "allowed");
         let blocked = Sink::start("127.0.0.3", "blocked");
@@ -93,14 +103,45 @@ impl World {
     /// `sandpit run [flags] -- sh -c '<control> & <abuse> & wait'`: the control starts
     /// first, then the abuse; neither ends on its own.
     fn start(&self, flags: &[&str], abuse: &str, stdio: Option<std::os::fd::OwnedFd>) -> Child {
+        self.start_in(flags, abuse, stdio, None)
+    }
+
+    /// [`World::start`], the launcher first moved into `cgroup` (delegated to the
+    /// test user, see [`Delegated`]).
+    fn start_in(
+        &self,
+        flags: &[&str],
+        abuse: &str,
+        stdio: Option<std::os::fd::OwnedFd>,
+        cgroup: Option<&Path>,
+    ) -> Child {
         let ws = self.h.workspace();
         let script = format!(
             "python3 {}/control.py {} 3 & {abuse} & wait",
             ws.display(),
             self.control.port
         );
-        let mut c = self.h.sandpit();
+        let mut c = match cgroup {
+            None => self.h.sandpit(),
+            Some(_) => {
+                // Held until this (root) process has moved it: `read` waits for a line.
+                let mut c = self.h.command("sh");
+                c.args(["-c", "read _ && exec \"$0\" \"$@\""])
+                    .arg(common::sandpit_bin());
+                c
+            }
+        };
         c.arg("run").args(flags).args(["--", "sh", "-c", &script]);
+        if let Some(cg) = cgroup {
+            use std::io::Write;
+            c.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            std::fs::write(cg.join("cgroup.procs"), child.id().to_string()).unwrap();
+            child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+            return child;
+        }
         match stdio {
             Some(fd) => {
                 let out = fd.try_clone().unwrap();
@@ -349,6 +390,180 @@ fn a_denial_flood_is_logged_whole_or_counted() {
         logged + counted + lost >= N as u64,
         "denial flood: {logged} logged + {counted} summarised + {lost} counted as lost < {N}"
     );
+}
+
+/// A cgroup v2 subtree delegated to the test user the way systemd delegates
+/// `user@.service` (the directory and its `cgroup.procs`, `cgroup.subtree_control`
+/// and `cgroup.threads` the user's), with the memory controller: where the machine's
+/// cgroup v2 root offers it. Removed when dropped.
+struct Delegated(PathBuf);
+
+impl Delegated {
+    fn new() -> Option<Delegated> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let root = mountinfo.lines().find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split_whitespace().collect();
+            (right.starts_with("cgroup2 ") && f[3] == "/").then(|| PathBuf::from(f[4]))
+        })?;
+        let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+        if !controllers.split_whitespace().any(|c| c == "memory") {
+            return None;
+        }
+        assert!(common::is_root(), "delegating a cgroup needs root");
+        std::fs::write(root.join("cgroup.subtree_control"), "+memory").unwrap();
+        let dir = root.join(format!("sandpit-exhaustion-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        for f in ["", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"] {
+            std::os::unix::fs::chown(
+                dir.join(f),
+                Some(common::TEST_UID),
+                Some(common::TEST_GID),
+            )
+            .unwrap();
+        }
+        Some(Delegated(dir))
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // The launcher's leaf and the run's cgroup first (empty by now).
+        if let Ok(rd) = std::fs::read_dir(&self.0) {
+            for e in rd.flatten() {
+                if e.path().is_dir() {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A memory balloon: 16 MiB at a time, every page touched, until the allocation
+/// fails or the kernel ends it (at most 1 GiB, whatever happens). It writes how far
+/// it got after each step. `/dev/shm` holds 48 MiB first: with a cgroup those pages
+/// count against the run's limit too.
+const BALLOON_PY: &str = r#"
+import os
+held = []
+def note(s):
+    with open("balloon.tmp", "w") as f:
+        f.write(s)
+    os.rename("balloon.tmp", "balloon.out")
+with open("/dev/shm/fill", "wb") as f:
+    for i in range(48):
+        f.write(b"\1" * (1 << 20))
+try:
+    while len(held) < 64:
+        held.append(b"\1" * (16 << 20))
+        note("held %d" % (len(held) * 16))
+    note("capped %d" % (len(held) * 16))
+except MemoryError:
+    note("refused %d" % (len(held) * 16))
+while True:
+    os.pause()
+"#;
+
+/// limits.memory: the balloon stops below it, the run goes on (the positive
+/// control), and ends when asked. With a delegated cgroup v2 memory controller the
+/// limit holds for the whole run, `/dev/shm` included; without one (this machine
+/// may be cgroup v1 or hybrid) each process's data is bounded and the run says so
+/// among its weaker points.
+#[test]
+fn a_memory_balloon_stops_at_limits_memory() {
+    const LIMIT_MIB: u64 = 256;
+    let w = World::new(&format!(
+        "memory = {}\ntmp_bytes = {}\n",
+        LIMIT_MIB << 20,
+        64u64 << 20
+    ));
+    w.file("balloon.py", BALLOON_PY);
+    let delegated = Delegated::new();
+    let ws = w.h.workspace();
+    let mut child = w.start_in(
+        &[],
+        &format!("python3 {}/balloon.py", ws.display()),
+        None,
+        delegated.as_ref().map(|d| d.0.as_path()),
+    );
+    w.assert_control(&mut child, "memory balloon");
+    let out = ws.join("balloon.out");
+    let start = Instant::now();
+    let got = loop {
+        let s = std::fs::read_to_string(&out).unwrap_or_default();
+        // With a cgroup the kernel ends the balloon: its last note stays "held".
+        let settled = s.starts_with("refused") || s.starts_with("capped");
+        if settled || (delegated.is_some() && start.elapsed() > Duration::from_secs(15)) {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "balloon: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mib: u64 = got.split(' ').nth(1).unwrap().parse().unwrap();
+    eprintln!("memory balloon: {got} MiB");
+    assert!(!got.starts_with("capped"), "the balloon was never stopped: {got}");
+    let err = w.terminate(child, "memory balloon");
+    let layers = err.lines().find(|l| l.contains("layers:")).unwrap_or("");
+    match &delegated {
+        Some(_) => {
+            // Its 48 MiB of /dev/shm counted as well.
+            assert!(mib + 48 <= LIMIT_MIB, "balloon: {got}");
+            assert!(layers.contains("memory at most 256 MiB for the run (cgroup)"), "{err}");
+        }
+        None => {
+            assert!(got.starts_with("refused") && mib < LIMIT_MIB, "balloon: {got}");
+            assert!(layers.contains("at most 256 MiB of data per process"), "{err}");
+            assert!(
+                layers.contains("weaker: ") && layers.contains("limits.memory bounds each process's data (RLIMIT_DATA)"),
+                "{err}"
+            );
+        }
+    }
+    w.log("memory balloon");
+}
+
+/// A disk filler in `$TMPDIR` (the run's scratch dir) and `/tmp`: each is a tmpfs of
+/// limits.tmp_bytes, so the filler meets ENOSPC there and the host's disk under the
+/// scratch dir gets nothing.
+#[test]
+fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
+    let w = World::new(&format!("tmp_bytes = {}\n", 32u64 << 20));
+    w.file(
+        "fill.sh",
+        "echo \"$TMPDIR\" > tmpdir.out\n\
+         dd if=/dev/zero of=\"$TMPDIR/fill\" bs=1M count=4096 2>/dev/null\n\
+         dd if=/dev/zero of=/tmp/fill bs=1M count=4096 2>/dev/null\n\
+         echo $(stat -c %s \"$TMPDIR/fill\") $(stat -c %s /tmp/fill) > fill.tmp && mv fill.tmp fill.out\n\
+         while :; do sleep 1; done\n",
+    );
+    let ws = w.h.workspace();
+    let mut child = w.start(&[], &format!("sh {}/fill.sh", ws.display()), None);
+    w.assert_control(&mut child, "disk filler");
+    let out = ws.join("fill.out");
+    let start = Instant::now();
+    while !out.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "the filler never ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let sizes: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    eprintln!("disk filler: $TMPDIR and /tmp took {sizes:?} bytes");
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    for s in &sizes {
+        assert!(*s > 16 << 20 && *s <= 32 << 20, "{sizes:?}");
+    }
+    // The scratch dir on the host stayed empty while the run held its tmpfs full.
+    let tmpdir = std::fs::read_to_string(ws.join("tmpdir.out")).unwrap();
+    let host: Vec<_> = std::fs::read_dir(tmpdir.trim())
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(host.is_empty(), "the host's scratch dir got {host:?}");
+    w.terminate(child, "disk filler");
+    w.log("disk filler");
 }
 
 /// Crash consistency: the launcher killed with SIGKILL in the middle of a denial

@@ -383,6 +383,8 @@ pub mod linux {
             host_sockets,
             nested_user_namespaces: policy.isolation.nested_user_namespaces(),
             tmp_bytes: policy.limits.tmp_bytes.value,
+            memory: policy.limits.memory.value,
+            memory_cgroup: crate::sandbox::linux::memory::probe(),
             read_if_present: policy
                 .files
                 .block_write
@@ -877,6 +879,9 @@ pub mod linux {
         ));
         if let Some(n) = plan.processes {
             parts.push(format!("at most {n} processes and threads"));
+        }
+        if let Some(m) = &plan.memory {
+            parts.push(crate::sandbox::linux::memory::describe(m));
         }
         let net = match &plan.net {
             NetPlan::Bridge { port, relay_to, .. } => {
