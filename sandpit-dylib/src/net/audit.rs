@@ -139,8 +139,7 @@ fn send_one(line: &[u8]) -> bool {
             (&raw const sa).cast(),
             std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
         );
-        let gone = r < 0
-            && matches!(crate::sys::errno(), libc::ENOENT | libc::ECONNREFUSED);
+        let gone = r < 0 && matches!(crate::sys::errno(), libc::ENOENT | libc::ECONNREFUSED);
         libc::close(fd);
         r >= 0 || gone
     }

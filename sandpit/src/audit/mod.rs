@@ -407,6 +407,22 @@ impl crate::proxy::AuditSink for AuditLog {
     fn record(&self, e: crate::proxy::AuditEvent) {
         self.record(proxy_record(&self.run, self.policy.as_ref(), &e));
     }
+    fn lost(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut r = Record::new(
+            &self.run,
+            Layer::Launcher,
+            "other",
+            String::new(),
+            Decision::Info,
+        );
+        r.reason = format!(
+            "{n} records of the proxy and DNS responder were not logged: the logger fell behind"
+        );
+        self.record(r);
+    }
 }
 
 pub(crate) fn proxy_record(
@@ -449,11 +465,15 @@ pub(crate) fn proxy_record(
                 },
             ),
         };
-        let limit = e.rule.as_deref().and_then(|x| x.split(' ').next()).and_then(|k| match k {
-            "limits.connections" => Some(&p.limits.connections),
-            "limits.connections_per_second" => Some(&p.limits.connections_per_second),
-            _ => None,
-        });
+        let limit = e
+            .rule
+            .as_deref()
+            .and_then(|x| x.split(' ').next())
+            .and_then(|k| match k {
+                "limits.connections" => Some(&p.limits.connections),
+                "limits.connections_per_second" => Some(&p.limits.connections_per_second),
+                _ => None,
+            });
         if let (false, Some(l)) = (e.allow, limit) {
             // The rules allowed it; a limit of the run refused it.
             r.rule = Some(RuleRef::from(&l.origin));
@@ -740,16 +760,19 @@ mod tests {
         let log = AuditLog::create(&state, run).unwrap();
         let r = Record::new(run, Layer::Interposer, "read", "/x".into(), Decision::Deny);
         log.record(r.clone());
-        let mut f = std::fs::OpenOptions::new().append(true).open(log.path()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .unwrap();
         f.write_all(b"{\"time\":\"2026-").unwrap();
         assert!(read_log(log.path()).is_err());
         let (recs, torn) = read_log_after_crash(log.path()).unwrap();
         assert_eq!((recs, torn), (vec![r.clone()], true));
-        let line = abnormal_end(run, &[r.clone()], false).unwrap();
+        let line = abnormal_end(run, std::slice::from_ref(&r), false).unwrap();
         assert!(line.contains("ended abnormally"), "{line}");
         // A live launcher: still running.
         let live = format!("20260101T000000Z-ab-{}", std::process::id());
-        let line = abnormal_end(&live, &[r.clone()], false).unwrap();
+        let line = abnormal_end(&live, std::slice::from_ref(&r), false).unwrap();
         assert!(line.contains("still running"), "{line}");
         let exit = Record::new(run, Layer::Launcher, "exit", "0".into(), Decision::Info);
         assert_eq!(abnormal_end(run, &[r, exit], false), None);

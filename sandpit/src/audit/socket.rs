@@ -78,8 +78,37 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         r.argv = subject.clone();
     }
     if let Some(p) = policy {
-        r.rule = rejudge(p, action, &subject);
+        r.rule = rejudge_repeated(p, action, &subject);
     }
+    r
+}
+
+std::thread_local! {
+    /// The last request re-judged on this thread and its answer: a flood of denials
+    /// repeats one request, and judging it again each time would make the launcher
+    /// the flood's bottleneck.
+    static LAST: std::cell::RefCell<Option<(usize, String, Vec<String>, Option<RuleRef>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// [`rejudge`], answered from [`LAST`] when the same policy judges the same request.
+fn rejudge_repeated(
+    p: &sandpit_policy::Policy,
+    action: &str,
+    subject: &[String],
+) -> Option<RuleRef> {
+    let key = std::ptr::from_ref(p) as usize;
+    let hit = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(k, a, s, _)| *k == key && a == action && s == subject)
+            .map(|x| x.3.clone())
+    });
+    if let Some(hit) = hit {
+        return hit;
+    }
+    let r = rejudge(p, action, subject);
+    LAST.with(|l| *l.borrow_mut() = Some((key, action.to_string(), subject.to_vec(), r.clone())));
     r
 }
 

@@ -101,7 +101,9 @@ impl Limits {
     pub(crate) fn new(open: Option<Limit>, rate: Option<Limit>) -> Limits {
         Limits {
             open: open.map(|l| {
-                let n = usize::try_from(l.value).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+                let n = usize::try_from(l.value)
+                    .unwrap_or(usize::MAX)
+                    .min(Semaphore::MAX_PERMITS);
                 (l, Arc::new(Semaphore::new(n)))
             }),
             rate,
@@ -226,7 +228,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            v.reason.starts_with("limits.connections = 2 (t.toml:3) reached"),
+            v.reason
+                .starts_with("limits.connections = 2 (t.toml:3) reached"),
             "{}",
             v.reason
         );

@@ -152,7 +152,8 @@ impl Proxy {
         audit: Arc<dyn AuditSink>,
         cfg: ProxyConfig,
     ) -> Arc<Proxy> {
-        let limits = limits::Limits::new(cfg.connections.clone(), cfg.connections_per_second.clone());
+        let limits =
+            limits::Limits::new(cfg.connections.clone(), cfg.connections_per_second.clone());
         Arc::new(Proxy {
             decide,
             resolver,

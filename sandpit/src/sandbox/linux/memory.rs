@@ -27,7 +27,9 @@ pub enum Memory {
 /// For the layers line.
 pub fn describe(m: &Memory) -> String {
     match m {
-        Memory::Cgroup { bytes, .. } => format!("memory at most {} for the run (cgroup)", size(*bytes)),
+        Memory::Cgroup { bytes, .. } => {
+            format!("memory at most {} for the run (cgroup)", size(*bytes))
+        }
         Memory::Data { bytes } => format!("at most {} of data per process", size(*bytes)),
     }
 }
@@ -35,7 +37,7 @@ pub fn describe(m: &Memory) -> String {
 /// `n` bytes in the largest binary unit that divides it.
 pub fn size(n: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{} {unit}", n >> shift);
         }
     }
@@ -116,7 +118,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -209,7 +214,9 @@ mod tests {
         );
         assert_eq!(
             p.unwrap(),
-            Path::new("/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run.scope")
+            Path::new(
+                "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run.scope"
+            )
         );
         assert_eq!(
             own_cgroup("0::/\n", MOUNTINFO).unwrap(),
@@ -224,7 +231,10 @@ mod tests {
         assert_eq!(own_cgroup("0::/other\n", hybrid), None);
         // cgroup v1 only, or nothing to go by.
         assert_eq!(own_cgroup("4:memory:/x\n", MOUNTINFO), None);
-        assert_eq!(own_cgroup("0::/a\n", "24 1 253:0 / / rw - ext4 /dev/vda rw\n"), None);
+        assert_eq!(
+            own_cgroup("0::/a\n", "24 1 253:0 / / rw - ext4 /dev/vda rw\n"),
+            None
+        );
         assert_eq!(own_cgroup("0::/../a\n", MOUNTINFO), None);
     }
 

@@ -1359,7 +1359,10 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
         );
         i.tmp_bytes = 0;
         let r = render(&plan(&i, &fs()).unwrap());
-        assert!(!r.contains(&format!("tmpfs {}", i.scratch.display())), "{r}");
+        assert!(
+            !r.contains(&format!("tmpfs {}", i.scratch.display())),
+            "{r}"
+        );
     }
 
     #[test]
@@ -1376,7 +1379,11 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
                 bytes: 1 << 30
             })
         );
-        assert!(!p.weaker.iter().any(|w| w.contains("memory")), "{:?}", p.weaker);
+        assert!(
+            !p.weaker.iter().any(|w| w.contains("memory")),
+            "{:?}",
+            p.weaker
+        );
         i.memory_cgroup = Err("not delegated".into());
         let p = plan(&i, &fs()).unwrap();
         assert_eq!(p.memory, Some(Memory::Data { bytes: 1 << 30 }));
