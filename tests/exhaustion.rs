@@ -716,6 +716,83 @@ fn a_connection_flood_leaves_the_proxy_answering() {
     assert!(err.contains("limits.connections_per_second"), "{err}");
 }
 
+/// Opens tunnels to `allowed.test` through the proxy, holding them all: writes each
+/// answer's status line, then the body of the first refusal, and ends (the tunnels
+/// close with it).
+const HOARD_PY: &str = r#"
+import base64, os, socket, sys, time
+from urllib.parse import urlsplit
+u = urlsplit(os.environ["HTTP_PROXY"])
+auth = base64.b64encode(("%s:%s" % (u.username, u.password)).encode()).decode()
+held, lines, refusal = [], [], ""
+for i in range(int(sys.argv[2])):
+    s = socket.create_connection((u.hostname, u.port), timeout=10)
+    s.sendall(("CONNECT allowed.test:%s HTTP/1.1\r\nProxy-Authorization: Basic %s\r\n\r\n" % (sys.argv[1], auth)).encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        b = s.recv(4096)
+        if not b:
+            break
+        answer += b
+    lines.append(answer.split(b"\r\n")[0].decode())
+    if not lines[-1].endswith("200 Connection established") and not refusal:
+        time.sleep(0.2)
+        s.settimeout(2)
+        try:
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                answer += b
+        except OSError:
+            pass
+        refusal = answer.split(b"\r\n\r\n", 1)[1].decode()
+    held.append(s)
+with open("hoard.tmp", "w") as f:
+    f.write("\n".join(lines) + "\n--\n" + refusal)
+os.rename("hoard.tmp", "hoard.out")
+"#;
+
+/// limits.connections: past it a new tunnel is refused with a 503 whose body names
+/// the limit and how to raise it, while the open ones stay; once they close the
+/// places are free again (the control, later); the summary names the limit.
+#[test]
+fn open_connections_stop_at_limits_connections_with_a_clear_refusal() {
+    let w = World::new("connections = 16\n");
+    w.file("hoard.py", HOARD_PY);
+    let ws = w.h.workspace();
+    let mut child = w.start_in(
+        &[],
+        &format!("python3 {}/hoard.py {} 20", ws.display(), w.allowed.port),
+        None,
+        None,
+    );
+    w.assert_control(&mut child, "connection hoarder");
+    let out = std::fs::read_to_string(ws.join("hoard.out")).unwrap();
+    let (lines, body) = out.split_once("\n--\n").unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 20, "{out}");
+    assert!(
+        lines[..16]
+            .iter()
+            .all(|l| l.ends_with("200 Connection established")),
+        "{out}"
+    );
+    assert!(lines[16..].iter().all(|l| l.contains("503")), "{out}");
+    assert!(
+        body.contains("limits.connections = 16 (") && body.contains("~/.sandpit/config.toml"),
+        "{body}"
+    );
+    let err = w.terminate(child, "connection hoarder");
+    assert!(err.contains("the run reached limits.connections"), "{err}");
+    let recs = w.log("connection hoarder");
+    let refused = recs
+        .iter()
+        .filter(|r| r["rule"]["key"] == "limits.connections")
+        .count();
+    assert_eq!(refused, 4, "refusals logged");
+}
+
 /// Opens `n` connections to the proxy (across processes, for the descriptor
 /// limit) and sends each half a CONNECT head, one byte a second.
 const LORIS_PY: &str = r#"
