@@ -716,6 +716,77 @@ fn a_connection_flood_leaves_the_proxy_answering() {
     assert!(err.contains("limits.connections_per_second"), "{err}");
 }
 
+/// Asks sandpit's DNS responder for a fresh name each time (UDP, straight to the
+/// nameserver of the sandbox's resolv.conf) for `secs` seconds; writes how many.
+const NAMES_PY: &str = r#"
+import os, random, socket, struct, sys, time
+ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.5)
+n, end = 0, time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    name = "x%08x.leak.example" % random.getrandbits(32)
+    q = struct.pack(">HHHHHH", n & 0xffff, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+    try:
+        s.sendto(q, (ns, 53))
+        s.recv(512)
+    except OSError:
+        pass
+    n += 1
+open("names.out", "w").write(str(n))
+while True:
+    time.sleep(60)
+"#;
+
+/// The resolver's records are bounded like every other source: a name-lookup flood
+/// (the issue's: ~37 MB of log in 8 s) writes at most limits.audit_bytes of log,
+/// and the rest is counted, with one line to the user.
+#[test]
+fn a_name_lookup_flood_is_bounded_by_limits_audit_bytes() {
+    const CAP: u64 = 256 << 10;
+    let w = World::new(&format!("audit_bytes = {CAP}\n"));
+    w.file("names.py", NAMES_PY);
+    let ws = w.h.workspace();
+    let mut child = w.start(
+        &["--kernel-only"],
+        &format!("python3 {}/names.py 5", ws.display()),
+        None,
+    );
+    w.assert_control(&mut child, "name flood");
+    let out = ws.join("names.out");
+    let start = Instant::now();
+    while !out.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the name flood never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let asked: u64 = std::fs::read_to_string(&out).unwrap().parse().unwrap();
+    let err = w.terminate(child, "name flood");
+    let recs = w.log("name flood");
+    let logged = recs
+        .iter()
+        .filter(|r| {
+            r["layer"] == "dns" && r["subject"].as_str().unwrap().ends_with(".leak.example")
+        })
+        .count() as u64;
+    let counted = summarised(&recs, "dns resolve deny");
+    eprintln!("name flood: {asked} asked, {logged} logged, {counted} counted");
+    assert!(counted > 0, "nothing was counted past the limit");
+    // Every question reached the log or its count.
+    assert!(logged + counted >= asked, "{logged} + {counted} < {asked}");
+    let dir = w.h.home().join(".sandpit/logs");
+    let size: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // The cap, and the launcher's own records (start, exit, the counts).
+    assert!(size < CAP + (16 << 10), "the log took {size} bytes");
+    assert!(err.contains("reached limits.audit_bytes"), "{err}");
+}
+
 /// Opens tunnels to `allowed.test` through the proxy, holding them all: writes each
 /// answer's status line, then the body of the first refusal, and ends (the tunnels
 /// close with it).
