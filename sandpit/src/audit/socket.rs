@@ -83,12 +83,14 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
     r
 }
 
+/// A re-judged request: the policy (by address), action and subject, and the answer.
+type Judged = (usize, String, Vec<String>, Option<RuleRef>);
+
 std::thread_local! {
     /// The last request re-judged on this thread and its answer: a flood of denials
     /// repeats one request, and judging it again each time would make the launcher
     /// the flood's bottleneck.
-    static LAST: std::cell::RefCell<Option<(usize, String, Vec<String>, Option<RuleRef>)>> =
-        const { std::cell::RefCell::new(None) };
+    static LAST: std::cell::RefCell<Option<Judged>> = const { std::cell::RefCell::new(None) };
 }
 
 /// [`rejudge`], answered from [`LAST`] when the same policy judges the same request.
