@@ -539,6 +539,16 @@ fn a_memory_balloon_stops_at_limits_memory() {
         }
     }
     w.log("memory balloon");
+    // `sandpit check` says the same, with where the limit was set.
+    let t = text(&w.h.sandpit().args(["check", "--", "sh"]).output().unwrap());
+    let want = match &delegated {
+        Some(_) => "memory at most 256 MiB for the run (cgroup; limits.memory, ",
+        None => "at most 256 MiB of data per process (RLIMIT_DATA, no cgroup: ",
+    };
+    assert!(
+        t.contains(want) && t.contains(".sandpit/config.toml:"),
+        "{t}"
+    );
 }
 
 /// A disk filler in `$TMPDIR` (the run's scratch dir) and `/tmp`: each is a tmpfs of
