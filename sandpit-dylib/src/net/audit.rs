@@ -1,5 +1,5 @@
 //! Denials to the launcher's audit socket (`SANDPIT_AUDIT`, unix datagram):
-//! fire-and-forget, no allocation. Two shapes (docs/audit.md):
+//! no allocation; a send waits at most a second for room. Two shapes (docs/audit.md):
 //! - a plain line (denials no single rule made: UDP, network mode, load failures);
 //! - the line followed by structured fields, each after a NUL byte:
 //!   `SANDPIT-AUDIT/1`, kind (`deny`|`learn`), action (`read`|`write`|`exec`|
