@@ -54,6 +54,12 @@ pub fn probe() -> Result<PathBuf, String> {
         .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
     let own = own_cgroup(&cgroup, &mountinfo)
         .ok_or("no cgroup v2 hierarchy holds this process (a cgroup v1 or hybrid system)")?;
+    delegated(own, std::process::id())
+}
+
+/// `own` when it may hold the run's cgroup: the memory controller available there,
+/// writable by this user, and process `me` alone in it.
+fn delegated(own: PathBuf, me: u32) -> Result<PathBuf, String> {
     let controllers = std::fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
     if !controllers.split_whitespace().any(|c| c == "memory") {
         return Err(format!(
@@ -71,7 +77,7 @@ pub fn probe() -> Result<PathBuf, String> {
         }
     }
     let procs = std::fs::read_to_string(own.join("cgroup.procs")).unwrap_or_default();
-    let me = std::process::id().to_string();
+    let me = me.to_string();
     if procs.lines().any(|p| p.trim() != me) {
         return Err(format!(
             "other processes share this process's cgroup {}: start sandpit in one of its own \
@@ -236,6 +242,55 @@ mod tests {
             None
         );
         assert_eq!(own_cgroup("0::/../a\n", MOUNTINFO), None);
+    }
+
+    /// A stand-in for a delegated cgroup: a directory with the files the kernel
+    /// would show.
+    fn fake(controllers: &str, procs: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (f, v) in [
+            ("cgroup.controllers", controllers),
+            ("cgroup.procs", procs),
+            ("cgroup.subtree_control", ""),
+        ] {
+            std::fs::write(d.path().join(f), v).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn a_cgroup_is_taken_only_with_the_memory_controller_and_alone_in_it() {
+        let d = fake("cpu io memory pids\n", "42\n");
+        assert_eq!(delegated(d.path().into(), 42).unwrap(), d.path());
+        let e = delegated(d.path().into(), 7).unwrap_err();
+        assert!(e.contains("other processes share"), "{e}");
+        let d = fake("cpu io pids\n", "42\n");
+        let e = delegated(d.path().into(), 42).unwrap_err();
+        assert!(e.contains("memory controller is not delegated"), "{e}");
+    }
+
+    #[test]
+    fn the_run_cgroup_is_made_beside_the_launchers_leaf() {
+        let d = fake("memory\n", "42\n");
+        let cg = RunCgroup::create(d.path(), 256 << 20).unwrap();
+        let read = |p: &str| std::fs::read_to_string(d.path().join(p)).unwrap();
+        assert_eq!(
+            read("sandpit-launcher/cgroup.procs"),
+            std::process::id().to_string()
+        );
+        assert_eq!(read("cgroup.subtree_control"), "+memory");
+        let run = format!("sandpit-run-{}", std::process::id());
+        assert_eq!(read(&format!("{run}/memory.max")), "268435456");
+        assert_eq!(read(&format!("{run}/memory.swap.max")), "0");
+        cg.add(1234).unwrap();
+        assert_eq!(read(&format!("{run}/cgroup.procs")), "1234");
+        assert_eq!(cg.oom_kills(), 0);
+        std::fs::write(
+            d.path().join(&run).join("memory.events"),
+            "low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n",
+        )
+        .unwrap();
+        assert_eq!(cg.oom_kills(), 2);
     }
 
     #[test]

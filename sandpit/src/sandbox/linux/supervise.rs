@@ -593,10 +593,17 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         Some(mapped) => {
             // Opened while pid 1 waits for its maps (once it has them it makes
             // itself undumpable, and its /proc entries are closed to this user).
+            if let Some(Err(e)) = cgroup.as_ref().map(|cg| cg.add(first)) {
+                let _ = sys::kill(first, libc::SIGKILL);
+                let _ = sys::wait(first, false);
+                return Err(SpawnError::Layer {
+                    layer: Layer::Process,
+                    message: format!(
+                        "putting the sandbox in its memory cgroup (limits.memory): {e}"
+                    ),
+                });
+            }
             let ns = sys::open_namespaces(first).and_then(|ns| {
-                if let Some(cg) = &cgroup {
-                    cg.add(first)?;
-                }
                 namespaces::map_ids(first, sys::getuid(), sys::getgid())?;
                 std::io::Write::write_all(&mut std::fs::File::from(mapped), b"M")?;
                 Ok(ns)
