@@ -224,6 +224,20 @@ pub struct Limits {
     /// Bytes all kept logs may take; past them the oldest go (`0`: no limit).
     #[serde(default = "Limits::default_logs_bytes")]
     pub logs_bytes: Rule<u64>,
+    /// Connections open through the proxy at once; past it a new one is refused
+    /// (HTTP 503, SOCKS5 general failure) until one closes. `0`: no limit.
+    #[serde(default = "Limits::default_connections")]
+    pub connections: Rule<u64>,
+    /// New connections per second through the proxy to any one host (a burst of as
+    /// many is allowed); past it a new one is refused as above. `0`: no limit.
+    #[serde(default = "Limits::default_connections_per_second")]
+    pub connections_per_second: Rule<u64>,
+    /// Bytes of memory the whole run may hold (its processes and its memory-backed
+    /// `/tmp` and `/dev/shm`): a cgroup v2 `memory.max` where this user may create
+    /// one (delegated), else each process's data (`RLIMIT_DATA`), reported as
+    /// weaker. `0`: no limit.
+    #[serde(default = "Limits::default_memory")]
+    pub memory: Rule<u64>,
 }
 
 impl Limits {
@@ -245,6 +259,20 @@ impl Limits {
     pub const LOGS_DAYS: u64 = 30;
     /// The built-in default of `limits.logs_bytes`: 1 GiB.
     pub const LOGS_BYTES: u64 = 1 << 30;
+    /// The built-in default of `limits.connections`.
+    pub const CONNECTIONS: u64 = 512;
+    /// The smallest `limits.connections` other than 0: a browser-like client opens
+    /// a few at once.
+    pub const MIN_CONNECTIONS: u64 = 16;
+    /// The built-in default of `limits.connections_per_second`.
+    pub const CONNECTIONS_PER_SECOND: u64 = 200;
+    /// The smallest `limits.connections_per_second` other than 0.
+    pub const MIN_CONNECTIONS_PER_SECOND: u64 = 10;
+    /// The built-in default of `limits.memory`: 8 GiB.
+    pub const MEMORY: u64 = 8 << 30;
+    /// The smallest `limits.memory` other than 0: a shell and a Python start well
+    /// within it.
+    pub const MIN_MEMORY: u64 = 64 << 20;
 
     /// `key`'s built-in default `v`.
     fn builtin(key: &str, v: u64) -> Rule<u64> {
@@ -265,6 +293,18 @@ impl Limits {
     fn default_logs_bytes() -> Rule<u64> {
         Limits::builtin("limits.logs_bytes", Limits::LOGS_BYTES)
     }
+    fn default_connections() -> Rule<u64> {
+        Limits::builtin("limits.connections", Limits::CONNECTIONS)
+    }
+    fn default_connections_per_second() -> Rule<u64> {
+        Limits::builtin(
+            "limits.connections_per_second",
+            Limits::CONNECTIONS_PER_SECOND,
+        )
+    }
+    fn default_memory() -> Rule<u64> {
+        Limits::builtin("limits.memory", Limits::MEMORY)
+    }
 }
 
 /// Every limit at its built-in default, each with that as its origin.
@@ -276,6 +316,9 @@ impl Default for Limits {
             tmp_bytes: Limits::default_tmp_bytes(),
             logs_days: Limits::default_logs_days(),
             logs_bytes: Limits::default_logs_bytes(),
+            connections: Limits::default_connections(),
+            connections_per_second: Limits::default_connections_per_second(),
+            memory: Limits::default_memory(),
         }
     }
 }

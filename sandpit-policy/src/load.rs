@@ -168,6 +168,9 @@ struct RawLimits {
     tmp_bytes: Option<Spanned<i64>>,
     logs_days: Option<Spanned<i64>>,
     logs_bytes: Option<Spanned<i64>>,
+    connections: Option<Spanned<i64>>,
+    connections_per_second: Option<Spanned<i64>>,
+    memory: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -544,7 +547,7 @@ impl Builder {
                 ));
             }
         }
-        let keys: [LimitKey; 5] = [
+        let keys: [LimitKey; 8] = [
             (
                 "limits.tmp_bytes",
                 &l.tmp_bytes,
@@ -575,6 +578,27 @@ impl Builder {
                 Limits::MIN_AUDIT_BYTES,
                 "bytes",
                 |l| &mut l.logs_bytes,
+            ),
+            (
+                "limits.connections",
+                &l.connections,
+                Limits::MIN_CONNECTIONS,
+                "connections",
+                |l| &mut l.connections,
+            ),
+            (
+                "limits.connections_per_second",
+                &l.connections_per_second,
+                Limits::MIN_CONNECTIONS_PER_SECOND,
+                "connections a second",
+                |l| &mut l.connections_per_second,
+            ),
+            (
+                "limits.memory",
+                &l.memory,
+                Limits::MIN_MEMORY,
+                "bytes",
+                |l| &mut l.memory,
             ),
         ];
         for (key, raw, min, unit, slot) in keys {

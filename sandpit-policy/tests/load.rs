@@ -1365,3 +1365,48 @@ fn audit_bytes_defaults_lowers_and_refuses_nonsense() {
         "raises the limit of 16384",
     );
 }
+
+#[test]
+fn connections_and_memory_limits_default_and_only_tighten_from_a_project() {
+    let p = user("").unwrap();
+    assert_eq!(
+        (
+            p.limits.connections.value,
+            p.limits.connections_per_second.value,
+            p.limits.memory.value
+        ),
+        (512, 200, 8 << 30)
+    );
+    assert_eq!(p.limits.memory.origin.key, "limits.memory");
+    let p = user("[limits]\nconnections = 64\nconnections_per_second = 0\nmemory = 268435456\n")
+        .unwrap();
+    assert_eq!(
+        (
+            p.limits.connections.value,
+            p.limits.connections_per_second.value,
+            p.limits.memory.value,
+            p.limits.memory.origin.line
+        ),
+        (64, 0, 256 << 20, 4)
+    );
+    for (key, bad) in [
+        ("connections", "15"),
+        ("connections_per_second", "9"),
+        ("memory", "1048576"),
+    ] {
+        let d = err(&format!("[limits]\n{key} = {bad}\n"));
+        assert!(
+            d.message.contains("is not a limit") && d.line == 2,
+            "{key}: {d}"
+        );
+    }
+    for key in ["connections", "connections_per_second", "memory"] {
+        project_err("", &format!("[limits]\n{key} = 0\n"), "may only lower it");
+    }
+    assert!(project_over_user("", "[limits]\nmemory = 1073741824\nconnections = 100\n").is_ok());
+    project_err(
+        "[limits]\nconnections = 100\n",
+        "[limits]\nconnections = 200\n",
+        "raises the limit of 100",
+    );
+}

@@ -49,6 +49,9 @@ pub struct AuditEvent {
 
 pub trait AuditSink: Send + Sync + 'static {
     fn record(&self, event: AuditEvent);
+    /// `n` events never reached this sink (a channel in front of it was full, or the
+    /// run ended before they were handled): a sink that keeps records says so.
+    fn lost(&self, _n: u64) {}
 }
 
 /// Discards events.

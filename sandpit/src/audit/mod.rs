@@ -413,6 +413,22 @@ impl event::AuditSink for AuditLog {
     fn record(&self, e: event::AuditEvent) {
         self.record(proxy_record(&self.run, self.policy.as_ref(), &e));
     }
+    fn lost(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut r = Record::new(
+            &self.run,
+            Layer::Launcher,
+            "other",
+            String::new(),
+            Decision::Info,
+        );
+        r.reason = format!(
+            "{n} records of the proxy and DNS responder were not logged: the logger fell behind"
+        );
+        self.record(r);
+    }
 }
 
 pub(crate) fn proxy_record(
@@ -455,7 +471,19 @@ pub(crate) fn proxy_record(
                 },
             ),
         };
-        if v.is_allowed() == e.allow {
+        let limit = e
+            .rule
+            .as_deref()
+            .and_then(|x| x.split(' ').next())
+            .and_then(|k| match k {
+                "limits.connections" => Some(&p.limits.connections),
+                "limits.connections_per_second" => Some(&p.limits.connections_per_second),
+                _ => None,
+            });
+        if let (false, Some(l)) = (e.allow, limit) {
+            // The rules allowed it; a limit of the run refused it.
+            r.rule = Some(RuleRef::from(&l.origin));
+        } else if v.is_allowed() == e.allow {
             r.rule = v.rule.as_ref().map(RuleRef::from);
         } else if !e.allow
             && e.rule
@@ -483,6 +511,78 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>> {
             })
         })
         .collect()
+}
+
+/// Read the records of a log a launcher may have left mid-write (killed with
+/// SIGKILL, the disk full): every complete line must be a record, and a last line
+/// without its newline that is none is left out. Returns the records and whether
+/// such a torn line was there.
+pub fn read_log_after_crash(path: &Path) -> Result<(Vec<Record>, bool)> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let (whole, tail) = match text.rfind('\n') {
+        Some(i) => text.split_at(i + 1),
+        None => ("", text.as_str()),
+    };
+    let mut recs = Vec::new();
+    for (i, l) in whole.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        recs.push(serde_json::from_str(l).map_err(|source| AuditError::Parse {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
+        })?);
+    }
+    let mut torn = false;
+    if !tail.trim().is_empty() {
+        match serde_json::from_str(tail) {
+            Ok(r) => recs.push(r),
+            Err(_) => torn = true,
+        }
+    }
+    Ok((recs, torn))
+}
+
+/// How a logged run ended, when not by its `exit` record: `None` if it logged its
+/// end; else one line saying it still runs, or that it ended abnormally (its
+/// launcher gone without logging the end: killed, or the machine went down).
+pub fn abnormal_end(run: &str, recs: &[Record], torn: bool) -> Option<String> {
+    let exited = recs
+        .iter()
+        .any(|r| r.layer == Layer::Launcher && r.action == "exit");
+    if exited && !torn {
+        return None;
+    }
+    let torn_note = if torn {
+        "; its last line was cut short and is left out"
+    } else {
+        ""
+    };
+    if exited {
+        return Some(format!(
+            "sandpit: run {run}: the log's last line was cut short and is left out"
+        ));
+    }
+    let launcher = run
+        .rsplit('-')
+        .next()
+        .and_then(|p| p.parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw);
+    let alive = launcher.is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+    let last = recs.last().map_or("its start", |r| r.time.as_str());
+    Some(if alive {
+        format!(
+            "sandpit: run {run} is still running (launcher pid {}): no exit record yet{torn_note}",
+            launcher.map_or(0, |p| p.as_raw_nonzero().get())
+        )
+    } else {
+        format!(
+            "sandpit: run {run} ended abnormally: its launcher is gone without logging the end \
+             (killed, or the machine went down); the last record is from {last}, and every \
+             record written before it is here{torn_note}"
+        )
+    })
 }
 
 /// How often the logs are looked through for ones to remove: a run start in between
@@ -655,6 +755,33 @@ mod tests {
             std::fs::metadata(logs_dir(&state)).unwrap().mode() & 0o777,
             0o700
         );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_out_and_the_end_is_told() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join(".sandpit");
+        // The pid of no process.
+        let run = "20260101T000000Z-ab-2147483646";
+        let log = AuditLog::create(&state, run).unwrap();
+        let r = Record::new(run, Layer::Interposer, "read", "/x".into(), Decision::Deny);
+        log.record(r.clone());
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .unwrap();
+        f.write_all(b"{\"time\":\"2026-").unwrap();
+        assert!(read_log(log.path()).is_err());
+        let (recs, torn) = read_log_after_crash(log.path()).unwrap();
+        assert_eq!((recs, torn), (vec![r.clone()], true));
+        let line = abnormal_end(run, std::slice::from_ref(&r), false).unwrap();
+        assert!(line.contains("ended abnormally"), "{line}");
+        // A live launcher: still running.
+        let live = format!("20260101T000000Z-ab-{}", std::process::id());
+        let line = abnormal_end(&live, std::slice::from_ref(&r), false).unwrap();
+        assert!(line.contains("still running"), "{line}");
+        let exit = Record::new(run, Layer::Launcher, "exit", "0".into(), Decision::Info);
+        assert_eq!(abnormal_end(run, &[r, exit], false), None);
     }
 
     #[test]

@@ -47,10 +47,11 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         b"shims" => Layer::Shims,
         _ => Layer::Interposer,
     };
-    let decision = if kind == b"learn" {
-        Decision::Learn
-    } else {
-        Decision::Deny
+    let decision = match kind {
+        b"learn" => Decision::Learn,
+        // A count of records the library could not deliver (docs/audit.md).
+        b"lost" => Decision::Info,
+        _ => Decision::Deny,
     };
     let action = match fields[3] {
         b"read" => "read",
@@ -58,6 +59,7 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         b"exec" => "exec",
         b"connect" => "connect",
         b"udp" => "udp",
+        _ if kind == b"lost" => "lost",
         _ => "other",
     };
     let subject: Vec<String> = fields[4..].iter().map(|f| text(f)).collect();
@@ -76,8 +78,39 @@ pub fn parse(run: &str, policy: Option<&sandpit_policy::Policy>, msg: &[u8]) -> 
         r.argv = subject.clone();
     }
     if let Some(p) = policy {
-        r.rule = rejudge(p, action, &subject);
+        r.rule = rejudge_repeated(p, action, &subject);
     }
+    r
+}
+
+/// A re-judged request: the policy (by address), action and subject, and the answer.
+type Judged = (usize, String, Vec<String>, Option<RuleRef>);
+
+std::thread_local! {
+    /// The last request re-judged on this thread and its answer: a flood of denials
+    /// repeats one request, and judging it again each time would make the launcher
+    /// the flood's bottleneck.
+    static LAST: std::cell::RefCell<Option<Judged>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`rejudge`], answered from [`LAST`] when the same policy judges the same request.
+fn rejudge_repeated(
+    p: &sandpit_policy::Policy,
+    action: &str,
+    subject: &[String],
+) -> Option<RuleRef> {
+    let key = std::ptr::from_ref(p) as usize;
+    let hit = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(k, a, s, _)| *k == key && a == action && s == subject)
+            .map(|x| x.3.clone())
+    });
+    if let Some(hit) = hit {
+        return hit;
+    }
+    let r = rejudge(p, action, subject);
+    LAST.with(|l| *l.borrow_mut() = Some((key, action.to_string(), subject.to_vec(), r.clone())));
     r
 }
 

@@ -92,6 +92,11 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
             &r.reason[super::ALLOWED_BUT.len()..]
         ))];
     }
+    if key.starts_with("limits.") {
+        return vec![Fix::Note(format!(
+            "the rules allow it; the run reached {key} (raise it under [limits] in ~/.sandpit/config.toml; 0: no limit)"
+        ))];
+    }
     if key == "adversary" {
         return vec![Fix::Note(
             "the reviewer (adversary) refused it after the rules allowed it; what it enforces is adversary.rules".into(),

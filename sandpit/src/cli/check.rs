@@ -119,10 +119,24 @@ fn policy_lines(
                     n.origin.location()
                 ),
             };
+            let m = &l.policy.limits.memory;
+            let memory = match (m.value, crate::sandbox::linux::memory::probe()) {
+                (0, _) => "no memory limit (limits.memory = 0".to_string(),
+                (v, Ok(_)) if kernel.user_namespaces => format!(
+                    "memory at most {} for the run (cgroup; limits.memory",
+                    crate::sandbox::linux::memory::size(v)
+                ),
+                (v, why) => format!(
+                    "at most {} of data per process (RLIMIT_DATA, no cgroup: {}; limits.memory",
+                    crate::sandbox::linux::memory::size(v),
+                    why.err().unwrap_or_else(|| "no namespaces".into())
+                ),
+            };
             (
                 crate::sandbox::linux::loopback::describe(&l.policy),
                 Some(format!(
-                    "{limit}; when memory runs out the sandbox is killed first (oom_score_adj 1000)"
+                    "{limit}; {memory}, {}); when memory runs out the sandbox is killed first (oom_score_adj 1000)",
+                    m.origin.location()
                 )),
                 Some(udp_line(&l.policy)),
             )

@@ -178,6 +178,9 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         ("tmp_bytes", &p.limits.tmp_bytes),
         ("logs_days", &p.limits.logs_days),
         ("logs_bytes", &p.limits.logs_bytes),
+        ("connections", &p.limits.connections),
+        ("connections_per_second", &p.limits.connections_per_second),
+        ("memory", &p.limits.memory),
     ] {
         let _ = writeln!(o, "{key} = {}  # {}", r.value, r.origin.location());
     }

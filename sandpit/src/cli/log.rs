@@ -39,19 +39,26 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
     if args.list {
         for r in audit::runs(&state)? {
             let path = audit::logs_dir(&state).join(format!("{r}.jsonl"));
-            let recs = audit::read_log(&path).unwrap_or_default();
+            let (recs, torn) = audit::read_log_after_crash(&path).unwrap_or_default();
+            let ended = match audit::abnormal_end(&r, &recs, torn) {
+                Some(l) if l.contains("ended abnormally") => "  (ended abnormally)",
+                Some(l) if l.contains("still running") => "  (running)",
+                _ => "",
+            };
             let denied = recs.iter().filter(|x| x.decision.is_denial()).count();
             let cmd = recs
                 .iter()
                 .find(|x| x.action == "start")
                 .map(|x| x.subject.clone())
                 .unwrap_or_default();
-            println!("{r}  {denied} denied  {cmd}");
+            println!("{r}  {denied} denied  {cmd}{ended}");
         }
         return Ok(0);
     }
-    let (_, path) = find(&state, args.run.as_deref())?;
-    let records: Vec<Record> = audit::read_log(&path)?
+    let (run, path) = find(&state, args.run.as_deref())?;
+    let (all, torn) = audit::read_log_after_crash(&path)?;
+    let ending = audit::abnormal_end(&run, &all, torn);
+    let records: Vec<Record> = all
         .into_iter()
         .filter(|r| !args.denied || r.decision.is_denial())
         .collect();
@@ -61,6 +68,15 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string(r)?);
         } else {
             print!("{}", human(&home, r));
+        }
+    }
+    if let Some(line) = ending {
+        // Said last, where the exit record would stand (--json: on stderr, so the
+        // lines on stdout stay records).
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
         }
     }
     Ok(0)

@@ -726,12 +726,15 @@ impl Prepared {
             .build()
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
+        use crate::proxy::limits::Limit;
         let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
-        let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
+        let (sink, mut rx) = crate::proxy::ChannelSink::new(CHANNEL);
         let sent = sink.sent();
         let handled = Arc::new(AtomicU64::new(0));
-        let sink: Arc<dyn crate::proxy::AuditSink> = Arc::new(sink);
+        let channel = Arc::new(sink);
+        let sink: Arc<dyn crate::proxy::AuditSink> = channel.clone();
+        let logged = log.clone();
         let proxy = crate::proxy::Proxy::new(
             decide.clone(),
             resolver.clone(),
@@ -739,6 +742,10 @@ impl Prepared {
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
                 review,
+                connections: Limit::from_rule(&self.policy.limits.connections),
+                connections_per_second: Limit::from_rule(
+                    &self.policy.limits.connections_per_second,
+                ),
                 ..crate::proxy::ProxyConfig::default()
             },
         );
@@ -794,6 +801,8 @@ impl Prepared {
             denied,
             sent,
             handled,
+            channel,
+            log: logged,
         });
         Ok(services)
     }
@@ -907,7 +916,14 @@ struct NetServices {
     /// Events the proxy and DNS put into the channel, and those the logger handled.
     sent: Arc<AtomicU64>,
     handled: Arc<AtomicU64>,
+    /// What the channel dropped, and the log told of it at the end.
+    channel: Arc<crate::proxy::ChannelSink>,
+    log: Option<Arc<dyn crate::proxy::AuditSink>>,
 }
+
+/// Events the proxy and DNS responder may queue for the logger (a flood of
+/// decisions past it is counted, and the log says how many).
+const CHANNEL: usize = 16 * 1024;
 
 /// What runs in the launcher while the command runs: the audit receiver and the
 /// proxy and DNS responder.
@@ -953,6 +969,14 @@ impl NetServices {
         });
         drop(self._proxy);
         self.rt.shutdown_background();
+        // Never dropped unsaid: what the channel refused, and what it still held.
+        let unhandled = self
+            .sent
+            .load(Ordering::Acquire)
+            .saturating_sub(self.handled.load(Ordering::Acquire));
+        if let Some(log) = &self.log {
+            log.lost(self.channel.dropped() + unhandled);
+        }
         line
     }
 }

@@ -29,6 +29,8 @@ pub(crate) enum Refusal {
     Policy(Verdict),
     /// Allowed, but no connection could be made.
     Unreachable(String),
+    /// Allowed, but a `[limits]` limit was reached (`limits.connections…`).
+    Limit(Verdict),
 }
 
 impl Refusal {
@@ -36,6 +38,7 @@ impl Refusal {
         match self {
             Refusal::Policy(v) => &v.reason,
             Refusal::Unreachable(r) => r,
+            Refusal::Limit(v) => &v.reason,
         }
     }
 }
@@ -82,6 +85,7 @@ impl Proxy {
         port: u16,
     ) -> Result<TcpStream, Refusal> {
         let hs = host.to_string();
+        super::limits::Limits::decided();
         let mut v = self.decide.connect(host, port);
         if v.allow {
             if let Some(r) = &self.cfg.review {
@@ -91,6 +95,10 @@ impl Proxy {
         if !v.allow {
             self.record(way, &hs, port, None, &v);
             return Err(Refusal::Policy(v));
+        }
+        if let Err(l) = self.limits.admit(&hs, port) {
+            self.record(way, &hs, port, None, &l);
+            return Err(Refusal::Limit(l));
         }
         let addrs = match host {
             Host::Ip(ip) => vec![*ip],
@@ -230,6 +238,11 @@ fn refusal_response(host: &str, port: u16, r: &Refusal) -> Vec<u8> {
         Refusal::Unreachable(why) => {
             simple_response(502, "Bad Gateway", &format!("sandpit: {why}\n"))
         }
+        Refusal::Limit(v) => simple_response(
+            503,
+            "Service Unavailable",
+            &format!("sandpit: {}\n", v.reason),
+        ),
     }
 }
 
@@ -439,6 +452,7 @@ async fn socks<S: Io>(
             let code = match r {
                 Refusal::Policy(_) => socks5::REP_NOT_ALLOWED,
                 Refusal::Unreachable(_) => socks5::REP_HOST_UNREACHABLE,
+                Refusal::Limit(_) => socks5::REP_FAILURE,
             };
             let _ = client.write_all(&socks5::reply(code)).await;
             return;

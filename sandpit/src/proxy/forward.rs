@@ -117,6 +117,7 @@ async fn forward(proxy: &Proxy, mut req: Request<Incoming>, need_token: bool) ->
         Ok(u) => u,
         Err(Refusal::Policy(v)) => return forbidden(&host.to_string(), port, &v),
         Err(Refusal::Unreachable(why)) => return bad(502, &why),
+        Err(Refusal::Limit(v)) => return bad(503, &v.reason),
     };
     let (mut sender, conn) =
         match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {

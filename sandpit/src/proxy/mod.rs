@@ -14,6 +14,7 @@
 //! bytes are read before any of them are forwarded: a TLS server name or HTTP Host
 //! that disagrees with the decided host closes the connection.
 pub mod http;
+pub mod limits;
 pub mod sni;
 pub mod socks5;
 pub mod transparent;
@@ -62,8 +63,14 @@ pub struct ProxyConfig {
     /// Required on TCP listeners (as the Proxy-Authorization / SOCKS5 password / the
     /// transparent line's token); checked on unix sockets too when set.
     pub token: Option<String>,
-    /// Connections handled at once; more wait in the listen backlog.
+    /// Clients handled at once, handshakes included; when all are taken the oldest
+    /// client still in its handshake is closed to make room (slow-loris), else the
+    /// next one waits in the listen backlog.
     pub max_connections: usize,
+    /// `limits.connections`: allowed connections open at once (`None`: no limit).
+    pub connections: Option<limits::Limit>,
+    /// `limits.connections_per_second`: new allowed connections a second to one host.
+    pub connections_per_second: Option<limits::Limit>,
     /// Time for a client to finish its proxy handshake (request head, SOCKS
     /// negotiation, ClientHello).
     pub handshake_timeout: Duration,
@@ -89,6 +96,8 @@ impl Default for ProxyConfig {
         ProxyConfig {
             token: None,
             max_connections: 4096,
+            connections: None,
+            connections_per_second: None,
             handshake_timeout: Duration::from_secs(10),
             dial_timeout: Duration::from_secs(10),
             first_data_wait: Duration::from_millis(500),
@@ -104,6 +113,7 @@ pub struct Proxy {
     pub(crate) resolver: Arc<Resolver>,
     pub(crate) audit: Arc<dyn AuditSink>,
     pub(crate) cfg: ProxyConfig,
+    pub(crate) limits: limits::Limits,
 }
 
 impl Proxy {
@@ -113,11 +123,14 @@ impl Proxy {
         audit: Arc<dyn AuditSink>,
         cfg: ProxyConfig,
     ) -> Arc<Proxy> {
+        let limits =
+            limits::Limits::new(cfg.connections.clone(), cfg.connections_per_second.clone());
         Arc::new(Proxy {
             decide,
             resolver,
             audit,
             cfg,
+            limits,
         })
     }
 
@@ -204,14 +217,23 @@ impl Proxy {
         }
     }
 
-    /// Accept forever, at most `max_connections` handled at once (the rest wait in the
-    /// listen backlog), each connection its own task.
+    /// Accept forever, at most `max_connections` handled at once, each connection its
+    /// own task. When all are taken, the oldest client still in its handshake is
+    /// closed to make room; only when none is does the next wait in the backlog.
     fn accept_loop<L: Accept>(self: &Arc<Self>, listener: L, need_token: bool) -> JoinHandle<()> {
         let me = self.clone();
         tokio::spawn(async move {
-            let limit = Arc::new(Semaphore::new(me.cfg.max_connections.max(1)));
+            let max = me.cfg.max_connections.max(1);
+            let limit = Arc::new(Semaphore::new(max));
+            let mut pending = limits::Pending::default();
             let mut tasks = JoinSet::new();
             loop {
+                if limit.available_permits() == 0 {
+                    while tasks.try_join_next().is_some() {}
+                    if limit.available_permits() == 0 {
+                        pending.make_room();
+                    }
+                }
                 let Ok(permit) = limit.clone().acquire_owned().await else {
                     return;
                 };
@@ -222,10 +244,12 @@ impl Proxy {
                 };
                 while tasks.try_join_next().is_some() {}
                 let me = me.clone();
-                tasks.spawn(async move {
+                let slot = Arc::new(limits::Slot::default());
+                let task = tasks.spawn(limits::SLOT.scope(slot.clone(), async move {
                     conn::handle(me, stream, need_token).await;
                     drop(permit);
-                });
+                }));
+                pending.push(&slot, task, max);
             }
         })
     }

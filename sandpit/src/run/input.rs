@@ -242,6 +242,8 @@ pub fn plan_input(
         host_sockets,
         nested_user_namespaces: policy.isolation.nested_user_namespaces(),
         tmp_bytes: policy.limits.tmp_bytes.value,
+        memory: policy.limits.memory.value,
+        memory_cgroup: crate::sandbox::linux::memory::probe(),
         read_if_present: policy
             .files
             .block_write

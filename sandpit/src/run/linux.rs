@@ -474,6 +474,9 @@ fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSuppor
     if let Some(n) = plan.processes {
         parts.push(format!("at most {n} processes and threads"));
     }
+    if let Some(m) = &plan.memory {
+        parts.push(crate::sandbox::linux::memory::describe(m));
+    }
     let net = match &plan.net {
         NetPlan::Bridge { port, relay_to, .. } => {
             format!(

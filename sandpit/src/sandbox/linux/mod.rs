@@ -7,6 +7,7 @@ pub mod bridge;
 pub mod guard;
 pub mod landlock;
 pub mod loopback;
+pub mod memory;
 pub mod namespaces;
 mod packet;
 pub mod plan;

@@ -219,7 +219,11 @@ fn apply_op(i: usize, op: &MountOp) -> Result<(), StepError> {
         MountOp::Tmpfs { path, size } => {
             let dst = under(NEWROOT, path);
             if !exists_nofollow(&dst) {
-                return Ok(()); // e.g. no /dev/shm on this host
+                // The scratch dir inside the private /tmp: made, as a bind would.
+                if !std::fs::symlink_metadata(under(OLDROOT, path)).is_ok_and(|m| m.is_dir()) {
+                    return Ok(()); // e.g. no /dev/shm on this host
+                }
+                ensure_mountpoint(&dst, true)?;
             }
             let size = CString::new(size.to_string()).ctx(|| "tmpfs size".to_string())?;
             let mut options = vec![(c"mode", c"1777")];

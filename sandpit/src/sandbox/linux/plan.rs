@@ -172,6 +172,11 @@ pub struct Input {
     /// Policy `limits.tmp_bytes`: the size of the private `/tmp` and `/dev/shm`
     /// each (0: the kernel's default).
     pub tmp_bytes: u64,
+    /// Policy `limits.memory` (0: none).
+    pub memory: u64,
+    /// The launcher's cgroup when the run's may go under it (`memory::probe`), or
+    /// why not.
+    pub memory_cgroup: Result<PathBuf, String>,
 }
 
 /// Protected files at the workspace's top that tools read whenever they exist and
@@ -494,6 +499,8 @@ pub struct Plan {
     /// namespace's own tasks). Without one the limit would count every process of
     /// the user, so there is none.
     pub processes: Option<u64>,
+    /// `limits.memory`: a cgroup of the run's own, or `RLIMIT_DATA` in each process.
+    pub memory: Option<super::memory::Memory>,
 }
 
 impl Plan {
@@ -620,6 +627,16 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
             }
         }
         for r in &roots {
+            // The scratch dir ($TMPDIR) is a tmpfs of limits.tmp_bytes like /tmp: a
+            // program filling it meets ENOSPC, not the host's disk (and with a memory
+            // cgroup its pages count against limits.memory).
+            if r == &input.scratch && input.tmp_bytes != 0 {
+                binds.push(MountOp::Tmpfs {
+                    path: r.clone(),
+                    size: input.tmp_bytes,
+                });
+                continue;
+            }
             binds.push(MountOp::Writable {
                 path: r.clone(),
                 no_symlinks: false,
@@ -753,6 +770,24 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
     if let Some(why) = why_no_limit {
         weaker.push(format!("no process limit (limits.processes: {why})"));
     }
+    let memory = match (input.memory, ns, &input.memory_cgroup) {
+        (0, _, _) => None,
+        (bytes, true, Ok(own)) => Some(super::memory::Memory::Cgroup {
+            own: own.clone(),
+            bytes,
+        }),
+        (bytes, _, why) => {
+            let why = match why {
+                Err(why) if ns => why.as_str(),
+                _ => "no namespaces",
+            };
+            weaker.push(format!(
+                "memory: limits.memory bounds each process's data (RLIMIT_DATA), not the whole \
+                 run, and /tmp and /dev/shm only by limits.tmp_bytes (no cgroup: {why})"
+            ));
+            Some(super::memory::Memory::Data { bytes })
+        }
+    };
     binds.sort_by(|a, b| {
         (depth(a.path()), rank(a))
             .cmp(&(depth(b.path()), rank(b)))
@@ -993,6 +1028,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         loopback,
         mirror,
         processes: (input.processes != 0 && why_no_limit.is_none()).then_some(input.processes),
+        memory,
     })
 }
 
@@ -1075,6 +1111,8 @@ mod tests {
             allow_local_binding: false,
             processes: 8192,
             processes_void: None,
+            memory: 0,
+            memory_cgroup: Err("none in tests".into()),
             env_withheld: vec![],
             devices: vec![],
             read_if_present: vec![],
@@ -1314,6 +1352,50 @@ file /etc/resolv.conf \"# written by sandpit\\nnameserver 127.0.0.53\\noptions e
             r.contains("tmpfs /tmp size=1048576\n") && r.contains("tmpfs /dev/shm size=1048576\n"),
             "{r}"
         );
+        // The scratch dir too, in place of its bind; with no limit it stays a bind.
+        assert!(
+            r.contains(&format!("tmpfs {} size=1048576\n", i.scratch.display())),
+            "{r}"
+        );
+        i.tmp_bytes = 0;
+        let r = render(&plan(&i, &fs()).unwrap());
+        assert!(
+            !r.contains(&format!("tmpfs {}", i.scratch.display())),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn limits_memory_takes_a_cgroup_where_one_is_delegated_else_rlimit_data() {
+        use super::super::memory::Memory;
+        let mut i = input();
+        i.memory = 1 << 30;
+        i.memory_cgroup = Ok("/sys/fs/cgroup/u.scope".into());
+        let p = plan(&i, &fs()).unwrap();
+        assert_eq!(
+            p.memory,
+            Some(Memory::Cgroup {
+                own: "/sys/fs/cgroup/u.scope".into(),
+                bytes: 1 << 30
+            })
+        );
+        assert!(
+            !p.weaker.iter().any(|w| w.contains("memory")),
+            "{:?}",
+            p.weaker
+        );
+        i.memory_cgroup = Err("not delegated".into());
+        let p = plan(&i, &fs()).unwrap();
+        assert_eq!(p.memory, Some(Memory::Data { bytes: 1 << 30 }));
+        assert!(
+            p.weaker
+                .iter()
+                .any(|w| w.contains("RLIMIT_DATA") && w.contains("no cgroup: not delegated")),
+            "{:?}",
+            p.weaker
+        );
+        i.memory = 0;
+        assert_eq!(plan(&i, &fs()).unwrap().memory, None);
     }
 
     #[test]

@@ -252,6 +252,8 @@ pub struct Running {
     spares: Spares,
     bridge: Option<TcpListener>,
     tender: Option<libc::pid_t>,
+    /// The run's memory cgroup (`limits.memory`), removed once the sandbox is gone.
+    cgroup: Option<super::memory::RunCgroup>,
 }
 
 impl Running {
@@ -286,6 +288,16 @@ impl Running {
             &mut self.spares,
         );
         crate::timing::mark("placeholders removed");
+        if let Some(cg) = self.cgroup.take() {
+            let kills = cg.oom_kills();
+            if kills > 0 {
+                eprintln!(
+                    "sandpit: the run reached limits.memory: the kernel ended {kills} of its \
+                     processes; raise it under [limits] in ~/.sandpit/config.toml (0: no limit) \
+                     if the command needs more"
+                );
+            }
+        }
         status.map_err(io_err("waiting for the sandboxed command"))
     }
 }
@@ -516,6 +528,17 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
         false => (None, None),
     };
+    // limits.memory in a cgroup of the run's own: made before the clone (the
+    // launcher moves into a leaf of its cgroup), pid 1 put in it before it runs.
+    let cgroup = match &plan.memory {
+        Some(super::memory::Memory::Cgroup { own, bytes }) if ns => Some(
+            super::memory::RunCgroup::create(own, *bytes).map_err(|e| SpawnError::Layer {
+                layer: Layer::Process,
+                message: format!("the run's memory cgroup (limits.memory): {e}"),
+            })?,
+        ),
+        _ => None,
+    };
     let forked = if ns {
         sys::clone_into_namespaces()
     } else {
@@ -570,6 +593,16 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         Some(mapped) => {
             // Opened while pid 1 waits for its maps (once it has them it makes
             // itself undumpable, and its /proc entries are closed to this user).
+            if let Some(Err(e)) = cgroup.as_ref().map(|cg| cg.add(first)) {
+                let _ = sys::kill(first, libc::SIGKILL);
+                let _ = sys::wait(first, false);
+                return Err(SpawnError::Layer {
+                    layer: Layer::Process,
+                    message: format!(
+                        "putting the sandbox in its memory cgroup (limits.memory): {e}"
+                    ),
+                });
+            }
             let ns = sys::open_namespaces(first).and_then(|ns| {
                 namespaces::map_ids(first, sys::getuid(), sys::getgid())?;
                 std::io::Write::write_all(&mut std::fs::File::from(mapped), b"M")?;
@@ -759,6 +792,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         spares: Spares::new(None),
         bridge: handed,
         tender: layers.tender,
+        cgroup,
     })
 }
 
@@ -1258,6 +1292,15 @@ fn exec_command(
     }
     if let Err(e) = sys::prefer_for_oom_kill() {
         fail(ctl, Layer::Process, &format!("oom_score_adj: {e}"))
+    }
+    if let Some(super::memory::Memory::Data { bytes }) = plan.memory {
+        if let Err(e) = sys::limit_data(bytes) {
+            fail(
+                ctl,
+                Layer::Process,
+                &format!("limiting each process's data to {bytes} bytes (limits.memory): {e}"),
+            )
+        }
     }
     if let Some(n) = plan.processes {
         if let Err(e) = sys::limit_tasks(n) {

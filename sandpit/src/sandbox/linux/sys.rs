@@ -387,6 +387,24 @@ pub fn limit_tasks(n: u64) -> io::Result<()> {
     cvt(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &new) }).map(drop)
 }
 
+/// `RLIMIT_DATA` of this process (and what it starts): its heap and private
+/// writable mappings may take at most `bytes` (`limits.memory` without a cgroup).
+pub fn limit_data(bytes: u64) -> io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `cur` is a valid out-parameter.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut cur) })?;
+    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: `new` is a valid rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &new) }).map(drop)
+}
+
 /// Make this process (and what it starts) the OOM killer's first choice: a memory
 /// flood in the sandbox then ends the sandbox, not the user's other programs. Raising
 /// it needs no privilege; the sandbox may lower it again, to 0 and no further.
