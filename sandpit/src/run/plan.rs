@@ -3,7 +3,7 @@
 //! starts nothing). Every layer of the run is configured from it, and `explain`
 //! judges with the same effective policy ([`effective`]).
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use sandpit_policy::{NetMode, Policy, ReviewEvent};
@@ -259,13 +259,224 @@ impl RunPlan {
             Interposition::Off(why) => Some(why),
         }
     }
+}
 
-    /// The proxy's and DNS responder's sockets for the kernel layer's bridge.
-    pub fn bridge_sockets(&self) -> Option<(&Path, Option<&Path>)> {
-        match &self.proxy {
-            Proxy::None => None,
-            Proxy::Own { socket, dns } => Some((socket, Some(dns))),
-            Proxy::External { socket, dns } => Some((socket, dns.as_deref())),
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::sandbox::linux::{Mode, Network};
+    use clap::Parser;
+    use std::path::Path;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: Request,
+    }
+
+    fn request(args: &[&str]) -> Request {
+        let argv = ["sandpit"].iter().chain(args).chain(&["--", "true"]);
+        Cli::try_parse_from(argv).unwrap().run
+    }
+
+    /// A home, workspace and state directory in a temporary directory, outside /tmp's
+    /// private-tmpfs rule (the temporary directory may lie under /tmp: `home_in`).
+    struct Home {
+        _dir: tempfile::TempDir,
+        ctx: sandpit_policy::Context,
+    }
+
+    fn home_in(base: &Path) -> Home {
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let ctx = sandpit_policy::Context {
+            home: root.join("home"),
+            workspace: root.join("home/project"),
+            scratch: root.join("scratch/run-1"),
+            state_dir: root.join("home/.sandpit"),
+        };
+        for d in [&ctx.workspace, &ctx.scratch, &ctx.state_dir] {
+            std::fs::create_dir_all(d).unwrap();
         }
+        Home { _dir: dir, ctx }
+    }
+
+    fn loaded(h: &Home, user: &str) -> crate::config::Loaded {
+        let mut o = sandpit_policy::LoadOptions::new(h.ctx.clone());
+        o.user = Some(sandpit_policy::Source::new(
+            sandpit_policy::Layer::User,
+            "test.toml",
+            user,
+        ));
+        crate::config::Loaded {
+            policy: sandpit_policy::load(&o).unwrap(),
+            profile: None,
+            sources: vec![],
+        }
+    }
+
+    const SUPPORT: crate::sandbox::KernelSupport = crate::sandbox::KernelSupport {
+        landlock_abi: Some(7),
+        user_namespaces: true,
+        seccomp: true,
+        seatbelt: false,
+    };
+
+    fn plan_of(h: &Home, user: &str, args: &[&str], mode: Mode) -> Result<RunPlan> {
+        let facts = Facts {
+            support: &SUPPORT,
+            mode,
+            cwd: h.ctx.workspace.clone(),
+            run_dir: h.ctx.state_dir.join("run/RUN"),
+            proxy_port: 3128,
+        };
+        plan(&request(args), loaded(h, user), &facts)
+    }
+
+    fn tmpfs_grants(p: &Policy) -> Vec<PathBuf> {
+        p.files
+            .allow_write
+            .iter()
+            .filter(|r| r.origin.file == sandpit_policy::PRIVATE_TMPFS)
+            .map(|r| r.value.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_effective_policy_has_the_private_tmp_only_where_the_kernel_makes_it() {
+        let h = home_in(Path::new("/var/tmp"));
+        let p = loaded(&h, "").policy;
+        assert_eq!(
+            tmpfs_grants(&effective(p.clone(), true, false)),
+            [PathBuf::from("/tmp"), PathBuf::from("/dev/shm")]
+        );
+        assert!(tmpfs_grants(&effective(p.clone(), false, false)).is_empty());
+        assert!(effective(p.clone(), false, true).learn);
+        assert!(!effective(p, false, false).learn);
+        assert!(private_tmp(Mode::Namespaces));
+        assert!(!private_tmp(Mode::LandlockOnly));
+        // HOME under /tmp: the kernel brings it back read-only over the tmpfs, and
+        // a grant of all of /tmp would let the interposer pass what the kernel refuses.
+        let under = home_in(Path::new("/tmp"));
+        let p = effective(loaded(&under, "").policy, true, false);
+        assert_eq!(tmpfs_grants(&p), [PathBuf::from("/dev/shm")]);
+    }
+
+    #[test]
+    fn each_network_mode_chooses_its_proxy_and_relay_once() {
+        let h = home_in(Path::new("/var/tmp"));
+        let ns = Mode::Namespaces;
+        let off = plan_of(&h, "[network]\nmode = \"offline\"\n", &[], ns).unwrap();
+        assert_eq!(off.proxy, Proxy::None);
+        assert!(!off.udp_relay);
+        assert!(matches!(off.kernel.network, Network::Offline));
+
+        let filtered = plan_of(&h, "", &[], ns).unwrap();
+        let (_, socket, dns) = crate::launch::socket_paths(&h.ctx.scratch);
+        assert_eq!(
+            filtered.proxy,
+            Proxy::Own {
+                socket: socket.clone(),
+                dns: dns.clone()
+            }
+        );
+        assert!(!filtered.udp_relay);
+        match &filtered.kernel.network {
+            Network::Proxy {
+                socket: s,
+                port,
+                dns_socket,
+                udp,
+                ..
+            } => {
+                assert_eq!(
+                    (s, *port, dns_socket.as_ref(), *udp),
+                    (&socket, 3128, Some(&dns), false)
+                );
+            }
+            Network::Offline => panic!("filtered mode has a bridge"),
+        }
+
+        let open = plan_of(&h, "[network]\nmode = \"unrestricted\"\n", &[], ns).unwrap();
+        assert!(open.udp_relay);
+        assert!(matches!(
+            open.kernel.network,
+            Network::Proxy { udp: true, .. }
+        ));
+
+        // The reviewer sees only the proxy's connections: no UDP relay with it.
+        let reviewed = "[network]\nmode = \"unrestricted\"\n[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"network\"]\n";
+        let r = plan_of(&h, reviewed, &[], ns).unwrap();
+        assert!(!r.udp_relay);
+        assert!(matches!(
+            r.kernel.network,
+            Network::Proxy { udp: false, .. }
+        ));
+
+        let ext = plan_of(&h, "", &["--proxy-socket", "/x/p.sock"], ns).unwrap();
+        assert_eq!(
+            ext.proxy,
+            Proxy::External {
+                socket: PathBuf::from("/x/p.sock"),
+                dns: None
+            }
+        );
+        let e = plan_of(&h, "", &["--dns-socket", "/x/d.sock"], ns)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("--proxy-socket"), "{e}");
+    }
+
+    #[test]
+    fn the_kernel_input_is_the_effective_policy_with_the_run_directory() {
+        let h = home_in(Path::new("/var/tmp"));
+        let p = plan_of(
+            &h,
+            "[files]\nallow_write = [\"~/.agent-state\"]\n",
+            &[],
+            Mode::Namespaces,
+        )
+        .unwrap();
+        let k = &p.kernel;
+        // The private /tmp is a tmpfs of the kernel plan's, never a bind of the host's.
+        assert!(tmpfs_grants(&p.policy).contains(&PathBuf::from("/tmp")));
+        assert!(!k.writable.contains(&PathBuf::from("/tmp")));
+        // A state directory the run makes before it starts is bound, though it does
+        // not exist while the run is planned (and planning made nothing).
+        let state = h.ctx.home.join(".agent-state");
+        assert!(
+            p.state_dirs.iter().any(|(d, _)| d == &state),
+            "{:?}",
+            p.state_dirs
+        );
+        assert!(k.writable.contains(&state), "{:?}", k.writable);
+        assert!(!state.exists());
+        assert!(k.writable.contains(&h.ctx.workspace));
+        // Only this run's directory shows through; other runs' and the logs do not.
+        assert!(k.read_allowed.contains(&h.ctx.state_dir.join("run/RUN")));
+        for d in ["run", "logs"] {
+            assert!(k.read_denied.contains(&h.ctx.state_dir.join(d)), "{d}");
+        }
+        assert_eq!(k.mode, Mode::Namespaces);
+        // The fallback has no private /tmp: neither the policy nor the kernel grants it.
+        let f = plan_of(&h, "", &[], Mode::LandlockOnly).unwrap();
+        assert!(tmpfs_grants(&f.policy).is_empty());
+        assert_eq!(f.kernel.mode, Mode::LandlockOnly);
+    }
+
+    #[test]
+    fn the_interposer_shims_and_learn_mode_come_from_the_request_and_policy() {
+        let h = home_in(Path::new("/var/tmp"));
+        let ns = Mode::Namespaces;
+        let p = plan_of(&h, "", &[], ns).unwrap();
+        assert_eq!(p.interposer, Interposition::On);
+        assert_eq!(p.interposer_off(), None);
+        assert!(!p.shims && !p.policy.learn);
+        let k = plan_of(&h, "", &["--kernel-only", "--shims", "--learn"], ns).unwrap();
+        assert_eq!(k.interposer_off(), Some("--kernel-only"));
+        assert!(k.shims && k.policy.learn);
+        let s = plan_of(&h, "[shims]\nenabled = true\n", &[], ns).unwrap();
+        assert!(s.shims);
     }
 }
