@@ -1,9 +1,10 @@
 //! Linux `splice(2)` through a pipe, so bulk tunnel traffic moves socket → pipe →
 //! socket inside the kernel without copies through user space: the pipes, their
 //! budget and the calls the proxy's relay (`proxy/relay.rs`) and the kernel
-//! layer's bridge (`sandbox/linux/bridge.rs`) share. The proxy's own code is safe.
+//! layer's bridge (`sandbox/linux/bridge.rs`) share, through rustix (one `ioctl`
+//! aside). The proxy's own code is safe.
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use crate::budget::Budget;
 
@@ -17,26 +18,18 @@ impl Pipe {
     /// A pipe of at least 64 KiB, grown to [`PIPE_SIZE`] where the system allows;
     /// non-blocking for the proxy's relay, blocking for the bridge's threads.
     pub(crate) fn new(nonblocking: bool) -> io::Result<Pipe> {
-        let mut fds = [-1 as libc::c_int; 2];
-        let flags = libc::O_CLOEXEC | if nonblocking { libc::O_NONBLOCK } else { 0 };
-        // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2 requires.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
+        use rustix::pipe::{fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, PipeFlags};
+        let mut flags = PipeFlags::CLOEXEC;
+        if nonblocking {
+            flags |= PipeFlags::NONBLOCK;
         }
-        // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = pipe_with(flags)?;
         // A larger pipe means fewer splice calls. Past the user's pipe allowance the
         // kernel refuses to grow it and makes new pipes two pages small; through
         // those, splice would lose to copying, so that is an error for the caller.
-        let fd = write.as_raw_fd();
-        // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe fd we own, with an int
-        // argument (ignored by F_GETPIPE_SZ).
-        let size = unsafe {
-            match libc::fcntl(fd, libc::F_SETPIPE_SZ, PIPE_SIZE) {
-                -1 => libc::fcntl(fd, libc::F_GETPIPE_SZ, 0),
-                n => n,
-            }
+        let size = match fcntl_setpipe_size(&write, PIPE_SIZE) {
+            Ok(n) => n,
+            Err(_) => fcntl_getpipe_size(&write)?,
         };
         if size < PIPE_SIZE_MIN {
             return Err(io::Error::other(format!("splice pipe holds {size} bytes")));
@@ -45,43 +38,52 @@ impl Pipe {
     }
 }
 
-pub(crate) const PIPE_SIZE: libc::c_int = 1 << 20;
+pub(crate) const PIPE_SIZE: usize = 1 << 20;
 /// Smaller than this (a pipe's usual size), a pipe is not worth splicing through.
-const PIPE_SIZE_MIN: libc::c_int = 64 * 1024;
+const PIPE_SIZE_MIN: usize = 64 * 1024;
 
 /// `SIOCATMARK` (asm-generic/sockios.h; not in the libc crate for Linux).
 const SIOCATMARK: libc::Ioctl = 0x8905;
 
 /// Whether the next byte to read from socket `fd` is TCP urgent data. splice(2)
 /// stops there for good, where a read steps over it. `false` when the socket cannot
-/// tell.
-pub(crate) fn at_urgent_mark(fd: RawFd) -> bool {
+/// tell. (rustix has no `SIOCATMARK`: the one libc call left here.)
+pub(crate) fn at_urgent_mark(fd: BorrowedFd<'_>) -> bool {
     let mut at: libc::c_int = 0;
-    // SAFETY: SIOCATMARK writes one int through the pointer, which points at one.
-    let r = unsafe { libc::ioctl(fd, SIOCATMARK, &mut at) };
+    // SAFETY: SIOCATMARK writes one int through the pointer, which points at one; the
+    // descriptor is borrowed, so open for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCATMARK, &mut at) };
     r == 0 && at != 0
 }
 
 /// Move up to `len` bytes from `from` to `to` without blocking; one of them must be a
 /// pipe. `Ok(0)` from a socket means end of stream.
-pub(crate) fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    // SAFETY: both descriptors are open for the duration of the call (the caller holds
-    // them), null offsets are valid for sockets and pipes, and splice touches no
-    // memory of ours.
-    let n = unsafe {
-        libc::splice(
-            from,
-            std::ptr::null_mut(),
-            to,
-            std::ptr::null_mut(),
-            len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(n as usize)
+pub(crate) fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    use rustix::pipe::SpliceFlags;
+    Ok(rustix::pipe::splice(
+        from,
+        None,
+        to,
+        None,
+        len,
+        SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
+    )?)
+}
+
+/// [`splice`] blocking as the descriptors do (the bridge's threads).
+pub(crate) fn splice_blocking(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    len: usize,
+) -> io::Result<usize> {
+    Ok(rustix::pipe::splice(
+        from,
+        None,
+        to,
+        None,
+        len,
+        rustix::pipe::SpliceFlags::MOVE,
+    )?)
 }
 
 /// Splice pipes open at once in the launcher, across every tunnel of the proxy and

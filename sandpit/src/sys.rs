@@ -1,27 +1,22 @@
-//! The launcher's portable libc calls (platform-specific ones live in
-//! `sandbox/linux/sys.rs` and `sandbox/macos/sys.rs`).
+//! The launcher's portable system calls, through rustix where it has them
+//! (platform-specific ones live in `sandbox/linux/sys.rs` and `sandbox/macos/sys.rs`).
 
 /// The real uid of this process.
 pub fn uid() -> u32 {
-    // SAFETY: getuid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 /// Connections the kernel queues on a listener before they are accepted; it caps the
 /// number at `net.core.somaxconn` (4096 by default since Linux 5.4; 128 on macOS).
-const LISTEN_BACKLOG: libc::c_int = 4096;
+const LISTEN_BACKLOG: i32 = 4096;
 
 /// A TCP listener on `addr` whose queue holds a burst of connections. std listens
 /// with a backlog of 128: an agent opening a few hundred connections at once while
 /// the launcher is busy had its connects dropped and retried (a second's delay each),
 /// or reset. Listening again on a listening socket only changes its backlog.
 pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std::net::TcpListener> {
-    use std::os::fd::AsRawFd;
     let l = std::net::TcpListener::bind(addr)?;
-    // SAFETY: listen on a socket this function owns, with an integer argument.
-    if unsafe { libc::listen(l.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::net::listen(&l, LISTEN_BACKLOG)?;
     Ok(l)
 }
 
@@ -30,22 +25,19 @@ pub fn tcp_listener<A: std::net::ToSocketAddrs>(addr: A) -> std::io::Result<std:
 /// waiting at most `timeout_ms` (-1: until it does), without reading it. A signal
 /// interrupting the wait answers `false`, not an error.
 pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, for a descriptor the caller keeps open across the call.
-    match unsafe { libc::poll(&mut p, 1, timeout_ms) } {
-        n if n < 0 => {
-            let e = std::io::Error::last_os_error();
-            match e.kind() {
-                std::io::ErrorKind::Interrupted => Ok(false),
-                _ => Err(e),
-            }
-        }
-        n => Ok(n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0),
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    let timeout = (timeout_ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    });
+    match poll(&mut p, timeout.as_ref()) {
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+        Ok(n) => Ok(n == 1
+            && p[0]
+                .revents()
+                .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)),
     }
 }
 

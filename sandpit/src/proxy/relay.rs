@@ -8,8 +8,6 @@
 //! directions hold one at a time; the others go on copying.
 use std::any::Any;
 use std::io;
-#[cfg(target_os = "linux")]
-use std::os::fd::{AsRawFd, RawFd};
 
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
@@ -82,7 +80,7 @@ pub(crate) enum Side<'a> {
     Unix(&'a UnixStream),
 }
 
-impl Side<'_> {
+impl<'a> Side<'a> {
     async fn ready(self, i: Interest) -> io::Result<()> {
         match self {
             Side::Tcp(s) => s.ready(i).await.map(|_| ()),
@@ -109,10 +107,11 @@ impl Side<'_> {
         }
     }
     #[cfg(target_os = "linux")]
-    fn fd(self) -> RawFd {
+    fn fd(self) -> std::os::fd::BorrowedFd<'a> {
+        use std::os::fd::AsFd;
         match self {
-            Side::Tcp(s) => s.as_raw_fd(),
-            Side::Unix(s) => s.as_raw_fd(),
+            Side::Tcp(s) => s.as_fd(),
+            Side::Unix(s) => s.as_fd(),
         }
     }
     pub(crate) fn shutdown_write(self) {
@@ -201,7 +200,8 @@ enum Spliced {
 #[cfg(target_os = "linux")]
 async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Result<Spliced> {
     use crate::splice::{at_urgent_mark, splice, PIPE_SIZE};
-    let (pr, pw) = (pipe.pipe.read.as_raw_fd(), pipe.pipe.write.as_raw_fd());
+    use std::os::fd::AsFd;
+    let (pr, pw) = (pipe.pipe.read.as_fd(), pipe.pipe.write.as_fd());
     let mut in_pipe = 0usize;
     loop {
         if in_pipe == 0 {
@@ -211,12 +211,10 @@ async fn splice_way(src: Side<'_>, dst: Side<'_>, pipe: Leased<'_>) -> io::Resul
             // is answered `None` here, not as "would block", so the socket stays
             // marked readable for the copying that takes over.
             let fd = src.fd();
-            match src.try_io(Interest::READABLE, || {
-                match splice(fd, pw, PIPE_SIZE as usize) {
-                    Ok(0) if at_urgent_mark(fd) => Ok(None),
-                    Err(e) if would_block(&e) && at_urgent_mark(fd) => Ok(None),
-                    r => r.map(Some),
-                }
+            match src.try_io(Interest::READABLE, || match splice(fd, pw, PIPE_SIZE) {
+                Ok(0) if at_urgent_mark(fd) => Ok(None),
+                Err(e) if would_block(&e) && at_urgent_mark(fd) => Ok(None),
+                r => r.map(Some),
             }) {
                 Ok(None) => return Ok(Spliced::ToUrgentMark),
                 Ok(Some(0)) => {

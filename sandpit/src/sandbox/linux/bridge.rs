@@ -4,7 +4,7 @@
 //! listens). The relay runs in the unconfined launcher, outside the sandbox's reach.
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -165,17 +165,17 @@ fn splice_all(from: BorrowedFd<'_>, to: BorrowedFd<'_>, pipe: &Pipe) -> io::Resu
         if !crate::sys::readable(from, -1)? {
             continue; // interrupted
         }
-        if crate::splice::at_urgent_mark(from.as_raw_fd()) {
+        if crate::splice::at_urgent_mark(from.as_fd()) {
             return Ok(false);
         }
-        let mut n = match super::sys::splice(from, pw, 1 << 20) {
+        let mut n = match crate::splice::splice_blocking(from, pw, 1 << 20) {
             Ok(0) => return Ok(true),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         while n > 0 {
-            match super::sys::splice(pr, to, n) {
+            match crate::splice::splice_blocking(pr, to, n) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(m) => n -= m.min(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

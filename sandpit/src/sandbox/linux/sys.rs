@@ -1073,24 +1073,6 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Move up to `len` bytes from `from` to `to` (one of them a pipe), blocking as the
-/// descriptors do. `Ok(0)` from a socket is end of stream.
-pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
-    // SAFETY: both descriptors are borrowed, so open for the call; null offsets are
-    // what sockets and pipes take; splice reads and writes no memory of ours.
-    let n = unsafe {
-        libc::splice(
-            from.as_raw_fd(),
-            std::ptr::null_mut(),
-            to.as_raw_fd(),
-            std::ptr::null_mut(),
-            len,
-            libc::SPLICE_F_MOVE,
-        )
-    };
-    Ok(cvt_long(n as libc::c_long)? as usize)
-}
-
 /// Whether `path` (not followed if a symlink) is the root of a mount: a bind or
 /// mask still in place (statx `STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
 pub fn is_mount_root(path: &CStr) -> io::Result<bool> {
