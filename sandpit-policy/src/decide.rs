@@ -201,6 +201,36 @@ fn decide_listen(policy: &Policy, addr: std::net::SocketAddr) -> Verdict {
 /// the agent: then the command has it, and of the programs it spawns only those
 /// `env.agent_programs` names, where the sandbox cannot write them.
 fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
+    // A credential's variable holds this run's sentinel, never the secret: it reaches
+    // every program, whatever env.withhold says (the sentinel is useless elsewhere).
+    if let Some(c) = policy.credential_for_env(name) {
+        return Verdict::new(
+            Decision::Allow,
+            Some(&c.origin),
+            format!(
+                "{name} holds the sentinel of credentials.{} ({}): every program sees it; the proxy puts the real value into requests to {} only",
+                c.name,
+                c.origin.location(),
+                c.hosts.join(", ")
+            ),
+        );
+    }
+    // The variable a credential's real value is read from never enters the sandbox.
+    if let Some(c) = policy
+        .credentials
+        .iter()
+        .find(|c| matches!(&c.source, crate::CredentialSource::Env(v) if v == name))
+    {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&c.origin),
+            format!(
+                "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
+                c.name,
+                c.origin.location()
+            ),
+        );
+    }
     let env = &policy.env;
     let Some(w) = env.withheld_by(name) else {
         return Verdict::new(

@@ -47,6 +47,10 @@ pub struct Policy {
     /// Switches that weaken isolation for the programs that need it (`[isolation]`).
     #[serde(default)]
     pub isolation: Isolation,
+    /// Secrets the sandbox sees only as sentinels (`[credentials.NAME]`): the proxy
+    /// puts the real value into requests to the secret's hosts alone.
+    #[serde(default)]
+    pub credentials: Vec<Credential>,
     /// Learn mode (`sandpit run --learn`): the interposer records what it would deny
     /// instead of denying it. Set by the launcher alone, never by a config file, and
     /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
@@ -106,6 +110,69 @@ pub struct Network {
     pub block: Vec<Rule<HostPattern>>,
     pub allow_local_binding: Rule<bool>,
     pub resolve: Vec<Rule<ResolveEntry>>,
+    /// `[network.tls]`: how the proxy verifies the servers it terminates TLS for.
+    #[serde(default)]
+    pub tls: Tls,
+}
+
+/// `[network.tls]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tls {
+    /// PEM files of roots trusted for upstream TLS besides the system's (a corporate
+    /// CA; the tests' loopback CA). Used where the proxy terminates TLS (the hosts of
+    /// `[credentials]`); every other connection is the client's own TLS.
+    pub extra_roots: Vec<Rule<PathBuf>>,
+}
+
+/// Where a credential's real value comes from (`source`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialSource {
+    /// `env:NAME`: the launcher's variable (never passed into the sandbox).
+    Env(String),
+    /// `file:PATH`: the file's contents, without the trailing newline.
+    File(PathBuf),
+    /// `command:CMD`: what `sh -c CMD` prints, without the trailing newline.
+    Command(String),
+}
+
+impl std::fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialSource::Env(n) => write!(f, "env:{n}"),
+            CredentialSource::File(p) => write!(f, "file:{}", p.display()),
+            CredentialSource::Command(c) => write!(f, "command:{c}"),
+        }
+    }
+}
+
+/// One `[credentials.NAME]` table. The sandbox's variable `env` holds a per-run
+/// sentinel; the proxy replaces it with the value read from `source` in requests to
+/// `hosts` (TLS terminated for those hosts alone) and denies it anywhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credential {
+    pub name: String,
+    pub env: String,
+    pub source: CredentialSource,
+    /// Canonical host names (any port).
+    pub hosts: Vec<String>,
+    /// The table's header.
+    pub origin: Origin,
+}
+
+impl Policy {
+    /// The credential whose sandbox variable is `name`.
+    pub fn credential_for_env(&self, name: &str) -> Option<&Credential> {
+        self.credentials.iter().find(|c| c.env == name)
+    }
+
+    /// Whether the proxy terminates TLS for `host` (a canonical name): some
+    /// credential names it.
+    pub fn inject_host(&self, host: &str) -> bool {
+        self.credentials
+            .iter()
+            .any(|c| c.hosts.iter().any(|h| h == host))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

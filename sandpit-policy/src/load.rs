@@ -6,8 +6,8 @@ use crate::matchers::{validate_env_glob, ExecPattern};
 use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
-    Adversary, Env, Exec, Files, Isolation, Limits, NetMode, Network, OnError, Policy, Provider,
-    ResolveEntry, ReviewEvent, Shims,
+    Adversary, Credential, CredentialSource, Env, Exec, Files, Isolation, Limits, NetMode, Network,
+    OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Tls,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -102,6 +102,21 @@ struct RawConfig {
     shims: Option<Spanned<RawShims>>,
     limits: Option<Spanned<RawLimits>>,
     isolation: Option<Spanned<RawIsolation>>,
+    credentials: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCredential {
+    env: Option<Spanned<String>>,
+    source: Option<Spanned<String>>,
+    hosts: Entries,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    extra_roots: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +145,7 @@ struct RawNetwork {
     block: Entries,
     allow_local_binding: Option<Spanned<bool>>,
     resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    tls: Option<Spanned<RawTls>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,6 +334,7 @@ impl Builder {
                         origin: builtin("network.allow_local_binding", "false"),
                     },
                     resolve: vec![],
+                    tls: Tls::default(),
                 },
                 exec: Exec::default(),
                 env: Env::default(),
@@ -325,6 +342,7 @@ impl Builder {
                 shims: Shims::default(),
                 limits: Limits::default(),
                 isolation: Isolation::default(),
+                credentials: vec![],
                 learn: false,
             },
             unrestricted_at: None,
@@ -394,6 +412,9 @@ impl Builder {
         }
         if let Some(iso) = &raw.isolation {
             self.apply_isolation(&cx, iso, project)?;
+        }
+        if let Some(creds) = &raw.credentials {
+            self.apply_credentials(&cx, creds, project)?;
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
@@ -775,6 +796,13 @@ impl Builder {
                     "move the entries to ~/.sandpit/config.toml",
                 ));
             }
+            if let Some(t) = &n.tls {
+                return Err(cx.diag(
+                    t.span(),
+                    "network.tls in a project file would let it choose whom sandpit trusts with your credentials",
+                    "move the entries to ~/.sandpit/config.toml",
+                ));
+            }
             if let Some(b) = &n.allow_local_binding {
                 if *b.get_ref() && !self.policy.network.allow_local_binding.value {
                     return Err(cx.diag(
@@ -811,6 +839,7 @@ impl Builder {
                     n.allow_local_binding.as_ref().map(|s| s.span()),
                 ),
                 ("resolve", n.resolve.as_ref().map(|s| s.span())),
+                ("tls", n.tls.as_ref().map(|s| s.span())),
             ];
             if let Some((key, Some(span))) = others.into_iter().find(|(_, s)| s.is_some()) {
                 return Err(cx.diag(span, format!("network.{key} cannot be combined with mode = \"unrestricted\""), "unrestricted removes host filtering only; use mode = \"filtered\" with allow/block lists instead"));
@@ -823,6 +852,8 @@ impl Builder {
                     "block"
                 } else if n.resolve.is_some() {
                     "resolve"
+                } else if n.tls.is_some() {
+                    "tls"
                 } else {
                     "allow_local_binding"
                 };
@@ -848,6 +879,10 @@ impl Builder {
                 origin: cx.origin("network.mode", m.as_str(), span),
             };
             if m == NetMode::Unrestricted {
+                if let Some(c) = self.policy.credentials.first() {
+                    let span = span_of(cx, &self.policy.network.mode.origin);
+                    return Err(cx.diag(span, format!("network.mode = \"unrestricted\" cannot be combined with [credentials] ({} sets credentials.{})", c.origin.location(), c.name), "credentials are injected by a proxy that filters hosts; use mode = \"filtered\" and allow the credentials' hosts"));
+                }
                 self.unrestricted_at = Some(self.policy.network.mode.origin.clone());
                 self.policy.network.allow.clear();
                 self.policy.network.block.clear();
@@ -959,7 +994,209 @@ impl Builder {
                 });
             }
         }
+        if let Some(t) = &n.tls {
+            for (text, span) in entries(&t.get_ref().extra_roots) {
+                let p = path::expand(text, &self.ctx).map_err(|e| {
+                    cx.diag(span.clone(), format!("network.tls.extra_roots entry {text:?}: {e}"), "write the path of a PEM file of CA certificates: absolute, \"~/…\" or \"$HOME/…\"")
+                })?;
+                if crate::glob::is_glob(p.as_os_str().as_encoded_bytes()) {
+                    return Err(cx.diag(
+                        span,
+                        format!("network.tls.extra_roots entry {text:?} is a glob"),
+                        "name each PEM file",
+                    ));
+                }
+                if !self
+                    .policy
+                    .network
+                    .tls
+                    .extra_roots
+                    .iter()
+                    .any(|r| r.value == p)
+                {
+                    self.policy.network.tls.extra_roots.push(Rule {
+                        value: p,
+                        origin: cx.origin("network.tls.extra_roots", text, span),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// `[credentials.NAME]`: a secret the sandbox sees as a sentinel. Only the user's
+    /// own layers may define one: a project file would choose where a secret goes
+    /// (its hosts) or which secret is read (its source), so it may set none. A later
+    /// layer's table of the same name replaces the earlier one whole.
+    fn apply_credentials(
+        &mut self,
+        cx: &Cx,
+        creds: &Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>,
+        project: bool,
+    ) -> Result<()> {
+        if project {
+            return Err(cx.diag(
+                creds.span(),
+                "[credentials] cannot be in a project file: it decides which of your secrets are read and where they are sent",
+                "define credentials in ~/.sandpit/config.toml",
+            ));
+        }
+        if let Some(at) = &self.unrestricted_at {
+            return Err(cx.diag(creds.span(), format!("[credentials] cannot be combined with network.mode = \"unrestricted\" (set in {})", at.location()), "credentials are injected by a proxy that filters hosts; set mode = \"filtered\" and allow the credentials' hosts"));
+        }
+        for (name, table) in creds.get_ref() {
+            let c = self.credential(cx, name, table)?;
+            if let Some(other) = self
+                .policy
+                .credentials
+                .iter()
+                .find(|o| o.env == c.env && o.name != c.name)
+            {
+                return Err(cx.diag(
+                    table
+                        .get_ref()
+                        .env
+                        .as_ref()
+                        .map_or(table.span(), |e| e.span()),
+                    format!(
+                        "credentials.{}.env {:?} is already credentials.{}'s variable ({})",
+                        c.name,
+                        c.env,
+                        other.name,
+                        other.origin.location()
+                    ),
+                    "give each credential its own variable",
+                ));
+            }
+            // The file a real value comes from is unreadable in the sandbox.
+            if let CredentialSource::File(p) = &c.source {
+                let value = self.resolver.borrow_mut().resolve(p);
+                let mut origin = c.origin.clone();
+                origin.key = format!("credentials.{}.source", c.name);
+                push_path_rule(&mut self.policy.files.block_read, Rule { value, origin });
+            }
+            self.policy.credentials.retain(|o| o.name != c.name);
+            self.policy.credentials.push(c);
+        }
+        Ok(())
+    }
+
+    fn credential(
+        &self,
+        cx: &Cx,
+        name: &Spanned<String>,
+        table: &Spanned<RawCredential>,
+    ) -> Result<Credential> {
+        let n = name.get_ref();
+        if n.is_empty()
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(cx.diag(
+                name.span(),
+                format!("credentials.{n:?}: a credential's name is letters, digits, '_' and '-'"),
+                "name it after the service, e.g. [credentials.openai]",
+            ));
+        }
+        let t = table.get_ref();
+        let missing = |key: &str, hint: &str| {
+            cx.diag(
+                table.span(),
+                format!("credentials.{n} has no {key}"),
+                hint.to_string(),
+            )
+        };
+        let env = t.env.as_ref().ok_or_else(|| {
+            missing(
+                "env",
+                "add env = \"VARIABLE\": the variable the sandbox sees, holding a sentinel",
+            )
+        })?;
+        if !valid_var(env.get_ref()) {
+            return Err(cx.diag(
+                env.span(),
+                format!("credentials.{n}.env {:?} is not a variable name", env.get_ref()),
+                "write a name such as \"OPENAI_API_KEY\" (letters, digits, '_', not starting with a digit)",
+            ));
+        }
+        let source = t.source.as_ref().ok_or_else(|| {
+            missing(
+                "source",
+                "add source = \"env:NAME\", \"file:PATH\" or \"command:CMD\": where sandpit reads the real value",
+            )
+        })?;
+        let bad_source = |why: String| {
+            cx.diag(
+                source.span(),
+                format!("credentials.{n}.source {:?}: {why}", source.get_ref()),
+                "write \"env:NAME\" (a variable of sandpit's own environment), \"file:PATH\" (\"~/…\" allowed) or \"command:CMD\" (run with sh -c; its output is the value)",
+            )
+        };
+        let src = match source.get_ref().split_once(':') {
+            Some(("env", v)) if valid_var(v) => CredentialSource::Env(v.to_string()),
+            Some(("env", _)) => return Err(bad_source("not a variable name".into())),
+            Some(("file", p)) if !p.is_empty() => CredentialSource::File(
+                path::expand(p, &self.ctx).map_err(|e| bad_source(e.to_string()))?,
+            ),
+            Some(("command", c)) if !c.trim().is_empty() => {
+                CredentialSource::Command(c.to_string())
+            }
+            Some(("file" | "command", _)) => {
+                return Err(bad_source("nothing after the ':'".into()))
+            }
+            _ => return Err(bad_source("unknown scheme".into())),
+        };
+        let Some(list) = &t.hosts else {
+            return Err(missing(
+                "hosts",
+                "add hosts = [\"api.example.com\"]: the only hosts the real value is sent to",
+            ));
+        };
+        if list.get_ref().is_empty() {
+            return Err(cx.diag(
+                list.span(),
+                format!("credentials.{n}.hosts is empty: the secret could go nowhere"),
+                "name the hosts the real value is sent to, e.g. [\"api.openai.com\"]",
+            ));
+        }
+        let mut hosts: Vec<String> = vec![];
+        for (text, span) in entries(&t.hosts) {
+            let bad = |why: String| {
+                cx.diag(
+                    span.clone(),
+                    format!("credentials.{n}.hosts entry {text:?}: {why}"),
+                    "write a host name exactly, without scheme, port, path or wildcard: \"api.openai.com\"",
+                )
+            };
+            if text.contains('*') || text.contains(':') || text.contains('/') {
+                return Err(bad("only an exact host name".into()));
+            }
+            match canonical_host(text) {
+                Ok(crate::Host::Name(h)) => {
+                    if !hosts.contains(&h) {
+                        hosts.push(h);
+                    }
+                }
+                Ok(crate::Host::Ip(_)) => {
+                    return Err(bad(
+                        "an address, not a name (TLS is verified by name)".into()
+                    ))
+                }
+                Err(e) => return Err(bad(e.to_string())),
+            }
+        }
+        Ok(Credential {
+            name: n.clone(),
+            env: env.get_ref().clone(),
+            source: src,
+            hosts,
+            origin: cx.origin(
+                &format!("credentials.{n}"),
+                &source.get_ref().clone(),
+                name.span(),
+            ),
+        })
     }
 
     fn apply_adversary(
@@ -1096,6 +1333,13 @@ impl Builder {
         self.policy.adversary = Some(cur);
         Ok(())
     }
+}
+
+/// A POSIX environment variable name.
+fn valid_var(v: &str) -> bool {
+    !v.is_empty()
+        && !v.as_bytes()[0].is_ascii_digit()
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn entries(list: &Entries) -> impl Iterator<Item = (&str, std::ops::Range<usize>)> {

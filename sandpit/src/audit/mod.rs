@@ -449,7 +449,17 @@ pub(crate) fn proxy_record(
                 },
             ),
         };
-        if v.is_allowed() == e.allow {
+        let leaked = e
+            .rule
+            .as_deref()
+            .and_then(|x| x.strip_prefix("credentials."))
+            .or_else(|| e.reason.strip_prefix("sentinel for credential "))
+            .and_then(|x| x.split([' ', '.']).next())
+            .and_then(|name| p.credentials.iter().find(|c| c.name == name));
+        if let (false, Some(c)) = (e.allow, leaked) {
+            // A credential's sentinel bound elsewhere: the credential is the rule.
+            r.rule = Some(RuleRef::from(&c.origin));
+        } else if v.is_allowed() == e.allow {
             r.rule = v.rule.as_ref().map(RuleRef::from);
         } else if !e.allow
             && e.rule

@@ -92,6 +92,11 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
             &r.reason[super::ALLOWED_BUT.len()..]
         ))];
     }
+    if let Some(name) = key.strip_prefix("credentials.") {
+        return vec![Fix::Note(format!(
+            "a sentinel of credentials.{name} was sent to a host that is not one of its hosts; nothing to allow (the real value goes to its hosts only)"
+        ))];
+    }
     if key == "adversary" {
         return vec![Fix::Note(
             "the reviewer (adversary) refused it after the rules allowed it; what it enforces is adversary.rules".into(),

@@ -57,6 +57,8 @@ pub enum LaunchError {
     Proxy(String),
     #[error("the adversary could not be started ({0}); the command was not started")]
     Adversary(String),
+    #[error("{0}")]
+    Credentials(#[from] crate::credentials::CredentialError),
     #[error(
         "could not make {path:?} (files.allow_write entry {entry:?}, a writable state \
          directory): {source}; the command was not started. Make it yourself, or remove \
@@ -155,6 +157,9 @@ pub struct Prepared {
     /// The adversary's control socket, bound before the fork, served after it.
     adversary: Option<(PathBuf, UnixListener)>,
     nofile: Option<libc::rlim_t>,
+    /// `[credentials]`: the secrets and the run's CA, and the variables that point
+    /// the sandbox's TLS clients at the CA.
+    inject: Option<(Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>)>,
 }
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
@@ -250,6 +255,8 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
+    let inject = prepare_credentials(policy, run_dir, sockets.is_some() || loopback.is_some())?;
+
     // Network review happens in sandpit's proxy; without it the user's
     // `review = ["network"]` would silently review nothing.
     if reviews(policy, sandpit_policy::ReviewEvent::Network)
@@ -291,7 +298,48 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
+        inject,
     })
+}
+
+/// `[credentials]`: read every real value (a source that cannot be read stops the
+/// run), make the run's CA, and write its certificate and a bundle (the system's
+/// roots and the CA) into the run directory, which the sandbox reads but cannot
+/// write. The CA's key stays in this process.
+#[allow(clippy::type_complexity)]
+fn prepare_credentials(
+    policy: &Policy,
+    run_dir: &Path,
+    own_proxy: bool,
+) -> Result<Option<(Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>)>> {
+    use crate::credentials::{self, CredentialError};
+    let Some(secrets) = credentials::Secrets::load(policy)? else {
+        return Ok(None);
+    };
+    if !own_proxy && policy.network.mode.value != NetMode::Offline {
+        return Err(CredentialError::Authority(
+            "[credentials] needs sandpit's own proxy, and --proxy-socket names another".into(),
+        )
+        .into());
+    }
+    let (_, system) = credentials::system_bundle()?;
+    let roots = credentials::upstream_roots(policy, &system)?;
+    let inject = crate::proxy::mitm::Inject::new(secrets, roots)?;
+    let ca = run_dir.join("credentials-ca.pem");
+    let bundle = run_dir.join("credentials-bundle.pem");
+    write_atomic(&ca, inject.ca_pem().as_bytes())?;
+    let mut all = system;
+    if !all.ends_with('\n') {
+        all.push('\n');
+    }
+    all.push_str(inject.ca_pem());
+    write_atomic(&bundle, all.as_bytes())?;
+    let mut env = inject.secrets.child_env();
+    env.extend(credentials::ca_env(
+        &utf8(bundle.into_os_string())?,
+        &utf8(ca.into_os_string())?,
+    ));
+    Ok(Some((Arc::new(inject), env)))
 }
 
 /// The command's program inspected (`sandpit check`'s analysis), if it can be found.
@@ -559,6 +607,9 @@ impl Prepared {
                 utf8(path.clone().into_os_string())?,
             ));
         }
+        if let Some((_, vars)) = &self.inject {
+            env.extend(vars.iter().cloned());
+        }
         if let Some(sh) = &self.shims {
             env.extend(sandpit_shims::child_env(&sh.dir, &sh.path));
             env.push((
@@ -755,6 +806,7 @@ impl Prepared {
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
                 review,
+                inject: self.inject.as_ref().map(|(i, _)| i.clone()),
                 ..crate::proxy::ProxyConfig::default()
             },
         );

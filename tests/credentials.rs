@@ -1,0 +1,522 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Credential injection end to end (`[credentials]`, docs/credentials.md): `sandpit
+//! run` as the unprivileged test user, with loopback HTTPS servers whose test CA
+//! sandpit trusts through `network.tls.extra_roots` and whose names map to loopback
+//! through `[network.resolve]`.
+//!
+//! - inside, the credential's variable holds the run's sentinel and the real value is
+//!   nowhere (environment, /proc, the run directory, the source file);
+//! - curl, Python and Node send the sentinel to the credential's host and the server
+//!   receives the real value, the clients trusting the run's CA through the variables
+//!   sandpit sets;
+//! - the sentinel sent anywhere else (plain HTTP, CONNECT, another credential's
+//!   terminated host) is denied, that server receives nothing, the log names it;
+//! - the real value is in no log and on no stderr;
+//! - a TLS host that is no credential's keeps its own TLS end to end;
+//! - bad configuration is refused with file:line, and the command does not start.
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::sink::Sink;
+use common::{text, TestHome};
+
+const REAL: &str = "sk-REAL-openai-7f3a9c1e5b2d4";
+const REAL_SECOND: &str = "tok-REAL-second-88e1c0d4a2";
+
+/// A HOME outside /tmp (as in everyday.rs: under /tmp sandpit shows it read-only).
+fn home() -> TestHome {
+    let dir = tempfile::Builder::new()
+        .prefix("sandpit-cred-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let h = TestHome { dir };
+    std::fs::create_dir_all(h.workspace()).unwrap();
+    for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
+        h.give_to_test_user(&p);
+    }
+    h
+}
+
+/// The test CA and a server certificate for each name.
+struct TestCa {
+    pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "sandpit test CA");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = p.self_signed(&key).unwrap();
+        TestCa {
+            pem: cert.pem(),
+            issuer: rcgen::Issuer::new(p, key),
+        }
+    }
+
+    fn server_config(&self, name: &str) -> Arc<rustls::ServerConfig> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = p.signed_by(&key, &self.issuer).unwrap();
+        let der = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der)
+        .unwrap();
+        Arc::new(cfg)
+    }
+}
+
+/// A loopback HTTPS server: records each request (head and body) and answers
+/// `tls:LABEL`, closing the connection.
+struct TlsServer {
+    port: u16,
+    /// Connections accepted (the proxy dials before a client's first bytes).
+    #[allow(dead_code)]
+    connections: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl TlsServer {
+    fn start(ip: &str, cfg: Arc<rustls::ServerConfig>, label: &'static str) -> TlsServer {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (c, r) = (connections.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let (cfg, r) = (cfg.clone(), r.clone());
+                std::thread::spawn(move || {
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                        .unwrap();
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, s);
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 16384];
+                    // The head, then a Content-Length body.
+                    loop {
+                        let n = match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        got.extend_from_slice(&buf[..n]);
+                        let Some(end) = find(&got, b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    r.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&got).into_owned());
+                    if got.is_empty() {
+                        return;
+                    }
+                    let body = format!("tls:{label}");
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(resp.as_bytes());
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        TlsServer {
+            port,
+            connections,
+            requests,
+        }
+    }
+    fn received(&self) -> String {
+        self.requests.lock().unwrap().join("\n----\n")
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// The servers and the user's config of one test.
+struct World {
+    h: TestHome,
+    inject: TlsServer,
+    second: TlsServer,
+    passthru: TlsServer,
+    other: Sink,
+}
+
+impl World {
+    fn new() -> World {
+        let h = home();
+        let ca = TestCa::new();
+        let inject = TlsServer::start("127.0.0.3", ca.server_config("inject.test"), "inject");
+        let second = TlsServer::start("127.0.0.4", ca.server_config("second.test"), "second");
+        let passthru = TlsServer::start("127.0.0.5", ca.server_config("passthru.test"), "passthru");
+        let other = Sink::start("127.0.0.6", "other");
+        h.write(&h.home().join("test-ca.pem"), &ca.pem);
+        h.write(&h.home().join(".openai-key"), &format!("{REAL}\n"));
+        let config = format!(
+            r#"[network]
+allow = ["inject.test:{}", "second.test:{}", "passthru.test:{}", "other.test:{}"]
+[network.resolve]
+"inject.test" = "127.0.0.3"
+"second.test" = "127.0.0.4"
+"passthru.test" = "127.0.0.5"
+"other.test" = "127.0.0.6"
+[network.tls]
+extra_roots = ["~/test-ca.pem"]
+
+[credentials.openai]
+env = "OPENAI_API_KEY"
+source = "file:~/.openai-key"
+hosts = ["inject.test"]
+
+[credentials.second]
+env = "SECOND_TOKEN"
+source = "env:REAL_SECOND_TOKEN"
+hosts = ["second.test"]
+"#,
+            inject.port, second.port, passthru.port, other.port
+        );
+        h.write(&h.home().join(".sandpit/config.toml"), &config);
+        World {
+            h,
+            inject,
+            second,
+            passthru,
+            other,
+        }
+    }
+
+    /// `sandpit run -- sh -c SCRIPT` with the second credential's source variable
+    /// in sandpit's environment.
+    fn run(&self, script: &str) -> std::process::Output {
+        self.h
+            .sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args(["run", "--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    }
+
+    /// Every log of this home's runs, as text.
+    fn logs(&self) -> String {
+        let mut all = String::new();
+        let dir = self.h.home().join(".sandpit/logs");
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+        }
+        all
+    }
+
+    /// The real values appear in no log of the run and not in its output.
+    fn assert_no_real_value(&self, o: &std::process::Output) {
+        let logs = self.logs();
+        assert!(!logs.is_empty(), "the run wrote a log");
+        for real in [REAL, REAL_SECOND] {
+            assert!(!logs.contains(real), "real value in the logs:\n{logs}");
+            assert!(
+                !String::from_utf8_lossy(&o.stderr).contains(real)
+                    && !String::from_utf8_lossy(&o.stdout).contains(real),
+                "real value in the output:\n{}",
+                text(o)
+            );
+        }
+    }
+}
+
+/// The sentinel a run's output shows for `var` (`VAR=sentinel` lines).
+fn sentinel_in(out: &str, var: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{var}=")))
+        .unwrap_or_else(|| panic!("no {var}= line in {out}"))
+        .to_string()
+}
+
+#[test]
+fn the_sandbox_sees_a_sentinel_and_the_server_the_real_value() {
+    let w = World::new();
+    let port = w.inject.port;
+    let script = format!(
+        r#"
+echo "OPENAI_API_KEY=$OPENAI_API_KEY"
+echo "SECOND_TOKEN=$SECOND_TOKEN"
+echo "SOURCE_VAR=${{REAL_SECOND_TOKEN:-unset}}"
+# The real values are nowhere inside: environment, /proc, the run directory, the file.
+cat /proc/self/environ | tr '\0' '\n' | grep -c REAL || true
+grep -rc REAL "$HOME/.sandpit/run" 2>/dev/null | grep -v ':0$' || echo run-dir-clean
+cat "$HOME/.openai-key" >/dev/null 2>&1 && echo KEY-FILE-READ || echo key-file-unreadable
+sh -c 'env | grep -c REAL' || true
+# curl through HTTPS_PROXY (CONNECT), trusting the run's CA through CURL_CA_BUNDLE.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY" \
+  -H "Authorization: Bearer $OPENAI_API_KEY" -H "x-api-key: $OPENAI_API_KEY" && echo
+# A body with the sentinel.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
+  --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
+# Python (urllib: HTTPS_PROXY, SSL_CERT_FILE).
+/usr/bin/python3 -c '
+import os, urllib.request
+r = urllib.request.Request("https://inject.test:{port}/py", headers={{"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}})
+print(urllib.request.urlopen(r, timeout=20).read().decode())
+'
+# Node (no proxy variables read: the interposer redirects the connect; NODE_EXTRA_CA_CERTS).
+node -e '
+const https = require("https");
+https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer " + process.env.OPENAI_API_KEY}}}}, r => {{
+  let b = ""; r.on("data", d => b += d); r.on("end", () => console.log(b));
+}}).on("error", e => {{ console.log("node error " + e.message); }});
+'
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let sentinel = sentinel_in(&out, "OPENAI_API_KEY");
+    assert!(
+        sentinel.starts_with("sandpit-sentinel-openai-") && sentinel.len() > 40,
+        "{t}"
+    );
+    let second = sentinel_in(&out, "SECOND_TOKEN");
+    assert!(second.starts_with("sandpit-sentinel-second-"), "{t}");
+    assert_eq!(sentinel_in(&out, "SOURCE_VAR"), "unset", "{t}");
+    assert!(out.contains("run-dir-clean"), "{t}");
+    assert!(out.contains("key-file-unreadable"), "{t}");
+    // grep -c printed 0 twice (environ and a child's env).
+    assert_eq!(out.lines().filter(|l| *l == "0").count(), 2, "{t}");
+    // Every client got the server's answer.
+    assert_eq!(out.matches("tls:inject").count(), 4, "{t}");
+
+    let got = w.inject.received();
+    assert!(
+        got.contains(&format!("authorization: Bearer {REAL}"))
+            || got.contains(&format!("Authorization: Bearer {REAL}")),
+        "{got}"
+    );
+    assert!(got.contains(&format!("key={REAL}")), "{got}");
+    assert!(
+        got.to_ascii_lowercase()
+            .contains(&format!("x-api-key: {}", REAL.to_ascii_lowercase())),
+        "{got}"
+    );
+    assert!(
+        got.contains(&format!("{{\"k\":\"{REAL}\",\"who\":\"curl-body\"}}")),
+        "{got}"
+    );
+    assert!(got.contains("GET /py "), "{got}");
+    assert!(got.contains("GET /node "), "{got}");
+    assert!(
+        !got.contains("sandpit-sentinel-"),
+        "no sentinel reached the server: {got}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn a_sentinel_sent_anywhere_else_is_denied() {
+    let w = World::new();
+    let (op, sp) = (w.other.port, w.second.port);
+    let script = format!(
+        r#"
+# Positive control: the same requests without the sentinel go through.
+curl -sS --max-time 20 "http://other.test:{op}/ok" -H "Authorization: Bearer nothing"; echo
+curl -sS --max-time 20 "https://second.test:{sp}/ok" -H "Authorization: Bearer $SECOND_TOKEN"; echo
+# The openai sentinel to other hosts.
+curl -sS --max-time 20 -o /dev/null -w 'plain %{{http_code}}\n' "http://other.test:{op}/leak" -H "Authorization: Bearer $OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'tunnel %{{http_code}}\n' -p "http://other.test:{op}/leak?k=$OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'other-cred %{{http_code}}\n' "https://second.test:{sp}/leak" -H "Authorization: Bearer $OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'connect %{{http_code}}\n' "https://$OPENAI_API_KEY.other.test:{op}/" || echo connect-refused
+true
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    // Positive controls.
+    assert!(out.contains("sink:other"), "{t}");
+    assert!(out.contains("tls:second"), "{t}");
+    let other = w.other.received();
+    assert!(other.contains("GET /ok "), "{other}");
+    let second = w.second.received();
+    assert!(
+        second.contains(&format!("Bearer {REAL_SECOND}")),
+        "{second}"
+    );
+    // Denied, and nothing of them reached a server.
+    for line in ["plain 403", "tunnel 403", "other-cred 403"] {
+        assert!(out.contains(line), "{line}: {t}");
+    }
+    assert!(!out.contains("connect 200"), "{t}");
+    assert!(!other.contains("/leak"), "{other}");
+    assert!(!other.contains("sandpit-sentinel"), "{other}");
+    assert!(!second.contains("/leak"), "{second}");
+    assert!(!second.contains("sandpit-sentinel"), "{second}");
+    assert!(!second.contains(REAL), "{second}");
+    // The log names the credential and the host; the summary shows the denials.
+    let logs = w.logs();
+    assert!(
+        logs.contains("sentinel for credential openai sent to other.test"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("sentinel for credential openai sent to second.test"),
+        "{logs}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("other.test"),
+        "the run's summary names the refused host: {t}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn other_tls_hosts_keep_their_own_tls() {
+    let w = World::new();
+    let pp = w.passthru.port;
+    // Only the test CA is trusted: a certificate of sandpit's run CA would fail.
+    let script = format!(
+        r#"
+curl -sS --max-time 20 --cacert "$HOME/test-ca.pem" "https://passthru.test:{pp}/own" && echo
+curl -sS --max-time 20 --cacert "$HOME/test-ca.pem" -o /dev/null "https://inject.test:{}/x" 2>/dev/null && echo inject-with-test-ca-only || echo inject-terminated
+"#,
+        w.inject.port
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("tls:passthru"), "passed through: {t}");
+    assert!(w.passthru.received().contains("GET /own "), "{t}");
+    // The control: the inject host is terminated, so trusting the test CA alone fails.
+    assert!(out.contains("inject-terminated"), "{t}");
+    // (The proxy dials before the client's first bytes; no request reached it.)
+    assert!(!w.inject.received().contains("GET"), "{t}");
+}
+
+/// `sandpit run` with `config` as the user's config (and `project` as the project's);
+/// the run must fail before the command starts, naming `expect`.
+fn refused(config: &str, project: Option<&str>, expect: &[&str]) {
+    let h = home();
+    h.write(&h.home().join(".sandpit/config.toml"), config);
+    if let Some(p) = project {
+        h.write(&h.workspace().join(".sandpit.toml"), p);
+    }
+    let canary = h.workspace().join("ran");
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!canary.exists(), "the command ran: {t}");
+    for e in expect {
+        assert!(t.contains(e), "{e:?} not in: {t}");
+    }
+}
+
+#[test]
+fn bad_credentials_are_refused_before_the_command_starts() {
+    let good = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:SANDPIT_TEST_KEY\"\nhosts = [\"inject.test\"]\n";
+    // Positive control: a good table with its source present runs.
+    let h = home();
+    h.write(&h.home().join(".sandpit/config.toml"), good);
+    let o = h
+        .sandpit()
+        .env("SANDPIT_TEST_KEY", "value-1234567890")
+        .args(["run", "--", "sh", "-c", "touch ran; echo $OPENAI_API_KEY"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(h.workspace().join("ran").exists());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("sandpit-sentinel-openai-"));
+
+    // The source is missing: named with its line, nothing runs.
+    refused(
+        good,
+        None,
+        &["credentials.openai", "config.toml:1", "SANDPIT_TEST_KEY"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"file:~/nope\"\nhosts = [\"inject.test\"]\n",
+        None,
+        &["credentials.openai", "nope"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"command:exit 3\"\nhosts = [\"inject.test\"]\n",
+        None,
+        &["credentials.openai", "exit 3"],
+    );
+    // Shape errors, each at its line.
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"inject.test\"]\nheaders = [\"x\"]\n",
+        None,
+        &["config.toml:5", "unknown field"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = []\n",
+        None,
+        &["config.toml:4", "hosts is empty"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"vault:K\"\nhosts = [\"a.test\"]\n",
+        None,
+        &["config.toml:3", "unknown scheme", "env:NAME"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"*.openai.com\"]\n",
+        None,
+        &["config.toml:4", "exact host name"],
+    );
+    refused(
+        "[network]\nmode = \"unrestricted\"\n[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\n",
+        None,
+        &["unrestricted"],
+    );
+    // A project file may not add a credential, nor trust roots.
+    refused(
+        "",
+        Some(good),
+        &[
+            ".sandpit.toml:1",
+            "[credentials] cannot be in a project file",
+        ],
+    );
+    refused(
+        "",
+        Some("[network.tls]\nextra_roots = [\"ca.pem\"]\n"),
+        &[".sandpit.toml:1", "network.tls"],
+    );
+}
