@@ -520,3 +520,61 @@ fn bad_credentials_are_refused_before_the_command_starts() {
         &[".sandpit.toml:1", "network.tls"],
     );
 }
+
+#[test]
+fn config_and_explain_name_credentials_never_values() {
+    let w = World::new();
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .arg("config")
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for want in [
+        "[credentials.openai]",
+        "env = \"OPENAI_API_KEY\"",
+        "source = \"file:",
+        "hosts = [\"inject.test\"]",
+        "[credentials.second]",
+        "source = \"env:REAL_SECOND_TOKEN\"",
+        "extra_roots",
+    ] {
+        assert!(t.contains(want), "{want:?} not in {t}");
+    }
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args(["config", "--json"])
+            .output()
+            .unwrap();
+    let json = text(&o);
+    assert!(json.contains("\"credentials\""), "{json}");
+    for real in [REAL, REAL_SECOND] {
+        assert!(!t.contains(real) && !json.contains(real), "{t}\n{json}");
+    }
+    // explain: the inject host is terminated, another host is not.
+    let explain = |host: String| {
+        let o =
+            w.h.sandpit()
+                .args(["explain", "connect", &host])
+                .output()
+                .unwrap();
+        text(&o)
+    };
+    let e = explain(format!("inject.test:{}", w.inject.port));
+    assert!(
+        e.contains("TLS terminated") && e.contains("credentials.openai"),
+        "{e}"
+    );
+    let e = explain(format!("passthru.test:{}", w.passthru.port));
+    assert!(e.contains("ALLOW") && !e.contains("TLS terminated"), "{e}");
+    // env: the sentinel variable reaches spawned programs; the source does not.
+    let o =
+        w.h.sandpit()
+            .args(["explain", "env", "REAL_SECOND_TOKEN"])
+            .output()
+            .unwrap();
+    assert!(text(&o).contains("DENY"), "{}", text(&o));
+}

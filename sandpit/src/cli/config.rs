@@ -124,6 +124,23 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             );
         }
     }
+    if !p.network.tls.extra_roots.is_empty() {
+        let _ = writeln!(o, "\n[network.tls]");
+        list(&mut o, "extra_roots", &p.network.tls.extra_roots, path);
+    }
+    // The source is where sandpit reads the value; the value itself is never read
+    // here, let alone shown.
+    for c in &p.credentials {
+        let _ = writeln!(
+            o,
+            "\n[credentials.{}]  # {}\nenv = {:?}  # holds a per-run sentinel inside\nsource = {:?}\nhosts = {:?}  # TLS terminated there; the real value goes nowhere else",
+            c.name,
+            c.origin.location(),
+            c.env,
+            c.source.to_string(),
+            c.hosts
+        );
+    }
     let _ = writeln!(o, "\n[exec]");
     list(&mut o, "block", &p.exec.block, |e| e.source.clone());
     let _ = writeln!(o, "\n[env]");

@@ -169,6 +169,25 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             if let Some(how) = crate::sandbox::linux::loopback::how_reached(p, &h, port) {
                 reached = Some(how);
             }
+            // A credential's host: TLS is terminated there, and which secrets go in.
+            if let Host::Name(n) = &h {
+                let names: Vec<String> = p
+                    .credentials
+                    .iter()
+                    .filter(|c| c.hosts.iter().any(|x| x == n))
+                    .map(|c| format!("credentials.{} ({})", c.name, c.origin.location()))
+                    .collect();
+                if !names.is_empty() {
+                    let t = format!(
+                        "TLS terminated by sandpit's proxy (a per-run CA); the real value of {} replaces its sentinel in requests here",
+                        names.join(", ")
+                    );
+                    reached = Some(match reached {
+                        Some(r) => format!("{r}; {t}"),
+                        None => t,
+                    });
+                }
+            }
             (format!("connect {h}:{port}"), vs, NET_LAYERS)
         }
         What::Udp { addr } => {
