@@ -159,8 +159,11 @@ pub struct Prepared {
     nofile: Option<libc::rlim_t>,
     /// `[credentials]`: the secrets and the run's CA, and the variables that point
     /// the sandbox's TLS clients at the CA.
-    inject: Option<(Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>)>,
+    inject: Option<Injecting>,
 }
+
+/// The run's credentials and CA, and the child's variables for them.
+type Injecting = (Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>);
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
 /// else can write.
@@ -306,12 +309,11 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 /// run), make the run's CA, and write its certificate and a bundle (the system's
 /// roots and the CA) into the run directory, which the sandbox reads but cannot
 /// write. The CA's key stays in this process.
-#[allow(clippy::type_complexity)]
 fn prepare_credentials(
     policy: &Policy,
     run_dir: &Path,
     own_proxy: bool,
-) -> Result<Option<(Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>)>> {
+) -> Result<Option<Injecting>> {
     use crate::credentials::{self, CredentialError};
     let Some(secrets) = credentials::Secrets::load(policy)? else {
         return Ok(None);
