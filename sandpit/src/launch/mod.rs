@@ -795,7 +795,13 @@ impl Prepared {
             .build()
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
-        let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
+        let decide: Arc<dyn crate::proxy::Decide> = match &self.inject {
+            Some((inject, _)) => Arc::new(crate::proxy::mitm::SentinelGuard {
+                inner: self.policy.clone(),
+                inject: inject.clone(),
+            }),
+            None => self.policy.clone(),
+        };
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
         let sent = sink.sent();

@@ -471,12 +471,14 @@ impl Conn {
             Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
         };
         drop(guard);
-        self.masked(resp)
+        self.masked(resp).await
     }
 
-    /// The response with every real value in its headers and body frames replaced
-    /// by the sentinel. (A value split across two frames is not seen.)
-    fn masked(&self, resp: Response<Incoming>) -> Response<Body> {
+    /// The response with every real value in its headers and body replaced by the
+    /// sentinel: a body of known length up to [`MAX_BODY`] whole (and sent with its
+    /// new length), any other frame by frame (a value split across two frames is
+    /// not seen).
+    async fn masked(&self, resp: Response<Incoming>) -> Response<Body> {
         let (mut parts, body) = resp.into_parts();
         let secrets = &self.inject.secrets;
         let mut rewritten = vec![];
@@ -490,9 +492,42 @@ impl Conn {
         for (k, v) in rewritten {
             parts.headers.insert(k, v);
         }
-        let inject = self.inject.clone();
+        let known = body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= MAX_BODY as u64);
+        let body = if known {
+            match collect_bounded(body).await {
+                Ok(Collected::Whole(b)) => {
+                    // The length changes only when something was masked (a HEAD
+                    // answer keeps the length of the body it does not carry).
+                    let b = match secrets.mask(&b) {
+                        Some(m) => {
+                            parts
+                                .headers
+                                .insert(CONTENT_LENGTH, HeaderValue::from(m.len()));
+                            Bytes::from(m)
+                        }
+                        None => b,
+                    };
+                    return Response::from_parts(
+                        parts,
+                        Full::new(b).map_err(|n| match n {}).boxed(),
+                    );
+                }
+                Ok(Collected::Long(prefix, rest)) => Chained {
+                    prefix: prefix.into(),
+                    rest,
+                }
+                .boxed(),
+                Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
+            }
+        } else {
+            body.boxed()
+        };
         // A masked frame may change the length: hyper frames the body itself.
         parts.headers.remove(CONTENT_LENGTH);
+        let inject = self.inject.clone();
         let body = body
             .map_frame(move |f| {
                 f.map_data(|d| match inject.secrets.mask(&d) {
@@ -569,5 +604,46 @@ impl hyper::body::Body for Chained {
             h.set_upper(u + pre);
         }
         h
+    }
+}
+
+/// The policy's decisions, with one more rule in front: a name that carries a
+/// sentinel of this run is neither resolved nor connected to (`sentinel.evil.example`
+/// through a wildcard allow would carry it out in a DNS query or a TLS server name).
+pub struct SentinelGuard {
+    pub inner: Arc<dyn super::Decide>,
+    pub inject: Arc<Inject>,
+}
+
+impl SentinelGuard {
+    fn leak(&self, name: &str) -> Option<Verdict> {
+        self.inject
+            .secrets
+            .any_sentinel(name.as_bytes())
+            .map(|l| Verdict::deny(Some(l.rule.clone()), l.reason(name)))
+    }
+}
+
+impl super::Decide for SentinelGuard {
+    fn connect(&self, host: &Host, port: u16) -> Verdict {
+        match self.leak(&host.to_string()) {
+            Some(v) => v,
+            None => self.inner.connect(host, port),
+        }
+    }
+    fn lookup(&self, name: &str) -> Verdict {
+        match self.leak(name) {
+            Some(v) => v,
+            None => self.inner.lookup(name),
+        }
+    }
+    fn static_answers(&self, name: &str) -> Option<Vec<std::net::IpAddr>> {
+        self.inner.static_answers(name)
+    }
+    fn names_address(&self, addr: std::net::IpAddr) -> bool {
+        self.inner.names_address(addr)
+    }
+    fn resolved(&self, host: &Host, port: u16, addr: std::net::IpAddr) -> Verdict {
+        self.inner.resolved(host, port, addr)
     }
 }
