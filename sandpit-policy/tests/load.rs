@@ -1365,3 +1365,150 @@ fn audit_bytes_defaults_lowers_and_refuses_nonsense() {
         "raises the limit of 16384",
     );
 }
+
+const CRED: &str = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:REAL_KEY\"\nhosts = [\"API.OpenAI.com.\", \"api.openai.com\"]\n";
+
+#[test]
+fn credentials_load_with_their_origin() {
+    let p = user(&format!(
+        "{CRED}[credentials.gh]\nenv = \"GH_TOKEN\"\nsource = \"file:~/.gh-token\"\nhosts = [\"api.github.com\"]\n[network.tls]\nextra_roots = [\"~/corp-ca.pem\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(p.credentials.len(), 2);
+    let c = &p.credentials[0];
+    assert_eq!(c.name, "gh");
+    assert_eq!(
+        c.source,
+        sandpit_policy::CredentialSource::File("/nonexistent-home/u/.gh-token".into())
+    );
+    let c = &p.credentials[1];
+    assert_eq!(
+        (c.name.as_str(), c.env.as_str()),
+        ("openai", "OPENAI_API_KEY")
+    );
+    // Canonical, once.
+    assert_eq!(c.hosts, vec!["api.openai.com".to_string()]);
+    assert_eq!((c.origin.line, c.origin.layer), (1, Layer::User));
+    assert!(p.inject_host("api.openai.com") && !p.inject_host("openai.com"));
+    assert_eq!(
+        p.network.tls.extra_roots[0].value,
+        PathBuf::from("/nonexistent-home/u/corp-ca.pem")
+    );
+    // The source file is unreadable in the sandbox, by the credential's rule.
+    let v = decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.gh-token")),
+    );
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert_eq!(v.rule.unwrap().key, "credentials.gh.source");
+}
+
+#[test]
+fn credential_variables_reach_programs_and_sources_do_not() {
+    // Even when env.withhold names the variable, its sentinel reaches every program.
+    let p = user(&format!(
+        "[env]\nwithhold = [\"*_KEY\", \"OPENAI_*\"]\n{CRED}"
+    ))
+    .unwrap();
+    let env = |name: &str, to| decide(&p, &Request::Env { name, to });
+    let spawned = sandpit_policy::EnvTo::Spawned(Path::new("/usr/bin/curl"));
+    assert_eq!(env("OPENAI_API_KEY", spawned).decision, Decision::Allow);
+    assert_eq!(
+        env("OPENAI_API_KEY", sandpit_policy::EnvTo::Command).decision,
+        Decision::Allow
+    );
+    let v = env("REAL_KEY", sandpit_policy::EnvTo::Command);
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert!(v.reason.contains("credentials.openai"), "{v:?}");
+}
+
+#[test]
+fn bad_credentials_are_located() {
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\nfile = \"x\"\n"),
+        5,
+        1,
+        "unknown field",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = []\n"),
+        4,
+        9,
+        "hosts is empty",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"vault:K\"\nhosts = [\"a.test\"]\n"),
+        3,
+        10,
+        "unknown scheme",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:\"\nhosts = [\"a.test\"]\n"),
+        3,
+        10,
+        "not a variable name",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K-1\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\n"),
+        2,
+        7,
+        "not a variable name",
+    );
+    for h in ["*.a.test", "a.test:443", "https://a.test", "10.0.0.1"] {
+        let d = err(&format!(
+            "[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"{h}\"]\n"
+        ));
+        at(&d, 4, 10, "credentials.openai.hosts entry");
+    }
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nhosts = [\"a.test\"]\n"),
+        1,
+        1,
+        "has no source",
+    );
+    // Two credentials may not share a variable.
+    at(
+        &err(&format!("{CRED}[credentials.other]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:X\"\nhosts = [\"b.test\"]\n")),
+        6,
+        7,
+        "already credentials.openai's variable",
+    );
+}
+
+#[test]
+fn credentials_are_the_users_own() {
+    let mut o = with(Layer::User, "");
+    o.project = Some(Source::new(Layer::Project, "Project.toml", CRED));
+    let d = err_in(o);
+    assert_eq!((d.file.as_str(), d.line), ("Project.toml", 1), "{d}");
+    assert!(d.message.contains("project file"), "{d}");
+    let mut o = with(Layer::User, CRED);
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.tls]\nextra_roots = [\"ca.pem\"]\n",
+    ));
+    let d = err_in(o);
+    assert!(d.message.contains("network.tls"), "{d}");
+    // Unrestricted mode rejects them, either order.
+    let d = err(&format!("[network]\nmode = \"unrestricted\"\n{CRED}"));
+    assert!(d.message.contains("unrestricted"), "{d}");
+    let mut o = with(Layer::User, CRED);
+    o.flags = Some(Source::new(
+        Layer::Flags,
+        "Flags.toml",
+        "[network]\nmode = \"unrestricted\"\n",
+    ));
+    let d = err_in(o);
+    assert!(d.message.contains("[credentials]"), "{d}");
+    // A later layer's table of the same name replaces the earlier one.
+    let mut o = with(Layer::Profile, CRED);
+    o.user = Some(Source::new(
+        Layer::User,
+        "User.toml",
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:OTHER\"\nhosts = [\"b.test\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    assert_eq!(p.credentials.len(), 1);
+    assert_eq!(p.credentials[0].hosts, vec!["b.test".to_string()]);
+}
