@@ -531,6 +531,12 @@ impl Engine {
     /// True when `env.agent` keeps the (withheld) variable `name` for the agent.
     pub fn agent_keeps(&self, name: &[u8]) -> bool {
         let name = String::from_utf8_lossy(name);
+        // A credential's real value is nobody's, the agent's neither.
+        if self.policy.credentials.iter().any(|c| {
+            matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name)
+        }) {
+            return false;
+        }
         self.agent.iter().any(|g| g.matches(name.as_bytes()))
     }
 
