@@ -283,6 +283,8 @@ cat /proc/self/environ | tr '\0' '\n' | grep -c REAL || true
 grep -rc REAL "$HOME/.sandpit/run" 2>/dev/null | grep -v ':0$' || echo run-dir-clean
 cat "$HOME/.openai-key" >/dev/null 2>&1 && echo KEY-FILE-READ || echo key-file-unreadable
 sh -c 'env | grep -c REAL' || true
+# Withheld by the defaults (*_API_KEY), but a sentinel: spawned programs keep it.
+/bin/sh -c 'echo "CHILD=$OPENAI_API_KEY"'
 # curl through HTTPS_PROXY (CONNECT), trusting the run's CA through CURL_CA_BUNDLE.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY" \
   -H "Authorization: Bearer $OPENAI_API_KEY" -H "x-api-key: $OPENAI_API_KEY" && echo
@@ -318,6 +320,7 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
     let second = sentinel_in(&out, "SECOND_TOKEN");
     assert!(second.starts_with("sandpit-sentinel-second-"), "{t}");
     assert_eq!(sentinel_in(&out, "SOURCE_VAR"), "unset", "{t}");
+    assert_eq!(sentinel_in(&out, "CHILD"), sentinel, "{t}");
     assert!(out.contains("run-dir-clean"), "{t}");
     assert!(out.contains("key-file-unreadable"), "{t}");
     // grep -c printed 0 twice (environ and a child's env).
