@@ -183,6 +183,12 @@ struct World {
 
 impl World {
     fn new() -> World {
+        World::with(|_, _, _| String::new())
+    }
+
+    /// With more config after the common part, given the inject, passthru and
+    /// other servers' ports.
+    fn with(extra: impl Fn(u16, u16, u16) -> String) -> World {
         let h = home();
         let ca = TestCa::new();
         let inject = TlsServer::start("127.0.0.3", ca.server_config("inject.test"), "inject");
@@ -213,7 +219,7 @@ source = "env:REAL_SECOND_TOKEN"
 hosts = ["second.test"]
 "#,
             inject.port, second.port, passthru.port, other.port
-        );
+        ) + &extra(inject.port, passthru.port, other.port);
         h.write(&h.home().join(".sandpit/config.toml"), &config);
         World {
             h,
@@ -603,4 +609,109 @@ fn config_and_explain_name_credentials_never_values() {
             .output()
             .unwrap();
     assert!(text(&o).contains("DENY"), "{}", text(&o));
+}
+
+#[test]
+fn method_and_path_rules_hold_where_sandpit_reads_the_request() {
+    let w = World::with(|ip, _, op| {
+        format!(
+            "[network.http]\nallow = [\"GET https://inject.test:{ip}/v1/**\", \"POST https://inject.test:{ip}/v1/chat\"]\nblock = [\"* http://other.test:{op}/admin/**\"]\n"
+        )
+    });
+    let (ip, op) = (w.inject.port, w.other.port);
+    let o = w.h.sandpit().arg("config").output().unwrap();
+    assert!(
+        text(&o).contains(&format!("\"GET https://inject.test:{ip}/v1/**\",")),
+        "{}",
+        text(&o)
+    );
+    let script = format!(
+        r#"
+c() {{ n=$1; shift; curl -sS --max-time 20 -o /dev/null -w "$n %{{http_code}}\n" "$@"; }}
+c get-v1 "https://inject.test:{ip}/v1/models" -H "Authorization: Bearer $OPENAI_API_KEY"
+c post-chat -X POST --data x "https://inject.test:{ip}/v1/chat" -H "Authorization: Bearer $OPENAI_API_KEY"
+c delete-v1 -X DELETE "https://inject.test:{ip}/v1/models" -H "Authorization: Bearer $OPENAI_API_KEY"
+c get-admin "https://inject.test:{ip}/admin" -H "Authorization: Bearer $OPENAI_API_KEY"
+c dots --path-as-is "https://inject.test:{ip}/v1/../admin"
+c encoded-dots --path-as-is "https://inject.test:{ip}/v1/%2e%2e/admin"
+c plain-ok "http://other.test:{op}/ok"
+c plain-admin "http://other.test:{op}/admin/x"
+c tunnel-admin -p "http://other.test:{op}/admin/y"
+true
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    for want in [
+        "get-v1 200",
+        "post-chat 200",
+        "delete-v1 403",
+        "get-admin 403",
+        "dots 403",
+        "encoded-dots 403",
+        "plain-ok 200",
+        "plain-admin 403",
+        "tunnel-admin 403",
+    ] {
+        assert!(out.contains(want), "{want}: {t}");
+    }
+    let got = w.inject.received();
+    assert!(
+        got.contains("GET /v1/models ") && got.contains("POST /v1/chat "),
+        "{got}"
+    );
+    assert!(!got.contains("DELETE") && !got.contains("admin"), "{got}");
+    let other = w.other.received();
+    assert!(
+        other.contains("GET /ok ") && !other.contains("admin"),
+        "{other}"
+    );
+    let logs = w.logs();
+    assert!(logs.contains("network.http.allow"), "{logs}");
+    assert!(logs.contains("network.http.block"), "{logs}");
+
+    // explain agrees with the run.
+    let explain = |m: &str, url: String| {
+        let o =
+            w.h.sandpit()
+                .args(["explain", "http", m, &url])
+                .output()
+                .unwrap();
+        text(&o)
+    };
+    let e = explain("GET", format!("https://inject.test:{ip}/v1/models"));
+    assert!(e.contains("ALLOW"), "{e}");
+    let e = explain("DELETE", format!("https://inject.test:{ip}/v1/models"));
+    assert!(
+        e.contains("DENY") && e.contains("network.http.allow"),
+        "{e}"
+    );
+    let e = explain("GET", format!("http://other.test:{op}/admin/1"));
+    assert!(
+        e.contains("DENY") && e.contains("network.http.block"),
+        "{e}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn an_https_rule_sandpit_cannot_enforce_stops_the_run() {
+    let w = World::with(|_, pp, _| {
+        format!("[network.http]\nallow = [\"GET https://passthru.test:{pp}/**\"]\n")
+    });
+    let o = w.run("touch ran");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!w.h.workspace().join("ran").exists(), "{t}");
+    assert!(
+        t.contains("network.http.allow") && t.contains("config.toml:"),
+        "{t}"
+    );
+    // The control: the same world without the entry runs.
+    let w = World::new();
+    let o = w.run("touch ran");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(w.h.workspace().join("ran").exists());
 }

@@ -532,9 +532,12 @@ impl Engine {
     pub fn agent_keeps(&self, name: &[u8]) -> bool {
         let name = String::from_utf8_lossy(name);
         // A credential's real value is nobody's, the agent's neither.
-        if self.policy.credentials.iter().any(|c| {
-            matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name)
-        }) {
+        if self
+            .policy
+            .credentials
+            .iter()
+            .any(|c| matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name))
+        {
             return false;
         }
         self.agent.iter().any(|g| g.matches(name.as_bytes()))

@@ -113,6 +113,69 @@ pub struct Network {
     /// `[network.tls]`: how the proxy verifies the servers it terminates TLS for.
     #[serde(default)]
     pub tls: Tls,
+    /// `[network.http]`: method and path rules for plain HTTP and for the hosts
+    /// whose TLS sandpit terminates.
+    #[serde(default)]
+    pub http: Http,
+}
+
+/// `[network.http]`: `"GET https://api.github.com/repos/OWNER/**"`. For a request to
+/// a host some entry names (scheme, host and port agreeing): a `block` match denies,
+/// then an `allow` match allows, and when `allow` names the host but no entry matches,
+/// the request is denied. Hosts no entry names are decided by host alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Http {
+    pub allow: Vec<Rule<HttpRule>>,
+    pub block: Vec<Rule<HttpRule>>,
+}
+
+/// One `[network.http]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpRule {
+    /// Upper-case method; `None` for `*` (any).
+    pub method: Option<String>,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Canonical host.
+    pub host: String,
+    /// `None`: the scheme's default port only (80, 443).
+    pub port: Option<u16>,
+    /// Path glob: `*` within a segment, `**` any number of whole segments.
+    pub path: String,
+}
+
+impl HttpRule {
+    /// The port this entry is for.
+    pub fn port(&self) -> u16 {
+        self.port
+            .unwrap_or(if self.scheme == "https" { 443 } else { 80 })
+    }
+    /// Whether the entry is about `scheme://host:port`.
+    pub fn names(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.scheme == scheme && self.host == host && self.port() == port
+    }
+    /// Whether `method` and the (decoded, query-free) `path` match.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        self.method.as_deref().is_none_or(|m| m == method) && path_glob(&self.path, path)
+    }
+}
+
+/// Match a path against a glob whose `*` and `?` stay within a segment and whose
+/// `**` segment stands for any number of whole segments.
+pub fn path_glob(pattern: &str, path: &str) -> bool {
+    fn go(p: &[&str], s: &[&str]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((&"**", rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((seg, rest)) => match s.split_first() {
+                Some((x, srest)) => matchers::glob_match(seg, x) && go(rest, srest),
+                None => false,
+            },
+        }
+    }
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    go(&p, &s)
 }
 
 /// `[network.tls]`.
@@ -164,6 +227,17 @@ impl Policy {
     /// The credential whose sandbox variable is `name`.
     pub fn credential_for_env(&self, name: &str) -> Option<&Credential> {
         self.credentials.iter().find(|c| c.env == name)
+    }
+
+    /// An `https://` entry of `[network.http]` for a host whose TLS sandpit does not
+    /// terminate (no credential names it): it could not be enforced.
+    pub fn unenforceable_http(&self) -> Option<&Rule<HttpRule>> {
+        self.network
+            .http
+            .allow
+            .iter()
+            .chain(&self.network.http.block)
+            .find(|r| r.value.scheme == "https" && !self.inject_host(&r.value.host))
     }
 
     /// Whether the proxy terminates TLS for `host` (a canonical name): some

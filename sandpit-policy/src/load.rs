@@ -6,8 +6,8 @@ use crate::matchers::{validate_env_glob, ExecPattern};
 use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
-    Adversary, Credential, CredentialSource, Env, Exec, Files, Isolation, Limits, NetMode, Network,
-    OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Tls,
+    Adversary, Credential, CredentialSource, Env, Exec, Files, Http, HttpRule, Isolation, Limits,
+    NetMode, Network, OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Tls,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -146,6 +146,14 @@ struct RawNetwork {
     allow_local_binding: Option<Spanned<bool>>,
     resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     tls: Option<Spanned<RawTls>>,
+    http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    allow: Entries,
+    block: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -335,6 +343,7 @@ impl Builder {
                     },
                     resolve: vec![],
                     tls: Tls::default(),
+                    http: Http::default(),
                 },
                 exec: Exec::default(),
                 env: Env::default(),
@@ -803,6 +812,13 @@ impl Builder {
                     "move the entries to ~/.sandpit/config.toml",
                 ));
             }
+            if let Some(a) = n.http.as_ref().and_then(|h| h.get_ref().allow.as_ref()) {
+                return Err(cx.diag(
+                    a.span(),
+                    "network.http.allow in a project file could let requests through that your own rules refuse",
+                    "a project file may add network.http.block entries; put allow entries in ~/.sandpit/config.toml",
+                ));
+            }
             if let Some(b) = &n.allow_local_binding {
                 if *b.get_ref() && !self.policy.network.allow_local_binding.value {
                     return Err(cx.diag(
@@ -840,6 +856,7 @@ impl Builder {
                 ),
                 ("resolve", n.resolve.as_ref().map(|s| s.span())),
                 ("tls", n.tls.as_ref().map(|s| s.span())),
+                ("http", n.http.as_ref().map(|s| s.span())),
             ];
             if let Some((key, Some(span))) = others.into_iter().find(|(_, s)| s.is_some()) {
                 return Err(cx.diag(span, format!("network.{key} cannot be combined with mode = \"unrestricted\""), "unrestricted removes host filtering only; use mode = \"filtered\" with allow/block lists instead"));
@@ -854,6 +871,8 @@ impl Builder {
                     "resolve"
                 } else if n.tls.is_some() {
                     "tls"
+                } else if n.http.is_some() {
+                    "http"
                 } else {
                     "allow_local_binding"
                 };
@@ -992,6 +1011,31 @@ impl Builder {
                     },
                     origin: cx.origin("network.resolve", &entry, name.span()),
                 });
+            }
+        }
+        if let Some(h) = &n.http {
+            for (key, list) in [("allow", &h.get_ref().allow), ("block", &h.get_ref().block)] {
+                for (text, span) in entries(list) {
+                    let rule = parse_http_rule(text).map_err(|why| {
+                        cx.diag(
+                            span.clone(),
+                            format!("network.http.{key} entry {text:?}: {why}"),
+                            "write METHOD URL: \"GET https://api.github.com/repos/OWNER/**\" (METHOD may be *; in the path * stays within a segment, ** spans segments)",
+                        )
+                    })?;
+                    let slot = if key == "allow" {
+                        &mut self.policy.network.http.allow
+                    } else {
+                        &mut self.policy.network.http.block
+                    };
+                    push_rule(
+                        slot,
+                        Rule {
+                            value: rule,
+                            origin: cx.origin(&format!("network.http.{key}"), text, span),
+                        },
+                    );
+                }
             }
         }
         if let Some(t) = &n.tls {
@@ -1333,6 +1377,41 @@ impl Builder {
         self.policy.adversary = Some(cur);
         Ok(())
     }
+}
+
+/// `METHOD scheme://host[:port]/path-glob`.
+fn parse_http_rule(text: &str) -> std::result::Result<HttpRule, String> {
+    let (method, url) = text
+        .split_once(' ')
+        .ok_or("a method, one space, then the URL")?;
+    let method = match method {
+        "*" => None,
+        m if !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()) => Some(m.to_string()),
+        m => return Err(format!("{m:?} is not a method (GET, POST, … or *)")),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("the URL needs its scheme, http:// or https://")?;
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("scheme {scheme:?}: only http and https"));
+    }
+    let cut = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(cut);
+    let path = if path.is_empty() { "/**" } else { path };
+    if path.contains(['?', '#', ' ']) || path.split('/').any(|s| s == "." || s == "..") {
+        return Err("the path is a glob without query, fragment, spaces or dot segments".into());
+    }
+    if authority.contains('*') {
+        return Err("the host is exact (no wildcard)".into());
+    }
+    let (host, port) = crate::host::parse_authority(authority).map_err(|e| e.to_string())?;
+    Ok(HttpRule {
+        method,
+        scheme: scheme.to_string(),
+        host: host.to_string(),
+        port,
+        path: path.to_string(),
+    })
 }
 
 /// A POSIX environment variable name.

@@ -1512,3 +1512,107 @@ fn credentials_are_the_users_own() {
     assert_eq!(p.credentials.len(), 1);
     assert_eq!(p.credentials[0].hosts, vec!["b.test".to_string()]);
 }
+
+#[test]
+fn http_rules_decide_method_and_path() {
+    let p = user(
+        "[network.http]\nallow = [\"GET https://api.github.com/repos/me/**\", \"* http://a.test:8080/v1/*/x\"]\nblock = [\"POST https://api.github.com/repos/me/secret/**\"]\n",
+    )
+    .unwrap();
+    let d = |method: &str, scheme: &str, host: &str, port: u16, target: &str| {
+        decide(
+            &p,
+            &Request::Http {
+                method,
+                scheme,
+                host,
+                port,
+                target,
+            },
+        )
+        .decision
+    };
+    let gh = |m: &str, t: &str| d(m, "https", "API.github.com", 443, t);
+    assert_eq!(gh("GET", "/repos/me/x/pulls?state=open"), Decision::Allow);
+    assert_eq!(
+        gh("GET", "/repos/me"),
+        Decision::Allow,
+        "** matches no segment"
+    );
+    assert_eq!(gh("POST", "/repos/me/x"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/other/x"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/../other"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/%2e%2e/other"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/%2"), Decision::Deny);
+    assert_eq!(gh("POST", "/repos/me/secret/1"), Decision::Deny);
+    // Another port or scheme is another origin: no entry names it.
+    assert_eq!(
+        d("DELETE", "https", "api.github.com", 8443, "/"),
+        Decision::Allow
+    );
+    assert_eq!(
+        d("DELETE", "http", "api.github.com", 80, "/"),
+        Decision::Allow
+    );
+    // * within one segment.
+    assert_eq!(
+        d("PUT", "http", "a.test", 8080, "/v1/abc/x"),
+        Decision::Allow
+    );
+    assert_eq!(
+        d("PUT", "http", "a.test", 8080, "/v1/a/b/x"),
+        Decision::Deny
+    );
+    // Shape errors.
+    at(
+        &err("[network.http]\nallow = [\"get https://a.test/\"]\n"),
+        2,
+        10,
+        "not a method",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET a.test/x\"]\n"),
+        2,
+        10,
+        "scheme",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET ftp://a.test/x\"]\n"),
+        2,
+        10,
+        "scheme",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET https://*.a.test/x\"]\n"),
+        2,
+        10,
+        "wildcard",
+    );
+    at(
+        &err("[network.http]\nblock = [\"GET https://a.test/x?y=1\"]\n"),
+        2,
+        10,
+        "query",
+    );
+    // A project may add blocks, not allows.
+    let mut o = with(Layer::User, "");
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.http]\nblock = [\"DELETE https://a.test/**\"]\n",
+    ));
+    assert_eq!(load(&o).unwrap().network.http.block.len(), 1);
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.http]\nallow = [\"GET https://a.test/**\"]\n",
+    ));
+    assert!(err_in(o).message.contains("network.http.allow"));
+    // An https entry for a host sandpit does not terminate cannot be enforced.
+    assert!(p.unenforceable_http().is_some());
+    let p = user(&format!(
+        "{CRED}[network.http]\nallow = [\"GET https://api.openai.com/v1/**\"]\n"
+    ))
+    .unwrap();
+    assert!(p.unenforceable_http().is_none());
+}

@@ -124,6 +124,21 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             );
         }
     }
+    if !p.network.http.allow.is_empty() || !p.network.http.block.is_empty() {
+        let _ = writeln!(o, "\n[network.http]");
+        let show = |r: &sandpit_policy::HttpRule| {
+            let port = r.port.map(|p| format!(":{p}")).unwrap_or_default();
+            format!(
+                "{} {}://{}{port}{}",
+                r.method.as_deref().unwrap_or("*"),
+                r.scheme,
+                r.host,
+                r.path
+            )
+        };
+        list(&mut o, "allow", &p.network.http.allow, show);
+        list(&mut o, "block", &p.network.http.block, show);
+    }
     if !p.network.tls.extra_roots.is_empty() {
         let _ = writeln!(o, "\n[network.tls]");
         list(&mut o, "extra_roots", &p.network.tls.extra_roots, path);

@@ -60,6 +60,12 @@ pub enum LaunchError {
     #[error("{0}")]
     Credentials(#[from] crate::credentials::CredentialError),
     #[error(
+        "{0} names an https:// URL of a host whose TLS sandpit does not terminate (only the \
+         hosts of [credentials] are), so it could not be enforced; the command was not \
+         started. Add the host to a credential's hosts, or remove the entry"
+    )]
+    Http(String),
+    #[error(
         "could not make {path:?} (files.allow_write entry {entry:?}, a writable state \
          directory): {source}; the command was not started. Make it yourself, or remove \
          the entry"
@@ -258,6 +264,9 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
+    if let Some(r) = policy.unenforceable_http() {
+        return Err(LaunchError::Http(r.origin.to_string()));
+    }
     let inject = prepare_credentials(policy, run_dir, sockets.is_some() || loopback.is_some())?;
 
     // Network review happens in sandpit's proxy; without it the user's

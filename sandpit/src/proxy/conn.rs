@@ -647,18 +647,33 @@ fn check_tls(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, 
     }
 }
 
-/// [`check_request`], and no sentinel of this run's credentials in the head: plain
-/// HTTP never carries a real value, and a sentinel in it is an attempt to send one.
-fn checked_request(proxy: &Proxy, h: &http::Head, host: &Host) -> Result<(), String> {
+/// [`check_request`], no sentinel of this run's credentials in the head (plain HTTP
+/// never carries a real value, and a sentinel in it is an attempt to send one), and
+/// `[network.http]` on the method and path.
+fn checked_request(proxy: &Proxy, h: &http::Head, host: &Host, port: u16) -> Result<(), String> {
     check_request(h, host)?;
-    match proxy.leak_in_head(h) {
-        Some(leak) => Err(format!(
+    if let Some(leak) = proxy.leak_in_head(h) {
+        return Err(format!(
             "{} ({})",
             leak.reason(&host.to_string()),
             leak.rule
-        )),
-        None => Ok(()),
+        ));
     }
+    // [network.http]: method and path.
+    let target = match h.target() {
+        Ok(Target::Absolute { path, .. }) if path.starts_with('/') => path.to_string(),
+        Ok(Target::Absolute { path, .. }) => format!("/{path}"),
+        Ok(Target::Origin(p)) => p.to_string(),
+        _ => "/".to_string(),
+    };
+    let v = proxy.decide.http(&h.method, "http", host, port, &target);
+    if v.allow {
+        return Ok(());
+    }
+    Err(match v.rule {
+        Some(r) => format!("{} ({r})", v.reason),
+        None => v.reason,
+    })
 }
 
 /// Every HTTP request on a tunnel must name the decided host.
@@ -809,7 +824,7 @@ async fn http_tunnel<S: Io>(
 ) {
     let mut stream = http::RequestStream::new();
     let mut out = Vec::with_capacity(first.len());
-    let mut check = |h: &http::Head| checked_request(proxy, h, host);
+    let mut check = |h: &http::Head| checked_request(proxy, h, host, port);
     let Some(c) = super::relay::side(&client) else {
         // No way in yields another kind of client; a switch is not followed here.
         let watch = WatchCell::new(Watch::No);
@@ -938,7 +953,7 @@ async fn http_tunnel_generic<S: Io>(
     host: &Host,
     port: u16,
 ) {
-    let mut check = |h: &http::Head| checked_request(proxy, h, host);
+    let mut check = |h: &http::Head| checked_request(proxy, h, host, port);
     let watch = WatchCell::new(Watch::No);
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = upstream.into_split();

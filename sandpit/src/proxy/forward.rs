@@ -128,6 +128,15 @@ async fn forward(proxy: &Proxy, mut req: Request<Incoming>, need_token: bool) ->
         proxy.record(Way::HttpProxy, &hs, port, None, &v);
         return forbidden(&hs, port, &v);
     }
+    let target = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let v = proxy
+        .decide
+        .http(req.method().as_str(), "http", &host, port, target);
+    if !v.allow {
+        let hs = host.to_string();
+        proxy.record(Way::HttpProxy, &hs, port, None, &v);
+        return forbidden(&hs, port, &v);
+    }
     let upstream = match proxy.decide_and_dial(Way::HttpProxy, &host, port).await {
         Ok(u) => u,
         Err(Refusal::Policy(v)) => return forbidden(&host.to_string(), port, &v),

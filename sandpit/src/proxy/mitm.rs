@@ -374,6 +374,24 @@ impl Conn {
                 ));
             }
         }
+        // [network.http]: method and path, decided on the request as the sandbox
+        // wrote it (sentinels, never real values, in the reason).
+        let target0 = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let v = self.proxy.decide.http(
+            req.method().as_str(),
+            "https",
+            &self.host,
+            self.port,
+            &target0,
+        );
+        if !v.allow {
+            self.proxy.record(self.way, &self.name, self.port, None, &v);
+            return respond(403, super::conn::forbidden_body(&self.name, self.port, &v));
+        }
         let (mut parts, body) = req.into_parts();
         // The request target.
         let target = parts
@@ -645,5 +663,8 @@ impl super::Decide for SentinelGuard {
     }
     fn resolved(&self, host: &Host, port: u16, addr: std::net::IpAddr) -> Verdict {
         self.inner.resolved(host, port, addr)
+    }
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
+        self.inner.http(method, scheme, host, port, target)
     }
 }
