@@ -14,6 +14,7 @@
 //! - the real value is in no log and on no stderr;
 //! - a TLS host that is no credential's keeps its own TLS end to end;
 //! - bad configuration is refused with file:line, and the command does not start.
+mod agents_support;
 mod common;
 
 use std::io::{Read, Write};
@@ -714,4 +715,206 @@ fn an_https_rule_sandpit_cannot_enforce_stops_the_run() {
     let o = w.run("touch ran");
     assert!(o.status.success(), "{}", text(&o));
     assert!(w.h.workspace().join("ran").exists());
+}
+
+/// A TLS front for the scripted model server (plain HTTP on loopback): terminates
+/// TLS with the test CA's certificate for `model.test`, forwards the bytes, and
+/// records what the client sent (its headers: the key the agent presented).
+struct TlsFront {
+    port: u16,
+    seen: Arc<Mutex<Vec<u8>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl TlsFront {
+    fn start(ip: &str, cfg: Arc<rustls::ServerConfig>, backend: std::net::SocketAddr) -> TlsFront {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = std::net::TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        l.set_nonblocking(true).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        rt.spawn(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+            loop {
+                let Ok((tcp, _)) = l.accept().await else {
+                    continue;
+                };
+                let (acceptor, seen) = (acceptor.clone(), s2.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(up) = tokio::net::TcpStream::connect(backend).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = tokio::io::split(tls);
+                    let (mut ur, mut uw) = up.into_split();
+                    let c2u = async {
+                        let mut buf = vec![0u8; 65536];
+                        loop {
+                            let n = match cr.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                            if uw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = uw.shutdown().await;
+                    };
+                    let u2c = async {
+                        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+                        let _ = cw.shutdown().await;
+                    };
+                    tokio::join!(c2u, u2c);
+                });
+            }
+        });
+        TlsFront {
+            port,
+            seen,
+            _rt: rt,
+        }
+    }
+    fn seen(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+}
+
+/// A real agent, given only a sentinel, talks to a scripted model over HTTPS: the
+/// model's host receives the real key, the agent's environment holds the sentinel.
+struct AgentStage {
+    h: TestHome,
+    model: agents_support::ModelServer,
+    front: TlsFront,
+}
+
+const AGENT_REAL: &str = "sk-proj-REALagentKEY0123456789abcdef";
+
+impl AgentStage {
+    fn new() -> AgentStage {
+        let h = home();
+        let ca = TestCa::new();
+        let model = agents_support::ModelServer::start(
+            "127.0.0.7",
+            vec![agents_support::Step::Text(
+                "Done: nothing to change.".into(),
+            )],
+        );
+        let front = TlsFront::start(
+            "127.0.0.8",
+            ca.server_config("model.test"),
+            format!("127.0.0.7:{}", model.port).parse().unwrap(),
+        );
+        h.write(&h.home().join("test-ca.pem"), &ca.pem);
+        h.write(
+            &h.home().join(".sandpit/config.toml"),
+            &format!(
+                r#"[network]
+allow = ["model.test:{}"]
+[network.resolve]
+"model.test" = "127.0.0.8"
+[network.tls]
+extra_roots = ["~/test-ca.pem"]
+[credentials.openai]
+env = "OPENAI_API_KEY"
+source = "env:REAL_OPENAI_KEY"
+hosts = ["model.test"]
+"#,
+                front.port
+            ),
+        );
+        AgentStage { h, model, front }
+    }
+
+    fn run(&self, cmd: &[&str]) -> std::process::Output {
+        self.h
+            .sandpit()
+            .env("REAL_OPENAI_KEY", AGENT_REAL)
+            .arg("run")
+            .arg("--")
+            .args(cmd)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The agent finished against the model, which saw the real key and never a
+    /// sentinel; nothing the run printed or logged holds the real key.
+    fn assert_injected(&self, o: &std::process::Output, agent: &str) {
+        let t = text(o);
+        assert!(o.status.success(), "{agent}: {t}");
+        assert!(t.contains("Done: nothing to change."), "{agent}: {t}");
+        assert!(!self.model.requests().is_empty(), "{agent}: {t}");
+        let seen = self.front.seen();
+        assert!(
+            seen.contains(&format!("Bearer {AGENT_REAL}")),
+            "{agent}: the model got the real key: {seen}"
+        );
+        assert!(!seen.contains("sandpit-sentinel-"), "{agent}: {seen}");
+        assert!(!t.contains(AGENT_REAL), "{agent}: {t}");
+        let dir = self.h.home().join(".sandpit/logs");
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let log = std::fs::read_to_string(e.path()).unwrap();
+            assert!(!log.contains(AGENT_REAL), "{agent}: {log}");
+        }
+    }
+}
+
+#[test]
+fn pi_talks_to_its_model_with_only_a_sentinel() {
+    let s = AgentStage::new();
+    let models = serde_json::json!({"providers": {"scripted": {
+        "baseUrl": format!("https://model.test:{}/v1", s.front.port),
+        "api": "openai-completions", "apiKey": "OPENAI_API_KEY",
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+        "models": [{"id": "scripted-model", "reasoning": false}]
+    }}});
+    s.h.write(
+        &s.h.home().join(".pi/agent/models.json"),
+        &models.to_string(),
+    );
+    let o = s.run(&[
+        "pi",
+        "--no-session",
+        "--offline",
+        "--provider",
+        "scripted",
+        "--model",
+        "scripted-model",
+        "-p",
+        "Say done.",
+    ]);
+    s.assert_injected(&o, "pi");
+}
+
+#[test]
+fn codex_talks_to_its_model_with_only_a_sentinel() {
+    let s = AgentStage::new();
+    s.h.write(
+        &s.h.home().join(".codex/config.toml"),
+        &format!(
+            "model = \"scripted-model\"\nmodel_provider = \"scripted\"\n\
+             [model_providers.scripted]\nname = \"scripted\"\n\
+             base_url = \"https://model.test:{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+            s.front.port
+        ),
+    );
+    let o = s.run(&[
+        "codex",
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "Say done.",
+    ]);
+    s.assert_injected(&o, "codex");
 }
