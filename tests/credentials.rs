@@ -198,6 +198,11 @@ impl World {
         let other = Sink::start("127.0.0.6", "other");
         h.write(&h.home().join("test-ca.pem"), &ca.pem);
         h.write(&h.home().join(".openai-key"), &format!("{REAL}\n"));
+        // The agent's own auth file, which holds the key too (credentials.openai.file).
+        h.write(
+            &h.home().join(".tool/auth.json"),
+            &format!("{{\"api_key\": \"{REAL}\", \"user\": \"me\"}}\n"),
+        );
         let config = format!(
             r#"[network]
 allow = ["inject.test:{}", "second.test:{}", "passthru.test:{}", "other.test:{}", "*.wild.test"]
@@ -213,6 +218,7 @@ extra_roots = ["~/test-ca.pem"]
 env = "OPENAI_API_KEY"
 source = "file:~/.openai-key"
 hosts = ["inject.test"]
+file = "~/.tool/auth.json"
 
 [credentials.second]
 env = "SECOND_TOKEN"
@@ -289,6 +295,9 @@ echo "SOURCE_VAR=${{REAL_SECOND_TOKEN:-unset}}"
 cat /proc/self/environ | tr '\0' '\n' | grep -c REAL || true
 grep -rc REAL "$HOME/.sandpit/run" 2>/dev/null | grep -v ':0$' || echo run-dir-clean
 cat "$HOME/.openai-key" >/dev/null 2>&1 && echo KEY-FILE-READ || echo key-file-unreadable
+# The auth file the agent reads shows the sentinel in place of the key.
+echo "AUTH=$(cat "$HOME/.tool/auth.json")"
+
 sh -c 'env | grep -c REAL' || true
 # Withheld by the defaults (*_API_KEY), but a sentinel: spawned programs keep it.
 /bin/sh -c 'echo "CHILD=$OPENAI_API_KEY"'
@@ -330,6 +339,15 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
     assert_eq!(sentinel_in(&out, "CHILD"), sentinel, "{t}");
     assert!(out.contains("run-dir-clean"), "{t}");
     assert!(out.contains("key-file-unreadable"), "{t}");
+    assert_eq!(
+        sentinel_in(&out, "AUTH"),
+        format!("{{\"api_key\": \"{sentinel}\", \"user\": \"me\"}}"),
+        "{t}"
+    );
+    // The host's file is untouched.
+    assert!(std::fs::read_to_string(w.h.home().join(".tool/auth.json"))
+        .unwrap()
+        .contains(REAL));
     // grep -c printed 0 twice (environ and a child's env).
     assert_eq!(out.lines().filter(|l| *l == "0").count(), 2, "{t}");
     // Every client got the server's answer.
@@ -512,6 +530,29 @@ fn bad_credentials_are_refused_before_the_command_starts() {
         None,
         &["credentials.openai", "exit 3"],
     );
+    // A file to mask that does not hold the value: named, nothing runs.
+    let h2 = home();
+    h2.write(&h2.home().join("auth.json"), "{\"api_key\": \"other\"}");
+    h2.write(
+        &h2.home().join(".sandpit/config.toml"),
+        &format!("{good}file = \"~/auth.json\"\n"),
+    );
+    let o = h2
+        .sandpit()
+        .env("SANDPIT_TEST_KEY", "value-1234567890")
+        .args(["run", "--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(
+        !o.status.success() && !h2.workspace().join("ran").exists(),
+        "{t}"
+    );
+    assert!(
+        t.contains("credentials.openai") && t.contains("does not hold the value"),
+        "{t}"
+    );
+    assert!(!t.contains("value-1234567890"), "{t}");
     // Shape errors, each at its line.
     refused(
         "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"inject.test\"]\nheaders = [\"x\"]\n",
@@ -801,7 +842,22 @@ const AGENT_REAL: &str = "sk-proj-REALagentKEY0123456789abcdef";
 
 impl AgentStage {
     fn new() -> AgentStage {
+        AgentStage::masking(None)
+    }
+
+    /// With `credentials.openai.file` naming `file` (under HOME), which holds the key.
+    fn masking(file: Option<&str>) -> AgentStage {
         let h = home();
+        let file_line = match file {
+            Some(f) => {
+                h.write(
+                    &h.home().join(f),
+                    &format!("{{\"OPENAI_API_KEY\": \"{AGENT_REAL}\"}}\n"),
+                );
+                format!("file = \"~/{f}\"\n")
+            }
+            None => String::new(),
+        };
         let ca = TestCa::new();
         let model = agents_support::ModelServer::start(
             "127.0.0.7",
@@ -828,7 +884,7 @@ extra_roots = ["~/test-ca.pem"]
 env = "OPENAI_API_KEY"
 source = "env:REAL_OPENAI_KEY"
 hosts = ["model.test"]
-"#,
+{file_line}"#,
                 front.port
             ),
         );
@@ -898,7 +954,9 @@ fn pi_talks_to_its_model_with_only_a_sentinel() {
 
 #[test]
 fn codex_talks_to_its_model_with_only_a_sentinel() {
-    let s = AgentStage::new();
+    // codex's auth file (readable and in a writable root under codex's profile)
+    // holds the key too: the sandbox sees it masked.
+    let s = AgentStage::masking(Some(".codex/auth.json"));
     s.h.write(
         &s.h.home().join(".codex/config.toml"),
         &format!(
@@ -917,4 +975,14 @@ fn codex_talks_to_its_model_with_only_a_sentinel() {
         "Say done.",
     ]);
     s.assert_injected(&o, "codex");
+    let o = s.run(&["sh", "-c", "cat ~/.codex/auth.json; echo $OPENAI_API_KEY"]);
+    let t = text(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let sentinel = out.lines().last().unwrap_or_default().to_string();
+    assert!(sentinel.starts_with("sandpit-sentinel-openai-"), "{t}");
+    assert!(
+        out.contains(&format!("{{\"OPENAI_API_KEY\": \"{sentinel}\"}}")),
+        "{t}"
+    );
+    assert!(!t.contains(AGENT_REAL), "{t}");
 }

@@ -219,6 +219,10 @@ pub struct Credential {
     pub source: CredentialSource,
     /// Canonical host names (any port).
     pub hosts: Vec<String>,
+    /// `file`: a file the agent reads that holds the real value (an auth JSON): the
+    /// sandbox sees it with the sentinel in its place.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
     /// The table's header.
     pub origin: Origin,
 }

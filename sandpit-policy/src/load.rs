@@ -111,6 +111,7 @@ struct RawCredential {
     env: Option<Spanned<String>>,
     source: Option<Spanned<String>>,
     hosts: Entries,
+    file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1119,6 +1120,20 @@ impl Builder {
                 origin.key = format!("credentials.{}.source", c.name);
                 push_path_rule(&mut self.policy.files.block_read, Rule { value, origin });
             }
+            // The file masked with the sentinel is readable in the sandbox, even
+            // where a block_read (an agent's auth file) would hide it: what shows
+            // there is the masked copy.
+            if let Some(p) = &c.file {
+                let mut origin = c.origin.clone();
+                origin.key = format!("credentials.{}.file", c.name);
+                push_path_rule(
+                    &mut self.policy.files.allow_read,
+                    Rule {
+                        value: p.clone(),
+                        origin,
+                    },
+                );
+            }
             self.policy.credentials.retain(|o| o.name != c.name);
             self.policy.credentials.push(c);
         }
@@ -1230,11 +1245,34 @@ impl Builder {
                 Err(e) => return Err(bad(e.to_string())),
             }
         }
+        let file = match &t.file {
+            None => None,
+            Some(f) => {
+                let p = path::expand(f.get_ref(), &self.ctx).map_err(|e| {
+                    cx.diag(
+                        f.span(),
+                        format!("credentials.{n}.file {:?}: {e}", f.get_ref()),
+                        "write the path of the file that holds the secret: \"~/.codex/auth.json\"",
+                    )
+                })?;
+                if crate::glob::is_glob(p.as_os_str().as_encoded_bytes())
+                    || matches!(&src, CredentialSource::File(s) if *s == p)
+                {
+                    return Err(cx.diag(
+                        f.span(),
+                        format!("credentials.{n}.file {:?} is a glob or the source itself", f.get_ref()),
+                        "name the one file the agent reads; a source file is hidden from the sandbox already",
+                    ));
+                }
+                Some(self.resolver.borrow_mut().resolve(&p))
+            }
+        };
         Ok(Credential {
             name: n.clone(),
             env: env.get_ref().clone(),
             source: src,
             hosts,
+            file,
             origin: cx.origin(
                 &format!("credentials.{n}"),
                 &source.get_ref().clone(),

@@ -1425,7 +1425,7 @@ fn credential_variables_reach_programs_and_sources_do_not() {
 #[test]
 fn bad_credentials_are_located() {
     at(
-        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\nfile = \"x\"\n"),
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\nheaders = \"x\"\n"),
         5,
         1,
         "unknown field",
@@ -1615,4 +1615,17 @@ fn http_rules_decide_method_and_path() {
     ))
     .unwrap();
     assert!(p.unenforceable_http().is_none());
+}
+
+#[test]
+fn a_credential_file_is_shown_masked_so_it_is_readable() {
+    let p = user("[credentials.codex]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"api.openai.com\"]\nfile = \"~/.codex/auth.json\"\n").unwrap();
+    let f = PathBuf::from("/nonexistent-home/u/.codex/auth.json");
+    assert_eq!(p.credentials[0].file.as_deref(), Some(f.as_path()));
+    // The built-in default blocks it; the credential's masked copy is what shows.
+    let v = decide(&p, &Request::Read(&f));
+    assert_eq!(v.decision, Decision::Allow, "{v:?}");
+    assert_eq!(v.rule.unwrap().key, "credentials.codex.file");
+    let d = err("[credentials.codex]\nenv = \"K\"\nsource = \"file:~/a\"\nhosts = [\"a.test\"]\nfile = \"~/a\"\n");
+    at(&d, 5, 8, "the source itself");
 }

@@ -45,6 +45,8 @@ pub struct Secret {
     pub hosts: Vec<String>,
     /// `credentials.NAME "source" in FILE:LINE:COL`.
     pub rule: String,
+    /// `file`: the path and its contents with the sentinel in place of the value.
+    pub masked_file: Option<(PathBuf, String)>,
 }
 
 impl std::fmt::Debug for Secret {
@@ -133,13 +135,24 @@ impl Secrets {
                     "",
                 )
             })?;
+            let sentinel = format!("{SENTINEL_PREFIX}{}-{hex}", c.name);
+            let masked_file = match &c.file {
+                None => None,
+                Some(p) => Some(mask_file(p, &value, &sentinel).map_err(|why| {
+                    err(
+                        why,
+                        "point credentials.NAME.file at the file that holds this value, or remove the key",
+                    )
+                })?),
+            };
             list.push(Secret {
                 name: c.name.clone(),
                 env: c.env.clone(),
-                sentinel: format!("{SENTINEL_PREFIX}{}-{hex}", c.name),
+                sentinel,
                 value,
                 hosts: c.hosts.clone(),
                 rule,
+                masked_file,
             });
         }
         Secrets::new(list).map(Some)
@@ -154,6 +167,7 @@ impl Secrets {
             .into_iter()
             .map(|(name, env, sentinel, value, hosts)| Secret {
                 rule: format!("credentials.{name}"),
+                masked_file: None,
                 name,
                 env,
                 sentinel,
@@ -182,6 +196,13 @@ impl Secrets {
             masked,
             longest_sentinel,
         })
+    }
+
+    /// The masked files: (path, contents with sentinels).
+    pub fn masked_files(&self) -> impl Iterator<Item = (&str, &PathBuf, &String)> {
+        self.list
+            .iter()
+            .filter_map(|s| s.masked_file.as_ref().map(|(p, c)| (s.name.as_str(), p, c)))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Secret> {
@@ -263,6 +284,27 @@ impl Secrets {
             o
         })
     }
+}
+
+/// `path` (links resolved) and its text with every `value` replaced by `sentinel`;
+/// the error (never holding the value) when it cannot be read, is not text, or does
+/// not hold the value.
+fn mask_file(path: &Path, value: &[u8], sentinel: &str) -> Result<(PathBuf, String), String> {
+    let real =
+        std::fs::canonicalize(path).map_err(|e| format!("its file {}: {e}", path.display()))?;
+    let text =
+        std::fs::read(&real).map_err(|e| format!("reading its file {}: {e}", real.display()))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| format!("its file {} is not UTF-8 text", real.display()))?;
+    let value = std::str::from_utf8(value)
+        .map_err(|_| "its value is not UTF-8, so it cannot be masked in a text file".to_string())?;
+    if !text.contains(value) {
+        return Err(format!(
+            "its file {} does not hold the value read from the source",
+            real.display()
+        ));
+    }
+    Ok((real, text.replace(value, sentinel)))
 }
 
 fn trim_newline(mut v: Vec<u8>) -> Vec<u8> {

@@ -335,6 +335,15 @@ fn prepare_credentials(
     }
     let (_, system) = credentials::system_bundle()?;
     let roots = credentials::upstream_roots(policy, &system)?;
+    if cfg!(not(target_os = "linux")) {
+        if let Some((name, path, _)) = secrets.masked_files().next() {
+            return Err(CredentialError::Authority(format!(
+                "credentials.{name}.file ({}): masking a file needs Linux's mount namespace; remove the key",
+                path.display()
+            ))
+            .into());
+        }
+    }
     let inject = crate::proxy::mitm::Inject::new(secrets, roots)?;
     let ca = run_dir.join("credentials-ca.pem");
     let bundle = run_dir.join("credentials-bundle.pem");
@@ -562,6 +571,24 @@ impl Prepared {
         };
         for (k, v) in self.child_env(proxy, dns)? {
             set(&mut plan.env, k, v);
+        }
+        // credentials.NAME.file: the masked copy bound read-only over the file,
+        // last, over whatever else the plan put there. Only a mount namespace can.
+        if let Some((inject, _)) = &self.inject {
+            for (name, path, contents) in inject.secrets.masked_files() {
+                if plan.mode != crate::sandbox::linux::Mode::Namespaces {
+                    return Err(crate::credentials::CredentialError::Authority(format!(
+                        "credentials.{name}.file ({}) is shown masked through a mount namespace, which this run has none of; remove the key or run where user namespaces are available",
+                        path.display()
+                    ))
+                    .into());
+                }
+                plan.mounts
+                    .push(crate::sandbox::linux::plan::MountOp::File {
+                        path: path.clone(),
+                        contents: contents.clone(),
+                    });
+            }
         }
         Ok(())
     }
