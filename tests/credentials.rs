@@ -303,7 +303,8 @@ sh -c 'env | grep -c REAL' || true
 /bin/sh -c 'echo "CHILD=$OPENAI_API_KEY"'
 # curl through HTTPS_PROXY (CONNECT), trusting the run's CA through CURL_CA_BUNDLE.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY" \
-  -H "Authorization: Bearer $OPENAI_API_KEY" -H "x-api-key: $OPENAI_API_KEY" && echo
+  -H "Authorization: Bearer $OPENAI_API_KEY" -H "x-api-key: $OPENAI_API_KEY" \
+  -H "x-multi: first" -H "x-multi: k=$OPENAI_API_KEY" && echo
 # A body with the sentinel.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
   --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
@@ -365,6 +366,13 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
         "{got}"
     );
     assert!(got.contains(&format!("key={REAL}")), "{got}");
+    // Every value of a repeated header is kept, each rewritten on its own.
+    let lower = got.to_ascii_lowercase();
+    assert!(lower.contains("x-multi: first"), "{got}");
+    assert!(
+        lower.contains(&format!("x-multi: k={}", REAL.to_ascii_lowercase())),
+        "{got}"
+    );
     assert!(
         got.to_ascii_lowercase()
             .contains(&format!("x-api-key: {}", REAL.to_ascii_lowercase())),

@@ -132,7 +132,7 @@ impl Secrets {
             let hex = crate::sys::random_hex(16).map_err(|e| {
                 err(
                     format!("making its sentinel: reading /dev/urandom: {e}"),
-                    "",
+                    "sandpit needs /dev/urandom",
                 )
             })?;
             let sentinel = format!("{SENTINEL_PREFIX}{}-{hex}", c.name);

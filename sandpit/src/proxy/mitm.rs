@@ -416,22 +416,18 @@ impl Conn {
                 }
             }
         }
-        // Every header.
-        let mut rewritten = vec![];
-        for (k, v) in parts.headers.iter() {
+        // Every header, every value of it.
+        for (k, v) in parts.headers.iter_mut() {
             match secrets.to_host(&self.name, v.as_bytes()) {
                 Err(l) => return self.leak(&l),
                 Ok(Some(nv)) => match HeaderValue::from_bytes(&nv) {
-                    Ok(hv) => rewritten.push((k.clone(), hv)),
+                    Ok(hv) => *v = hv,
                     Err(_) => {
                         return self.refuse(format!("header {k} with the credential is invalid"))
                     }
                 },
                 Ok(None) => {}
             }
-        }
-        for (k, v) in rewritten {
-            parts.headers.insert(k, v);
         }
         // The body: replaced when it is at most MAX_BODY long.
         let body = match collect_bounded(body).await {
@@ -499,16 +495,13 @@ impl Conn {
     async fn masked(&self, resp: Response<Incoming>) -> Response<Body> {
         let (mut parts, body) = resp.into_parts();
         let secrets = &self.inject.secrets;
-        let mut rewritten = vec![];
-        for (k, v) in parts.headers.iter() {
-            if let Some(nv) = secrets.mask(v.as_bytes()) {
-                if let Ok(hv) = HeaderValue::from_bytes(&nv) {
-                    rewritten.push((k.clone(), hv));
-                }
+        for (_, v) in parts.headers.iter_mut() {
+            if let Some(hv) = secrets
+                .mask(v.as_bytes())
+                .and_then(|nv| HeaderValue::from_bytes(&nv).ok())
+            {
+                *v = hv;
             }
-        }
-        for (k, v) in rewritten {
-            parts.headers.insert(k, v);
         }
         let known = body
             .size_hint()
