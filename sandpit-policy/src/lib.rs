@@ -223,6 +223,11 @@ pub struct Credential {
     /// sandbox sees it with the sentinel in its place.
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// `body = true`: the sentinel is replaced in request bodies too (up to 1 MiB),
+    /// not only in the request head. Off by default: a body is content the server
+    /// may keep and show (an issue, a gist), and the real value would land there.
+    #[serde(default)]
+    pub body: bool,
     /// The table's header.
     pub origin: Origin,
 }

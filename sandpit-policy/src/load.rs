@@ -112,6 +112,7 @@ struct RawCredential {
     source: Option<Spanned<String>>,
     hosts: Entries,
     file: Option<Spanned<String>>,
+    body: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1273,6 +1274,7 @@ impl Builder {
             source: src,
             hosts,
             file,
+            body: t.body.as_ref().is_some_and(|b| *b.get_ref()),
             origin: cx.origin(
                 &format!("credentials.{n}"),
                 &source.get_ref().clone(),

@@ -1375,6 +1375,10 @@ fn credentials_load_with_their_origin() {
     ))
     .unwrap();
     assert_eq!(p.credentials.len(), 2);
+    assert!(
+        p.credentials.iter().all(|c| !c.body),
+        "bodies are off by default"
+    );
     let c = &p.credentials[0];
     assert_eq!(c.name, "gh");
     assert_eq!(

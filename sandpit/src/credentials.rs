@@ -47,6 +47,8 @@ pub struct Secret {
     pub rule: String,
     /// `file`: the path and its contents with the sentinel in place of the value.
     pub masked_file: Option<(PathBuf, String)>,
+    /// `body = true`: replaced in request bodies too.
+    pub body: bool,
 }
 
 impl std::fmt::Debug for Secret {
@@ -153,6 +155,7 @@ impl Secrets {
                 hosts: c.hosts.clone(),
                 rule,
                 masked_file,
+                body: c.body,
             });
         }
         Secrets::new(list).map(Some)
@@ -168,6 +171,7 @@ impl Secrets {
             .map(|(name, env, sentinel, value, hosts)| Secret {
                 rule: format!("credentials.{name}"),
                 masked_file: None,
+                body: true,
                 name,
                 env,
                 sentinel,
@@ -247,6 +251,17 @@ impl Secrets {
     /// credential of `host` replaced by its real value (`Ok(None)`: none in it). A
     /// sentinel of a credential that does not go to `host` is a [`Leak`].
     pub fn to_host(&self, host: &str, data: &[u8]) -> Result<Option<Vec<u8>>, Leak> {
+        self.replace(host, data, false)
+    }
+
+    /// [`Secrets::to_host`] for a request body: only the credentials with `body =
+    /// true` are replaced; the others' sentinels stay as they are (still a leak when
+    /// bound for another credential's host).
+    pub fn body_to_host(&self, host: &str, data: &[u8]) -> Result<Option<Vec<u8>>, Leak> {
+        self.replace(host, data, true)
+    }
+
+    fn replace(&self, host: &str, data: &[u8], body: bool) -> Result<Option<Vec<u8>>, Leak> {
         let mut out: Option<Vec<u8>> = None;
         let mut last = 0;
         for m in self.sentinels.find_iter(data) {
@@ -254,6 +269,9 @@ impl Secrets {
             let s = &self.list[i];
             if !s.goes_to(host) {
                 return Err(self.leak(i));
+            }
+            if body && !s.body {
+                continue;
             }
             let o = out.get_or_insert_with(|| Vec::with_capacity(data.len() + 64));
             o.extend_from_slice(&data[last..m.start()]);

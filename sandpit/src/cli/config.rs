@@ -155,6 +155,12 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             c.source.to_string(),
             c.hosts
         );
+        if let Some(f) = &c.file {
+            let _ = writeln!(o, "file = {:?}  # shown inside with the sentinel", path(f));
+        }
+        if c.body {
+            let _ = writeln!(o, "body = true  # request bodies too");
+        }
     }
     let _ = writeln!(o, "\n[exec]");
     list(&mut o, "block", &p.exec.block, |e| e.source.clone());

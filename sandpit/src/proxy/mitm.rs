@@ -6,9 +6,10 @@
 //! constrained to the inject hosts by name constraints). The upstream connection is
 //! TLS verified against the system's roots and `network.tls.extra_roots`. HTTP/1.1
 //! flows in between, request by request: every request must name the decided host;
-//! in its head (request target and every header) and in a body of up to
-//! [`MAX_BODY`] bytes, the sentinels of that host's credentials become their real
-//! values, and a sentinel of any other credential denies the request. Real values
+//! in its head (request target and every header) — and, for credentials with `body =
+//! true`, in a body of up to [`MAX_BODY`] bytes — the sentinels of that host's
+//! credentials become their real values; a sentinel of any other credential denies
+//! the request. Real values
 //! in the responses go back as sentinels.
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -433,7 +434,7 @@ impl Conn {
         let body = match collect_bounded(body).await {
             Err(e) => return self.refuse(format!("reading the request body: {e}")),
             Ok(Collected::Whole(b)) => {
-                let b = match secrets.to_host(&self.name, &b) {
+                let b = match secrets.body_to_host(&self.name, &b) {
                     Err(l) => return self.leak(&l),
                     Ok(Some(nb)) => Bytes::from(nb),
                     Ok(None) => b,
