@@ -309,6 +309,8 @@ curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY
 # A body with the sentinel.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
   --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
+# A sentinel in the path stays a sentinel (a path names what the server stores).
+curl -sS --max-time 20 "https://inject.test:{port}/files/$OPENAI_API_KEY" -H "Authorization: Bearer $OPENAI_API_KEY" -o /dev/null
 # A chunked body: read whole, rewritten, sent with its length.
 curl -sS --max-time 20 "https://inject.test:{port}/v1/chunked" -H 'Transfer-Encoding: chunked' \
   --data "chunked=$OPENAI_API_KEY" && echo
@@ -389,10 +391,13 @@ https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer
     assert!(got.contains(&format!("chunked={REAL}")), "{got}");
     assert!(got.contains("GET /py "), "{got}");
     assert!(got.contains("GET /node "), "{got}");
+    // No sentinel reached the server but the one in the path.
     assert!(
-        !got.contains("sandpit-sentinel-"),
-        "no sentinel reached the server: {got}"
+        got.contains(&format!("GET /files/{sentinel} "))
+            && !got.contains(&format!("/files/{REAL}")),
+        "{got}"
     );
+    assert_eq!(got.matches("sandpit-sentinel-").count(), 1, "{got}");
     w.assert_no_real_value(&o);
 }
 

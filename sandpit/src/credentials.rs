@@ -251,17 +251,31 @@ impl Secrets {
     /// credential of `host` replaced by its real value (`Ok(None)`: none in it). A
     /// sentinel of a credential that does not go to `host` is a [`Leak`].
     pub fn to_host(&self, host: &str, data: &[u8]) -> Result<Option<Vec<u8>>, Leak> {
-        self.replace(host, data, false)
+        self.replace(host, data, None)
     }
 
     /// [`Secrets::to_host`] for a request body: only the credentials with `body =
     /// true` are replaced; the others' sentinels stay as they are (still a leak when
     /// bound for another credential's host).
     pub fn body_to_host(&self, host: &str, data: &[u8]) -> Result<Option<Vec<u8>>, Leak> {
-        self.replace(host, data, true)
+        self.replace(host, data, Some(false))
     }
 
-    fn replace(&self, host: &str, data: &[u8], body: bool) -> Result<Option<Vec<u8>>, Leak> {
+    /// [`Secrets::to_host`] for a request path: no sentinel is replaced there (a path
+    /// names what the server stores: a file, a branch), but one bound for another
+    /// credential's host is still a [`Leak`].
+    pub fn check_path(&self, host: &str, data: &[u8]) -> Result<(), Leak> {
+        self.replace(host, data, Some(true)).map(drop)
+    }
+
+    /// `skip`: `None` replaces every sentinel of `host`'s credentials; `Some(false)`
+    /// those with `body = true`; `Some(true)` none.
+    fn replace(
+        &self,
+        host: &str,
+        data: &[u8],
+        skip: Option<bool>,
+    ) -> Result<Option<Vec<u8>>, Leak> {
         let mut out: Option<Vec<u8>> = None;
         let mut last = 0;
         for m in self.sentinels.find_iter(data) {
@@ -270,8 +284,10 @@ impl Secrets {
             if !s.goes_to(host) {
                 return Err(self.leak(i));
             }
-            if body && !s.body {
-                continue;
+            match skip {
+                Some(true) => continue,
+                Some(false) if !s.body => continue,
+                _ => {}
             }
             let o = out.get_or_insert_with(|| Vec::with_capacity(data.len() + 64));
             o.extend_from_slice(&data[last..m.start()]);

@@ -6,11 +6,10 @@
 //! constrained to the inject hosts by name constraints). The upstream connection is
 //! TLS verified against the system's roots and `network.tls.extra_roots`. HTTP/1.1
 //! flows in between, request by request: every request must name the decided host;
-//! in its head (request target and every header) — and, for credentials with `body =
-//! true`, in a body of up to [`MAX_BODY`] bytes — the sentinels of that host's
-//! credentials become their real values; a sentinel of any other credential denies
-//! the request. Real values
-//! in the responses go back as sentinels.
+//! in its head (the query and every header; never the path) — and, for credentials
+//! with `body = true`, in a body of up to [`MAX_BODY`] bytes — the sentinels of that
+//! host's credentials become their real values; a sentinel of any other credential
+//! denies the request. Real values in the responses go back as sentinels.
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -394,26 +393,35 @@ impl Conn {
             return respond(403, super::conn::forbidden_body(&self.name, self.port, &v));
         }
         let (mut parts, body) = req.into_parts();
-        // The request target.
+        // The request target: the sentinel is replaced in the query (`?key=`), never
+        // in the path, which names what the server stores (a file, a branch).
         let target = parts
             .uri
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_else(|| "/".into());
-        match secrets.to_host(&self.name, target.as_bytes()) {
-            Err(l) => return self.leak(&l),
-            Ok(Some(t)) => match Uri::try_from(t) {
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target.as_str(), None),
+        };
+        if let Err(l) = secrets.check_path(&self.name, path.as_bytes()) {
+            return self.leak(&l);
+        }
+        let query = match query.map(|q| secrets.to_host(&self.name, q.as_bytes())) {
+            Some(Err(l)) => return self.leak(&l),
+            Some(Ok(Some(q))) => Some(String::from_utf8_lossy(&q).into_owned()),
+            Some(Ok(None)) | None => None,
+        };
+        if query.is_some() || parts.uri.authority().is_some() {
+            // Rewritten, or absolute form: sent on in origin form.
+            let t = match &query {
+                Some(q) => format!("{path}?{q}"),
+                None => target.clone(),
+            };
+            match Uri::try_from(t) {
                 Ok(u) => parts.uri = u,
                 Err(_) => {
                     return self.refuse("the request target with the credential is no URI".into())
-                }
-            },
-            Ok(None) => {
-                if parts.uri.authority().is_some() {
-                    // Absolute form: sent on in origin form.
-                    if let Ok(u) = Uri::try_from(target) {
-                        parts.uri = u;
-                    }
                 }
             }
         }
