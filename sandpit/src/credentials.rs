@@ -32,6 +32,8 @@ pub enum CredentialError {
     Roots(String),
     #[error("the run's certificate authority: {0}; the command was not started")]
     Authority(String),
+    #[error("{0}; the command was not started")]
+    Setup(String),
 }
 
 /// One credential of this run.

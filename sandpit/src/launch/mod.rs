@@ -328,7 +328,7 @@ fn prepare_credentials(
         return Ok(None);
     };
     if !own_proxy && policy.network.mode.value != NetMode::Offline {
-        return Err(CredentialError::Authority(
+        return Err(CredentialError::Setup(
             "[credentials] needs sandpit's own proxy, and --proxy-socket names another".into(),
         )
         .into());
@@ -337,7 +337,7 @@ fn prepare_credentials(
     let roots = credentials::upstream_roots(policy, &system)?;
     if cfg!(not(target_os = "linux")) {
         if let Some((name, path, _)) = secrets.masked_files().next() {
-            return Err(CredentialError::Authority(format!(
+            return Err(CredentialError::Setup(format!(
                 "credentials.{name}.file ({}): masking a file needs Linux's mount namespace; remove the key",
                 path.display()
             ))
@@ -577,7 +577,7 @@ impl Prepared {
         if let Some((inject, _)) = &self.inject {
             for (name, path, contents) in inject.secrets.masked_files() {
                 if plan.mode != crate::sandbox::linux::Mode::Namespaces {
-                    return Err(crate::credentials::CredentialError::Authority(format!(
+                    return Err(crate::credentials::CredentialError::Setup(format!(
                         "credentials.{name}.file ({}) is shown masked through a mount namespace, which this run has none of; remove the key or run where user namespaces are available",
                         path.display()
                     ))
