@@ -1061,3 +1061,47 @@ fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
     );
     assert!(!t.contains(REAL) && !t.contains(REAL_SECOND), "{t}");
 }
+
+#[test]
+fn a_masked_file_without_a_mount_namespace_stops_the_run() {
+    let w = World::new();
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .env("SANDPIT_FORCE_FALLBACK", "1")
+            .args(["run", "--allow-degraded", "--", "sh", "-c", "touch ran"])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!w.h.workspace().join("ran").exists(), "{t}");
+    assert!(t.contains("credentials.openai.file"), "{t}");
+    assert!(!t.contains(REAL), "{t}");
+    // The control: the same fallback without the file key runs, the sentinel inside.
+    let cfg = w.h.home().join(".sandpit/config.toml");
+    let text_cfg = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("file = \"~/.tool/auth.json\"\n", "");
+    w.h.write(&cfg, &text_cfg);
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .env("SANDPIT_FORCE_FALLBACK", "1")
+            .args([
+                "run",
+                "--allow-degraded",
+                "--",
+                "sh",
+                "-c",
+                "touch ran; echo $OPENAI_API_KEY",
+            ])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(w.h.workspace().join("ran").exists(), "{t}");
+    assert!(
+        t.contains("sandpit-sentinel-openai-") && !t.contains(REAL),
+        "{t}"
+    );
+}
