@@ -6,6 +6,7 @@
 #   #3 bench/open_close.sh   #4 bench/run_startup.sh, bench/kernel_floor.sh
 #   #5 bench/proxy.sh, bench/relay_floor.sh
 #   #7 bench/shim_exec.sh    #8 bench/adversary.sh    the audit session: bench/run_audit.sh
+#   #29 bench/credentials.sh (a terminated credential host beside a pass-through one)
 # Usage: bench/report.sh            full runs (about 8 minutes on 2 cores)
 #        REPORT_QUICK=1 bench/report.sh   fewer rounds (a smoke test of the report)
 # Each script's full output is kept in $REPORT_DIR (default: a fresh /var/tmp dir).
@@ -41,6 +42,7 @@ step relay_floor bench/relay_floor.sh
 step shim_exec bench/shim_exec.sh "$SHIM_N"
 step adversary bench/adversary.sh
 step run_audit bench/run_audit.sh "$ROOT/target/release/sandpit" "$AUDIT_N"
+step credentials bench/credentials.sh
 
 # bubblewrap, where installed: the same two measurements as #4 (start-up of /bin/true,
 # open+close at workspace depth 4), interleaved with the bare command.
@@ -169,6 +171,12 @@ rows.append(("#5", "2,000 concurrent tunnels", "no errors, bounded",
              f"{r.get('proxy_load_ok', 0):.0f} ok, {errors:.0f} errors, "
              f"{r.get('proxy_load_rss', 0):.0f} MB RSS, {r.get('proxy_load_fds', 0):.0f} fds",
              "—", "—", "—", "—" if errors is None else "yes" if errors == 0 else "no"))
+for k, label in (("passthru", "pass-through TLS host"), ("inject", "terminated credential host")):
+    row("#29", f"`sandpit run -- curl` HTTPS 100 MB, {label}", "—", "MB/s",
+        f"cred_tp_{k}", "cred_tp_bare", "ratio_ge", 0)
+for k, label in (("passthru", "pass-through TLS host"), ("inject", "terminated credential host")):
+    row("#29", f"HTTPS request on a new connection, {label}", "—", "ms",
+        f"cred_lat_{k}", "cred_lat_bare", "add_le", float("inf"))
 for k, label in (("small", "shim (`sandpit run --shims`: link to sandpit-shim)"),
                  ("exec", "`sandpit exec curl --version`"), ("link", "link to the launcher"),
                  ("script", "sh script shim")):

@@ -512,12 +512,34 @@ impl Engine {
         // A name that is not UTF-8 is matched on its lossy form (borrowed, without a
         // copy, when it is UTF-8).
         let name = String::from_utf8_lossy(name);
+        // A credential's variable holds the run's sentinel (it reaches every
+        // program); the variable its real value comes from reaches none.
+        if self.policy.credential_for_env(&name).is_some() {
+            return false;
+        }
+        if self
+            .policy
+            .credentials
+            .iter()
+            .any(|c| matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name))
+        {
+            return true;
+        }
         self.withhold.iter().any(|g| g.matches(name.as_bytes()))
     }
 
     /// True when `env.agent` keeps the (withheld) variable `name` for the agent.
     pub fn agent_keeps(&self, name: &[u8]) -> bool {
         let name = String::from_utf8_lossy(name);
+        // A credential's real value is nobody's, the agent's neither.
+        if self
+            .policy
+            .credentials
+            .iter()
+            .any(|c| matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name))
+        {
+            return false;
+        }
         self.agent.iter().any(|g| g.matches(name.as_bytes()))
     }
 

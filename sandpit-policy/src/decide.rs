@@ -45,6 +45,15 @@ pub enum Request<'a> {
         name: &'a str,
         to: EnvTo<'a>,
     },
+    /// An HTTP request the proxy can read: plain HTTP, or a host whose TLS sandpit
+    /// terminates. `target` is the request target in origin form (`/path?query`).
+    Http {
+        method: &'a str,
+        scheme: &'a str,
+        host: &'a str,
+        port: u16,
+        target: &'a str,
+    },
 }
 
 /// Who a variable would reach.
@@ -102,6 +111,13 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         },
         Request::Exec(argv) => decide_exec(policy, argv),
         Request::Env { name, to } => decide_env(policy, name, to),
+        Request::Http {
+            method,
+            scheme,
+            host,
+            port,
+            target,
+        } => decide_http(policy, method, scheme, host, port, target),
         Request::Listen(addr) => decide_listen(policy, addr),
         Request::Unix { path, host } => decide_unix(policy, &normalize(path), host),
     }
@@ -196,11 +212,161 @@ fn decide_listen(policy: &Policy, addr: std::net::SocketAddr) -> Verdict {
     )
 }
 
+/// Percent-decode `s`; `None` when an escape is malformed or decodes to a byte that
+/// is not allowed in a path (NUL, a control character).
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let h = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            let v = u8::from_str_radix(h, 16).ok()?;
+            if v < 0x20 || v == 0x7f {
+                return None;
+            }
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `[network.http]` for one request: a `block` entry that matches denies; an `allow`
+/// entry that matches allows; when `allow` names the host and none matches, denied.
+/// The path is matched decoded and without its query; one with dot segments (`..`,
+/// also encoded) is denied where any entry names the host, since servers resolve them.
+fn decide_http(
+    policy: &Policy,
+    method: &str,
+    scheme: &str,
+    host: &str,
+    port: u16,
+    target: &str,
+) -> Verdict {
+    let http = &policy.network.http;
+    let host = match canonical_host(host) {
+        Ok(h) => h.to_string(),
+        Err(e) => {
+            return Verdict::new(
+                Decision::Deny,
+                None,
+                format!("blocked request to {host:?}: {e}; {NOT_RETRY}"),
+            )
+        }
+    };
+    let url = format!("{scheme}://{host}:{port}{target}");
+    let named: Vec<&crate::Rule<crate::HttpRule>> = http
+        .allow
+        .iter()
+        .chain(&http.block)
+        .filter(|r| r.value.names(scheme, &host, port))
+        .collect();
+    if named.is_empty() {
+        return Verdict::new(
+            Decision::Allow,
+            None,
+            format!(
+                "no network.http entry names {scheme}://{host}:{port}: the host's rules decide"
+            ),
+        );
+    }
+    let raw = target.split(['?', '#']).next().unwrap_or("");
+    let path = match percent_decode(raw) {
+        Some(p)
+            if p.starts_with('/')
+                && !p.split('/').any(|s| s == "." || s == "..")
+                && !p.contains('\\') =>
+        {
+            p
+        }
+        _ => {
+            return Verdict::new(
+                Decision::Deny,
+                Some(&named[0].origin),
+                format!("blocked {method} {url}: the path has dot segments, a backslash or a bad escape, and network.http rules name this host; {NOT_RETRY}"),
+            )
+        }
+    };
+    if let Some(b) = http
+        .block
+        .iter()
+        .find(|r| r.value.names(scheme, &host, port) && r.value.matches(method, &path))
+    {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&b.origin),
+            format!("blocked {method} {url}: {}; {NOT_RETRY}", b.origin),
+        );
+    }
+    let mut allows = http
+        .allow
+        .iter()
+        .filter(|r| r.value.names(scheme, &host, port))
+        .peekable();
+    if allows.peek().is_none() {
+        return Verdict::new(
+            Decision::Allow,
+            None,
+            format!("{method} {url}: no network.http.block entry matches"),
+        );
+    }
+    let mut first = None;
+    for a in allows {
+        if a.value.matches(method, &path) {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&a.origin),
+                format!("{method} {url} allowed by {}", a.origin),
+            );
+        }
+        first.get_or_insert(a);
+    }
+    Verdict::new(
+        Decision::Deny,
+        first.map(|a| &a.origin),
+        format!("blocked {method} {url}: network.http.allow names {host} but no entry matches this method and path; {NOT_RETRY}. To allow it, add \"{method} {scheme}://{host}{path}\" to [network.http] allow in ~/.sandpit/config.toml"),
+    )
+}
+
 /// What becomes of an environment variable: one that `env.withhold` does not name
 /// passes; a withheld one never enters the sandbox, unless `env.agent` keeps it for
 /// the agent: then the command has it, and of the programs it spawns only those
 /// `env.agent_programs` names, where the sandbox cannot write them.
 fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
+    // A credential's variable holds this run's sentinel, never the secret: it reaches
+    // every program, whatever env.withhold says (the sentinel is useless elsewhere).
+    if let Some(c) = policy.credential_for_env(name) {
+        return Verdict::new(
+            Decision::Allow,
+            Some(&c.origin),
+            format!(
+                "{name} holds the sentinel of credentials.{} ({}): every program sees it; the proxy puts the real value into requests to {} only",
+                c.name,
+                c.origin.location(),
+                c.hosts.join(", ")
+            ),
+        );
+    }
+    // The variable a credential's real value is read from never enters the sandbox.
+    if let Some(c) = policy
+        .credentials
+        .iter()
+        .find(|c| matches!(&c.source, crate::CredentialSource::Env(v) if v == name))
+    {
+        return Verdict::new(
+            Decision::Deny,
+            Some(&c.origin),
+            format!(
+                "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
+                c.name,
+                c.origin.location()
+            ),
+        );
+    }
     let env = &policy.env;
     let Some(w) = env.withheld_by(name) else {
         return Verdict::new(

@@ -47,6 +47,10 @@ pub struct Policy {
     /// Switches that weaken isolation for the programs that need it (`[isolation]`).
     #[serde(default)]
     pub isolation: Isolation,
+    /// Secrets the sandbox sees only as sentinels (`[credentials.NAME]`): the proxy
+    /// puts the real value into requests to the secret's hosts alone.
+    #[serde(default)]
+    pub credentials: Vec<Credential>,
     /// Learn mode (`sandpit run --learn`): the interposer records what it would deny
     /// instead of denying it. Set by the launcher alone, never by a config file, and
     /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
@@ -106,6 +110,152 @@ pub struct Network {
     pub block: Vec<Rule<HostPattern>>,
     pub allow_local_binding: Rule<bool>,
     pub resolve: Vec<Rule<ResolveEntry>>,
+    /// `[network.tls]`: how the proxy verifies the servers it terminates TLS for.
+    #[serde(default)]
+    pub tls: Tls,
+    /// `[network.http]`: method and path rules for plain HTTP and for the hosts
+    /// whose TLS sandpit terminates.
+    #[serde(default)]
+    pub http: Http,
+}
+
+/// `[network.http]`: `"GET https://api.github.com/repos/OWNER/**"`. For a request to
+/// a host some entry names (scheme, host and port agreeing): a `block` match denies,
+/// then an `allow` match allows, and when `allow` names the host but no entry matches,
+/// the request is denied. Hosts no entry names are decided by host alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Http {
+    pub allow: Vec<Rule<HttpRule>>,
+    pub block: Vec<Rule<HttpRule>>,
+}
+
+/// One `[network.http]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpRule {
+    /// Upper-case method; `None` for `*` (any).
+    pub method: Option<String>,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// Canonical host.
+    pub host: String,
+    /// `None`: the scheme's default port only (80, 443).
+    pub port: Option<u16>,
+    /// Path glob: `*` within a segment, `**` any number of whole segments.
+    pub path: String,
+}
+
+impl HttpRule {
+    /// The port this entry is for.
+    pub fn port(&self) -> u16 {
+        self.port
+            .unwrap_or(if self.scheme == "https" { 443 } else { 80 })
+    }
+    /// Whether the entry is about `scheme://host:port`.
+    pub fn names(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.scheme == scheme && self.host == host && self.port() == port
+    }
+    /// Whether `method` and the (decoded, query-free) `path` match.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        self.method.as_deref().is_none_or(|m| m == method) && path_glob(&self.path, path)
+    }
+}
+
+/// Match a path against a glob whose `*` and `?` stay within a segment and whose
+/// `**` segment stands for any number of whole segments.
+pub fn path_glob(pattern: &str, path: &str) -> bool {
+    fn go(p: &[&str], s: &[&str]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((&"**", rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some((seg, rest)) => match s.split_first() {
+                Some((x, srest)) => matchers::glob_match(seg, x) && go(rest, srest),
+                None => false,
+            },
+        }
+    }
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    go(&p, &s)
+}
+
+/// `[network.tls]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tls {
+    /// PEM files of roots trusted for upstream TLS besides the system's (a corporate
+    /// CA; the tests' loopback CA). Used where the proxy terminates TLS (the hosts of
+    /// `[credentials]`); every other connection is the client's own TLS.
+    pub extra_roots: Vec<Rule<PathBuf>>,
+}
+
+/// Where a credential's real value comes from (`source`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialSource {
+    /// `env:NAME`: the launcher's variable (never passed into the sandbox).
+    Env(String),
+    /// `file:PATH`: the file's contents, without the trailing newline.
+    File(PathBuf),
+    /// `command:CMD`: what `sh -c CMD` prints, without the trailing newline.
+    Command(String),
+}
+
+impl std::fmt::Display for CredentialSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialSource::Env(n) => write!(f, "env:{n}"),
+            CredentialSource::File(p) => write!(f, "file:{}", p.display()),
+            CredentialSource::Command(c) => write!(f, "command:{c}"),
+        }
+    }
+}
+
+/// One `[credentials.NAME]` table. The sandbox's variable `env` holds a per-run
+/// sentinel; the proxy replaces it with the value read from `source` in requests to
+/// `hosts` (TLS terminated for those hosts alone) and denies it anywhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credential {
+    pub name: String,
+    pub env: String,
+    pub source: CredentialSource,
+    /// Canonical host names (any port).
+    pub hosts: Vec<String>,
+    /// `file`: a file the agent reads that holds the real value (an auth JSON): the
+    /// sandbox sees it with the sentinel in its place.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// `body = true`: the sentinel is replaced in request bodies too (up to 1 MiB),
+    /// not only in the request head. Off by default: a body is content the server
+    /// may keep and show (an issue, a gist), and the real value would land there.
+    #[serde(default)]
+    pub body: bool,
+    /// The table's header.
+    pub origin: Origin,
+}
+
+impl Policy {
+    /// The credential whose sandbox variable is `name`.
+    pub fn credential_for_env(&self, name: &str) -> Option<&Credential> {
+        self.credentials.iter().find(|c| c.env == name)
+    }
+
+    /// An `https://` entry of `[network.http]` for a host whose TLS sandpit does not
+    /// terminate (no credential names it): it could not be enforced.
+    pub fn unenforceable_http(&self) -> Option<&Rule<HttpRule>> {
+        self.network
+            .http
+            .allow
+            .iter()
+            .chain(&self.network.http.block)
+            .find(|r| r.value.scheme == "https" && !self.inject_host(&r.value.host))
+    }
+
+    /// Whether the proxy terminates TLS for `host` (a canonical name): some
+    /// credential names it.
+    pub fn inject_host(&self, host: &str) -> bool {
+        self.credentials
+            .iter()
+            .any(|c| c.hosts.iter().any(|h| h == host))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,8 @@ use crate::matchers::{validate_env_glob, ExecPattern};
 use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
-    Adversary, Env, Exec, Files, Isolation, Limits, NetMode, Network, OnError, Policy, Provider,
-    ResolveEntry, ReviewEvent, Shims,
+    Adversary, Credential, CredentialSource, Env, Exec, Files, Http, HttpRule, Isolation, Limits,
+    NetMode, Network, OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Tls,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -102,6 +102,23 @@ struct RawConfig {
     shims: Option<Spanned<RawShims>>,
     limits: Option<Spanned<RawLimits>>,
     isolation: Option<Spanned<RawIsolation>>,
+    credentials: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCredential {
+    env: Option<Spanned<String>>,
+    source: Option<Spanned<String>>,
+    hosts: Entries,
+    file: Option<Spanned<String>>,
+    body: Option<Spanned<bool>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    extra_roots: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +147,15 @@ struct RawNetwork {
     block: Entries,
     allow_local_binding: Option<Spanned<bool>>,
     resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    tls: Option<Spanned<RawTls>>,
+    http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    allow: Entries,
+    block: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -321,6 +347,8 @@ impl Builder {
                         origin: builtin("network.allow_local_binding", "false"),
                     },
                     resolve: vec![],
+                    tls: Tls::default(),
+                    http: Http::default(),
                 },
                 exec: Exec::default(),
                 env: Env::default(),
@@ -328,6 +356,7 @@ impl Builder {
                 shims: Shims::default(),
                 limits: Limits::default(),
                 isolation: Isolation::default(),
+                credentials: vec![],
                 learn: false,
             },
             unrestricted_at: None,
@@ -397,6 +426,9 @@ impl Builder {
         }
         if let Some(iso) = &raw.isolation {
             self.apply_isolation(&cx, iso, project)?;
+        }
+        if let Some(creds) = &raw.credentials {
+            self.apply_credentials(&cx, creds, project)?;
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
@@ -799,6 +831,20 @@ impl Builder {
                     "move the entries to ~/.sandpit/config.toml",
                 ));
             }
+            if let Some(t) = &n.tls {
+                return Err(cx.diag(
+                    t.span(),
+                    "network.tls in a project file would let it choose whom sandpit trusts with your credentials",
+                    "move the entries to ~/.sandpit/config.toml",
+                ));
+            }
+            if let Some(a) = n.http.as_ref().and_then(|h| h.get_ref().allow.as_ref()) {
+                return Err(cx.diag(
+                    a.span(),
+                    "network.http.allow in a project file could let requests through that your own rules refuse",
+                    "a project file may add network.http.block entries; put allow entries in ~/.sandpit/config.toml",
+                ));
+            }
             if let Some(b) = &n.allow_local_binding {
                 if *b.get_ref() && !self.policy.network.allow_local_binding.value {
                     return Err(cx.diag(
@@ -835,6 +881,8 @@ impl Builder {
                     n.allow_local_binding.as_ref().map(|s| s.span()),
                 ),
                 ("resolve", n.resolve.as_ref().map(|s| s.span())),
+                ("tls", n.tls.as_ref().map(|s| s.span())),
+                ("http", n.http.as_ref().map(|s| s.span())),
             ];
             if let Some((key, Some(span))) = others.into_iter().find(|(_, s)| s.is_some()) {
                 return Err(cx.diag(span, format!("network.{key} cannot be combined with mode = \"unrestricted\""), "unrestricted removes host filtering only; use mode = \"filtered\" with allow/block lists instead"));
@@ -847,6 +895,10 @@ impl Builder {
                     "block"
                 } else if n.resolve.is_some() {
                     "resolve"
+                } else if n.tls.is_some() {
+                    "tls"
+                } else if n.http.is_some() {
+                    "http"
                 } else {
                     "allow_local_binding"
                 };
@@ -872,6 +924,10 @@ impl Builder {
                 origin: cx.origin("network.mode", m.as_str(), span),
             };
             if m == NetMode::Unrestricted {
+                if let Some(c) = self.policy.credentials.first() {
+                    let span = span_of(cx, &self.policy.network.mode.origin);
+                    return Err(cx.diag(span, format!("network.mode = \"unrestricted\" cannot be combined with [credentials] ({} sets credentials.{})", c.origin.location(), c.name), "credentials are injected by a proxy that filters hosts; use mode = \"filtered\" and allow the credentials' hosts"));
+                }
                 self.unrestricted_at = Some(self.policy.network.mode.origin.clone());
                 self.policy.network.allow.clear();
                 self.policy.network.block.clear();
@@ -983,7 +1039,272 @@ impl Builder {
                 });
             }
         }
+        if let Some(h) = &n.http {
+            for (key, list) in [("allow", &h.get_ref().allow), ("block", &h.get_ref().block)] {
+                for (text, span) in entries(list) {
+                    let rule = parse_http_rule(text).map_err(|why| {
+                        cx.diag(
+                            span.clone(),
+                            format!("network.http.{key} entry {text:?}: {why}"),
+                            "write METHOD URL: \"GET https://api.github.com/repos/OWNER/**\" (METHOD may be *; in the path * stays within a segment, ** spans segments)",
+                        )
+                    })?;
+                    let slot = if key == "allow" {
+                        &mut self.policy.network.http.allow
+                    } else {
+                        &mut self.policy.network.http.block
+                    };
+                    push_rule(
+                        slot,
+                        Rule {
+                            value: rule,
+                            origin: cx.origin(&format!("network.http.{key}"), text, span),
+                        },
+                    );
+                }
+            }
+        }
+        if let Some(t) = &n.tls {
+            for (text, span) in entries(&t.get_ref().extra_roots) {
+                let p = path::expand(text, &self.ctx).map_err(|e| {
+                    cx.diag(span.clone(), format!("network.tls.extra_roots entry {text:?}: {e}"), "write the path of a PEM file of CA certificates: absolute, \"~/…\" or \"$HOME/…\"")
+                })?;
+                if crate::glob::is_glob(p.as_os_str().as_encoded_bytes()) {
+                    return Err(cx.diag(
+                        span,
+                        format!("network.tls.extra_roots entry {text:?} is a glob"),
+                        "name each PEM file",
+                    ));
+                }
+                if !self
+                    .policy
+                    .network
+                    .tls
+                    .extra_roots
+                    .iter()
+                    .any(|r| r.value == p)
+                {
+                    self.policy.network.tls.extra_roots.push(Rule {
+                        value: p,
+                        origin: cx.origin("network.tls.extra_roots", text, span),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// `[credentials.NAME]`: a secret the sandbox sees as a sentinel. Only the user's
+    /// own layers may define one: a project file would choose where a secret goes
+    /// (its hosts) or which secret is read (its source), so it may set none. A later
+    /// layer's table of the same name replaces the earlier one whole.
+    fn apply_credentials(
+        &mut self,
+        cx: &Cx,
+        creds: &Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>,
+        project: bool,
+    ) -> Result<()> {
+        if project {
+            return Err(cx.diag(
+                creds.span(),
+                "[credentials] cannot be in a project file: it decides which of your secrets are read and where they are sent",
+                "define credentials in ~/.sandpit/config.toml",
+            ));
+        }
+        if let Some(at) = &self.unrestricted_at {
+            return Err(cx.diag(creds.span(), format!("[credentials] cannot be combined with network.mode = \"unrestricted\" (set in {})", at.location()), "credentials are injected by a proxy that filters hosts; set mode = \"filtered\" and allow the credentials' hosts"));
+        }
+        for (name, table) in creds.get_ref() {
+            let c = self.credential(cx, name, table)?;
+            if let Some(other) = self
+                .policy
+                .credentials
+                .iter()
+                .find(|o| o.env == c.env && o.name != c.name)
+            {
+                return Err(cx.diag(
+                    table
+                        .get_ref()
+                        .env
+                        .as_ref()
+                        .map_or(table.span(), |e| e.span()),
+                    format!(
+                        "credentials.{}.env {:?} is already credentials.{}'s variable ({})",
+                        c.name,
+                        c.env,
+                        other.name,
+                        other.origin.location()
+                    ),
+                    "give each credential its own variable",
+                ));
+            }
+            // The file a real value comes from is unreadable in the sandbox.
+            if let CredentialSource::File(p) = &c.source {
+                let value = self.resolver.borrow_mut().resolve(p);
+                let mut origin = c.origin.clone();
+                origin.key = format!("credentials.{}.source", c.name);
+                push_path_rule(&mut self.policy.files.block_read, Rule { value, origin });
+            }
+            // The file masked with the sentinel is readable in the sandbox, even
+            // where a block_read (an agent's auth file) would hide it: what shows
+            // there is the masked copy.
+            if let Some(p) = &c.file {
+                let mut origin = c.origin.clone();
+                origin.key = format!("credentials.{}.file", c.name);
+                push_path_rule(
+                    &mut self.policy.files.allow_read,
+                    Rule {
+                        value: p.clone(),
+                        origin,
+                    },
+                );
+            }
+            self.policy.credentials.retain(|o| o.name != c.name);
+            self.policy.credentials.push(c);
+        }
+        Ok(())
+    }
+
+    fn credential(
+        &self,
+        cx: &Cx,
+        name: &Spanned<String>,
+        table: &Spanned<RawCredential>,
+    ) -> Result<Credential> {
+        let n = name.get_ref();
+        if n.is_empty()
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(cx.diag(
+                name.span(),
+                format!("credentials.{n:?}: a credential's name is letters, digits, '_' and '-'"),
+                "name it after the service, e.g. [credentials.openai]",
+            ));
+        }
+        let t = table.get_ref();
+        let missing = |key: &str, hint: &str| {
+            cx.diag(
+                table.span(),
+                format!("credentials.{n} has no {key}"),
+                hint.to_string(),
+            )
+        };
+        let env = t.env.as_ref().ok_or_else(|| {
+            missing(
+                "env",
+                "add env = \"VARIABLE\": the variable the sandbox sees, holding a sentinel",
+            )
+        })?;
+        if !valid_var(env.get_ref()) {
+            return Err(cx.diag(
+                env.span(),
+                format!("credentials.{n}.env {:?} is not a variable name", env.get_ref()),
+                "write a name such as \"OPENAI_API_KEY\" (letters, digits, '_', not starting with a digit)",
+            ));
+        }
+        let source = t.source.as_ref().ok_or_else(|| {
+            missing(
+                "source",
+                "add source = \"env:NAME\", \"file:PATH\" or \"command:CMD\": where sandpit reads the real value",
+            )
+        })?;
+        let bad_source = |why: String| {
+            cx.diag(
+                source.span(),
+                format!("credentials.{n}.source {:?}: {why}", source.get_ref()),
+                "write \"env:NAME\" (a variable of sandpit's own environment), \"file:PATH\" (\"~/…\" allowed) or \"command:CMD\" (run with sh -c; its output is the value)",
+            )
+        };
+        let src = match source.get_ref().split_once(':') {
+            Some(("env", v)) if valid_var(v) => CredentialSource::Env(v.to_string()),
+            Some(("env", _)) => return Err(bad_source("not a variable name".into())),
+            Some(("file", p)) if !p.is_empty() => CredentialSource::File(
+                path::expand(p, &self.ctx).map_err(|e| bad_source(e.to_string()))?,
+            ),
+            Some(("command", c)) if !c.trim().is_empty() => {
+                CredentialSource::Command(c.to_string())
+            }
+            Some(("file" | "command", _)) => {
+                return Err(bad_source("nothing after the ':'".into()))
+            }
+            _ => return Err(bad_source("unknown scheme".into())),
+        };
+        let Some(list) = &t.hosts else {
+            return Err(missing(
+                "hosts",
+                "add hosts = [\"api.example.com\"]: the only hosts the real value is sent to",
+            ));
+        };
+        if list.get_ref().is_empty() {
+            return Err(cx.diag(
+                list.span(),
+                format!("credentials.{n}.hosts is empty: the secret could go nowhere"),
+                "name the hosts the real value is sent to, e.g. [\"api.openai.com\"]",
+            ));
+        }
+        let mut hosts: Vec<String> = vec![];
+        for (text, span) in entries(&t.hosts) {
+            let bad = |why: String| {
+                cx.diag(
+                    span.clone(),
+                    format!("credentials.{n}.hosts entry {text:?}: {why}"),
+                    "write a host name exactly, without scheme, port, path or wildcard: \"api.openai.com\"",
+                )
+            };
+            if text.contains('*') || text.contains(':') || text.contains('/') {
+                return Err(bad("only an exact host name".into()));
+            }
+            match canonical_host(text) {
+                Ok(crate::Host::Name(h)) => {
+                    if !hosts.contains(&h) {
+                        hosts.push(h);
+                    }
+                }
+                Ok(crate::Host::Ip(_)) => {
+                    return Err(bad(
+                        "an address, not a name (TLS is verified by name)".into()
+                    ))
+                }
+                Err(e) => return Err(bad(e.to_string())),
+            }
+        }
+        let file = match &t.file {
+            None => None,
+            Some(f) => {
+                let p = path::expand(f.get_ref(), &self.ctx).map_err(|e| {
+                    cx.diag(
+                        f.span(),
+                        format!("credentials.{n}.file {:?}: {e}", f.get_ref()),
+                        "write the path of the file that holds the secret: \"~/.codex/auth.json\"",
+                    )
+                })?;
+                if crate::glob::is_glob(p.as_os_str().as_encoded_bytes())
+                    || matches!(&src, CredentialSource::File(s) if *s == p)
+                {
+                    return Err(cx.diag(
+                        f.span(),
+                        format!("credentials.{n}.file {:?} is a glob or the source itself", f.get_ref()),
+                        "name the one file the agent reads; a source file is hidden from the sandbox already",
+                    ));
+                }
+                Some(self.resolver.borrow_mut().resolve(&p))
+            }
+        };
+        Ok(Credential {
+            name: n.clone(),
+            env: env.get_ref().clone(),
+            source: src,
+            hosts,
+            file,
+            body: t.body.as_ref().is_some_and(|b| *b.get_ref()),
+            origin: cx.origin(
+                &format!("credentials.{n}"),
+                &source.get_ref().clone(),
+                name.span(),
+            ),
+        })
     }
 
     fn apply_adversary(
@@ -1120,6 +1441,48 @@ impl Builder {
         self.policy.adversary = Some(cur);
         Ok(())
     }
+}
+
+/// `METHOD scheme://host[:port]/path-glob`.
+fn parse_http_rule(text: &str) -> std::result::Result<HttpRule, String> {
+    let (method, url) = text
+        .split_once(' ')
+        .ok_or("a method, one space, then the URL")?;
+    let method = match method {
+        "*" => None,
+        m if !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()) => Some(m.to_string()),
+        m => return Err(format!("{m:?} is not a method (GET, POST, … or *)")),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("the URL needs its scheme, http:// or https://")?;
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("scheme {scheme:?}: only http and https"));
+    }
+    let cut = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(cut);
+    let path = if path.is_empty() { "/**" } else { path };
+    if path.contains(['?', '#', ' ']) || path.split('/').any(|s| s == "." || s == "..") {
+        return Err("the path is a glob without query, fragment, spaces or dot segments".into());
+    }
+    if authority.contains('*') {
+        return Err("the host is exact (no wildcard)".into());
+    }
+    let (host, port) = crate::host::parse_authority(authority).map_err(|e| e.to_string())?;
+    Ok(HttpRule {
+        method,
+        scheme: scheme.to_string(),
+        host: host.to_string(),
+        port,
+        path: path.to_string(),
+    })
+}
+
+/// A POSIX environment variable name.
+fn valid_var(v: &str) -> bool {
+    !v.is_empty()
+        && !v.as_bytes()[0].is_ascii_digit()
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn entries(list: &Entries) -> impl Iterator<Item = (&str, std::ops::Range<usize>)> {

@@ -1410,3 +1410,271 @@ fn connections_and_memory_limits_default_and_only_tighten_from_a_project() {
         "raises the limit of 100",
     );
 }
+
+const CRED: &str = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:REAL_KEY\"\nhosts = [\"API.OpenAI.com.\", \"api.openai.com\"]\n";
+
+#[test]
+fn credentials_load_with_their_origin() {
+    let p = user(&format!(
+        "{CRED}[credentials.gh]\nenv = \"GH_TOKEN\"\nsource = \"file:~/.gh-token\"\nhosts = [\"api.github.com\"]\n[network.tls]\nextra_roots = [\"~/corp-ca.pem\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(p.credentials.len(), 2);
+    assert!(
+        p.credentials.iter().all(|c| !c.body),
+        "bodies are off by default"
+    );
+    let c = &p.credentials[0];
+    assert_eq!(c.name, "gh");
+    assert_eq!(
+        c.source,
+        sandpit_policy::CredentialSource::File("/nonexistent-home/u/.gh-token".into())
+    );
+    let c = &p.credentials[1];
+    assert_eq!(
+        (c.name.as_str(), c.env.as_str()),
+        ("openai", "OPENAI_API_KEY")
+    );
+    // Canonical, once.
+    assert_eq!(c.hosts, vec!["api.openai.com".to_string()]);
+    assert_eq!((c.origin.line, c.origin.layer), (1, Layer::User));
+    assert!(p.inject_host("api.openai.com") && !p.inject_host("openai.com"));
+    assert_eq!(
+        p.network.tls.extra_roots[0].value,
+        PathBuf::from("/nonexistent-home/u/corp-ca.pem")
+    );
+    // The source file is unreadable in the sandbox, by the credential's rule.
+    let v = decide(
+        &p,
+        &Request::Read(Path::new("/nonexistent-home/u/.gh-token")),
+    );
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert_eq!(v.rule.unwrap().key, "credentials.gh.source");
+}
+
+#[test]
+fn credential_variables_reach_programs_and_sources_do_not() {
+    // Even when env.withhold names the variable, its sentinel reaches every program.
+    let p = user(&format!(
+        "[env]\nwithhold = [\"*_KEY\", \"OPENAI_*\"]\n{CRED}"
+    ))
+    .unwrap();
+    let env = |name: &str, to| decide(&p, &Request::Env { name, to });
+    let spawned = sandpit_policy::EnvTo::Spawned(Path::new("/usr/bin/curl"));
+    assert_eq!(env("OPENAI_API_KEY", spawned).decision, Decision::Allow);
+    assert_eq!(
+        env("OPENAI_API_KEY", sandpit_policy::EnvTo::Command).decision,
+        Decision::Allow
+    );
+    let v = env("REAL_KEY", sandpit_policy::EnvTo::Command);
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert!(v.reason.contains("credentials.openai"), "{v:?}");
+}
+
+#[test]
+fn bad_credentials_are_located() {
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\nheaders = \"x\"\n"),
+        5,
+        1,
+        "unknown field",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = []\n"),
+        4,
+        9,
+        "hosts is empty",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"vault:K\"\nhosts = [\"a.test\"]\n"),
+        3,
+        10,
+        "unknown scheme",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:\"\nhosts = [\"a.test\"]\n"),
+        3,
+        10,
+        "not a variable name",
+    );
+    at(
+        &err("[credentials.openai]\nenv = \"K-1\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\n"),
+        2,
+        7,
+        "not a variable name",
+    );
+    for h in ["*.a.test", "a.test:443", "https://a.test", "10.0.0.1"] {
+        let d = err(&format!(
+            "[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"{h}\"]\n"
+        ));
+        at(&d, 4, 10, "credentials.openai.hosts entry");
+    }
+    at(
+        &err("[credentials.openai]\nenv = \"K\"\nhosts = [\"a.test\"]\n"),
+        1,
+        1,
+        "has no source",
+    );
+    // Two credentials may not share a variable.
+    at(
+        &err(&format!("{CRED}[credentials.other]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:X\"\nhosts = [\"b.test\"]\n")),
+        6,
+        7,
+        "already credentials.openai's variable",
+    );
+}
+
+#[test]
+fn credentials_are_the_users_own() {
+    let mut o = with(Layer::User, "");
+    o.project = Some(Source::new(Layer::Project, "Project.toml", CRED));
+    let d = err_in(o);
+    assert_eq!((d.file.as_str(), d.line), ("Project.toml", 1), "{d}");
+    assert!(d.message.contains("project file"), "{d}");
+    let mut o = with(Layer::User, CRED);
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.tls]\nextra_roots = [\"ca.pem\"]\n",
+    ));
+    let d = err_in(o);
+    assert!(d.message.contains("network.tls"), "{d}");
+    // Unrestricted mode rejects them, either order.
+    let d = err(&format!("[network]\nmode = \"unrestricted\"\n{CRED}"));
+    assert!(d.message.contains("unrestricted"), "{d}");
+    let mut o = with(Layer::User, CRED);
+    o.flags = Some(Source::new(
+        Layer::Flags,
+        "Flags.toml",
+        "[network]\nmode = \"unrestricted\"\n",
+    ));
+    let d = err_in(o);
+    assert!(d.message.contains("[credentials]"), "{d}");
+    // A later layer's table of the same name replaces the earlier one.
+    let mut o = with(Layer::Profile, CRED);
+    o.user = Some(Source::new(
+        Layer::User,
+        "User.toml",
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:OTHER\"\nhosts = [\"b.test\"]\n",
+    ));
+    let p = load(&o).unwrap();
+    assert_eq!(p.credentials.len(), 1);
+    assert_eq!(p.credentials[0].hosts, vec!["b.test".to_string()]);
+}
+
+#[test]
+fn http_rules_decide_method_and_path() {
+    let p = user(
+        "[network.http]\nallow = [\"GET https://api.github.com/repos/me/**\", \"* http://a.test:8080/v1/*/x\"]\nblock = [\"POST https://api.github.com/repos/me/secret/**\"]\n",
+    )
+    .unwrap();
+    let d = |method: &str, scheme: &str, host: &str, port: u16, target: &str| {
+        decide(
+            &p,
+            &Request::Http {
+                method,
+                scheme,
+                host,
+                port,
+                target,
+            },
+        )
+        .decision
+    };
+    let gh = |m: &str, t: &str| d(m, "https", "API.github.com", 443, t);
+    assert_eq!(gh("GET", "/repos/me/x/pulls?state=open"), Decision::Allow);
+    assert_eq!(
+        gh("GET", "/repos/me"),
+        Decision::Allow,
+        "** matches no segment"
+    );
+    assert_eq!(gh("POST", "/repos/me/x"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/other/x"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/../other"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/%2e%2e/other"), Decision::Deny);
+    assert_eq!(gh("GET", "/repos/me/%2"), Decision::Deny);
+    assert_eq!(gh("POST", "/repos/me/secret/1"), Decision::Deny);
+    // Another port or scheme is another origin: no entry names it.
+    assert_eq!(
+        d("DELETE", "https", "api.github.com", 8443, "/"),
+        Decision::Allow
+    );
+    assert_eq!(
+        d("DELETE", "http", "api.github.com", 80, "/"),
+        Decision::Allow
+    );
+    // * within one segment.
+    assert_eq!(
+        d("PUT", "http", "a.test", 8080, "/v1/abc/x"),
+        Decision::Allow
+    );
+    assert_eq!(
+        d("PUT", "http", "a.test", 8080, "/v1/a/b/x"),
+        Decision::Deny
+    );
+    // Shape errors.
+    at(
+        &err("[network.http]\nallow = [\"get https://a.test/\"]\n"),
+        2,
+        10,
+        "not a method",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET a.test/x\"]\n"),
+        2,
+        10,
+        "scheme",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET ftp://a.test/x\"]\n"),
+        2,
+        10,
+        "scheme",
+    );
+    at(
+        &err("[network.http]\nallow = [\"GET https://*.a.test/x\"]\n"),
+        2,
+        10,
+        "wildcard",
+    );
+    at(
+        &err("[network.http]\nblock = [\"GET https://a.test/x?y=1\"]\n"),
+        2,
+        10,
+        "query",
+    );
+    // A project may add blocks, not allows.
+    let mut o = with(Layer::User, "");
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.http]\nblock = [\"DELETE https://a.test/**\"]\n",
+    ));
+    assert_eq!(load(&o).unwrap().network.http.block.len(), 1);
+    o.project = Some(Source::new(
+        Layer::Project,
+        "Project.toml",
+        "[network.http]\nallow = [\"GET https://a.test/**\"]\n",
+    ));
+    assert!(err_in(o).message.contains("network.http.allow"));
+    // An https entry for a host sandpit does not terminate cannot be enforced.
+    assert!(p.unenforceable_http().is_some());
+    let p = user(&format!(
+        "{CRED}[network.http]\nallow = [\"GET https://api.openai.com/v1/**\"]\n"
+    ))
+    .unwrap();
+    assert!(p.unenforceable_http().is_none());
+}
+
+#[test]
+fn a_credential_file_is_shown_masked_so_it_is_readable() {
+    let p = user("[credentials.codex]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"api.openai.com\"]\nfile = \"~/.codex/auth.json\"\n").unwrap();
+    let f = PathBuf::from("/nonexistent-home/u/.codex/auth.json");
+    assert_eq!(p.credentials[0].file.as_deref(), Some(f.as_path()));
+    // The built-in default blocks it; the credential's masked copy is what shows.
+    let v = decide(&p, &Request::Read(&f));
+    assert_eq!(v.decision, Decision::Allow, "{v:?}");
+    assert_eq!(v.rule.unwrap().key, "credentials.codex.file");
+    let d = err("[credentials.codex]\nenv = \"K\"\nsource = \"file:~/a\"\nhosts = [\"a.test\"]\nfile = \"~/a\"\n");
+    at(&d, 5, 8, "the source itself");
+}

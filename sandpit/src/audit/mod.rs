@@ -480,7 +480,32 @@ pub(crate) fn proxy_record(
                 "limits.connections_per_second" => Some(&p.limits.connections_per_second),
                 _ => None,
             });
-        if let (false, Some(l)) = (e.allow, limit) {
+        let leaked = e
+            .rule
+            .as_deref()
+            .and_then(|x| x.strip_prefix("credentials."))
+            .or_else(|| e.reason.strip_prefix("sentinel for credential "))
+            .and_then(|x| x.split([' ', '.']).next())
+            .and_then(|name| p.credentials.iter().find(|c| c.name == name));
+        // A [network.http] entry that refused a request (named in the rule or,
+        // for a checked tunnel, in the reason).
+        let http = p
+            .network
+            .http
+            .allow
+            .iter()
+            .chain(&p.network.http.block)
+            .map(|x| &x.origin)
+            .find(|o| {
+                let o = o.to_string();
+                e.rule.as_deref() == Some(o.as_str()) || e.reason.contains(&o)
+            });
+        if let (false, Some(c)) = (e.allow, leaked) {
+            // A credential's sentinel bound elsewhere: the credential is the rule.
+            r.rule = Some(RuleRef::from(&c.origin));
+        } else if let (false, Some(o)) = (e.allow, http) {
+            r.rule = Some(RuleRef::from(o));
+        } else if let (false, Some(l)) = (e.allow, limit) {
             // The rules allowed it; a limit of the run refused it.
             r.rule = Some(RuleRef::from(&l.origin));
         } else if v.is_allowed() == e.allow {

@@ -97,6 +97,21 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
             "the rules allow it; the run reached {key} (raise it under [limits] in ~/.sandpit/config.toml; 0: no limit)"
         ))];
     }
+    if let Some(name) = key.strip_prefix("credentials.") {
+        return vec![Fix::Note(format!(
+            "a sentinel of credentials.{name} was sent to a host that is not one of its hosts; nothing to allow (the real value goes to its hosts only)"
+        ))];
+    }
+    if key == "network.http.allow" {
+        return vec![Fix::Note(
+            "network.http.allow names this host and no entry matches the request's method and path; add one (METHOD URL) if it should go".into(),
+        )];
+    }
+    if key == "network.http.block" {
+        return vec![Fix::Note(
+            "a network.http.block entry matches the request's method and path".into(),
+        )];
+    }
     if key == "adversary" {
         return vec![Fix::Note(
             "the reviewer (adversary) refused it after the rules allowed it; what it enforces is adversary.rules".into(),

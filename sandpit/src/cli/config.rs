@@ -131,6 +131,44 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             );
         }
     }
+    if !p.network.http.allow.is_empty() || !p.network.http.block.is_empty() {
+        let _ = writeln!(o, "\n[network.http]");
+        let show = |r: &sandpit_policy::HttpRule| {
+            let port = r.port.map(|p| format!(":{p}")).unwrap_or_default();
+            format!(
+                "{} {}://{}{port}{}",
+                r.method.as_deref().unwrap_or("*"),
+                r.scheme,
+                r.host,
+                r.path
+            )
+        };
+        list(&mut o, "allow", &p.network.http.allow, show);
+        list(&mut o, "block", &p.network.http.block, show);
+    }
+    if !p.network.tls.extra_roots.is_empty() {
+        let _ = writeln!(o, "\n[network.tls]");
+        list(&mut o, "extra_roots", &p.network.tls.extra_roots, path);
+    }
+    // The source is where sandpit reads the value; the value itself is never read
+    // here, let alone shown.
+    for c in &p.credentials {
+        let _ = writeln!(
+            o,
+            "\n[credentials.{}]  # {}\nenv = {:?}  # holds a per-run sentinel inside\nsource = {:?}\nhosts = {:?}  # TLS terminated there; the real value goes nowhere else",
+            c.name,
+            c.origin.location(),
+            c.env,
+            c.source.to_string(),
+            c.hosts
+        );
+        if let Some(f) = &c.file {
+            let _ = writeln!(o, "file = {:?}  # shown inside with the sentinel", path(f));
+        }
+        if c.body {
+            let _ = writeln!(o, "body = true  # request bodies too");
+        }
+    }
     let _ = writeln!(o, "\n[exec]");
     list(&mut o, "block", &p.exec.block, |e| e.source.clone());
     let _ = writeln!(o, "\n[env]");

@@ -28,6 +28,9 @@ pub enum What {
     Write { path: PathBuf },
     /// Would a connection to HOST[:PORT] be allowed? (port 443 when omitted)
     Connect { host: String },
+    /// Would the HTTP request METHOD URL be allowed? (`[network.http]`: plain HTTP,
+    /// and https:// to hosts whose TLS sandpit terminates)
+    Http { method: String, url: String },
     /// Does the environment variable NAME reach the command sandpit starts (or, with
     /// --program, a program the agent starts)?
     Env {
@@ -164,7 +167,72 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             if let Some(how) = crate::sandbox::linux::loopback::how_reached(p, &h, port) {
                 reached = Some(how);
             }
+            // A credential's host: TLS is terminated there, and which secrets go in.
+            if let Host::Name(n) = &h {
+                let names: Vec<String> = p
+                    .credentials
+                    .iter()
+                    .filter(|c| c.hosts.iter().any(|x| x == n))
+                    .map(|c| format!("credentials.{} ({})", c.name, c.origin.location()))
+                    .collect();
+                if !names.is_empty() {
+                    let t = format!(
+                        "TLS terminated by sandpit's proxy (a per-run CA); the real value of {} replaces its sentinel in requests here",
+                        names.join(", ")
+                    );
+                    reached = Some(match reached {
+                        Some(r) => format!("{r}; {t}"),
+                        None => t,
+                    });
+                }
+            }
             (format!("connect {h}:{port}"), vs, NET_LAYERS)
+        }
+        What::Http { method, url } => {
+            let bad = || {
+                UsageError(format!(
+                    "{url:?} is no URL: write http://HOST[:PORT]/PATH or https://…"
+                ))
+            };
+            let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+            let scheme = scheme.to_ascii_lowercase();
+            if scheme != "http" && scheme != "https" {
+                return Err(bad().into());
+            }
+            let cut = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, target) = rest.split_at(cut);
+            let target = if target.starts_with('/') {
+                target.to_string()
+            } else {
+                format!("/{target}")
+            };
+            let (h, port) =
+                parse_authority(authority).map_err(|e| UsageError(format!("{url:?}: {e}")))?;
+            let port = port.unwrap_or(if scheme == "https" { 443 } else { 80 });
+            let method = method.to_ascii_uppercase();
+            let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port)];
+            let terminated = matches!(&h, Host::Name(n) if p.inject_host(n));
+            if scheme == "http" || terminated {
+                vs.push(decide(
+                    p,
+                    &Request::Http {
+                        method: &method,
+                        scheme: &scheme,
+                        host: &h.to_string(),
+                        port,
+                        target: &target,
+                    },
+                ));
+            } else {
+                reached = Some(format!(
+                    "TLS to {h} is the client's own (no credential names the host): the proxy decides the host, not the method or path"
+                ));
+            }
+            (
+                format!("http {method} {scheme}://{h}:{port}{target}"),
+                vs,
+                NET_LAYERS,
+            )
         }
         What::Udp { addr } => {
             let a: std::net::SocketAddr = addr.parse().map_err(|_| {

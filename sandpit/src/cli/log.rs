@@ -165,6 +165,13 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
         }
         // Variables are decided when the run starts: no record names them.
         What::Env { .. } | What::Listen { .. } => false,
+        What::Http { url, .. } => {
+            r.layer.as_str() == "proxy"
+                && url
+                    .split_once("://")
+                    .map(|(_, rest)| rest.split(['/', '?']).next().unwrap_or(""))
+                    .is_some_and(|a| r.subject.starts_with(a))
+        }
     })
 }
 

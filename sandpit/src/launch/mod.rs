@@ -58,6 +58,14 @@ pub enum LaunchError {
     Proxy(String),
     #[error("the adversary could not be started ({0}); the command was not started")]
     Adversary(String),
+    #[error("{0}")]
+    Credentials(#[from] crate::credentials::CredentialError),
+    #[error(
+        "{0} names an https:// URL of a host whose TLS sandpit does not terminate (only the \
+         hosts of [credentials] are), so it could not be enforced; the command was not \
+         started. Add the host to a credential's hosts, or remove the entry"
+    )]
+    Http(String),
     #[error(
         "could not make {path:?} (files.allow_write entry {entry:?}, a writable state \
          directory): {source}; the command was not started. Make it yourself, or remove \
@@ -158,7 +166,13 @@ pub struct Prepared {
     /// The adversary's control socket, bound before the fork, served after it.
     adversary: Option<(PathBuf, UnixListener)>,
     nofile: Option<libc::rlim_t>,
+    /// `[credentials]`: the secrets and the run's CA, and the variables that point
+    /// the sandbox's TLS clients at the CA.
+    inject: Option<Injecting>,
 }
+
+/// The run's credentials and CA, and the child's variables for them.
+type Injecting = (Arc<crate::proxy::mitm::Inject>, Vec<(String, String)>);
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
 /// else can write.
@@ -256,6 +270,11 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         None
     };
 
+    if let Some(r) = policy.unenforceable_http() {
+        return Err(LaunchError::Http(r.origin.to_string()));
+    }
+    let inject = prepare_credentials(policy, run_dir, sockets.is_some() || loopback.is_some())?;
+
     // Network review happens in sandpit's proxy; without it the user's
     // `review = ["network"]` would silently review nothing.
     if reviews(policy, sandpit_policy::ReviewEvent::Network)
@@ -297,6 +316,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
+        inject,
     })
 }
 
@@ -306,6 +326,54 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
 pub fn socket_paths(scratch: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let dir = scratch.with_extension("net");
     (dir.clone(), dir.join("proxy.sock"), dir.join("dns.sock"))
+}
+
+/// `[credentials]`: read every real value (a source that cannot be read stops the
+/// run), make the run's CA, and write its certificate and a bundle (the system's
+/// roots and the CA) into the run directory, which the sandbox reads but cannot
+/// write. The CA's key stays in this process.
+fn prepare_credentials(
+    policy: &Policy,
+    run_dir: &Path,
+    own_proxy: bool,
+) -> Result<Option<Injecting>> {
+    use crate::credentials::{self, CredentialError};
+    let Some(secrets) = credentials::Secrets::load(policy)? else {
+        return Ok(None);
+    };
+    if !own_proxy && policy.network.mode.value != NetMode::Offline {
+        return Err(CredentialError::Setup(
+            "[credentials] needs sandpit's own proxy, and --proxy-socket names another".into(),
+        )
+        .into());
+    }
+    let (_, system) = credentials::system_bundle()?;
+    let roots = credentials::upstream_roots(policy, &system)?;
+    if cfg!(not(target_os = "linux")) {
+        if let Some((name, path, _)) = secrets.masked_files().next() {
+            return Err(CredentialError::Setup(format!(
+                "credentials.{name}.file ({}): masking a file needs Linux's mount namespace; remove the key",
+                path.display()
+            ))
+            .into());
+        }
+    }
+    let inject = crate::proxy::mitm::Inject::new(secrets, roots)?;
+    let ca = run_dir.join("credentials-ca.pem");
+    let bundle = run_dir.join("credentials-bundle.pem");
+    write_atomic(&ca, inject.ca_pem().as_bytes())?;
+    let mut all = system;
+    if !all.ends_with('\n') {
+        all.push('\n');
+    }
+    all.push_str(inject.ca_pem());
+    write_atomic(&bundle, all.as_bytes())?;
+    let mut env = inject.secrets.child_env();
+    env.extend(credentials::ca_env(
+        &utf8(bundle.into_os_string())?,
+        &utf8(ca.into_os_string())?,
+    ));
+    Ok(Some((Arc::new(inject), env)))
 }
 
 fn bind_sockets(scratch: &Path) -> Result<Sockets> {
@@ -488,6 +556,24 @@ impl Prepared {
         for (k, v) in self.child_env(proxy, dns)? {
             set(&mut plan.env, k, v);
         }
+        // credentials.NAME.file: the masked copy bound read-only over the file,
+        // last, over whatever else the plan put there. Only a mount namespace can.
+        if let Some((inject, _)) = &self.inject {
+            for (name, path, contents) in inject.secrets.masked_files() {
+                if plan.mode != crate::sandbox::linux::Mode::Namespaces {
+                    return Err(crate::credentials::CredentialError::Setup(format!(
+                        "credentials.{name}.file ({}) is shown masked through a mount namespace, which this run has none of; remove the key or run where user namespaces are available",
+                        path.display()
+                    ))
+                    .into());
+                }
+                plan.mounts
+                    .push(crate::sandbox::linux::plan::MountOp::File {
+                        path: path.clone(),
+                        contents: contents.clone(),
+                    });
+            }
+        }
         Ok(())
     }
 
@@ -542,6 +628,9 @@ impl Prepared {
                 crate::adversary::control::ENV_VAR.into(),
                 utf8(path.clone().into_os_string())?,
             ));
+        }
+        if let Some((_, vars)) = &self.inject {
+            env.extend(vars.iter().cloned());
         }
         if let Some(sh) = &self.shims {
             env.extend(sandpit_shims::child_env(&sh.dir, &sh.path));
@@ -727,7 +816,13 @@ impl Prepared {
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
         use crate::proxy::limits::Limit;
-        let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
+        let decide: Arc<dyn crate::proxy::Decide> = match &self.inject {
+            Some((inject, _)) => Arc::new(crate::proxy::mitm::SentinelGuard {
+                inner: self.policy.clone(),
+                inject: inject.clone(),
+            }),
+            None => self.policy.clone(),
+        };
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(CHANNEL);
         let sent = sink.sent();
@@ -746,6 +841,7 @@ impl Prepared {
                 connections_per_second: Limit::from_rule(
                     &self.policy.limits.connections_per_second,
                 ),
+                inject: self.inject.as_ref().map(|(i, _)| i.clone()),
                 ..crate::proxy::ProxyConfig::default()
             },
         );

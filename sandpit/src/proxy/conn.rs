@@ -86,6 +86,11 @@ impl Proxy {
     ) -> Result<TcpStream, Refusal> {
         let hs = host.to_string();
         super::limits::Limits::decided();
+        if let Some(leak) = self.leak_in(hs.as_bytes()) {
+            let v = Verdict::deny(Some(leak.rule.clone()), leak.reason(&hs));
+            self.record(way, &hs, port, None, &v);
+            return Err(Refusal::Policy(v));
+        }
         let mut v = self.decide.connect(host, port);
         if v.allow {
             if let Some(r) = &self.cfg.review {
@@ -145,6 +150,20 @@ impl Proxy {
             last_denial.unwrap_or_else(|| Verdict::deny(None, format!("{hs} has no addresses")));
         self.record(way, &hs, port, None, &rv);
         Err(Refusal::Policy(rv))
+    }
+
+    /// A sentinel of this run's credentials in `data`, which is not going to a
+    /// terminated connection (a host name, a plain-HTTP request head).
+    pub(crate) fn leak_in(&self, data: &[u8]) -> Option<crate::credentials::Leak> {
+        self.cfg.inject.as_ref()?.secrets.any_sentinel(data)
+    }
+
+    /// A sentinel in a request head that is not going to a terminated connection.
+    pub(crate) fn leak_in_head(&self, h: &http::Head) -> Option<crate::credentials::Leak> {
+        let inject = self.cfg.inject.as_ref()?;
+        std::iter::once(h.target.as_bytes())
+            .chain(h.headers.iter().map(|(_, v)| v.as_bytes()))
+            .find_map(|d| inject.secrets.any_sentinel(d))
     }
 
     fn token_ok(&self, presented: Option<&[u8]>) -> bool {
@@ -642,6 +661,35 @@ fn check_tls(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, 
     }
 }
 
+/// [`check_request`], no sentinel of this run's credentials in the head (plain HTTP
+/// never carries a real value, and a sentinel in it is an attempt to send one), and
+/// `[network.http]` on the method and path.
+fn checked_request(proxy: &Proxy, h: &http::Head, host: &Host, port: u16) -> Result<(), String> {
+    check_request(h, host)?;
+    if let Some(leak) = proxy.leak_in_head(h) {
+        return Err(format!(
+            "{} ({})",
+            leak.reason(&host.to_string()),
+            leak.rule
+        ));
+    }
+    // [network.http]: method and path.
+    let target = match h.target() {
+        Ok(Target::Absolute { path, .. }) if path.starts_with('/') => path.to_string(),
+        Ok(Target::Absolute { path, .. }) => format!("/{path}"),
+        Ok(Target::Origin(p)) => p.to_string(),
+        _ => "/".to_string(),
+    };
+    let v = proxy.decide.http(&h.method, "http", host, port, &target);
+    if v.allow {
+        return Ok(());
+    }
+    Err(match v.rule {
+        Some(r) => format!("{} ({r})", v.reason),
+        None => v.reason,
+    })
+}
+
 /// Every HTTP request on a tunnel must name the decided host.
 fn check_request(h: &http::Head, host: &Host) -> Result<(), String> {
     match request_host(h)? {
@@ -701,6 +749,10 @@ async fn inspect_then_relay<S: Io>(
                     return;
                 }
             }
+        }
+        if let Some(inject) = proxy.cfg.inject.as_ref().filter(|i| i.terminates(host)) {
+            super::mitm::serve(proxy, inject, way, client, pending, upstream, host, port).await;
+            return;
         }
     } else if http::looks_like_http(&pending[..pending.len().min(17)]) {
         http_tunnel(proxy, way, client, pending, upstream, host, port).await;
@@ -786,7 +838,7 @@ async fn http_tunnel<S: Io>(
 ) {
     let mut stream = http::RequestStream::new();
     let mut out = Vec::with_capacity(first.len());
-    let mut check = |h: &http::Head| check_request(h, host);
+    let mut check = |h: &http::Head| checked_request(proxy, h, host, port);
     let Some(c) = super::relay::side(&client) else {
         // No way in yields another kind of client; a switch is not followed here.
         let watch = WatchCell::new(Watch::No);
@@ -915,7 +967,7 @@ async fn http_tunnel_generic<S: Io>(
     host: &Host,
     port: u16,
 ) {
-    let mut check = |h: &http::Head| check_request(h, host);
+    let mut check = |h: &http::Head| checked_request(proxy, h, host, port);
     let watch = WatchCell::new(Watch::No);
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = upstream.into_split();

@@ -113,6 +113,30 @@ async fn forward(proxy: &Proxy, mut req: Request<Incoming>, need_token: bool) ->
             );
         }
     }
+    // Plain HTTP never carries a real value: a sentinel in the request is an attempt
+    // to send one (to this host or any other).
+    let uri_text = uri.to_string();
+    let leak = proxy.leak_in(uri_text.as_bytes()).or_else(|| {
+        req.headers()
+            .iter()
+            .filter(|(k, _)| *k != "proxy-authorization")
+            .find_map(|(_, v)| proxy.leak_in(v.as_bytes()))
+    });
+    if let Some(leak) = leak {
+        let hs = host.to_string();
+        let v = Verdict::deny(Some(leak.rule.clone()), leak.reason(&hs));
+        proxy.record(Way::HttpProxy, &hs, port, None, &v);
+        return forbidden(&hs, port, &v);
+    }
+    let target = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let v = proxy
+        .decide
+        .http(req.method().as_str(), "http", &host, port, target);
+    if !v.allow {
+        let hs = host.to_string();
+        proxy.record(Way::HttpProxy, &hs, port, None, &v);
+        return forbidden(&hs, port, &v);
+    }
     let upstream = match proxy.decide_and_dial(Way::HttpProxy, &host, port).await {
         Ok(u) => u,
         Err(Refusal::Policy(v)) => return forbidden(&host.to_string(), port, &v),

@@ -15,6 +15,7 @@
 //! that disagrees with the decided host closes the connection.
 pub mod http;
 pub mod limits;
+pub mod mitm;
 pub mod sni;
 pub mod socks5;
 pub mod transparent;
@@ -89,6 +90,10 @@ pub struct ProxyConfig {
     pub splice: bool,
     /// A reviewer for connections the policy allowed (`adversary.review`).
     pub review: Option<decide::Reviewing>,
+    /// The run's credentials and CA (`[credentials]`): TLS to their hosts is
+    /// terminated and their sentinels replaced; a sentinel bound anywhere else is
+    /// denied.
+    pub inject: Option<Arc<mitm::Inject>>,
 }
 
 impl Default for ProxyConfig {
@@ -104,6 +109,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(300),
             splice: true,
             review: None,
+            inject: None,
         }
     }
 }

@@ -71,6 +71,14 @@ pub trait Decide: Send + Sync + 'static {
     /// private, link-local, metadata and other non-public ranges only when the policy
     /// names them.
     fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict;
+
+    /// May this HTTP request go (`[network.http]`: method and path)? Asked for
+    /// plain HTTP and for hosts whose TLS sandpit terminates; `target` is the
+    /// request target in origin form. Without such rules, yes.
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
+        let _ = (method, scheme, host, port, target);
+        Verdict::allow(None, "no [network.http] rules")
+    }
 }
 
 fn verdict(v: sandpit_policy::Verdict) -> Verdict {
@@ -149,6 +157,19 @@ impl Decide for Policy {
 
     fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict {
         verdict(sandpit_policy::check_resolved(self, host, port, addr))
+    }
+
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
+        verdict(sandpit_policy::decide(
+            self,
+            &sandpit_policy::Request::Http {
+                method,
+                scheme,
+                host: &host.to_string(),
+                port,
+                target,
+            },
+        ))
     }
 }
 

@@ -1,0 +1,675 @@
+//! TLS termination for the hosts of `[credentials]` (docs/credentials.md).
+//!
+//! A connection the proxy decided for an inject host, whose ClientHello names that
+//! host, is answered with a leaf certificate for the name signed by the run's CA
+//! ([`Inject`], made at start, its key only in the launcher's memory, the CA
+//! constrained to the inject hosts by name constraints). The upstream connection is
+//! TLS verified against the system's roots and `network.tls.extra_roots`. HTTP/1.1
+//! flows in between, request by request: every request must name the decided host;
+//! in its head (the query and every header; never the path) — and, for credentials
+//! with `body = true`, in a body of up to [`MAX_BODY`] bytes — the sentinels of that
+//! host's credentials become their real values; a sentinel of any other credential
+//! denies the request. Real values in the responses go back as sentinels.
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body as _, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::{Request, Response, Uri};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, GeneralSubtree, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, NameConstraints,
+};
+use rustls::crypto::CryptoProvider;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::decide::Verdict;
+use super::io::{Io, Prefixed};
+use super::Proxy;
+use super::Way;
+use crate::credentials::{CredentialError, Leak, Secrets};
+use sandpit_policy::host::{parse_authority, Host};
+
+/// Largest request body whose sentinels are replaced (held whole, then sent with
+/// its new length). A longer body is sent as it is, sentinels and all.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// The run's certificate authority and credentials.
+pub struct Inject {
+    pub secrets: Secrets,
+    issuer: Issuer<'static, KeyPair>,
+    ca_der: CertificateDer<'static>,
+    ca_pem: String,
+    leaves: Mutex<HashMap<String, Arc<ServerConfig>>>,
+    upstream: Arc<ClientConfig>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl std::fmt::Debug for Inject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inject")
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
+    }
+}
+
+fn authority_err(e: impl std::fmt::Display) -> CredentialError {
+    CredentialError::Authority(e.to_string())
+}
+
+/// Validity of the run's certificates: from a day ago (clocks drift) to 30 days on.
+fn validity(p: &mut CertificateParams) {
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - time::Duration::days(1);
+    p.not_after = now + time::Duration::days(30);
+}
+
+impl Inject {
+    /// A new CA for `secrets`' hosts (name-constrained to them), and the client
+    /// configuration that verifies upstream servers against `roots`.
+    pub fn new(
+        secrets: Secrets,
+        roots: Vec<CertificateDer<'static>>,
+    ) -> Result<Inject, CredentialError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut hosts: Vec<String> = secrets.iter().flat_map(|s| s.hosts.clone()).collect();
+        hosts.sort();
+        hosts.dedup();
+        let key = KeyPair::generate().map_err(authority_err)?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(
+            DnType::CommonName,
+            format!(
+                "sandpit run CA {}",
+                crate::sys::random_hex(4).map_err(authority_err)?
+            ),
+        );
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "sandpit (per-run, credentials)");
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.name_constraints = Some(NameConstraints {
+            permitted_subtrees: hosts
+                .iter()
+                .map(|h| GeneralSubtree::DnsName(h.clone()))
+                .collect(),
+            excluded_subtrees: vec![],
+        });
+        validity(&mut params);
+        let cert = params.self_signed(&key).map_err(authority_err)?;
+        let ca_der = cert.der().clone();
+        let ca_pem = cert.pem();
+        let issuer = Issuer::new(params, key);
+
+        let mut store = RootCertStore::empty();
+        let (_added, _ignored) = store.add_parsable_certificates(roots);
+        if store.is_empty() {
+            return Err(CredentialError::Roots(
+                "no usable root certificate to verify the credentials' hosts with".into(),
+            ));
+        }
+        let mut upstream = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(authority_err)?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Inject {
+            secrets,
+            issuer,
+            ca_der,
+            ca_pem,
+            leaves: Mutex::default(),
+            upstream: Arc::new(upstream),
+            provider,
+        })
+    }
+
+    /// The CA certificate (PEM): what the sandbox trusts.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Whether TLS to `host` is terminated.
+    pub fn terminates(&self, host: &Host) -> bool {
+        matches!(host, Host::Name(n) if self.secrets.inject_host(n))
+    }
+
+    /// The server configuration presenting a leaf for `name`, made once per name.
+    fn server_config(&self, name: &str) -> Result<Arc<ServerConfig>, String> {
+        if let Some(c) = self.leaves.lock().ok().and_then(|l| l.get(name).cloned()) {
+            return Ok(c);
+        }
+        let key = KeyPair::generate().map_err(|e| e.to_string())?;
+        let mut p = CertificateParams::new(vec![name.to_string()]).map_err(|e| e.to_string())?;
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        p.use_authority_key_identifier_extension = true;
+        validity(&mut p);
+        let leaf = p.signed_by(&key, &self.issuer).map_err(|e| e.to_string())?;
+        let chain = vec![leaf.der().clone(), self.ca_der.clone()];
+        let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut cfg = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, der)
+            .map_err(|e| e.to_string())?;
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let cfg = Arc::new(cfg);
+        if let Ok(mut l) = self.leaves.lock() {
+            l.insert(name.to_string(), cfg.clone());
+        }
+        Ok(cfg)
+    }
+}
+
+/// One terminated connection.
+struct Conn {
+    proxy: Arc<Proxy>,
+    inject: Arc<Inject>,
+    way: Way,
+    host: Host,
+    name: String,
+    port: u16,
+    /// The upstream HTTP/1.1 connection; made again when the server closed it.
+    sender: AsyncMutex<Option<hyper::client::conn::http1::SendRequest<Body>>>,
+}
+
+/// Terminate the client's TLS (its ClientHello, already checked against `host`, is
+/// in `pending`), verify the server's, and carry HTTP/1.1 between them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve<S: Io>(
+    proxy: &Proxy,
+    inject: &Arc<Inject>,
+    way: Way,
+    client: S,
+    pending: BytesMut,
+    upstream: TcpStream,
+    host: &Host,
+    port: u16,
+) {
+    let hs = host.to_string();
+    let Host::Name(name) = host else { return };
+    let cfg = match inject.server_config(name) {
+        Ok(c) => c,
+        Err(e) => {
+            proxy.deny(
+                way,
+                &hs,
+                port,
+                format!("making a certificate for {hs}: {e}"),
+            );
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    let io = Prefixed::new(pending.freeze(), client);
+    let tls = match tokio::time::timeout(proxy.cfg.handshake_timeout, acceptor.accept(io)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            proxy.deny(way, &hs, port, format!("{}TLS with the client for {hs} (a credential's host, terminated by sandpit) failed: {e}; the client must trust the run's CA (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS)", crate::audit::ALLOWED_BUT));
+            return;
+        }
+        Err(_) => {
+            proxy.deny(way, &hs, port, "TLS handshake with the client timed out");
+            return;
+        }
+    };
+    let me = Arc::new(Conn {
+        proxy: Arc::new(Proxy {
+            decide: proxy.decide.clone(),
+            resolver: proxy.resolver.clone(),
+            audit: proxy.audit.clone(),
+            cfg: proxy.cfg.clone(),
+            // The tunnel was admitted under the run's connection limits when it
+            // was made; the requests carried in it are not connections of their own.
+            limits: super::limits::Limits::new(None, None),
+        }),
+        inject: inject.clone(),
+        way,
+        host: host.clone(),
+        name: name.clone(),
+        port,
+        sender: AsyncMutex::new(None),
+    });
+    let first = match me.upstream_tls(upstream).await {
+        Ok(s) => s,
+        Err(why) => {
+            let mut tls = tls;
+            let v = Verdict::deny(None, why);
+            proxy.record(way, &hs, port, None, &v);
+            use tokio::io::AsyncWriteExt;
+            let body = format!("sandpit: {}\n", v.reason);
+            let _ = tls
+                .write_all(&super::conn::simple_response(502, "Bad Gateway", &body))
+                .await;
+            let _ = tls.shutdown().await;
+            return;
+        }
+    };
+    *me.sender.lock().await = Some(first);
+    let svc_me = me.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let me = svc_me.clone();
+        async move { Ok::<_, std::convert::Infallible>(me.forward(req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(proxy.cfg.handshake_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(tls), svc)
+        .await;
+}
+
+fn respond(code: u16, body: String) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert("x-sandpit-denied", HeaderValue::from_static("1"));
+    resp
+}
+
+impl Conn {
+    /// TLS to the server over `tcp`, verified for the decided name; then HTTP/1.1.
+    async fn upstream_tls(
+        &self,
+        tcp: TcpStream,
+    ) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
+        let sn = ServerName::try_from(self.name.clone())
+            .map_err(|e| format!("{} is no TLS server name: {e}", self.name))?;
+        let connector = tokio_rustls::TlsConnector::from(self.inject.upstream.clone());
+        let tls = match tokio::time::timeout(
+            self.proxy.cfg.handshake_timeout,
+            connector.connect(sn, tcp),
+        )
+        .await
+        {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "{}TLS to {}:{} could not be verified: {e}; sandpit trusts the system's roots and network.tls.extra_roots",
+                    crate::audit::ALLOWED_BUT,
+                    self.name, self.port
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{}TLS to {}:{} timed out",
+                    crate::audit::ALLOWED_BUT,
+                    self.name,
+                    self.port
+                ))
+            }
+        };
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("upstream {}: {e}", self.name))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    fn leak(&self, leak: &Leak) -> Response<Body> {
+        let v = Verdict::deny(Some(leak.rule.clone()), leak.reason(&self.name));
+        self.proxy.record(self.way, &self.name, self.port, None, &v);
+        respond(403, super::conn::forbidden_body(&self.name, self.port, &v))
+    }
+
+    fn refuse(&self, why: String) -> Response<Body> {
+        let r = self.proxy.deny(self.way, &self.name, self.port, why);
+        respond(403, format!("sandpit: {}\n", r.reason()))
+    }
+
+    async fn forward(&self, req: Request<Incoming>) -> Response<Body> {
+        let secrets = &self.inject.secrets;
+        if req.method() == hyper::Method::CONNECT {
+            return self.refuse(format!(
+                "CONNECT inside the connection to {} (terminated by sandpit)",
+                self.name
+            ));
+        }
+        // Every request names the decided host (as in a checked tunnel).
+        let named = req
+            .headers()
+            .get(HOST)
+            .map(|v| v.as_bytes().to_vec())
+            .or_else(|| {
+                req.uri()
+                    .authority()
+                    .map(|a| a.as_str().as_bytes().to_vec())
+            });
+        if let Some(n) = named {
+            let same = std::str::from_utf8(&n)
+                .ok()
+                .and_then(|s| parse_authority(s).ok())
+                .is_some_and(|(h, _)| h == self.host);
+            if !same {
+                return self.refuse(format!(
+                    "HTTP request for {:?} inside a connection decided for {}",
+                    String::from_utf8_lossy(&n),
+                    self.name
+                ));
+            }
+        }
+        // [network.http]: method and path, decided on the request as the sandbox
+        // wrote it (sentinels, never real values, in the reason).
+        let target0 = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let v = self.proxy.decide.http(
+            req.method().as_str(),
+            "https",
+            &self.host,
+            self.port,
+            &target0,
+        );
+        if !v.allow {
+            self.proxy.record(self.way, &self.name, self.port, None, &v);
+            return respond(403, super::conn::forbidden_body(&self.name, self.port, &v));
+        }
+        let (mut parts, body) = req.into_parts();
+        // The request target: the sentinel is replaced in the query (`?key=`), never
+        // in the path, which names what the server stores (a file, a branch).
+        let target = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target.as_str(), None),
+        };
+        if let Err(l) = secrets.check_path(&self.name, path.as_bytes()) {
+            return self.leak(&l);
+        }
+        let query = match query.map(|q| secrets.to_host(&self.name, q.as_bytes())) {
+            Some(Err(l)) => return self.leak(&l),
+            Some(Ok(Some(q))) => Some(String::from_utf8_lossy(&q).into_owned()),
+            Some(Ok(None)) | None => None,
+        };
+        if query.is_some() || parts.uri.authority().is_some() {
+            // Rewritten, or absolute form: sent on in origin form.
+            let t = match &query {
+                Some(q) => format!("{path}?{q}"),
+                None => target.clone(),
+            };
+            match Uri::try_from(t) {
+                Ok(u) => parts.uri = u,
+                Err(_) => {
+                    return self.refuse("the request target with the credential is no URI".into())
+                }
+            }
+        }
+        // Every header, every value of it.
+        for (k, v) in parts.headers.iter_mut() {
+            match secrets.to_host(&self.name, v.as_bytes()) {
+                Err(l) => return self.leak(&l),
+                Ok(Some(nv)) => match HeaderValue::from_bytes(&nv) {
+                    Ok(hv) => *v = hv,
+                    Err(_) => {
+                        return self.refuse(format!("header {k} with the credential is invalid"))
+                    }
+                },
+                Ok(None) => {}
+            }
+        }
+        // The body: replaced when it is at most MAX_BODY long.
+        let body = match collect_bounded(body).await {
+            Err(e) => return self.refuse(format!("reading the request body: {e}")),
+            Ok(Collected::Whole(b)) => {
+                let b = match secrets.body_to_host(&self.name, &b) {
+                    Err(l) => return self.leak(&l),
+                    Ok(Some(nb)) => Bytes::from(nb),
+                    Ok(None) => b,
+                };
+                parts.headers.remove(TRANSFER_ENCODING);
+                if !b.is_empty() || parts.headers.contains_key(CONTENT_LENGTH) {
+                    parts
+                        .headers
+                        .insert(CONTENT_LENGTH, HeaderValue::from(b.len()));
+                }
+                Full::new(b).map_err(|n| match n {}).boxed()
+            }
+            Ok(Collected::Long(prefix, rest)) => Chained {
+                prefix: prefix.into(),
+                rest,
+            }
+            .boxed(),
+        };
+        let req = Request::from_parts(parts, body);
+        let mut guard = self.sender.lock().await;
+        let usable = match guard.as_mut() {
+            Some(s) => s.ready().await.is_ok(),
+            None => false,
+        };
+        if !usable {
+            // The server closed the connection: decide and dial again.
+            let tcp = match self
+                .proxy
+                .decide_and_dial(self.way, &self.host, self.port)
+                .await
+            {
+                Ok(t) => t,
+                Err(r) => return respond(502, format!("sandpit: {}\n", r.reason())),
+            };
+            match self.upstream_tls(tcp).await {
+                Ok(s) => *guard = Some(s),
+                Err(why) => {
+                    let v = Verdict::deny(None, why);
+                    self.proxy.record(self.way, &self.name, self.port, None, &v);
+                    return respond(502, format!("sandpit: {}\n", v.reason));
+                }
+            }
+        }
+        let Some(sender) = guard.as_mut() else {
+            return respond(502, "sandpit: no upstream connection\n".into());
+        };
+        let resp = match sender.send_request(req).await {
+            Ok(r) => r,
+            Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
+        };
+        drop(guard);
+        self.masked(resp).await
+    }
+
+    /// The response with every real value in its headers and body replaced by the
+    /// sentinel: a body of known length up to [`MAX_BODY`] whole (and sent with its
+    /// new length), any other frame by frame (a value split across two frames is
+    /// not seen).
+    async fn masked(&self, resp: Response<Incoming>) -> Response<Body> {
+        let (mut parts, body) = resp.into_parts();
+        let secrets = &self.inject.secrets;
+        for (_, v) in parts.headers.iter_mut() {
+            if let Some(hv) = secrets
+                .mask(v.as_bytes())
+                .and_then(|nv| HeaderValue::from_bytes(&nv).ok())
+            {
+                *v = hv;
+            }
+        }
+        let known = body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= MAX_BODY as u64);
+        let body = if known {
+            match collect_bounded(body).await {
+                Ok(Collected::Whole(b)) => {
+                    // The length changes only when something was masked (a HEAD
+                    // answer keeps the length of the body it does not carry).
+                    let b = match secrets.mask(&b) {
+                        Some(m) => {
+                            parts
+                                .headers
+                                .insert(CONTENT_LENGTH, HeaderValue::from(m.len()));
+                            Bytes::from(m)
+                        }
+                        None => b,
+                    };
+                    return Response::from_parts(
+                        parts,
+                        Full::new(b).map_err(|n| match n {}).boxed(),
+                    );
+                }
+                Ok(Collected::Long(prefix, rest)) => Chained {
+                    prefix: prefix.into(),
+                    rest,
+                }
+                .boxed(),
+                Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
+            }
+        } else {
+            body.boxed()
+        };
+        // A masked frame may change the length: hyper frames the body itself.
+        parts.headers.remove(CONTENT_LENGTH);
+        let inject = self.inject.clone();
+        let body = body
+            .map_frame(move |f| {
+                f.map_data(|d| match inject.secrets.mask(&d) {
+                    Some(m) => Bytes::from(m),
+                    None => d,
+                })
+            })
+            .boxed();
+        Response::from_parts(parts, body)
+    }
+}
+
+enum Collected {
+    Whole(Bytes),
+    Long(Vec<Bytes>, Incoming),
+}
+
+/// Read a request body whole when it is at most [`MAX_BODY`] bytes; otherwise the
+/// part read so far and the rest.
+async fn collect_bounded(mut body: Incoming) -> Result<Collected, hyper::Error> {
+    if body.is_end_stream() {
+        return Ok(Collected::Whole(Bytes::new()));
+    }
+    if body.size_hint().lower() > MAX_BODY as u64 {
+        return Ok(Collected::Long(vec![], body));
+    }
+    let mut parts: Vec<Bytes> = vec![];
+    let mut size = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        if let Ok(d) = frame.into_data() {
+            size += d.len();
+            parts.push(d);
+            if size > MAX_BODY {
+                return Ok(Collected::Long(parts, body));
+            }
+        }
+        // Trailers are dropped: the body is sent with a length.
+    }
+    let mut all = BytesMut::with_capacity(size);
+    for p in parts {
+        all.extend_from_slice(&p);
+    }
+    Ok(Collected::Whole(all.freeze()))
+}
+
+/// A body whose first frames were read already.
+struct Chained {
+    prefix: std::collections::VecDeque<Bytes>,
+    rest: Incoming,
+}
+
+impl hyper::body::Body for Chained {
+    type Data = Bytes;
+    type Error = hyper::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(b) = self.prefix.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        Pin::new(&mut self.rest).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.prefix.is_empty() && self.rest.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        let pre: u64 = self.prefix.iter().map(|b| b.len() as u64).sum();
+        let r = self.rest.size_hint();
+        let mut h = SizeHint::new();
+        h.set_lower(r.lower() + pre);
+        if let Some(u) = r.upper() {
+            h.set_upper(u + pre);
+        }
+        h
+    }
+}
+
+/// The policy's decisions, with one more rule in front: a name that carries a
+/// sentinel of this run is neither resolved nor connected to (`sentinel.evil.example`
+/// through a wildcard allow would carry it out in a DNS query or a TLS server name).
+pub struct SentinelGuard {
+    pub inner: Arc<dyn super::Decide>,
+    pub inject: Arc<Inject>,
+}
+
+impl SentinelGuard {
+    fn leak(&self, name: &str) -> Option<Verdict> {
+        self.inject
+            .secrets
+            .any_sentinel(name.as_bytes())
+            .map(|l| Verdict::deny(Some(l.rule.clone()), l.reason(name)))
+    }
+}
+
+impl super::Decide for SentinelGuard {
+    fn connect(&self, host: &Host, port: u16) -> Verdict {
+        match self.leak(&host.to_string()) {
+            Some(v) => v,
+            None => self.inner.connect(host, port),
+        }
+    }
+    fn lookup(&self, name: &str) -> Verdict {
+        match self.leak(name) {
+            Some(v) => v,
+            None => self.inner.lookup(name),
+        }
+    }
+    fn static_answers(&self, name: &str) -> Option<Vec<std::net::IpAddr>> {
+        self.inner.static_answers(name)
+    }
+    fn names_address(&self, addr: std::net::IpAddr) -> bool {
+        self.inner.names_address(addr)
+    }
+    fn resolved(&self, host: &Host, port: u16, addr: std::net::IpAddr) -> Verdict {
+        self.inner.resolved(host, port, addr)
+    }
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
+        self.inner.http(method, scheme, host, port, target)
+    }
+}

@@ -1,0 +1,1107 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Credential injection end to end (`[credentials]`, docs/credentials.md): `sandpit
+//! run` as the unprivileged test user, with loopback HTTPS servers whose test CA
+//! sandpit trusts through `network.tls.extra_roots` and whose names map to loopback
+//! through `[network.resolve]`.
+//!
+//! - inside, the credential's variable holds the run's sentinel and the real value is
+//!   nowhere (environment, /proc, the run directory, the source file);
+//! - curl, Python and Node send the sentinel to the credential's host and the server
+//!   receives the real value, the clients trusting the run's CA through the variables
+//!   sandpit sets;
+//! - the sentinel sent anywhere else (plain HTTP, CONNECT, another credential's
+//!   terminated host) is denied, that server receives nothing, the log names it;
+//! - the real value is in no log and on no stderr;
+//! - a TLS host that is no credential's keeps its own TLS end to end;
+//! - bad configuration is refused with file:line, and the command does not start.
+mod agents_support;
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::sink::Sink;
+use common::{text, TestHome};
+
+const REAL: &str = "sk-REAL-openai-7f3a9c1e5b2d4";
+const REAL_SECOND: &str = "tok-REAL-second-88e1c0d4a2";
+
+/// A HOME outside /tmp (as in everyday.rs: under /tmp sandpit shows it read-only).
+fn home() -> TestHome {
+    let dir = tempfile::Builder::new()
+        .prefix("sandpit-cred-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let h = TestHome { dir };
+    std::fs::create_dir_all(h.workspace()).unwrap();
+    for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
+        h.give_to_test_user(&p);
+    }
+    h
+}
+
+/// The test CA and a server certificate for each name.
+struct TestCa {
+    pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl TestCa {
+    fn new() -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "sandpit test CA");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = p.self_signed(&key).unwrap();
+        TestCa {
+            pem: cert.pem(),
+            issuer: rcgen::Issuer::new(p, key),
+        }
+    }
+
+    fn server_config(&self, name: &str) -> Arc<rustls::ServerConfig> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = p.signed_by(&key, &self.issuer).unwrap();
+        let der = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der)
+        .unwrap();
+        Arc::new(cfg)
+    }
+}
+
+/// A loopback HTTPS server: records each request (head and body) and answers
+/// `tls:LABEL`, closing the connection.
+struct TlsServer {
+    port: u16,
+    /// Connections accepted (the proxy dials before a client's first bytes).
+    #[allow(dead_code)]
+    connections: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl TlsServer {
+    fn start(ip: &str, cfg: Arc<rustls::ServerConfig>, label: &'static str) -> TlsServer {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (c, r) = (connections.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                c.fetch_add(1, Ordering::SeqCst);
+                let (cfg, r) = (cfg.clone(), r.clone());
+                std::thread::spawn(move || {
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                        .unwrap();
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, s);
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 16384];
+                    // The head, then a Content-Length body.
+                    loop {
+                        let n = match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        got.extend_from_slice(&buf[..n]);
+                        let Some(end) = find(&got, b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    r.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&got).into_owned());
+                    if got.is_empty() {
+                        return;
+                    }
+                    // `/echo` answers with the request as received.
+                    let body = if find(&got, b" /echo").is_some() {
+                        format!("tls:{label}\n{}", String::from_utf8_lossy(&got))
+                    } else {
+                        format!("tls:{label}")
+                    };
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(resp.as_bytes());
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        TlsServer {
+            port,
+            connections,
+            requests,
+        }
+    }
+    fn received(&self) -> String {
+        self.requests.lock().unwrap().join("\n----\n")
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// The servers and the user's config of one test.
+struct World {
+    h: TestHome,
+    inject: TlsServer,
+    second: TlsServer,
+    passthru: TlsServer,
+    other: Sink,
+}
+
+impl World {
+    fn new() -> World {
+        World::with(|_, _, _| String::new())
+    }
+
+    /// With more config after the common part, given the inject, passthru and
+    /// other servers' ports.
+    fn with(extra: impl Fn(u16, u16, u16) -> String) -> World {
+        let h = home();
+        let ca = TestCa::new();
+        let inject = TlsServer::start("127.0.0.3", ca.server_config("inject.test"), "inject");
+        let second = TlsServer::start("127.0.0.4", ca.server_config("second.test"), "second");
+        let passthru = TlsServer::start("127.0.0.5", ca.server_config("passthru.test"), "passthru");
+        let other = Sink::start("127.0.0.6", "other");
+        h.write(&h.home().join("test-ca.pem"), &ca.pem);
+        h.write(&h.home().join(".openai-key"), &format!("{REAL}\n"));
+        // The agent's own auth file, which holds the key too (credentials.openai.file).
+        h.write(
+            &h.home().join(".tool/auth.json"),
+            &format!("{{\"api_key\": \"{REAL}\", \"user\": \"me\"}}\n"),
+        );
+        let config = format!(
+            r#"[network]
+allow = ["inject.test:{}", "second.test:{}", "passthru.test:{}", "other.test:{}", "*.wild.test"]
+[network.resolve]
+"inject.test" = "127.0.0.3"
+"second.test" = "127.0.0.4"
+"passthru.test" = "127.0.0.5"
+"other.test" = "127.0.0.6"
+[network.tls]
+extra_roots = ["~/test-ca.pem"]
+
+[credentials.openai]
+env = "OPENAI_API_KEY"
+source = "file:~/.openai-key"
+hosts = ["inject.test"]
+file = "~/.tool/auth.json"
+body = true
+
+[credentials.second]
+env = "SECOND_TOKEN"
+source = "env:REAL_SECOND_TOKEN"
+hosts = ["second.test"]
+"#,
+            inject.port, second.port, passthru.port, other.port
+        ) + &extra(inject.port, passthru.port, other.port);
+        h.write(&h.home().join(".sandpit/config.toml"), &config);
+        World {
+            h,
+            inject,
+            second,
+            passthru,
+            other,
+        }
+    }
+
+    /// `sandpit run -- sh -c SCRIPT` with the second credential's source variable
+    /// in sandpit's environment.
+    fn run(&self, script: &str) -> std::process::Output {
+        self.h
+            .sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args(["run", "--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    }
+
+    /// Every log of this home's runs, as text.
+    fn logs(&self) -> String {
+        let mut all = String::new();
+        let dir = self.h.home().join(".sandpit/logs");
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            all.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+        }
+        all
+    }
+
+    /// The real values appear in no log of the run and not in its output.
+    fn assert_no_real_value(&self, o: &std::process::Output) {
+        let logs = self.logs();
+        assert!(!logs.is_empty(), "the run wrote a log");
+        for real in [REAL, REAL_SECOND] {
+            assert!(!logs.contains(real), "real value in the logs:\n{logs}");
+            assert!(
+                !String::from_utf8_lossy(&o.stderr).contains(real)
+                    && !String::from_utf8_lossy(&o.stdout).contains(real),
+                "real value in the output:\n{}",
+                text(o)
+            );
+        }
+    }
+}
+
+/// The sentinel a run's output shows for `var` (`VAR=sentinel` lines).
+fn sentinel_in(out: &str, var: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{var}=")))
+        .unwrap_or_else(|| panic!("no {var}= line in {out}"))
+        .to_string()
+}
+
+#[test]
+fn the_sandbox_sees_a_sentinel_and_the_server_the_real_value() {
+    let w = World::new();
+    let port = w.inject.port;
+    let script = format!(
+        r#"
+echo "OPENAI_API_KEY=$OPENAI_API_KEY"
+echo "SECOND_TOKEN=$SECOND_TOKEN"
+echo "SOURCE_VAR=${{REAL_SECOND_TOKEN:-unset}}"
+# The real values are nowhere inside: environment, /proc, the run directory, the file.
+cat /proc/self/environ | tr '\0' '\n' | grep -c REAL || true
+grep -rc REAL "$HOME/.sandpit/run" 2>/dev/null | grep -v ':0$' || echo run-dir-clean
+cat "$HOME/.openai-key" >/dev/null 2>&1 && echo KEY-FILE-READ || echo key-file-unreadable
+# The auth file the agent reads shows the sentinel in place of the key.
+echo "AUTH=$(cat "$HOME/.tool/auth.json")"
+
+sh -c 'env | grep -c REAL' || true
+# Withheld by the defaults (*_API_KEY), but a sentinel: spawned programs keep it.
+/bin/sh -c 'echo "CHILD=$OPENAI_API_KEY"'
+# curl through HTTPS_PROXY (CONNECT), trusting the run's CA through CURL_CA_BUNDLE.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/models?key=$OPENAI_API_KEY" \
+  -H "Authorization: Bearer $OPENAI_API_KEY" -H "x-api-key: $OPENAI_API_KEY" \
+  -H "x-multi: first" -H "x-multi: k=$OPENAI_API_KEY" && echo
+# A body with the sentinel.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/chat" -H 'Content-Type: application/json' \
+  --data "{{\"k\":\"$OPENAI_API_KEY\",\"who\":\"curl-body\"}}" && echo
+# A sentinel in the path stays a sentinel (a path names what the server stores).
+curl -sS --max-time 20 "https://inject.test:{port}/files/$OPENAI_API_KEY" -H "Authorization: Bearer $OPENAI_API_KEY" -o /dev/null
+# A chunked body: read whole, rewritten, sent with its length.
+curl -sS --max-time 20 "https://inject.test:{port}/v1/chunked" -H 'Transfer-Encoding: chunked' \
+  --data "chunked=$OPENAI_API_KEY" && echo
+# A server that echoes the key back hands the sandbox the sentinel, not the value.
+curl -sS --max-time 20 "https://inject.test:{port}/echo" -H "Authorization: Bearer $OPENAI_API_KEY" | grep -i '^authorization' | sed 's/^/ECHO /'
+# Python (urllib: HTTPS_PROXY, SSL_CERT_FILE).
+/usr/bin/python3 -c '
+import os, urllib.request
+r = urllib.request.Request("https://inject.test:{port}/py", headers={{"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}})
+print(urllib.request.urlopen(r, timeout=20).read().decode())
+'
+# Node (no proxy variables read: the interposer redirects the connect; NODE_EXTRA_CA_CERTS).
+node -e '
+const https = require("https");
+https.get("https://inject.test:{port}/node", {{headers: {{authorization: "Bearer " + process.env.OPENAI_API_KEY}}}}, r => {{
+  let b = ""; r.on("data", d => b += d); r.on("end", () => console.log(b));
+}}).on("error", e => {{ console.log("node error " + e.message); }});
+'
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let sentinel = sentinel_in(&out, "OPENAI_API_KEY");
+    assert!(
+        sentinel.starts_with("sandpit-sentinel-openai-") && sentinel.len() > 40,
+        "{t}"
+    );
+    let second = sentinel_in(&out, "SECOND_TOKEN");
+    assert!(second.starts_with("sandpit-sentinel-second-"), "{t}");
+    assert_eq!(sentinel_in(&out, "SOURCE_VAR"), "unset", "{t}");
+    assert_eq!(sentinel_in(&out, "CHILD"), sentinel, "{t}");
+    assert!(out.contains("run-dir-clean"), "{t}");
+    assert!(out.contains("key-file-unreadable"), "{t}");
+    assert_eq!(
+        sentinel_in(&out, "AUTH"),
+        format!("{{\"api_key\": \"{sentinel}\", \"user\": \"me\"}}"),
+        "{t}"
+    );
+    // The host's file is untouched.
+    assert!(std::fs::read_to_string(w.h.home().join(".tool/auth.json"))
+        .unwrap()
+        .contains(REAL));
+    // grep -c printed 0 twice (environ and a child's env).
+    assert_eq!(out.lines().filter(|l| *l == "0").count(), 2, "{t}");
+    // Every client got the server's answer.
+    assert_eq!(out.matches("tls:inject").count(), 5, "{t}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("ECHO ") && l.contains(&sentinel)),
+        "the echoed key came back as the sentinel: {t}"
+    );
+
+    let got = w.inject.received();
+    assert!(
+        got.contains(&format!("authorization: Bearer {REAL}"))
+            || got.contains(&format!("Authorization: Bearer {REAL}")),
+        "{got}"
+    );
+    assert!(got.contains(&format!("key={REAL}")), "{got}");
+    // Every value of a repeated header is kept, each rewritten on its own.
+    let lower = got.to_ascii_lowercase();
+    assert!(lower.contains("x-multi: first"), "{got}");
+    assert!(
+        lower.contains(&format!("x-multi: k={}", REAL.to_ascii_lowercase())),
+        "{got}"
+    );
+    assert!(
+        got.to_ascii_lowercase()
+            .contains(&format!("x-api-key: {}", REAL.to_ascii_lowercase())),
+        "{got}"
+    );
+    assert!(
+        got.contains(&format!("{{\"k\":\"{REAL}\",\"who\":\"curl-body\"}}")),
+        "{got}"
+    );
+    assert!(got.contains(&format!("chunked={REAL}")), "{got}");
+    assert!(got.contains("GET /py "), "{got}");
+    assert!(got.contains("GET /node "), "{got}");
+    // No sentinel reached the server but the one in the path.
+    assert!(
+        got.contains(&format!("GET /files/{sentinel} "))
+            && !got.contains(&format!("/files/{REAL}")),
+        "{got}"
+    );
+    assert_eq!(got.matches("sandpit-sentinel-").count(), 1, "{got}");
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn a_sentinel_sent_anywhere_else_is_denied() {
+    let w = World::new();
+    let (op, sp) = (w.other.port, w.second.port);
+    let script = format!(
+        r#"
+# Positive control: the same requests without the sentinel go through.
+curl -sS --max-time 20 "http://other.test:{op}/ok" -H "Authorization: Bearer nothing"; echo
+curl -sS --max-time 20 "https://second.test:{sp}/ok" -H "Authorization: Bearer $SECOND_TOKEN"; echo
+# Without body = true, a body keeps its own credential's sentinel (the server may
+# show a body: an issue, a gist).
+curl -sS --max-time 20 "https://second.test:{sp}/post" -H "Authorization: Bearer $SECOND_TOKEN" --data "body=$SECOND_TOKEN"; echo
+# The openai sentinel to other hosts.
+curl -sS --max-time 20 -o /dev/null -w 'plain %{{http_code}}\n' "http://other.test:{op}/leak" -H "Authorization: Bearer $OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'tunnel %{{http_code}}\n' -p "http://other.test:{op}/leak?k=$OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'other-cred %{{http_code}}\n' "https://second.test:{sp}/leak" -H "Authorization: Bearer $OPENAI_API_KEY"
+curl -sS --max-time 20 -o /dev/null -w 'connect %{{http_code}}\n' "https://$OPENAI_API_KEY.other.test:{op}/" || echo connect-refused
+# A DNS query through a wildcard allow.
+/usr/bin/python3 -c 'import os, socket; socket.getaddrinfo(os.environ["OPENAI_API_KEY"] + ".wild.test", 443)' 2>/dev/null && echo dns-answered || echo dns-refused
+/usr/bin/python3 -c 'import socket; socket.getaddrinfo("fine.wild.test", 443)' 2>/dev/null; echo dns-control-done
+true
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    // Positive controls.
+    assert!(out.contains("sink:other"), "{t}");
+    assert!(out.contains("tls:second"), "{t}");
+    let other = w.other.received();
+    assert!(other.contains("GET /ok "), "{other}");
+    let second = w.second.received();
+    assert!(
+        second.contains(&format!("Bearer {REAL_SECOND}")),
+        "{second}"
+    );
+    // Denied, and nothing of them reached a server.
+    for line in ["plain 403", "tunnel 403", "other-cred 403"] {
+        assert!(out.contains(line), "{line}: {t}");
+    }
+    assert!(!out.contains("connect 200"), "{t}");
+    assert!(out.contains("dns-refused"), "{t}");
+    assert!(!other.contains("/leak"), "{other}");
+    assert!(!other.contains("sandpit-sentinel"), "{other}");
+    assert!(!second.contains("/leak"), "{second}");
+    assert!(!second.contains("sandpit-sentinel-openai"), "{second}");
+    assert!(second.contains("body=sandpit-sentinel-second-"), "{second}");
+    assert!(!second.contains(&format!("body={REAL_SECOND}")), "{second}");
+    assert!(!second.contains(REAL), "{second}");
+    // The log names the credential and the host; the summary shows the denials.
+    let logs = w.logs();
+    assert!(
+        logs.contains("sentinel for credential openai sent to other.test"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("sentinel for credential openai sent to second.test"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("sentinel for credential openai sent to sandpit-sentinel-openai-")
+            && logs.contains(".wild.test"),
+        "the DNS query is named: {logs}"
+    );
+    // The control query was decided by the policy (allowed), not as a sentinel.
+    assert!(logs.contains("fine.wild.test"), "{logs}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("other.test"),
+        "the run's summary names the refused host: {t}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn other_tls_hosts_keep_their_own_tls() {
+    let w = World::new();
+    let pp = w.passthru.port;
+    // Only the test CA is trusted: a certificate of sandpit's run CA would fail.
+    let script = format!(
+        r#"
+curl -sS --max-time 20 --cacert "$HOME/test-ca.pem" "https://passthru.test:{pp}/own" && echo
+curl -sS --max-time 20 --cacert "$HOME/test-ca.pem" -o /dev/null "https://inject.test:{}/x" 2>/dev/null && echo inject-with-test-ca-only || echo inject-terminated
+"#,
+        w.inject.port
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("tls:passthru"), "passed through: {t}");
+    assert!(w.passthru.received().contains("GET /own "), "{t}");
+    // The control: the inject host is terminated, so trusting the test CA alone fails.
+    assert!(out.contains("inject-terminated"), "{t}");
+    // (The proxy dials before the client's first bytes; no request reached it.)
+    assert!(!w.inject.received().contains("GET"), "{t}");
+}
+
+/// `sandpit run` with `config` as the user's config (and `project` as the project's);
+/// the run must fail before the command starts, naming `expect`.
+fn refused(config: &str, project: Option<&str>, expect: &[&str]) {
+    let h = home();
+    h.write(&h.home().join(".sandpit/config.toml"), config);
+    if let Some(p) = project {
+        h.write(&h.workspace().join(".sandpit.toml"), p);
+    }
+    let canary = h.workspace().join("ran");
+    let o = h
+        .sandpit()
+        .args(["run", "--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!canary.exists(), "the command ran: {t}");
+    for e in expect {
+        assert!(t.contains(e), "{e:?} not in: {t}");
+    }
+}
+
+#[test]
+fn bad_credentials_are_refused_before_the_command_starts() {
+    let good = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:SANDPIT_TEST_KEY\"\nhosts = [\"inject.test\"]\n";
+    // Positive control: a good table with its source present runs.
+    let h = home();
+    h.write(&h.home().join(".sandpit/config.toml"), good);
+    let o = h
+        .sandpit()
+        .env("SANDPIT_TEST_KEY", "value-1234567890")
+        .args(["run", "--", "sh", "-c", "touch ran; echo $OPENAI_API_KEY"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(h.workspace().join("ran").exists());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("sandpit-sentinel-openai-"));
+
+    // The source is missing: named with its line, nothing runs.
+    refused(
+        good,
+        None,
+        &["credentials.openai", "config.toml:1", "SANDPIT_TEST_KEY"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"file:~/nope\"\nhosts = [\"inject.test\"]\n",
+        None,
+        &["credentials.openai", "nope"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"command:exit 3\"\nhosts = [\"inject.test\"]\n",
+        None,
+        &["credentials.openai", "exit 3"],
+    );
+    // A file to mask that does not hold the value: named, nothing runs.
+    let h2 = home();
+    h2.write(&h2.home().join("auth.json"), "{\"api_key\": \"other\"}");
+    h2.write(
+        &h2.home().join(".sandpit/config.toml"),
+        &format!("{good}file = \"~/auth.json\"\n"),
+    );
+    let o = h2
+        .sandpit()
+        .env("SANDPIT_TEST_KEY", "value-1234567890")
+        .args(["run", "--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(
+        !o.status.success() && !h2.workspace().join("ran").exists(),
+        "{t}"
+    );
+    assert!(
+        t.contains("credentials.openai") && t.contains("does not hold the value"),
+        "{t}"
+    );
+    assert!(!t.contains("value-1234567890"), "{t}");
+    // Shape errors, each at its line.
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"inject.test\"]\nheaders = [\"x\"]\n",
+        None,
+        &["config.toml:5", "unknown field"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = []\n",
+        None,
+        &["config.toml:4", "hosts is empty"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"vault:K\"\nhosts = [\"a.test\"]\n",
+        None,
+        &["config.toml:3", "unknown scheme", "env:NAME"],
+    );
+    refused(
+        "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"*.openai.com\"]\n",
+        None,
+        &["config.toml:4", "exact host name"],
+    );
+    refused(
+        "[network]\nmode = \"unrestricted\"\n[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\n",
+        None,
+        &["unrestricted"],
+    );
+    // A project file may not add a credential, nor trust roots.
+    refused(
+        "",
+        Some(good),
+        &[
+            ".sandpit.toml:1",
+            "[credentials] cannot be in a project file",
+        ],
+    );
+    refused(
+        "",
+        Some("[network.tls]\nextra_roots = [\"ca.pem\"]\n"),
+        &[".sandpit.toml:1", "network.tls"],
+    );
+}
+
+#[test]
+fn config_and_explain_name_credentials_never_values() {
+    let w = World::new();
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .arg("config")
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for want in [
+        "[credentials.openai]",
+        "env = \"OPENAI_API_KEY\"",
+        "source = \"file:",
+        "hosts = [\"inject.test\"]",
+        "file = \"~/.tool/auth.json\"",
+        "body = true",
+        "[credentials.second]",
+        "source = \"env:REAL_SECOND_TOKEN\"",
+        "extra_roots",
+    ] {
+        assert!(t.contains(want), "{want:?} not in {t}");
+    }
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args(["config", "--json"])
+            .output()
+            .unwrap();
+    let json = text(&o);
+    assert!(json.contains("\"credentials\""), "{json}");
+    for real in [REAL, REAL_SECOND] {
+        assert!(!t.contains(real) && !json.contains(real), "{t}\n{json}");
+    }
+    // explain: the inject host is terminated, another host is not.
+    let explain = |host: String| {
+        let o =
+            w.h.sandpit()
+                .args(["explain", "connect", &host])
+                .output()
+                .unwrap();
+        text(&o)
+    };
+    let e = explain(format!("inject.test:{}", w.inject.port));
+    assert!(
+        e.contains("TLS terminated") && e.contains("credentials.openai"),
+        "{e}"
+    );
+    let e = explain(format!("passthru.test:{}", w.passthru.port));
+    assert!(e.contains("ALLOW") && !e.contains("TLS terminated"), "{e}");
+    // env: the sentinel variable reaches spawned programs; the source does not.
+    let o =
+        w.h.sandpit()
+            .args(["explain", "env", "REAL_SECOND_TOKEN"])
+            .output()
+            .unwrap();
+    assert!(text(&o).contains("DENY"), "{}", text(&o));
+}
+
+#[test]
+fn method_and_path_rules_hold_where_sandpit_reads_the_request() {
+    let w = World::with(|ip, _, op| {
+        format!(
+            "[network.http]\nallow = [\"GET https://inject.test:{ip}/v1/**\", \"POST https://inject.test:{ip}/v1/chat\"]\nblock = [\"* http://other.test:{op}/admin/**\"]\n"
+        )
+    });
+    let (ip, op) = (w.inject.port, w.other.port);
+    let o = w.h.sandpit().arg("config").output().unwrap();
+    assert!(
+        text(&o).contains(&format!("\"GET https://inject.test:{ip}/v1/**\",")),
+        "{}",
+        text(&o)
+    );
+    let script = format!(
+        r#"
+c() {{ n=$1; shift; curl -sS --max-time 20 -o /dev/null -w "$n %{{http_code}}\n" "$@"; }}
+c get-v1 "https://inject.test:{ip}/v1/models" -H "Authorization: Bearer $OPENAI_API_KEY"
+c post-chat -X POST --data x "https://inject.test:{ip}/v1/chat" -H "Authorization: Bearer $OPENAI_API_KEY"
+c delete-v1 -X DELETE "https://inject.test:{ip}/v1/models" -H "Authorization: Bearer $OPENAI_API_KEY"
+c get-admin "https://inject.test:{ip}/admin" -H "Authorization: Bearer $OPENAI_API_KEY"
+c dots --path-as-is "https://inject.test:{ip}/v1/../admin"
+c encoded-dots --path-as-is "https://inject.test:{ip}/v1/%2e%2e/admin"
+c plain-ok "http://other.test:{op}/ok"
+c plain-admin "http://other.test:{op}/admin/x"
+c tunnel-admin -p "http://other.test:{op}/admin/y"
+true
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    for want in [
+        "get-v1 200",
+        "post-chat 200",
+        "delete-v1 403",
+        "get-admin 403",
+        "dots 403",
+        "encoded-dots 403",
+        "plain-ok 200",
+        "plain-admin 403",
+        "tunnel-admin 403",
+    ] {
+        assert!(out.contains(want), "{want}: {t}");
+    }
+    let got = w.inject.received();
+    assert!(
+        got.contains("GET /v1/models ") && got.contains("POST /v1/chat "),
+        "{got}"
+    );
+    assert!(!got.contains("DELETE") && !got.contains("admin"), "{got}");
+    let other = w.other.received();
+    assert!(
+        other.contains("GET /ok ") && !other.contains("admin"),
+        "{other}"
+    );
+    let logs = w.logs();
+    assert!(logs.contains("network.http.allow"), "{logs}");
+    assert!(logs.contains("network.http.block"), "{logs}");
+
+    // explain agrees with the run.
+    let explain = |m: &str, url: String| {
+        let o =
+            w.h.sandpit()
+                .args(["explain", "http", m, &url])
+                .output()
+                .unwrap();
+        text(&o)
+    };
+    let e = explain("GET", format!("https://inject.test:{ip}/v1/models"));
+    assert!(e.contains("ALLOW"), "{e}");
+    let e = explain("DELETE", format!("https://inject.test:{ip}/v1/models"));
+    assert!(
+        e.contains("DENY") && e.contains("network.http.allow"),
+        "{e}"
+    );
+    let e = explain("GET", format!("http://other.test:{op}/admin/1"));
+    assert!(
+        e.contains("DENY") && e.contains("network.http.block"),
+        "{e}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn an_https_rule_sandpit_cannot_enforce_stops_the_run() {
+    let w = World::with(|_, pp, _| {
+        format!("[network.http]\nallow = [\"GET https://passthru.test:{pp}/**\"]\n")
+    });
+    let o = w.run("touch ran");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!w.h.workspace().join("ran").exists(), "{t}");
+    assert!(
+        t.contains("network.http.allow") && t.contains("config.toml:"),
+        "{t}"
+    );
+    // The control: the same world without the entry runs.
+    let w = World::new();
+    let o = w.run("touch ran");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(w.h.workspace().join("ran").exists());
+}
+
+/// A TLS front for the scripted model server (plain HTTP on loopback): terminates
+/// TLS with the test CA's certificate for `model.test`, forwards the bytes, and
+/// records what the client sent (its headers: the key the agent presented).
+struct TlsFront {
+    port: u16,
+    seen: Arc<Mutex<Vec<u8>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl TlsFront {
+    fn start(ip: &str, cfg: Arc<rustls::ServerConfig>, backend: std::net::SocketAddr) -> TlsFront {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = std::net::TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        l.set_nonblocking(true).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        rt.spawn(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+            loop {
+                let Ok((tcp, _)) = l.accept().await else {
+                    continue;
+                };
+                let (acceptor, seen) = (acceptor.clone(), s2.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(up) = tokio::net::TcpStream::connect(backend).await else {
+                        return;
+                    };
+                    let (mut cr, mut cw) = tokio::io::split(tls);
+                    let (mut ur, mut uw) = up.into_split();
+                    let c2u = async {
+                        let mut buf = vec![0u8; 65536];
+                        loop {
+                            let n = match cr.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                            if uw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = uw.shutdown().await;
+                    };
+                    let u2c = async {
+                        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+                        let _ = cw.shutdown().await;
+                    };
+                    tokio::join!(c2u, u2c);
+                });
+            }
+        });
+        TlsFront {
+            port,
+            seen,
+            _rt: rt,
+        }
+    }
+    fn seen(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+}
+
+/// A real agent, given only a sentinel, talks to a scripted model over HTTPS: the
+/// model's host receives the real key, the agent's environment holds the sentinel.
+struct AgentStage {
+    h: TestHome,
+    model: agents_support::ModelServer,
+    front: TlsFront,
+}
+
+const AGENT_REAL: &str = "sk-proj-REALagentKEY0123456789abcdef";
+
+impl AgentStage {
+    fn new() -> AgentStage {
+        AgentStage::masking(None)
+    }
+
+    /// With `credentials.openai.file` naming `file` (under HOME), which holds the key.
+    fn masking(file: Option<&str>) -> AgentStage {
+        let h = home();
+        let file_line = match file {
+            Some(f) => {
+                h.write(
+                    &h.home().join(f),
+                    &format!("{{\"OPENAI_API_KEY\": \"{AGENT_REAL}\"}}\n"),
+                );
+                format!("file = \"~/{f}\"\n")
+            }
+            None => String::new(),
+        };
+        let ca = TestCa::new();
+        let model = agents_support::ModelServer::start(
+            "127.0.0.7",
+            vec![agents_support::Step::Text(
+                "Done: nothing to change.".into(),
+            )],
+        );
+        let front = TlsFront::start(
+            "127.0.0.8",
+            ca.server_config("model.test"),
+            format!("127.0.0.7:{}", model.port).parse().unwrap(),
+        );
+        h.write(&h.home().join("test-ca.pem"), &ca.pem);
+        h.write(
+            &h.home().join(".sandpit/config.toml"),
+            &format!(
+                r#"[network]
+allow = ["model.test:{}"]
+[network.resolve]
+"model.test" = "127.0.0.8"
+[network.tls]
+extra_roots = ["~/test-ca.pem"]
+[credentials.openai]
+env = "OPENAI_API_KEY"
+source = "env:REAL_OPENAI_KEY"
+hosts = ["model.test"]
+{file_line}"#,
+                front.port
+            ),
+        );
+        AgentStage { h, model, front }
+    }
+
+    fn run(&self, cmd: &[&str]) -> std::process::Output {
+        self.h
+            .sandpit()
+            .env("REAL_OPENAI_KEY", AGENT_REAL)
+            .arg("run")
+            .arg("--")
+            .args(cmd)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// The agent finished against the model, which saw the real key and never a
+    /// sentinel; nothing the run printed or logged holds the real key.
+    fn assert_injected(&self, o: &std::process::Output, agent: &str) {
+        let t = text(o);
+        assert!(o.status.success(), "{agent}: {t}");
+        assert!(t.contains("Done: nothing to change."), "{agent}: {t}");
+        assert!(!self.model.requests().is_empty(), "{agent}: {t}");
+        let seen = self.front.seen();
+        assert!(
+            seen.contains(&format!("Bearer {AGENT_REAL}")),
+            "{agent}: the model got the real key: {seen}"
+        );
+        assert!(!seen.contains("sandpit-sentinel-"), "{agent}: {seen}");
+        assert!(!t.contains(AGENT_REAL), "{agent}: {t}");
+        let dir = self.h.home().join(".sandpit/logs");
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let log = std::fs::read_to_string(e.path()).unwrap();
+            assert!(!log.contains(AGENT_REAL), "{agent}: {log}");
+        }
+    }
+}
+
+#[test]
+fn pi_talks_to_its_model_with_only_a_sentinel() {
+    let s = AgentStage::new();
+    let models = serde_json::json!({"providers": {"scripted": {
+        "baseUrl": format!("https://model.test:{}/v1", s.front.port),
+        "api": "openai-completions", "apiKey": "OPENAI_API_KEY",
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+        "models": [{"id": "scripted-model", "reasoning": false}]
+    }}});
+    s.h.write(
+        &s.h.home().join(".pi/agent/models.json"),
+        &models.to_string(),
+    );
+    let o = s.run(&[
+        "pi",
+        "--no-session",
+        "--offline",
+        "--provider",
+        "scripted",
+        "--model",
+        "scripted-model",
+        "-p",
+        "Say done.",
+    ]);
+    s.assert_injected(&o, "pi");
+}
+
+#[test]
+fn codex_talks_to_its_model_with_only_a_sentinel() {
+    // codex's auth file (readable and in a writable root under codex's profile)
+    // holds the key too: the sandbox sees it masked.
+    let s = AgentStage::masking(Some(".codex/auth.json"));
+    s.h.write(
+        &s.h.home().join(".codex/config.toml"),
+        &format!(
+            "model = \"scripted-model\"\nmodel_provider = \"scripted\"\n\
+             [model_providers.scripted]\nname = \"scripted\"\n\
+             base_url = \"https://model.test:{}/v1\"\nenv_key = \"OPENAI_API_KEY\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+            s.front.port
+        ),
+    );
+    let o = s.run(&[
+        "codex",
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "Say done.",
+    ]);
+    s.assert_injected(&o, "codex");
+    let o = s.run(&["sh", "-c", "cat ~/.codex/auth.json; echo $OPENAI_API_KEY"]);
+    let t = text(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let sentinel = out.lines().last().unwrap_or_default().to_string();
+    assert!(sentinel.starts_with("sandpit-sentinel-openai-"), "{t}");
+    assert!(
+        out.contains(&format!("{{\"OPENAI_API_KEY\": \"{sentinel}\"}}")),
+        "{t}"
+    );
+    assert!(!t.contains(AGENT_REAL), "{t}");
+}
+
+#[test]
+fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
+    let w = World::new();
+    let port = w.inject.port;
+    // The kernel layer alone (as a static program meets it): the proxy variables.
+    let o = w
+        .h
+        .sandpit()
+        .env("REAL_SECOND_TOKEN", REAL_SECOND)
+        .args(["run", "--kernel-only", "--", "sh", "-c"])
+        .arg(format!(
+            "curl -sS --max-time 20 https://inject.test:{port}/ko -H \"Authorization: Bearer $OPENAI_API_KEY\"; echo; \
+             curl -sS --max-time 20 -o /dev/null -w 'leak %{{http_code}}\\n' http://other.test:{}/ko -H \"x: $OPENAI_API_KEY\""
+            , w.other.port
+        ))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("tls:inject") && t.contains("leak 403"), "{t}");
+    assert!(
+        w.inject.received().contains(&format!("Bearer {REAL}")),
+        "{t}"
+    );
+    assert!(!w.other.received().contains("/ko"), "{t}");
+    // Offline: no proxy at all, and still only the sentinel inside.
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args([
+                "run",
+                "--network",
+                "offline",
+                "--",
+                "sh",
+                "-c",
+                "echo \"K=$OPENAI_API_KEY\"; cat ~/.tool/auth.json",
+            ])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        sentinel_in(&out, "K").starts_with("sandpit-sentinel-openai-"),
+        "{t}"
+    );
+    assert!(!t.contains(REAL) && !t.contains(REAL_SECOND), "{t}");
+}
+
+#[test]
+fn a_masked_file_without_a_mount_namespace_stops_the_run() {
+    let w = World::new();
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .env("SANDPIT_FORCE_FALLBACK", "1")
+            .args(["run", "--allow-degraded", "--", "sh", "-c", "touch ran"])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(!w.h.workspace().join("ran").exists(), "{t}");
+    assert!(t.contains("credentials.openai.file"), "{t}");
+    assert!(!t.contains(REAL), "{t}");
+    // The control: the same fallback without the file key runs, the sentinel inside.
+    let cfg = w.h.home().join(".sandpit/config.toml");
+    let text_cfg = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("file = \"~/.tool/auth.json\"\n", "");
+    w.h.write(&cfg, &text_cfg);
+    let o =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .env("SANDPIT_FORCE_FALLBACK", "1")
+            .args([
+                "run",
+                "--allow-degraded",
+                "--",
+                "sh",
+                "-c",
+                "touch ran; echo $OPENAI_API_KEY",
+            ])
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(w.h.workspace().join("ran").exists(), "{t}");
+    assert!(
+        t.contains("sandpit-sentinel-openai-") && !t.contains(REAL),
+        "{t}"
+    );
+}
