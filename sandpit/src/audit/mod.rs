@@ -20,6 +20,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 pub mod learn;
+pub mod ocsf;
+pub mod otlp;
 pub mod session;
 pub mod socket;
 pub mod summary;
@@ -168,6 +170,18 @@ pub struct Record {
     /// The command's arguments, for `exec` and `start`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// The program that made the request (its executable's path), where the layer
+    /// knows it: the kernel's word for the sender of a report, never the report's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// That process's id, as the launcher sees it (outside the sandbox's pid
+    /// namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The OCSF classification (`class_uid`, `activity_id`, `category_uid`, …), at
+    /// the top level of the line as OCSF names them.
+    #[serde(flatten)]
+    pub ocsf: ocsf::Ocsf,
 }
 
 impl Record {
@@ -188,6 +202,9 @@ impl Record {
             rule: None,
             reason: String::new(),
             argv: vec![],
+            program: None,
+            pid: None,
+            ocsf: ocsf::Ocsf::of(action, decision),
         }
     }
 }
@@ -273,6 +290,8 @@ pub struct AuditLog {
     summarised: Mutex<std::collections::BTreeMap<(String, String, String), u64>>,
     /// The policy the run uses, to name the rule of proxy events.
     policy: Option<sandpit_policy::Policy>,
+    /// Where every record is also exported (`[telemetry] otlp_endpoint`).
+    exporter: Option<otlp::Exporter>,
 }
 
 impl AuditLog {
@@ -298,6 +317,7 @@ impl AuditLog {
             written: AtomicU64::new(0),
             summarised: Mutex::new(Default::default()),
             policy: None,
+            exporter: None,
         })
     }
 
@@ -305,6 +325,16 @@ impl AuditLog {
     pub fn with_policy(mut self, policy: sandpit_policy::Policy) -> AuditLog {
         self.policy = Some(policy);
         self
+    }
+
+    /// Export every record also to `exporter`.
+    pub fn with_exporter(mut self, exporter: otlp::Exporter) -> AuditLog {
+        self.exporter = Some(exporter);
+        self
+    }
+
+    pub fn exporter(&self) -> Option<&otlp::Exporter> {
+        self.exporter.as_ref()
     }
 
     pub fn run(&self) -> &str {
@@ -318,12 +348,17 @@ impl AuditLog {
     }
 
     /// Append one record (one line, one write). Denials are also kept in memory.
-    pub fn record(&self, r: Record) {
+    pub fn record(&self, mut r: Record) {
+        // Classified as it is now (a caller may have changed its action or decision).
+        r.ocsf = ocsf::Ocsf::of(&r.action, r.decision);
         let mut line = match serde_json::to_vec(&r) {
             Ok(l) => l,
             Err(_) => return,
         };
         line.push(b'\n');
+        if let Some(x) = &self.exporter {
+            x.send(&r);
+        }
         let cap = self
             .policy
             .as_ref()
