@@ -282,6 +282,14 @@ fn every_decision_of_a_run_reaches_the_collector_with_its_rule() {
     assert_eq!(str_attr(&read, "sandpit.rule.entry"), "~/.ssh");
     assert!(int_attr(&read, "sandpit.rule.line") > 0, "{read}");
     assert_eq!(read["severityText"], "WARN");
+    // The reader's pid, by the kernel's word (its program, when it still ran as the
+    // launcher read the report).
+    assert!(
+        int_attr(&read, "process.pid") < u64::from(u32::MAX),
+        "{read}"
+    );
+    let exe = str_attr(&read, "process.executable.path");
+    assert!(exe.is_empty() || exe.ends_with("/cat"), "{read}");
     // The denied connect: Network Activity, Refuse.
     let denied = find("connect", "deny", &format!("blocked.test:{}", blocked.port));
     assert_eq!(
