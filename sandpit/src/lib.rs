@@ -6,6 +6,7 @@ pub mod budget;
 pub mod caches;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod dns;
 pub mod gitcfg;
 pub mod inject;

@@ -118,6 +118,47 @@ pub fn recv_with_pid(
     Ok((n as usize, pid))
 }
 
+/// The pid and uid of the process at the other end of a unix stream socket, as
+/// the kernel recorded them when it connected (`SO_PEERCRED`; the pid in this
+/// process's pid namespace). Linux only: elsewhere an error.
+pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(u32, u32)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: getsockopt on an open socket, writing at most `len` bytes into
+        // `cred`, which lives across the call.
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                std::ptr::addr_of_mut!(cred).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        match u32::try_from(cred.pid) {
+            Ok(pid) if pid != 0 => Ok((pid, cred.uid)),
+            _ => Err(std::io::Error::other("the peer's pid is not visible here")),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = s;
+        Err(std::io::Error::other(
+            "peer credentials are read on Linux only",
+        ))
+    }
+}
+
 /// `n` random bytes from the kernel, as lowercase hex.
 pub fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod exec;
 pub mod explain;
 pub mod init;
+pub mod live;
 pub mod log;
 pub mod run;
 pub mod wrap;
@@ -44,6 +45,10 @@ pub enum Command {
     Log(log::Args),
     /// Make a launcher that runs an app, binary or desktop entry under sandpit.
     Wrap(wrap::Args),
+    /// Let a running run reach HOST from now on (until it ends).
+    Allow(live::Args),
+    /// Refuse HOST to a running run from now on (until it ends).
+    Deny(live::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
@@ -71,6 +76,8 @@ pub fn main() -> i32 {
         Command::Exec(a) => exec::execute(a),
         Command::Log(a) => log::execute(a),
         Command::Wrap(a) => wrap::execute(a),
+        Command::Allow(a) => live::execute(crate::control::Op::Allow, a),
+        Command::Deny(a) => live::execute(crate::control::Op::Deny, a),
     };
     match result {
         Ok(code) => code,

@@ -538,6 +538,8 @@ pub mod linux {
                 loopback_proxy: false,
             },
         )?;
+        // `sandpit allow`/`deny` during the run (src/control).
+        let control = crate::control::prepare(&loaded.policy, &session, &mut launch);
         // Fallback mode: the bridge listens on this machine's loopback, so it takes a
         // free port (bound now, handed to the spawn) unless one was asked for.
         crate::timing::mark("run prepared (snapshot, interposer, sockets)");
@@ -663,6 +665,7 @@ pub mod linux {
         };
         crate::timing::mark("command exec'd");
         session.listen();
+        let control = crate::control::serve(control);
         if let Some(l) = running.take_bridge() {
             launch.serve_bridge(l);
         }
@@ -686,6 +689,7 @@ pub mod linux {
             quarantine(p, &quarantine_tag, &session);
         }
         crate::timing::mark("proxy and DNS stopped");
+        drop(control);
         session.finish(result.as_ref().ok().copied());
         crate::timing::mark("audit session finished, run directory removed");
         Ok(result?)

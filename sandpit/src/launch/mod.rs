@@ -155,6 +155,9 @@ pub struct Prepared {
     /// The adversary's control socket, bound before the fork, served after it.
     adversary: Option<(PathBuf, UnixListener)>,
     nofile: Option<libc::rlim_t>,
+    /// What the proxy and DNS responder ask instead of the policy, when set
+    /// (`control::Live`: rules `sandpit allow`/`deny` change during the run).
+    decide: Option<Arc<dyn crate::proxy::Decide>>,
 }
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
@@ -291,6 +294,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
+        decide: None,
     })
 }
 
@@ -473,6 +477,16 @@ fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
 }
 
 impl Prepared {
+    /// The interposer's policy snapshot.
+    pub fn snapshot(&self) -> &Path {
+        &self.snapshot
+    }
+
+    /// Let the proxy and DNS responder ask `d` instead of the policy.
+    pub fn set_decide(&mut self, d: Arc<dyn crate::proxy::Decide>) {
+        self.decide = Some(d);
+    }
+
     /// The proxy and DNS sockets for the kernel plan's bridge (`None`: no proxy of
     /// ours — the network is offline, or `--proxy-socket` was given).
     pub fn network(&self) -> Option<(PathBuf, PathBuf)> {
@@ -742,7 +756,10 @@ impl Prepared {
             .build()
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
-        let decide: Arc<dyn crate::proxy::Decide> = self.policy.clone();
+        let decide: Arc<dyn crate::proxy::Decide> = match &self.decide {
+            Some(d) => d.clone(),
+            None => self.policy.clone(),
+        };
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(1024);
         let sent = sink.sent();
