@@ -30,8 +30,12 @@ impl Request {
     }
 }
 
+/// How a server answers a request: a JSON body, or never (`None`: it reads and
+/// holds the connection).
+type Answer = Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>;
+
 /// A loopback OTLP/HTTP collector: records each request; answers 200 `{}`, or
-/// never (`silent`: reads and holds the connection).
+/// never (`silent`).
 struct Collector {
     port: u16,
     got: Arc<Mutex<Vec<Request>>>,
@@ -39,6 +43,10 @@ struct Collector {
 
 impl Collector {
     fn start(silent: bool) -> Collector {
+        Collector::answering(Arc::new(move |_| (!silent).then(|| "{}".to_string())))
+    }
+
+    fn answering(answer: Answer) -> Collector {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let got: Arc<Mutex<Vec<Request>>> = Arc::default();
@@ -46,8 +54,8 @@ impl Collector {
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(s) = s else { continue };
-                let g = g.clone();
-                std::thread::spawn(move || serve(s, &g, silent));
+                let (g, a) = (g.clone(), answer.clone());
+                std::thread::spawn(move || serve(s, &g, &a));
             }
         });
         Collector { port, got }
@@ -73,7 +81,7 @@ impl Collector {
 }
 
 /// HTTP/1.1 requests on one connection, kept alive.
-fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, silent: bool) {
+fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
@@ -104,18 +112,22 @@ fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, silent: bool) {
         if r.read_exact(&mut body).is_err() {
             return;
         }
-        got.lock().unwrap().push(Request {
+        let req = Request {
             line: line.trim_end().to_string(),
             headers,
             body,
-        });
-        if silent {
+        };
+        let reply = answer(&req);
+        got.lock().unwrap().push(req);
+        let Some(reply) = reply else {
             // Hold the connection, answer nothing.
             std::thread::sleep(Duration::from_secs(120));
             return;
-        }
-        let _ = w.write_all(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        };
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{reply}",
+            reply.len()
         );
     }
 }
@@ -397,4 +409,70 @@ fn a_collector_down_or_silent_neither_fails_nor_holds_up_the_run() {
     }
     // The silent collector did get the request it never answered.
     assert!(!silent.requests().is_empty());
+}
+
+/// The reviewer's verdicts are events too: layer `reviewer`, the rule
+/// `adversary`, allowed and denied commands alike; the denial the summary shows
+/// stays the interposer's.
+#[test]
+fn the_reviewers_verdicts_are_exported_as_events() {
+    let collector = Collector::start(false);
+    // An OpenAI-compatible endpoint that denies any command mentioning the marker.
+    let llm = Collector::answering(Arc::new(|r: &Request| {
+        let verdict = if String::from_utf8_lossy(&r.body).contains("made-by-touch") {
+            "DENY: the rules forbid touching files"
+        } else {
+            "ALLOW: harmless"
+        };
+        Some(format!(
+            "{{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{verdict}\"}},\"finish_reason\":\"stop\"}}]}}"
+        ))
+    }));
+    let h = TestHome::new();
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        &format!(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n\
+             [adversary]\nprovider = \"openai\"\nmodel = \"test\"\nendpoint = \"http://127.0.0.1:{}/v1\"\n\
+             rules = \"Never modify files with touch.\"\ntimeout_ms = 5000\n",
+            collector.port, llm.port
+        ),
+    );
+    let o = h
+        .sandpit_run(false)
+        .args([
+            "sh",
+            "-c",
+            "ls >/dev/null && echo listed; touch made-by-touch; echo done",
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(t.contains("listed") && t.contains("done"), "{t}");
+    assert!(!h.workspace().join("made-by-touch").exists(), "{t}");
+    let recs: Vec<Value> = collector.records().into_iter().map(|(_, r)| r).collect();
+    let reviewer = |target: &str, decision: &str| {
+        recs.iter()
+            .find(|r| {
+                str_attr(r, "sandpit.layer") == "reviewer"
+                    && str_attr(r, "sandpit.decision") == decision
+                    && str_attr(r, "sandpit.target").starts_with(target)
+            })
+            .unwrap_or_else(|| panic!("no reviewer {decision} of {target}: {recs:#?}"))
+            .clone()
+    };
+    let denied = reviewer("touch made-by-touch", "deny");
+    assert_eq!(
+        str_attr(&denied, "sandpit.rule.key"),
+        "adversary",
+        "{denied}"
+    );
+    assert!(
+        str_attr(&denied, "sandpit.reason").contains("forbid touching"),
+        "{denied}"
+    );
+    assert_eq!(int_attr(&denied, "class_uid"), 1007);
+    reviewer("ls", "allow");
+    // The summary counts the interposer's refusals, not the verdicts behind them too.
+    assert!(!t.contains("[reviewer"), "{t}");
 }

@@ -74,6 +74,8 @@ pub enum Layer {
     Proxy,
     Dns,
     Shims,
+    /// The LLM reviewer's verdicts (`[adversary]`), allowed and denied.
+    Reviewer,
 }
 
 impl Layer {
@@ -85,6 +87,7 @@ impl Layer {
             Layer::Proxy => "proxy",
             Layer::Dns => "dns",
             Layer::Shims => "shims",
+            Layer::Reviewer => "reviewer",
         }
     }
 }
@@ -383,7 +386,9 @@ impl AuditLog {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if r.decision.is_denial() {
+        // The reviewer's verdicts are enforced, and their denials recorded, by the
+        // layer that asked (interposer, shims, proxy): the summary shows those.
+        if r.decision.is_denial() && r.layer != Layer::Reviewer {
             if let Ok(mut k) = self.kept.lock() {
                 if k.len() < KEEP {
                     k.push(r);
@@ -495,6 +500,32 @@ pub(crate) fn proxy_record(
             r.rule = p.adversary.as_ref().map(|a| RuleRef::from(&a.origin));
         }
     }
+    r
+}
+
+/// A reviewer's verdict as a record (`Reviewer::on_verdict`): the command, the
+/// destination or the path it judged, and `adversary` as the rule.
+pub fn reviewer_record(
+    run: &str,
+    req: &crate::adversary::ReviewRequest,
+    v: &sandpit_policy::Verdict,
+) -> Record {
+    use sandpit_policy::ReviewEvent;
+    let action = match req.event {
+        ReviewEvent::Exec => "exec",
+        ReviewEvent::Network => "connect",
+        ReviewEvent::Write => "write",
+    };
+    let decision = match v.decision {
+        sandpit_policy::Decision::Allow => Decision::Allow,
+        _ => Decision::Deny,
+    };
+    let mut r = Record::new(run, Layer::Reviewer, action, req.argv.join(" "), decision);
+    if req.event == ReviewEvent::Exec {
+        r.argv = req.argv.clone();
+    }
+    r.rule = v.rule.as_ref().map(RuleRef::from);
+    r.reason = v.reason.clone();
     r
 }
 

@@ -170,6 +170,12 @@ impl Session {
     pub fn log_path(&self) -> &Path {
         self.log.path()
     }
+    /// What the reviewer calls with each verdict: a `reviewer` record in the log.
+    pub fn verdict_recorder(&self) -> Arc<crate::adversary::AuditFn> {
+        let log = self.log.clone();
+        Arc::new(move |q, v| log.record(super::reviewer_record(log.run(), q, v)))
+    }
+
     /// The log, as the proxy's and DNS responder's audit sink.
     pub fn sink(&self) -> Arc<AuditLog> {
         self.log.clone()

@@ -540,6 +540,7 @@ pub mod linux {
         )?;
         // `sandpit allow`/`deny` during the run (src/control).
         let control = crate::control::prepare(&loaded.policy, &session, &mut launch);
+        launch.set_on_verdict(session.verdict_recorder());
         // Fallback mode: the bridge listens on this machine's loopback, so it takes a
         // free port (bound now, handed to the spawn) unless one was asked for.
         crate::timing::mark("run prepared (snapshot, interposer, sockets)");

@@ -158,6 +158,8 @@ pub struct Prepared {
     /// What the proxy and DNS responder ask instead of the policy, when set
     /// (`control::Live`: rules `sandpit allow`/`deny` change during the run).
     decide: Option<Arc<dyn crate::proxy::Decide>>,
+    /// Where the reviewer reports each verdict (the audit log).
+    on_verdict: Option<Arc<crate::adversary::AuditFn>>,
 }
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
@@ -295,6 +297,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         adversary,
         nofile,
         decide: None,
+        on_verdict: None,
     })
 }
 
@@ -480,6 +483,11 @@ impl Prepared {
     /// The interposer's policy snapshot.
     pub fn snapshot(&self) -> &Path {
         &self.snapshot
+    }
+
+    /// Report each of the reviewer's verdicts to `f`.
+    pub fn set_on_verdict(&mut self, f: Arc<crate::adversary::AuditFn>) {
+        self.on_verdict = Some(f);
     }
 
     /// Let the proxy and DNS responder ask `d` instead of the policy.
@@ -733,7 +741,8 @@ impl Prepared {
         };
         let mut review = None;
         if let Some((_, listener)) = self.adversary.take() {
-            let (service, reviewer) = start_adversary(&self.policy, listener)?;
+            let (service, reviewer) =
+                start_adversary(&self.policy, listener, self.on_verdict.clone())?;
             if reviews(&self.policy, sandpit_policy::ReviewEvent::Network) {
                 review = Some(crate::proxy::Reviewing(Arc::new(
                     crate::adversary::NetworkReview::new(reviewer, service.rt.handle().clone()),
@@ -911,6 +920,7 @@ fn reviews(policy: &Policy, event: sandpit_policy::ReviewEvent) -> bool {
 fn start_adversary(
     policy: &Policy,
     listener: UnixListener,
+    on_verdict: Option<Arc<crate::adversary::AuditFn>>,
 ) -> Result<(AdversaryService, Arc<crate::adversary::Reviewer>)> {
     let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
     let env: Vec<(String, String)> = std::env::vars().collect();
@@ -924,6 +934,10 @@ fn start_adversary(
     let reviewer = crate::adversary::Reviewer::from_policy(policy, &env)
         .map_err(|e| err(&e))?
         .ok_or_else(|| err(&"no [adversary] in the policy"))?;
+    let reviewer = match on_verdict {
+        Some(f) => reviewer.on_verdict(move |q, v| f(q, v)),
+        None => reviewer,
+    };
     listener.set_nonblocking(true).map_err(|e| err(&e))?;
     let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| err(&e))?;
     let reviewer = Arc::new(reviewer);
