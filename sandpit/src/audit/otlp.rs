@@ -35,6 +35,8 @@ const LINGER: Duration = Duration::from_millis(200);
 /// One request's whole time, at most (connecting included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Strings whose masked form is remembered, at most.
+const REDACT_CACHE: usize = 4096;
 /// How long the run's end waits for the last batches.
 pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
@@ -290,7 +292,20 @@ fn send_loop(
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let redactor = crate::adversary::redact::Redactor::for_run(policy, &env, &[]);
-    let redact = |s: &str| redactor.redact(s);
+    // Masking is most of an export's work, and a flood repeats its strings.
+    let cache: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
+    let redact = |s: &str| {
+        if let Some(hit) = cache.borrow().get(s) {
+            return hit.clone();
+        }
+        let masked = redactor.redact(s);
+        let mut c = cache.borrow_mut();
+        if c.len() >= REDACT_CACHE {
+            c.clear();
+        }
+        c.insert(s.to_string(), masked.clone());
+        masked
+    };
     loop {
         let first = match rx.recv() {
             Ok(r) => r,
