@@ -718,6 +718,20 @@ mod tests {
     }
 
     #[test]
+    fn records_written_before_the_event_schema_still_read() {
+        let old = r#"{"time":"2026-11-29T22:41:16.876Z","run":"r","layer":"interposer","action":"read","subject":"/h/.ssh/id_rsa","decision":"deny","rule":{"file":"f","key":"files.block_read","entry":"~/.ssh","line":9,"col":3},"reason":"x"}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert_eq!((r.pid, r.program.as_deref()), (None, None));
+        assert_eq!(r.ocsf, ocsf::Ocsf::default());
+        // A record written now carries the fields at the top level, and reads back.
+        let mut now = Record::new("r", Layer::Interposer, "read", "/x".into(), Decision::Deny);
+        now.pid = Some(42);
+        let line = serde_json::to_string(&now).unwrap();
+        assert!(line.contains(r#""pid":42,"class_uid":1001,"#), "{line}");
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), now);
+    }
+
+    #[test]
     fn proxy_events_name_their_rule() {
         let d = tempfile::tempdir().unwrap();
         let policy = session::tests::policy(d.path(), "[network]\nallow = [\"api.example.com\"]\n");
