@@ -277,8 +277,6 @@ impl Server {
         log: Arc<AuditLog>,
     ) -> Result<Server, crate::audit::AuditError> {
         let dir = dir(state_dir);
-        crate::audit::private_dir(&dir)?;
-        remove_stale(&dir);
         let path = dir.join(format!("{}.sock", live.run));
         let io = |source| crate::audit::AuditError::Io {
             path: path.clone(),
@@ -287,7 +285,18 @@ impl Server {
         if path.as_os_str().len() >= 108 {
             return Err(crate::audit::AuditError::SocketPath(path));
         }
-        let listener = UnixListener::bind(&path).map_err(io)?;
+        // Another run's end may remove the directory between its creation and the
+        // bind (it removes it when empty): once more, then.
+        let mut tries = 0;
+        let listener = loop {
+            crate::audit::private_dir(&dir)?;
+            remove_stale(&dir);
+            match UnixListener::bind(&path) {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
+                Err(e) => return Err(io(e)),
+            }
+        };
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
@@ -384,6 +393,11 @@ pub struct Running {
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        // The directory too, when no other run's socket is in it: a run leaves
+        // nothing in ~/.sandpit/run.
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
