@@ -266,7 +266,13 @@ pub struct Server {
     listener: UnixListener,
     live: Arc<Live>,
     log: Arc<AuditLog>,
+    /// Peers refused so far (a flood from inside must not grow the log).
+    refused: std::sync::atomic::AtomicU64,
 }
+
+/// Refused requests recorded per run; the launcher's records are not bounded by
+/// `limits.audit_bytes`, so these are.
+const MAX_REFUSALS_RECORDED: u64 = 100;
 
 impl Server {
     /// Bind `<state>/run/control/<run>.sock` (the directory 0700, the socket 0600),
@@ -306,6 +312,7 @@ impl Server {
             listener,
             live,
             log,
+            refused: Default::default(),
         })
     }
 
@@ -333,6 +340,34 @@ impl Server {
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
         let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
         let Ok(mut w) = s.try_clone() else { return };
+        // Who asks, before anything is read: a refused peer cannot hold the socket.
+        if let Err(who) = peer_outside(&s) {
+            let n = self
+                .refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < MAX_REFUSALS_RECORDED {
+                let mut r = Record::new(
+                    self.log.run(),
+                    AuditLayer::Launcher,
+                    "policy",
+                    "control socket".into(),
+                    Decision::Deny,
+                );
+                r.reason = format!(
+                    "control socket: refused a request from {who}: only the launching user, \
+                     outside the sandbox, may change a run's rules{}",
+                    if n + 1 == MAX_REFUSALS_RECORDED {
+                        "; further refusals of this run are not recorded"
+                    } else {
+                        ""
+                    }
+                );
+                r.pid = peer_pid(&s);
+                self.log.record(r);
+            }
+            let _ = writeln!(w, "refused {who} may not change this run's rules");
+            return;
+        }
         let mut line = String::new();
         // One line, of at most 4 KiB.
         if BufReader::new(std::io::Read::take(&s, 4096))
@@ -352,31 +387,16 @@ impl Server {
                 return;
             }
         };
-        let subject = format!("{} {host}", op.as_str());
-        if let Err(who) = peer_outside(&s) {
-            let mut r = Record::new(
-                self.log.run(),
-                AuditLayer::Launcher,
-                "policy",
-                subject,
-                Decision::Deny,
-            );
-            r.reason = format!("control socket: refused a request from {who}: only the launching user, outside the sandbox, may change a run's rules");
-            r.pid = peer_pid(&s);
-            self.log.record(r);
-            let _ = writeln!(w, "refused {who} may not change this run's rules");
-            return;
-        }
-        let (decision, answer) = match self.live.change(op, &host) {
-            Ok(m) => (Decision::Info, format!("ok {m}")),
-            Err(m) => (Decision::Info, format!("refused {m}")),
+        let answer = match self.live.change(op, &host) {
+            Ok(m) => format!("ok {m}"),
+            Err(m) => format!("refused {m}"),
         };
         let mut r = Record::new(
             self.log.run(),
             AuditLayer::Launcher,
             "policy",
-            subject,
-            decision,
+            format!("{} {host}", op.as_str()),
+            Decision::Info,
         );
         r.reason = answer.clone();
         r.pid = peer_pid(&s);
