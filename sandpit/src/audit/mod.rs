@@ -536,11 +536,16 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| AuditError::Parse {
+            let mut r: Record = serde_json::from_str(l).map_err(|source| AuditError::Parse {
                 path: path.to_path_buf(),
                 line: i + 1,
                 source,
-            })
+            })?;
+            // A record from before the classification: it follows from the record.
+            if r.ocsf.class_name.is_empty() {
+                r.ocsf = ocsf::Ocsf::of(&r.action, r.decision);
+            }
+            Ok(r)
         })
         .collect()
 }
@@ -723,6 +728,12 @@ mod tests {
         let r: Record = serde_json::from_str(old).unwrap();
         assert_eq!((r.pid, r.program.as_deref()), (None, None));
         assert_eq!(r.ocsf, ocsf::Ocsf::default());
+        // Reading a log fills it in.
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.jsonl");
+        std::fs::write(&path, format!("{old}\n")).unwrap();
+        let back = read_log(&path).unwrap();
+        assert_eq!(back[0].ocsf.class_uid, 1001);
         // A record written now carries the fields at the top level, and reads back.
         let mut now = Record::new("r", Layer::Interposer, "read", "/x".into(), Decision::Deny);
         now.pid = Some(42);
