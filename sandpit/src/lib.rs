@@ -15,6 +15,7 @@ pub mod launch;
 pub mod proxy;
 pub mod sandbox;
 pub mod sys;
+pub mod telemetry;
 pub mod timing;
 pub mod trash;
 pub mod vcs;

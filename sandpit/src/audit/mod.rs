@@ -503,26 +503,26 @@ pub(crate) fn proxy_record(
     r
 }
 
-/// A reviewer's verdict as a record (`Reviewer::on_verdict`): the command, the
-/// destination or the path it judged, and `adversary` as the rule.
+/// What the reviewer reports with each verdict (`Reviewer::on_verdict`, adapted by
+/// the launcher): the action judged (`exec`, `connect`, `write`), its subject (the
+/// argument vector; `["host:port"]`; `["path"]`) and the verdict.
+pub type VerdictRecorder = dyn Fn(&str, &[String], &sandpit_policy::Verdict) + Send + Sync;
+
+/// A reviewer's verdict as a record: the command, the destination or the path it
+/// judged, and `adversary` as the rule.
 pub fn reviewer_record(
     run: &str,
-    req: &crate::adversary::ReviewRequest,
+    action: &str,
+    subject: &[String],
     v: &sandpit_policy::Verdict,
 ) -> Record {
-    use sandpit_policy::ReviewEvent;
-    let action = match req.event {
-        ReviewEvent::Exec => "exec",
-        ReviewEvent::Network => "connect",
-        ReviewEvent::Write => "write",
-    };
     let decision = match v.decision {
         sandpit_policy::Decision::Allow => Decision::Allow,
         _ => Decision::Deny,
     };
-    let mut r = Record::new(run, Layer::Reviewer, action, req.argv.join(" "), decision);
-    if req.event == ReviewEvent::Exec {
-        r.argv = req.argv.clone();
+    let mut r = Record::new(run, Layer::Reviewer, action, subject.join(" "), decision);
+    if action == "exec" {
+        r.argv = subject.to_vec();
     }
     r.rule = v.rule.as_ref().map(RuleRef::from);
     r.reason = v.reason.clone();

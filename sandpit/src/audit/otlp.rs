@@ -14,9 +14,9 @@
 //! is counted, not queued; a thread of its own sends batches ([`BATCH`]) with a
 //! bounded time per request; at the run's end it gets [`FLUSH_WAIT`] to send what is
 //! left, then is left behind. What was not exported is counted, said once at the end
-//! and recorded in the local log. Secrets the run knows (the launcher's secret
-//! environment values, the contents of `files.block_read` files, token shapes) are
-//! masked in every exported string, as in review requests (`adversary::redact`).
+//! and recorded in the local log. Every exported string goes through the masker
+//! the launcher sets ([`Exporter::set_masker`]: secrets the run knows, as in review
+//! requests); without one, nothing is exported.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -51,6 +51,11 @@ pub enum ExportError {
     #[error("{at}: telemetry.headers: {why}")]
     Header { at: String, why: String },
 }
+
+/// Masks secrets in one exported string.
+pub type Masker = Box<dyn Fn(&str) -> String + Send>;
+/// Builds the masker on the exporter's own thread (it may read files).
+pub type MaskerFactory = Box<dyn FnOnce() -> Masker + Send>;
 
 /// Where and how to send.
 pub struct Target {
@@ -128,8 +133,8 @@ pub struct Exporter {
     done_rx: Mutex<Option<Receiver<()>>>,
     run: String,
     shown: String,
-    /// For masking secrets, built by the thread (it reads files).
-    policy: sandpit_policy::Policy,
+    /// How secrets are masked, built on the thread (it may read files).
+    masker: Mutex<Option<MaskerFactory>>,
 }
 
 /// What the run's end says about the export.
@@ -164,6 +169,11 @@ impl Outcome {
         let late = self.lost - self.full - self.failed;
         if late > 0 {
             why.push(format!("{late} not sent by the run's end"));
+            if self.failed == 0 {
+                if let Some(e) = &self.first_error {
+                    why.push(e.clone());
+                }
+            }
         }
         Some(format!(
             "sandpit: telemetry: {} of {} records were not exported to {} ({}); every record is in {}",
@@ -177,7 +187,7 @@ impl Outcome {
 }
 
 impl Exporter {
-    pub fn new(target: Target, run: &str, policy: &sandpit_policy::Policy) -> Exporter {
+    pub fn new(target: Target, run: &str) -> Exporter {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         Exporter {
             tx: Mutex::new(Some(tx)),
@@ -186,7 +196,14 @@ impl Exporter {
             counts: Arc::default(),
             done_rx: Mutex::new(None),
             run: run.to_string(),
-            policy: policy.clone(),
+            masker: Mutex::new(None),
+        }
+    }
+
+    /// How every exported string is masked; set before [`Exporter::start`].
+    pub fn set_masker(&self, m: MaskerFactory) {
+        if let Ok(mut slot) = self.masker.lock() {
+            *slot = Some(m);
         }
     }
 
@@ -198,8 +215,12 @@ impl Exporter {
             Ok(()) => {
                 self.counts.queued.fetch_add(1, Ordering::Relaxed);
             }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+            Err(TrySendError::Full(_)) => {
                 self.counts.full.fetch_add(1, Ordering::Relaxed);
+            }
+            // The thread is not sending (it could not start): counted as unsent.
+            Err(TrySendError::Disconnected(_)) => {
+                self.counts.queued.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -209,17 +230,23 @@ impl Exporter {
         let Some((rx, target)) = self.pending.lock().ok().and_then(|mut p| p.take()) else {
             return;
         };
+        // Fail closed: unmasked records are not exported.
+        let Some(masker) = self.masker.lock().ok().and_then(|mut m| m.take()) else {
+            if let Ok(mut f) = self.counts.first_error.lock() {
+                *f = Some("no masking of secrets was set up, so nothing was sent".into());
+            }
+            return;
+        };
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         if let Ok(mut d) = self.done_rx.lock() {
             *d = Some(done_rx);
         }
         let counts = self.counts.clone();
         let run = self.run.clone();
-        let policy = self.policy.clone();
         let spawned = std::thread::Builder::new()
             .name("sandpit-otlp".into())
             .spawn(move || {
-                send_loop(rx, target, &run, &policy, &counts);
+                send_loop(rx, target, &run, masker, &counts);
                 counts.done.store(true, Ordering::Release);
                 let _ = done_tx.send(());
             });
@@ -264,7 +291,7 @@ fn send_loop(
     rx: Receiver<Record>,
     target: Target,
     run: &str,
-    policy: &sandpit_policy::Policy,
+    masker: MaskerFactory,
     counts: &Counts,
 ) {
     let fail_all = |why: String| {
@@ -290,15 +317,14 @@ fn send_loop(
         Ok(c) => c,
         Err(e) => return fail_all(format!("no HTTP client for the exporter: {e}")),
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let redactor = crate::adversary::redact::Redactor::for_run(policy, &env, &[]);
+    let mask = masker();
     // Masking is most of an export's work, and a flood repeats its strings.
     let cache: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
     let redact = |s: &str| {
         if let Some(hit) = cache.borrow().get(s) {
             return hit.clone();
         }
-        let masked = redactor.redact(s);
+        let masked = mask(s);
         let mut c = cache.borrow_mut();
         if c.len() >= REDACT_CACHE {
             c.clear();
@@ -510,6 +536,35 @@ mod tests {
     }
 
     #[test]
+    fn without_a_masker_nothing_is_exported() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let d = tempfile::tempdir().unwrap();
+        let p = crate::audit::session::tests::policy(
+            d.path(),
+            &format!("[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}\"\n"),
+        );
+        let x = Exporter::new(Target::from_policy(&p).unwrap().unwrap(), "r");
+        x.start();
+        x.send(&Record::new(
+            "r",
+            Layer::Launcher,
+            "start",
+            "x".into(),
+            Decision::Info,
+        ));
+        let out = x.finish();
+        assert_eq!((out.exported, out.lost), (0, 1));
+        let line = out.line(std::path::Path::new("/l")).unwrap();
+        assert!(
+            line.contains("1 not sent by the run's end, no masking"),
+            "{line}"
+        );
+        assert!(l.accept().is_err(), "something was sent");
+    }
+
+    #[test]
     fn body_is_otlp_json_with_the_event() {
         let mut r = Record::new(
             "run1",
@@ -526,9 +581,8 @@ mod tests {
             col: 5,
         });
         r.reason = "token sk-ant-abcdefghijklmnopqrstuvwxyz0123456789".into();
-        let redactor = crate::adversary::redact::Redactor::new(vec![]);
-        let body: Value =
-            serde_json::from_slice(&request_body("run1", &[r], &|t| redactor.redact(t))).unwrap();
+        let mask = |t: &str| t.replace("sk-ant-abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]");
+        let body: Value = serde_json::from_slice(&request_body("run1", &[r], &mask)).unwrap();
         let rl = &body["resourceLogs"][0];
         assert_eq!(
             rl["resource"]["attributes"][0]["value"]["stringValue"],

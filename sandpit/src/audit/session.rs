@@ -61,7 +61,7 @@ impl Session {
         let target = super::otlp::Target::from_policy(policy)?;
         let mut log = AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone());
         if let Some(t) = target {
-            log = log.with_exporter(super::otlp::Exporter::new(t, &run, policy));
+            log = log.with_exporter(super::otlp::Exporter::new(t, &run));
         }
         let log = Arc::new(log);
         let limits = &policy.limits;
@@ -171,9 +171,21 @@ impl Session {
         self.log.path()
     }
     /// What the reviewer calls with each verdict: a `reviewer` record in the log.
-    pub fn verdict_recorder(&self) -> Arc<crate::adversary::AuditFn> {
+    pub fn verdict_recorder(&self) -> Arc<super::VerdictRecorder> {
         let log = self.log.clone();
-        Arc::new(move |q, v| log.record(super::reviewer_record(log.run(), q, v)))
+        Arc::new(
+            move |action: &str, subject: &[String], v: &sandpit_policy::Verdict| {
+                log.record(super::reviewer_record(log.run(), action, subject, v))
+            },
+        )
+    }
+
+    /// How the OTLP export masks secrets (`[telemetry]`; the launcher's glue builds
+    /// it from the reviewer's redactor). Without one nothing is exported.
+    pub fn set_export_masker(&self, m: super::otlp::MaskerFactory) {
+        if let Some(x) = self.log.exporter() {
+            x.set_masker(m);
+        }
     }
 
     /// The log, as the proxy's and DNS responder's audit sink.

@@ -538,9 +538,12 @@ pub mod linux {
                 loopback_proxy: false,
             },
         )?;
-        // `sandpit allow`/`deny` during the run (src/control).
-        let control = crate::control::prepare(&loaded.policy, &session, &mut launch);
+        // `sandpit allow`/`deny` during the run (src/control); the reviewer's verdicts
+        // and the OTLP export's masking of secrets (src/telemetry).
+        let (live, control) = crate::control::prepare(&loaded.policy, &session, launch.snapshot());
+        launch.set_decide(live);
         launch.set_on_verdict(session.verdict_recorder());
+        session.set_export_masker(crate::telemetry::masker(&loaded.policy));
         // Fallback mode: the bridge listens on this machine's loopback, so it takes a
         // free port (bound now, handed to the spawn) unless one was asked for.
         crate::timing::mark("run prepared (snapshot, interposer, sockets)");

@@ -46,6 +46,7 @@ fn run_with_scratch(
     let policy = &loaded.policy;
     super::make_state_dirs(policy)?;
     let mut session = crate::audit::Session::start(policy, &args.audit, &args.command)?;
+    session.set_export_masker(crate::telemetry::masker(policy));
     let mut launch = crate::launch::prepare(
         policy,
         &crate::launch::Options {

@@ -220,28 +220,30 @@ impl Decide for Live {
     }
 }
 
-/// Set up live changes for a run about to start: the proxy and DNS responder of
-/// `launch` ask a [`Live`] copy of `policy`, and the control socket is bound (before
-/// the fork; [`Server::start`] after it). A socket that cannot be bound leaves the
-/// run without live changes, said on stderr: the rules stay as they started.
+/// Set up live changes for a run about to start: a [`Live`] copy of `policy` for
+/// the proxy and DNS responder to ask (the caller hands it to them), and the
+/// control socket, bound (before the fork; [`serve`] after it). `snapshot` is the
+/// interposer's policy snapshot, rewritten with each change. A socket that cannot
+/// be bound leaves the run without live changes, said on stderr: the rules stay as
+/// they started.
 pub fn prepare(
     policy: &Policy,
     session: &crate::audit::Session,
-    launch: &mut crate::launch::Prepared,
-) -> Option<Server> {
+    snapshot: &Path,
+) -> (Arc<Live>, Option<Server>) {
     let live = Arc::new(Live::new(
         policy,
         session.run(),
-        Some(launch.snapshot().to_path_buf()),
+        Some(snapshot.to_path_buf()),
     ));
-    launch.set_decide(live.clone());
-    match Server::bind(&policy.context.state_dir, live, session.sink()) {
+    let server = match Server::bind(&policy.context.state_dir, live.clone(), session.sink()) {
         Ok(s) => Some(s),
         Err(e) => {
             eprintln!("sandpit: warning: `sandpit allow`/`deny` cannot reach this run: {e}");
             None
         }
-    }
+    };
+    (live, server)
 }
 
 /// Serve the control socket `server` (after the fork); the guard removes it.

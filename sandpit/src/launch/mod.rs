@@ -131,6 +131,10 @@ impl Drop for Sockets {
     }
 }
 
+/// Told each verdict of the reviewer: the action (`exec`, `connect`, `write`), what
+/// it judged (the argument vector, `["host:port"]`, `["path"]`), the verdict.
+pub type OnVerdict = dyn Fn(&str, &[String], &sandpit_policy::Verdict) + Send + Sync;
+
 /// Everything set up for one run before the fork.
 pub struct Prepared {
     state_dir: PathBuf,
@@ -159,7 +163,7 @@ pub struct Prepared {
     /// (`control::Live`: rules `sandpit allow`/`deny` change during the run).
     decide: Option<Arc<dyn crate::proxy::Decide>>,
     /// Where the reviewer reports each verdict (the audit log).
-    on_verdict: Option<Arc<crate::adversary::AuditFn>>,
+    on_verdict: Option<Arc<OnVerdict>>,
 }
 
 /// Create `dir` (mode 0700) if missing; it must be a directory of ours that nobody
@@ -485,8 +489,8 @@ impl Prepared {
         &self.snapshot
     }
 
-    /// Report each of the reviewer's verdicts to `f`.
-    pub fn set_on_verdict(&mut self, f: Arc<crate::adversary::AuditFn>) {
+    /// Report each of the reviewer's verdicts to `f` (the audit log).
+    pub fn set_on_verdict(&mut self, f: Arc<OnVerdict>) {
         self.on_verdict = Some(f);
     }
 
@@ -920,7 +924,7 @@ fn reviews(policy: &Policy, event: sandpit_policy::ReviewEvent) -> bool {
 fn start_adversary(
     policy: &Policy,
     listener: UnixListener,
-    on_verdict: Option<Arc<crate::adversary::AuditFn>>,
+    on_verdict: Option<Arc<OnVerdict>>,
 ) -> Result<(AdversaryService, Arc<crate::adversary::Reviewer>)> {
     let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
     let env: Vec<(String, String)> = std::env::vars().collect();
@@ -935,7 +939,14 @@ fn start_adversary(
         .map_err(|e| err(&e))?
         .ok_or_else(|| err(&"no [adversary] in the policy"))?;
     let reviewer = match on_verdict {
-        Some(f) => reviewer.on_verdict(move |q, v| f(q, v)),
+        Some(f) => reviewer.on_verdict(move |q, v| {
+            let action = match q.event {
+                sandpit_policy::ReviewEvent::Exec => "exec",
+                sandpit_policy::ReviewEvent::Network => "connect",
+                sandpit_policy::ReviewEvent::Write => "write",
+            };
+            f(action, &q.argv, v)
+        }),
         None => reviewer,
     };
     listener.set_nonblocking(true).map_err(|e| err(&e))?;
