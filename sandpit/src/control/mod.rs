@@ -144,9 +144,15 @@ impl Live {
             Ok(()) => String::new(),
             Err(e) => format!(" (the interposer's snapshot could not be rewritten: {e}; programs started later keep the old rules there)"),
         };
+        let unrestricted = p.network.mode.value == NetMode::Unrestricted;
         *w = Arc::new(p);
         drop(w);
         Ok(match op {
+            Op::Allow if unrestricted => format!(
+                "{shown} is allowed in run {} by network.mode = \"unrestricted\" already; an earlier \
+                 `sandpit deny` of it, if any, is taken back for every new connection now{snapshot_note}",
+                self.run
+            ),
             Op::Allow => format!(
                 "allowed {shown} in run {}: the proxy and DNS responder take it for every new connection now; \
                  programs started from now on get it in the interposer too, programs already running keep \
@@ -578,6 +584,12 @@ mod tests {
         assert!(l.change(Op::Allow, "127.0.0.1:22").is_err());
         assert!(l.change(Op::Allow, "localhost:22").is_err());
         assert!(l.change(Op::Allow, "http://x.test/").is_err());
+        let open = live("[network]\nmode = \"unrestricted\"\n");
+        open.change(Op::Deny, "x.test").unwrap();
+        assert!(!open.connect(&n("x.test"), 443).allow);
+        let m = open.change(Op::Allow, "x.test").unwrap();
+        assert!(m.contains("already"), "{m}");
+        assert!(open.connect(&n("x.test"), 443).allow);
         let off = live("[network]\nmode = \"offline\"\n");
         assert!(off
             .change(Op::Allow, "a.test")
