@@ -196,7 +196,13 @@ for p in paths:
             s.sendall(b"allow blocked.test\n")
         except OSError:
             pass  # a refusal may close the socket before the request is read
-        print("probe:", p, s.recv(4096).decode().strip(), flush=True)
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        print("probe:", p, answer.decode().strip(), flush=True)
     except OSError as e:
         print("probe:", p, "error", e, flush=True)
 "#;

@@ -373,7 +373,13 @@ impl Server {
                 r.pid = peer_pid(&s);
                 self.log.record(r);
             }
-            let _ = writeln!(w, "refused {who} may not change this run's rules");
+            let _ =
+                w.write_all(format!("refused {who} may not change this run's rules\n").as_bytes());
+            // Take what it sent (briefly): closing over unread bytes would reset the
+            // connection before the peer reads its answer.
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let mut sink = [0u8; 4096];
+            let _ = std::io::Read::read(&mut &s, &mut sink);
             return;
         }
         let mut line = String::new();
@@ -388,10 +394,8 @@ impl Server {
         let (op, host) = match (words.next().and_then(Op::parse), words.next(), words.next()) {
             (Some(op), Some(host), None) => (op, host.to_string()),
             _ => {
-                let _ = writeln!(
-                    w,
-                    "refused not a request: write \"allow HOST\" or \"deny HOST\""
-                );
+                let _ =
+                    w.write_all(b"refused not a request: write \"allow HOST\" or \"deny HOST\"\n");
                 return;
             }
         };
@@ -409,7 +413,7 @@ impl Server {
         r.reason = answer.clone();
         r.pid = peer_pid(&s);
         self.log.record(r);
-        let _ = writeln!(w, "{}", answer.replace('\n', " "));
+        let _ = w.write_all(format!("{}\n", answer.replace('\n', " ")).as_bytes());
     }
 }
 
