@@ -51,6 +51,10 @@ pub struct Policy {
     /// puts the real value into requests to the secret's hosts alone.
     #[serde(default)]
     pub credentials: Vec<Credential>,
+    /// Where the launcher exports every decision (`[telemetry]`). Never in the
+    /// snapshot the sandbox reads (its headers may hold a collector's token).
+    #[serde(skip)]
+    pub telemetry: Telemetry,
     /// Learn mode (`sandpit run --learn`): the interposer records what it would deny
     /// instead of denying it. Set by the launcher alone, never by a config file, and
     /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
@@ -498,6 +502,29 @@ impl Isolation {
     }
     pub fn macos_trustd(&self) -> bool {
         self.macos_trustd.is_some()
+    }
+}
+
+/// Export of the run's decisions (`[telemetry]`). Only the user's own layers may
+/// set it: a project file that could would send the user's audit records where the
+/// project says.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Telemetry {
+    /// The OTLP/HTTP endpoint (`http://127.0.0.1:4318`): logs go to
+    /// `<endpoint>/v1/logs`, or to the endpoint itself when it already ends so.
+    pub otlp_endpoint: Option<Rule<String>>,
+    /// Extra HTTP headers of each export request (a collector's token).
+    pub headers: Vec<(String, String)>,
+}
+
+/// Header values are never shown (a token).
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Telemetry")
+            .field("otlp_endpoint", &self.otlp_endpoint)
+            .field("headers", &names)
+            .finish()
     }
 }
 

@@ -7,7 +7,7 @@ use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
     Adversary, Credential, CredentialSource, Env, Exec, Files, Http, HttpRule, Isolation, Limits,
-    NetMode, Network, OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Tls,
+    NetMode, Network, OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Telemetry, Tls,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -103,6 +103,7 @@ struct RawConfig {
     limits: Option<Spanned<RawLimits>>,
     isolation: Option<Spanned<RawIsolation>>,
     credentials: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>>,
+    telemetry: Option<Spanned<RawTelemetry>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +120,13 @@ struct RawCredential {
 #[serde(deny_unknown_fields)]
 struct RawTls {
     extra_roots: Entries,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    otlp_endpoint: Option<Spanned<String>>,
+    headers: Option<Spanned<BTreeMap<Spanned<String>, Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,6 +365,7 @@ impl Builder {
                 limits: Limits::default(),
                 isolation: Isolation::default(),
                 credentials: vec![],
+                telemetry: Telemetry::default(),
                 learn: false,
             },
             unrestricted_at: None,
@@ -429,6 +438,9 @@ impl Builder {
         }
         if let Some(creds) = &raw.credentials {
             self.apply_credentials(&cx, creds, project)?;
+        }
+        if let Some(t) = &raw.telemetry {
+            self.apply_telemetry(&cx, t, project)?;
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
@@ -562,6 +574,67 @@ impl Builder {
                 *slot = on.get_ref().then(|| cx.origin(key, "true", on.span()));
             }
         }
+        Ok(())
+    }
+
+    /// `[telemetry]`: the user's own layers only (a project must not redirect the
+    /// user's audit records). Each key a later layer sets replaces the earlier value.
+    fn apply_telemetry(&mut self, cx: &Cx, t: &Spanned<RawTelemetry>, project: bool) -> Result<()> {
+        if project {
+            return Err(cx.diag(
+                t.span(),
+                "a [telemetry] table cannot be in a project file: it would send your audit records where the project says",
+                "set it in ~/.sandpit/config.toml",
+            ));
+        }
+        let raw = t.get_ref();
+        let mut out = self.policy.telemetry.clone();
+        if let Some(e) = &raw.otlp_endpoint {
+            let url = e.get_ref().trim_end_matches('/');
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"));
+            let host = rest.map(|r| r.split('/').next().unwrap_or(""));
+            if host.is_none_or(|h| h.is_empty() || h.contains('@'))
+                || url.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(cx.diag(
+                    e.span(),
+                    format!("telemetry.otlp_endpoint {:?} is not an http(s) URL", e.get_ref()),
+                    "write the collector's OTLP/HTTP address, e.g. \"http://127.0.0.1:4318\" (logs go to its /v1/logs)",
+                ));
+            }
+            out.otlp_endpoint = Some(Rule {
+                value: url.to_string(),
+                origin: cx.origin("telemetry.otlp_endpoint", url, e.span()),
+            });
+        }
+        if let Some(h) = &raw.headers {
+            out.headers.clear();
+            for (name, value) in h.get_ref() {
+                let n = name.get_ref();
+                if n.is_empty()
+                    || !n
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                {
+                    return Err(cx.diag(
+                        name.span(),
+                        format!("telemetry.headers: {n:?} is not an HTTP header name"),
+                        "write a header name such as \"authorization\"",
+                    ));
+                }
+                if value.get_ref().chars().any(|c| c.is_control()) {
+                    return Err(cx.diag(
+                        value.span(),
+                        format!("telemetry.headers.{n}: the value has a control character"),
+                        "write the value on one line, without control characters",
+                    ));
+                }
+                out.headers.push((n.clone(), value.get_ref().clone()));
+            }
+        }
+        self.policy.telemetry = out;
         Ok(())
     }
 

@@ -1678,3 +1678,50 @@ fn a_credential_file_is_shown_masked_so_it_is_readable() {
     let d = err("[credentials.codex]\nenv = \"K\"\nsource = \"file:~/a\"\nhosts = [\"a.test\"]\nfile = \"~/a\"\n");
     at(&d, 5, 8, "the source itself");
 }
+
+#[test]
+fn telemetry_is_the_users_to_set_and_never_in_the_snapshot() {
+    assert_eq!(user("").unwrap().telemetry.otlp_endpoint, None);
+    let p = user(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/\"\n\
+         headers = { authorization = \"Bearer s3cret\" }\n",
+    )
+    .unwrap();
+    let e = p.telemetry.otlp_endpoint.as_ref().unwrap();
+    assert_eq!(e.value, "http://127.0.0.1:4318");
+    assert_eq!(
+        (e.origin.key.as_str(), e.origin.line),
+        ("telemetry.otlp_endpoint", 2)
+    );
+    assert_eq!(
+        p.telemetry.headers,
+        [("authorization".to_string(), "Bearer s3cret".to_string())]
+    );
+    // The token reaches neither the sandbox's snapshot nor a debug print.
+    let snap = p.snapshot();
+    assert!(!snap.windows(6).any(|w| w == b"s3cret"));
+    assert!(!format!("{p:?}").contains("s3cret"));
+    let back = Policy::from_snapshot(&snap).unwrap();
+    assert_eq!(back.telemetry.otlp_endpoint, None);
+    // Not a URL, a bad header: located errors.
+    at(
+        &err("[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n"),
+        2,
+        17,
+        "not an http(s) URL",
+    );
+    at(
+        &err("[telemetry]\notlp_endpoint = \"http://x\"\nheaders = { \"a b\" = \"v\" }\n"),
+        3,
+        13,
+        "not an HTTP header name",
+    );
+    // A project file may not redirect the user's records, nor add headers.
+    project_err(
+        "",
+        "[telemetry]\notlp_endpoint = \"http://evil.example:4318\"\n",
+        "cannot be in a project file",
+    );
+    let u = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
+    project_err(u, "[telemetry]\n", "cannot be in a project file");
+}

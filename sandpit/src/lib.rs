@@ -6,6 +6,7 @@ pub mod budget;
 pub mod caches;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod credentials;
 pub mod dns;
 pub mod gitcfg;
@@ -19,6 +20,7 @@ pub mod service;
 #[cfg(target_os = "linux")]
 pub mod splice;
 pub mod sys;
+pub mod telemetry;
 pub mod timing;
 pub mod trash;
 pub mod vcs;

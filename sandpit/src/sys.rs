@@ -41,6 +41,116 @@ pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Re
     }
 }
 
+/// Have the kernel attach each sender's credentials to what a unix socket
+/// receives (`SO_PASSCRED`), for [`recv_with_pid`].
+#[cfg(target_os = "linux")]
+pub fn pass_credentials(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on an open descriptor with a pointer to a c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            std::ptr::addr_of!(on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One datagram from a unix socket set up by [`pass_credentials`], and its
+/// sender's pid as the kernel gives it, in this process's pid namespace (`None`
+/// when none came, or the sender is not visible from here).
+#[cfg(target_os = "linux")]
+pub fn recv_with_pid(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<u32>)> {
+    use std::os::fd::AsRawFd;
+    // Room for one SCM_CREDENTIALS message, aligned for cmsghdr.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is a valid (empty) value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at iov (over `buf`) and `control`, both live and sized as
+    // stated, for the duration of the call.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut pid = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
+    // msg_controllen; a credentials message's payload is a ucred, read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET
+                && (*c).cmsg_type == libc::SCM_CREDENTIALS
+                && (*c).cmsg_len as usize
+                    >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
+            {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>());
+                pid = u32::try_from(cred.pid).ok().filter(|&p| p != 0);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, pid))
+}
+
+/// The pid and uid of the process at the other end of a unix stream socket, as
+/// the kernel recorded them when it connected (`SO_PEERCRED`; the pid in this
+/// process's pid namespace). Linux only: elsewhere an error.
+pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(u32, u32)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: getsockopt on an open socket, writing at most `len` bytes into
+        // `cred`, which lives across the call.
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                std::ptr::addr_of_mut!(cred).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        match u32::try_from(cred.pid) {
+            Ok(pid) if pid != 0 => Ok((pid, cred.uid)),
+            _ => Err(std::io::Error::other("the peer's pid is not visible here")),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = s;
+        Err(std::io::Error::other(
+            "peer credentials are read on Linux only",
+        ))
+    }
+}
+
 /// `n` random bytes from the kernel, as lowercase hex.
 pub fn random_hex(n: usize) -> std::io::Result<String> {
     use std::io::Read;

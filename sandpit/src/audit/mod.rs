@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 
 pub mod event;
 pub mod learn;
+pub mod ocsf;
+pub mod otlp;
 pub mod session;
 pub mod socket;
 pub mod summary;
@@ -73,6 +75,8 @@ pub enum Layer {
     Proxy,
     Dns,
     Shims,
+    /// The LLM reviewer's verdicts (`[adversary]`), allowed and denied.
+    Reviewer,
 }
 
 impl Layer {
@@ -84,6 +88,7 @@ impl Layer {
             Layer::Proxy => "proxy",
             Layer::Dns => "dns",
             Layer::Shims => "shims",
+            Layer::Reviewer => "reviewer",
         }
     }
 }
@@ -169,6 +174,18 @@ pub struct Record {
     /// The command's arguments, for `exec` and `start`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
+    /// The program that made the request (its executable's path), where the layer
+    /// knows it: the kernel's word for the sender of a report, never the report's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// That process's id, as the launcher sees it (outside the sandbox's pid
+    /// namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The OCSF classification (`class_uid`, `activity_id`, `category_uid`, …), at
+    /// the top level of the line as OCSF names them.
+    #[serde(flatten)]
+    pub ocsf: ocsf::Ocsf,
 }
 
 impl Record {
@@ -189,6 +206,9 @@ impl Record {
             rule: None,
             reason: String::new(),
             argv: vec![],
+            program: None,
+            pid: None,
+            ocsf: ocsf::Ocsf::of(action, decision),
         }
     }
 }
@@ -279,6 +299,8 @@ pub struct AuditLog {
     summarised: Mutex<std::collections::BTreeMap<(String, String, String), u64>>,
     /// The policy the run uses, to name the rule of proxy events.
     policy: Option<sandpit_policy::Policy>,
+    /// Where every record is also exported (`[telemetry] otlp_endpoint`).
+    exporter: Option<otlp::Exporter>,
 }
 
 impl AuditLog {
@@ -304,6 +326,7 @@ impl AuditLog {
             written: AtomicU64::new(0),
             summarised: Mutex::new(Default::default()),
             policy: None,
+            exporter: None,
         })
     }
 
@@ -311,6 +334,16 @@ impl AuditLog {
     pub fn with_policy(mut self, policy: sandpit_policy::Policy) -> AuditLog {
         self.policy = Some(policy);
         self
+    }
+
+    /// Export every record also to `exporter`.
+    pub fn with_exporter(mut self, exporter: otlp::Exporter) -> AuditLog {
+        self.exporter = Some(exporter);
+        self
+    }
+
+    pub fn exporter(&self) -> Option<&otlp::Exporter> {
+        self.exporter.as_ref()
     }
 
     pub fn run(&self) -> &str {
@@ -324,12 +357,17 @@ impl AuditLog {
     }
 
     /// Append one record (one line, one write). Denials are also kept in memory.
-    pub fn record(&self, r: Record) {
+    pub fn record(&self, mut r: Record) {
+        // Classified as it is now (a caller may have changed its action or decision).
+        r.ocsf = ocsf::Ocsf::of(&r.action, r.decision);
         let mut line = match serde_json::to_vec(&r) {
             Ok(l) => l,
             Err(_) => return,
         };
         line.push(b'\n');
+        if let Some(x) = &self.exporter {
+            x.send(&r);
+        }
         let cap = self
             .policy
             .as_ref()
@@ -354,7 +392,9 @@ impl AuditLog {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if r.decision.is_denial() {
+        // The reviewer's verdicts are enforced, and their denials recorded, by the
+        // layer that asked (interposer, shims, proxy): the summary shows those.
+        if r.decision.is_denial() && r.layer != Layer::Reviewer {
             if let Ok(mut k) = self.kept.lock() {
                 if k.len() < KEEP {
                     k.push(r);
@@ -522,6 +562,32 @@ pub(crate) fn proxy_record(
     r
 }
 
+/// What the reviewer reports with each verdict (`Reviewer::on_verdict`, adapted by
+/// the launcher): the action judged (`exec`, `connect`, `write`), its subject (the
+/// argument vector; `["host:port"]`; `["path"]`) and the verdict.
+pub type VerdictRecorder = dyn Fn(&str, &[String], &sandpit_policy::Verdict) + Send + Sync;
+
+/// A reviewer's verdict as a record: the command, the destination or the path it
+/// judged, and `adversary` as the rule.
+pub fn reviewer_record(
+    run: &str,
+    action: &str,
+    subject: &[String],
+    v: &sandpit_policy::Verdict,
+) -> Record {
+    let decision = match v.decision {
+        sandpit_policy::Decision::Allow => Decision::Allow,
+        _ => Decision::Deny,
+    };
+    let mut r = Record::new(run, Layer::Reviewer, action, subject.join(" "), decision);
+    if action == "exec" {
+        r.argv = subject.to_vec();
+    }
+    r.rule = v.rule.as_ref().map(RuleRef::from);
+    r.reason = v.reason.clone();
+    r
+}
+
 /// Read every record of a log file.
 pub fn read_log(path: &Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
@@ -529,11 +595,16 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|source| AuditError::Parse {
+            let mut r: Record = serde_json::from_str(l).map_err(|source| AuditError::Parse {
                 path: path.to_path_buf(),
                 line: i + 1,
                 source,
-            })
+            })?;
+            // A record from before the classification: it follows from the record.
+            if r.ocsf.class_name.is_empty() {
+                r.ocsf = ocsf::Ocsf::of(&r.action, r.decision);
+            }
+            Ok(r)
         })
         .collect()
 }
@@ -807,6 +878,26 @@ mod tests {
         assert!(line.contains("still running"), "{line}");
         let exit = Record::new(run, Layer::Launcher, "exit", "0".into(), Decision::Info);
         assert_eq!(abnormal_end(run, &[r, exit], false), None);
+    }
+
+    #[test]
+    fn records_written_before_the_event_schema_still_read() {
+        let old = r#"{"time":"2026-11-29T22:41:16.876Z","run":"r","layer":"interposer","action":"read","subject":"/h/.ssh/id_rsa","decision":"deny","rule":{"file":"f","key":"files.block_read","entry":"~/.ssh","line":9,"col":3},"reason":"x"}"#;
+        let r: Record = serde_json::from_str(old).unwrap();
+        assert_eq!((r.pid, r.program.as_deref()), (None, None));
+        assert_eq!(r.ocsf, ocsf::Ocsf::default());
+        // Reading a log fills it in.
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.jsonl");
+        std::fs::write(&path, format!("{old}\n")).unwrap();
+        let back = read_log(&path).unwrap();
+        assert_eq!(back[0].ocsf.class_uid, 1001);
+        // A record written now carries the fields at the top level, and reads back.
+        let mut now = Record::new("r", Layer::Interposer, "read", "/x".into(), Decision::Deny);
+        now.pid = Some(42);
+        let line = serde_json::to_string(&now).unwrap();
+        assert!(line.contains(r#""pid":42,"class_uid":1001,"#), "{line}");
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), now);
     }
 
     #[test]

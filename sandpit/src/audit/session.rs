@@ -30,6 +30,8 @@ pub enum SessionError {
     Inject(#[from] crate::inject::InjectError),
     #[error("interposer: the value of {0} is not valid UTF-8 (the home directory's path?)")]
     NotUtf8(String),
+    #[error("{0}; the command was not started (fix or remove [telemetry] in the file named)")]
+    Telemetry(#[from] super::otlp::ExportError),
 }
 
 pub struct Session {
@@ -66,7 +68,13 @@ impl Session {
         run: String,
     ) -> Result<Session, SessionError> {
         let ctx = &policy.context;
-        let log = Arc::new(AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone()));
+        // Checked before the log exists: a bad endpoint stops the run with nothing made.
+        let target = super::otlp::Target::from_policy(policy)?;
+        let mut log = AuditLog::create(&ctx.state_dir, &run)?.with_policy(policy.clone());
+        if let Some(t) = target {
+            log = log.with_exporter(super::otlp::Exporter::new(t, &run));
+        }
+        let log = Arc::new(log);
         let limits = &policy.limits;
         super::prune_logs(
             &ctx.state_dir,
@@ -113,6 +121,7 @@ impl Session {
             shown.join(" "),
             Decision::Info,
         );
+        start.program = shown.first().cloned();
         start.argv = shown;
         let mut notes = vec![];
         // The socket is there for every run, so any layer inside (the interposer,
@@ -153,6 +162,9 @@ impl Session {
     /// own; started after the sandbox's processes are forked). Until then, and at
     /// [`Session::finish`], reports wait queued on the socket.
     pub fn listen(&self) {
+        if let Some(x) = self.log.exporter() {
+            x.start();
+        }
         if let Some(Err(e)) = self.listener.as_ref().map(Listener::read) {
             eprintln!("sandpit: warning: denials inside the sandbox are logged only when the run ends: {e}");
         }
@@ -169,6 +181,24 @@ impl Session {
     pub fn log_path(&self) -> &Path {
         self.log.path()
     }
+    /// What the reviewer calls with each verdict: a `reviewer` record in the log.
+    pub fn verdict_recorder(&self) -> Arc<super::VerdictRecorder> {
+        let log = self.log.clone();
+        Arc::new(
+            move |action: &str, subject: &[String], v: &sandpit_policy::Verdict| {
+                log.record(super::reviewer_record(log.run(), action, subject, v))
+            },
+        )
+    }
+
+    /// How the OTLP export masks secrets (`[telemetry]`; the launcher's glue builds
+    /// it from the reviewer's redactor). Without one nothing is exported.
+    pub fn set_export_masker(&self, m: super::otlp::MaskerFactory) {
+        if let Some(x) = self.log.exporter() {
+            x.set_masker(m);
+        }
+    }
+
     /// The log, as the proxy's and DNS responder's audit sink.
     pub fn sink(&self) -> Arc<AuditLog> {
         self.log.clone()
@@ -234,6 +264,7 @@ impl Session {
             None => "the command did not start".into(),
         };
         self.log.record(r);
+        self.finish_export();
         let denials = self.log.denials();
         if let Some(text) = summary::render(&self.home, self.log.run(), self.log.path(), &denials) {
             eprint!("{text}");
@@ -263,6 +294,34 @@ impl Session {
             }
         }
         let _ = std::fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+impl Session {
+    /// Send what is left to the collector (bounded), then record and say what was
+    /// not exported: one line, once.
+    fn finish_export(&self) {
+        let Some(x) = self.log.exporter() else {
+            return;
+        };
+        let out = x.finish();
+        let mut r = Record::new(
+            self.log.run(),
+            Layer::Launcher,
+            "telemetry",
+            out.endpoint.clone(),
+            Decision::Info,
+        );
+        r.reason = format!(
+            "{} records exported over OTLP, {} not",
+            out.exported, out.lost
+        );
+        if let Some(line) = out.line(self.log.path()) {
+            eprintln!("{line}");
+            r.reason = line.trim_start_matches("sandpit: telemetry: ").to_string();
+        }
+        // Local only: the exporter is closed.
+        self.log.record(r);
     }
 }
 

@@ -197,6 +197,9 @@ impl Listener {
         };
         let sock = UnixDatagram::bind(path).map_err(io)?;
         sock.set_nonblocking(true).map_err(io)?;
+        // The kernel's word for each sender's pid (a record's `pid` and `program`).
+        #[cfg(target_os = "linux")]
+        crate::sys::pass_credentials(sock.as_fd()).map_err(io)?;
         let shared = Arc::new(Shared {
             sock,
             log,
@@ -264,18 +267,42 @@ impl Shared {
     }
 }
 
+/// One datagram, and its sender's pid as the kernel gives it (in the launcher's
+/// pid namespace), where the platform says.
+#[cfg(target_os = "linux")]
+fn recv(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<(usize, Option<u32>)> {
+    crate::sys::recv_with_pid(sock.as_fd(), buf)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn recv(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<(usize, Option<u32>)> {
+    sock.recv(buf).map(|n| (n, None))
+}
+
+/// The executable of process `pid`, while it still runs.
+fn program(pid: u32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
 impl Reader {
     /// Record the datagrams queued now (at most `max`), up to the run's limits.
     fn drain(&mut self, sock: &UnixDatagram, log: &AuditLog, max: usize) {
         for _ in 0..max {
-            match sock.recv(&mut self.buf) {
+            match recv(sock, &mut self.buf) {
                 // Empty: nothing worth logging.
-                Ok(0) => {}
-                Ok(n) => {
+                Ok((0, _)) => {}
+                Ok((n, pid)) => {
                     if self.count < MAX_RECORDS && self.bytes + n <= MAX_BYTES {
                         self.count += 1;
                         self.bytes += n;
-                        log.record(parse(log.run(), log.policy(), &self.buf[..n]));
+                        let mut r = parse(log.run(), log.policy(), &self.buf[..n]);
+                        if let Some(pid) = pid {
+                            r.pid = Some(pid);
+                            r.program = program(pid);
+                        }
+                        log.record(r);
                     } else {
                         self.dropped += 1;
                     }

@@ -235,5 +235,17 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         }
         .ok();
     }
+    if let Some(e) = &p.telemetry.otlp_endpoint {
+        let _ = writeln!(
+            o,
+            "\n[telemetry]\notlp_endpoint = {:?}  # {}",
+            e.value,
+            e.origin.location()
+        );
+        // The values may be a collector's token: names only.
+        for (name, _) in &p.telemetry.headers {
+            let _ = writeln!(o, "# header {name} (value not shown)");
+        }
+    }
     o
 }

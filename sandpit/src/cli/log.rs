@@ -105,6 +105,13 @@ pub fn human(home: &Path, r: &Record) -> String {
             audit::summary::shown(&r.reason)
         ));
     }
+    if let Some(pid) = r.pid {
+        let program = r.program.as_deref().map(audit::summary::shown);
+        s.push_str(&format!(
+            "    by:     pid {pid}{}\n",
+            program.map(|p| format!(" ({p})")).unwrap_or_default()
+        ));
+    }
     s
 }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod exec;
 pub mod explain;
 pub mod init;
+pub mod live;
 pub mod log;
 pub mod plan;
 pub mod run;
@@ -47,6 +48,10 @@ pub enum Command {
     Log(log::Args),
     /// Make a launcher that runs an app, binary or desktop entry under sandpit.
     Wrap(wrap::Args),
+    /// Let a running run reach HOST from now on (until it ends).
+    Allow(live::Args),
+    /// Refuse HOST to a running run from now on (until it ends).
+    Deny(live::Args),
 }
 
 pub const EXIT_USAGE: i32 = 2;
@@ -75,6 +80,8 @@ pub fn main() -> i32 {
         Command::Exec(a) => exec::execute(a),
         Command::Log(a) => log::execute(a),
         Command::Wrap(a) => wrap::execute(a),
+        Command::Allow(a) => live::execute(crate::control::Op::Allow, a),
+        Command::Deny(a) => live::execute(crate::control::Op::Deny, a),
     };
     match result {
         Ok(code) => code,

@@ -142,6 +142,10 @@ impl Drop for Sockets {
     }
 }
 
+/// Told each verdict of the reviewer: the action (`exec`, `connect`, `write`), what
+/// it judged (the argument vector, `["host:port"]`, `["path"]`), the verdict.
+pub type OnVerdict = dyn Fn(&str, &[String], &sandpit_policy::Verdict) + Send + Sync;
+
 /// Everything set up for one run before the fork.
 pub struct Prepared {
     state_dir: PathBuf,
@@ -169,6 +173,11 @@ pub struct Prepared {
     /// `[credentials]`: the secrets and the run's CA, and the variables that point
     /// the sandbox's TLS clients at the CA.
     inject: Option<Injecting>,
+    /// What the proxy and DNS responder ask instead of the policy, when set
+    /// (`control::Live`: rules `sandpit allow`/`deny` change during the run).
+    decide: Option<Arc<dyn crate::proxy::Decide>>,
+    /// Where the reviewer reports each verdict (the audit log).
+    on_verdict: Option<Arc<OnVerdict>>,
 }
 
 /// The run's credentials and CA, and the child's variables for them.
@@ -317,6 +326,8 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         adversary,
         nofile,
         inject,
+        decide: None,
+        on_verdict: None,
     })
 }
 
@@ -525,6 +536,21 @@ fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
 }
 
 impl Prepared {
+    /// The interposer's policy snapshot.
+    pub fn snapshot(&self) -> &Path {
+        &self.snapshot
+    }
+
+    /// Report each of the reviewer's verdicts to `f` (the audit log).
+    pub fn set_on_verdict(&mut self, f: Arc<OnVerdict>) {
+        self.on_verdict = Some(f);
+    }
+
+    /// Let the proxy and DNS responder ask `d` instead of the policy.
+    pub fn set_decide(&mut self, d: Arc<dyn crate::proxy::Decide>) {
+        self.decide = Some(d);
+    }
+
     /// The proxy and DNS sockets for the kernel plan's bridge (`None`: no proxy of
     /// ours — the network is offline, or `--proxy-socket` was given).
     pub fn network(&self) -> Option<(PathBuf, PathBuf)> {
@@ -792,7 +818,8 @@ impl Prepared {
         };
         let mut review = None;
         if let Some((_, listener)) = self.adversary.take() {
-            let (service, reviewer) = start_adversary(&self.policy, listener)?;
+            let (service, reviewer) =
+                start_adversary(&self.policy, listener, self.on_verdict.clone())?;
             if reviews(&self.policy, sandpit_policy::ReviewEvent::Network) {
                 review = Some(crate::proxy::Reviewing(Arc::new(
                     crate::adversary::NetworkReview::new(reviewer, service.rt.handle().clone()),
@@ -816,12 +843,18 @@ impl Prepared {
             .map_err(|e| LaunchError::Proxy(format!("tokio runtime: {e}")))?;
         let _enter = rt.enter();
         use crate::proxy::limits::Limit;
+        // The live rules (`sandpit allow`/`deny`) when set, else the policy; with
+        // [credentials], a sentinel bound for another host is refused first.
+        let rules: Arc<dyn crate::proxy::Decide> = match &self.decide {
+            Some(d) => d.clone(),
+            None => self.policy.clone(),
+        };
         let decide: Arc<dyn crate::proxy::Decide> = match &self.inject {
             Some((inject, _)) => Arc::new(crate::proxy::mitm::SentinelGuard {
-                inner: self.policy.clone(),
+                inner: rules,
                 inject: inject.clone(),
             }),
-            None => self.policy.clone(),
+            None => rules,
         };
         let resolver = Arc::new(crate::dns::Resolver::new(crate::dns::Upstream::System));
         let (sink, mut rx) = crate::proxy::ChannelSink::new(CHANNEL);
@@ -983,6 +1016,7 @@ fn reviews(policy: &Policy, event: sandpit_policy::ReviewEvent) -> bool {
 fn start_adversary(
     policy: &Policy,
     listener: UnixListener,
+    on_verdict: Option<Arc<OnVerdict>>,
 ) -> Result<(AdversaryService, Arc<crate::adversary::Reviewer>)> {
     let err = |e: &dyn std::fmt::Display| LaunchError::Adversary(e.to_string());
     let env: Vec<(String, String)> = std::env::vars().collect();
@@ -996,6 +1030,17 @@ fn start_adversary(
     let reviewer = crate::adversary::Reviewer::from_policy(policy, &env)
         .map_err(|e| err(&e))?
         .ok_or_else(|| err(&"no [adversary] in the policy"))?;
+    let reviewer = match on_verdict {
+        Some(f) => reviewer.on_verdict(move |q, v| {
+            let action = match q.event {
+                sandpit_policy::ReviewEvent::Exec => "exec",
+                sandpit_policy::ReviewEvent::Network => "connect",
+                sandpit_policy::ReviewEvent::Write => "write",
+            };
+            f(action, &q.argv, v)
+        }),
+        None => reviewer,
+    };
     listener.set_nonblocking(true).map_err(|e| err(&e))?;
     let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| err(&e))?;
     let reviewer = Arc::new(reviewer);

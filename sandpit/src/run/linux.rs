@@ -205,6 +205,12 @@ fn carry_out(
     let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
     crate::timing::mark("audit session started");
     let mut launch = super::launch(run, &session, false)?;
+    // `sandpit allow`/`deny` during the run (src/control); the reviewer's verdicts
+    // and the OTLP export's masking of secrets (src/telemetry).
+    let (live, control) = crate::control::prepare(policy, &session, launch.snapshot());
+    launch.set_decide(live);
+    launch.set_on_verdict(session.verdict_recorder());
+    session.set_export_masker(crate::telemetry::masker(policy));
     crate::timing::mark("run prepared (snapshot, interposer, sockets)");
     // Package caches of sandpit's own, writable (the host's stay read-only).
     if let Some(cache) = &run.caches {
@@ -291,6 +297,7 @@ fn carry_out(
     };
     crate::timing::mark("command exec'd");
     session.listen();
+    let control = crate::control::serve(control);
     if let Some(l) = running.take_bridge() {
         launch.serve_bridge(l);
     }
@@ -314,6 +321,7 @@ fn carry_out(
         quarantine(p, &quarantine_tag, &session);
     }
     crate::timing::mark("proxy and DNS stopped");
+    drop(control);
     session.finish(result.as_ref().ok().copied());
     crate::timing::mark("audit session finished, run directory removed");
     Ok(result?)

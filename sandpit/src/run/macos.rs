@@ -77,6 +77,7 @@ fn run_with_scratch(
     let policy = &run.policy;
     super::make_state_dirs(&run)?;
     let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
+    session.set_export_masker(crate::telemetry::masker(policy));
     let mut launch = super::launch(&run, &session, true)?;
 
     // The profile: the policy's files, the proxy's port, the sockets the layers

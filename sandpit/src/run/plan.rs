@@ -361,6 +361,13 @@ mod tests {
         let under = home_in(Path::new("/tmp"));
         let p = effective(loaded(&under, "").policy, true, false);
         assert_eq!(tmpfs_grants(&p), [PathBuf::from("/dev/shm")]);
+        // The state directory alone under /tmp (SANDPIT's own there): the same.
+        let mut p = loaded(&h, "").policy;
+        p.context.state_dir = PathBuf::from("/tmp/sandpit-state");
+        assert_eq!(
+            tmpfs_grants(&effective(p, true, false)),
+            [PathBuf::from("/dev/shm")]
+        );
     }
 
     #[test]
@@ -478,5 +485,22 @@ mod tests {
         assert!(k.shims && k.policy.learn);
         let s = plan_of(&h, "[shims]\nenabled = true\n", &[], ns).unwrap();
         assert!(s.shims);
+        // A program the interposer cannot load into (static): off, and why.
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/elf/static-x86_64");
+        let facts = Facts {
+            support: &SUPPORT,
+            mode: ns,
+            cwd: h.ctx.workspace.clone(),
+            run_dir: h.ctx.state_dir.join("run/RUN"),
+            proxy_port: 3128,
+        };
+        let argv = ["sandpit", "--", fixture.to_str().unwrap()];
+        let req = Cli::try_parse_from(argv).unwrap().run;
+        let st = plan(&req, loaded(&h, ""), &facts).unwrap();
+        let why = st
+            .interposer_off()
+            .expect("a static program runs without the interposer");
+        assert!(why.contains("static"), "{why}");
     }
 }

@@ -74,11 +74,9 @@ pub trait Decide: Send + Sync + 'static {
 
     /// May this HTTP request go (`[network.http]`: method and path)? Asked for
     /// plain HTTP and for hosts whose TLS sandpit terminates; `target` is the
-    /// request target in origin form. Without such rules, yes.
-    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
-        let _ = (method, scheme, host, port, target);
-        Verdict::allow(None, "no [network.http] rules")
-    }
+    /// request target in origin form. Without such rules, yes. No default: a
+    /// decider that wraps another must pass this on, or the rules go unenforced.
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict;
 }
 
 fn verdict(v: sandpit_policy::Verdict) -> Verdict {
