@@ -1,7 +1,7 @@
-//! HTTP/1 request head parsing for deciding, and the status that answers a request to
-//! switch protocols (pure). Strict on purpose: anything a lenient server might read
-//! differently (folded lines, two Host headers, control characters, userinfo) is an
-//! error, and an error is a denial.
+//! HTTP/1 request head parsing for deciding (the syntax is `httparse`'s, hyper's
+//! parser), and the status that answers a request to switch protocols (pure). Strict
+//! on purpose: anything a lenient server might read differently (folded lines, two
+//! Host headers, control characters, userinfo) is an error, and an error is a denial.
 
 /// Largest request head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -59,37 +59,62 @@ pub fn looks_like_http(buf: &[u8]) -> bool {
 
 /// Parse the head at the start of `buf`: `Ok(None)` = need more bytes; `Ok(Some((head,
 /// len)))` where `len` is the number of bytes the head takes.
+///
+/// The syntax is `httparse`'s (the parser hyper uses), with sandpit's stricter rules
+/// on top: an upper-case method, a visible-ASCII target, HTTP/1.0 or 1.1 only, no
+/// control character in a value, at most one Host header. httparse already refuses
+/// folded lines, a space before the colon and more than one space between the
+/// request line's parts.
 pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
-    let Some(end) = find_head_end(buf) else {
-        if buf.len() > MAX_HEAD {
-            return Err(HttpError::TooLarge);
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let end = match req.parse(buf) {
+        Ok(httparse::Status::Complete(end)) => end,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > MAX_HEAD {
+                return Err(HttpError::TooLarge);
+            }
+            // Reject early what can never become a request line.
+            if !buf.is_empty() && !looks_like_http(&buf[..buf.len().min(17)]) {
+                return Err(HttpError::RequestLine);
+            }
+            return Ok(None);
         }
-        // Reject early what can never become a request line.
-        if !buf.is_empty() && !looks_like_http(&buf[..buf.len().min(17)]) {
-            return Err(HttpError::RequestLine);
-        }
-        return Ok(None);
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::TooManyHeaders),
+        Err(
+            httparse::Error::HeaderName | httparse::Error::HeaderValue | httparse::Error::NewLine,
+        ) if request_line_done(buf) => return Err(HttpError::HeaderLine),
+        Err(_) => return Err(HttpError::RequestLine),
     };
     if end > MAX_HEAD {
         return Err(HttpError::TooLarge);
     }
-    let text = &buf[..end];
-    let mut lines = split_lines(text);
-    let first = lines.next().ok_or(HttpError::RequestLine)?;
-    let (method, target, minor) = parse_request_line(first)?;
-    let mut headers = Vec::new();
-    for line in lines {
-        if line.is_empty() {
-            break;
+    let (Some(m), Some(t), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::RequestLine);
+    };
+    if !m.bytes().all(|b| b.is_ascii_uppercase())
+        || !t.bytes().all(|b| b.is_ascii_graphic())
+        || minor > 1
+    {
+        return Err(HttpError::RequestLine);
+    }
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        if h.value
+            .iter()
+            .any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
+        {
+            return Err(HttpError::HeaderLine);
         }
-        if headers.len() >= MAX_HEADERS {
-            return Err(HttpError::TooManyHeaders);
-        }
-        headers.push(parse_header_line(line)?);
+        let value = std::str::from_utf8(h.value).map_err(|_| HttpError::HeaderLine)?;
+        headers.push((
+            h.name.to_ascii_lowercase(),
+            value.trim_matches([' ', '\t']).to_string(),
+        ));
     }
     let head = Head {
-        method,
-        target,
+        method: m.to_string(),
+        target: t.to_string(),
         minor,
         headers,
     };
@@ -120,50 +145,9 @@ fn split_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
 }
 
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn parse_request_line(line: &[u8]) -> Result<(String, String, u8), HttpError> {
-    let s = std::str::from_utf8(line).map_err(|_| HttpError::RequestLine)?;
-    let mut parts = s.split(' ');
-    let (Some(m), Some(t), Some(v), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(HttpError::RequestLine);
-    };
-    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(HttpError::RequestLine);
-    }
-    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(HttpError::RequestLine);
-    }
-    let minor = match v {
-        "HTTP/1.1" => 1,
-        "HTTP/1.0" => 0,
-        _ => return Err(HttpError::RequestLine),
-    };
-    Ok((m.to_string(), t.to_string(), minor))
-}
-
-fn parse_header_line(line: &[u8]) -> Result<(String, String), HttpError> {
-    let colon = line
-        .iter()
-        .position(|&b| b == b':')
-        .ok_or(HttpError::HeaderLine)?;
-    let (name, value) = (&line[..colon], &line[colon + 1..]);
-    if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
-        return Err(HttpError::HeaderLine);
-    }
-    if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-        return Err(HttpError::HeaderLine);
-    }
-    let value = std::str::from_utf8(value).map_err(|_| HttpError::HeaderLine)?;
-    let name = std::str::from_utf8(name).map_err(|_| HttpError::HeaderLine)?;
-    Ok((
-        name.to_ascii_lowercase(),
-        value.trim_matches([' ', '\t']).to_string(),
-    ))
+/// Whether `buf` holds a whole request line (so a parse error lies in the headers).
+fn request_line_done(buf: &[u8]) -> bool {
+    buf.contains(&b'\n')
 }
 
 impl Head {
