@@ -59,15 +59,7 @@ pub(crate) fn at_urgent_mark(fd: BorrowedFd<'_>) -> bool {
 /// Move up to `len` bytes from `from` to `to` without blocking; one of them must be a
 /// pipe. `Ok(0)` from a socket means end of stream.
 pub(crate) fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
-    use rustix::pipe::SpliceFlags;
-    Ok(rustix::pipe::splice(
-        from,
-        None,
-        to,
-        None,
-        len,
-        SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
-    )?)
+    splice_with(from, to, len, rustix::pipe::SpliceFlags::NONBLOCK)
 }
 
 /// [`splice`] blocking as the descriptors do (the bridge's threads).
@@ -76,14 +68,17 @@ pub(crate) fn splice_blocking(
     to: BorrowedFd<'_>,
     len: usize,
 ) -> io::Result<usize> {
-    Ok(rustix::pipe::splice(
-        from,
-        None,
-        to,
-        None,
-        len,
-        rustix::pipe::SpliceFlags::MOVE,
-    )?)
+    splice_with(from, to, len, rustix::pipe::SpliceFlags::empty())
+}
+
+fn splice_with(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    len: usize,
+    flags: rustix::pipe::SpliceFlags,
+) -> io::Result<usize> {
+    let flags = flags | rustix::pipe::SpliceFlags::MOVE;
+    Ok(rustix::pipe::splice(from, None, to, None, len, flags)?)
 }
 
 /// Splice pipes open at once in the launcher, across every tunnel of the proxy and

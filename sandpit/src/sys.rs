@@ -90,11 +90,26 @@ pub fn recv_with_pid(
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: recvmsg filled `msg`'s control buffer, which is still live.
+    let pid = unsafe { sender_pid(&msg) };
+    Ok((
+        n as usize,
+        pid.and_then(|p| u32::try_from(p).ok()).filter(|&p| p != 0),
+    ))
+}
+
+/// The sender's pid from the `SCM_CREDENTIALS` message in `msg`'s control buffer.
+///
+/// # Safety
+/// `msg` was filled by a successful `recvmsg` and its control buffer is still live.
+#[cfg(target_os = "linux")]
+pub unsafe fn sender_pid(msg: &libc::msghdr) -> Option<libc::pid_t> {
     let mut pid = None;
     // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, within
-    // msg_controllen; a credentials message's payload is a ucred, read unaligned.
+    // msg_controllen (the caller's promise); a credentials message's payload is a
+    // ucred, read unaligned.
     unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET
                 && (*c).cmsg_type == libc::SCM_CREDENTIALS
@@ -102,12 +117,12 @@ pub fn recv_with_pid(
                     >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
             {
                 let cred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>());
-                pid = u32::try_from(cred.pid).ok().filter(|&p| p != 0);
+                pid = Some(cred.pid);
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
+            c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    Ok((n as usize, pid))
+    pid
 }
 
 /// The pid and uid of the process at the other end of a unix stream socket, as

@@ -87,23 +87,8 @@ pub fn recv_with_pid(
     // SAFETY: hdr describes `name`, `buf` (through iov) and `cbuf`, all valid and
     // writable for the lengths it gives.
     let n = unsafe { crate::sys::recvmsg(sock.as_raw_fd(), &mut hdr) }?;
-    let mut pid = None;
-    // SAFETY: walking the control buffer the kernel filled, within msg_controllen;
-    // a credentials message carries one ucred (read unaligned).
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET
-                && (*c).cmsg_type == libc::SCM_CREDENTIALS
-                && (*c).cmsg_len as usize
-                    >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
-            {
-                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>());
-                pid = Some(cred.pid);
-            }
-            c = libc::CMSG_NXTHDR(&hdr, c);
-        }
-    }
+    // SAFETY: recvmsg filled `hdr`'s control buffer, `cbuf`, which is still live.
+    let pid = unsafe { crate::sys::sender_pid(&hdr) };
     Ok((n, pid, unix_addr(&name, hdr.msg_namelen as usize)))
 }
 

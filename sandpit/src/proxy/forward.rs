@@ -35,7 +35,9 @@ pub(crate) async fn serve<S: Io>(proxy: Arc<Proxy>, io: Prefixed<S>, need_token:
         .await;
 }
 
-fn respond(code: u16, body: String) -> Response<Body> {
+/// sandpit's own answer `code` with a plain-text `body`, marked as sandpit's
+/// (`x-sandpit-denied`); the TLS-terminating side (`mitm.rs`) answers the same way.
+pub(crate) fn respond(code: u16, body: String) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
     *resp.status_mut() =
         hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);

@@ -281,18 +281,7 @@ pub(crate) async fn serve<S: Io>(
         .await;
 }
 
-fn respond(code: u16, body: String) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    let h = resp.headers_mut();
-    h.insert(
-        "content-type",
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert("x-sandpit-denied", HeaderValue::from_static("1"));
-    resp
-}
+use super::forward::respond;
 
 impl Conn {
     /// TLS to the server over `tcp`, verified for the decided name; then HTTP/1.1.
