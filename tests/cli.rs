@@ -345,3 +345,29 @@ fn a_failure_with_no_recorded_refusal_says_where_it_may_come_from() {
     assert!(err.contains("deny write ~/f"), "{err}");
     assert!(!err.contains("no layer recorded"), "{err}");
 }
+
+/// A reader that stops early (`| head`) ends a printing command quietly: no panic,
+/// no backtrace, as with other tools.
+#[test]
+fn printing_commands_end_quietly_when_the_reader_goes() {
+    let h = TestHome::new();
+    for args in ["config", "plan -- true", "explain read /etc/passwd"] {
+        let o = h
+            .command("sh")
+            .arg("-c")
+            .arg(format!(
+                "for i in 1 2 3 4 5 6 7 8; do '{}' {args}; done | head -c 1 >/dev/null",
+                common::sandpit_bin().display()
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args}: {err}"
+        );
+    }
+    // The positive control: the same command whole.
+    let o = h.sandpit().arg("config").output().unwrap();
+    assert!(o.status.success() && !o.stdout.is_empty());
+}

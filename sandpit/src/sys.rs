@@ -1,6 +1,15 @@
 //! The launcher's portable system calls, through rustix where it has them
 //! (platform-specific ones live in `sandbox/linux/sys.rs` and `sandbox/macos/sys.rs`).
 
+/// Let SIGPIPE end this process, as it ends most programs (Rust ignores it, so a
+/// write to a closed pipe is an error, which `println!` turns into a panic).
+pub fn default_sigpipe() {
+    // SAFETY: resetting one signal's disposition to the default; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// The real uid of this process.
 pub fn uid() -> u32 {
     rustix::process::getuid().as_raw()

@@ -69,6 +69,20 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    // Commands that only print: a reader that goes away (`sandpit config | head`)
+    // ends them quietly, as it ends other tools, instead of a panic on the write.
+    // Not `run` or `exec`, whose proxy and shims must outlive a closed pipe.
+    if matches!(
+        cli.command,
+        Command::Check(_)
+            | Command::Config(_)
+            | Command::Explain(_)
+            | Command::Plan(_)
+            | Command::Completions(_)
+            | Command::Log(_)
+    ) {
+        crate::sys::default_sigpipe();
+    }
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Config(a) => config::execute(a),
