@@ -30,16 +30,7 @@ const REAL_SECOND: &str = "tok-REAL-second-88e1c0d4a2";
 
 /// A HOME outside /tmp (as in everyday.rs: under /tmp sandpit shows it read-only).
 fn home() -> TestHome {
-    let dir = tempfile::Builder::new()
-        .prefix("sandpit-cred-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let h = TestHome { dir };
-    std::fs::create_dir_all(h.workspace()).unwrap();
-    for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
-        h.give_to_test_user(&p);
-    }
-    h
+    TestHome::new_in("/var/tmp")
 }
 
 /// The test CA and a server certificate for each name.

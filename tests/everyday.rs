@@ -23,16 +23,7 @@ use common::{text, TestHome, PROTECTED};
 /// HOME outside `/tmp` (under /tmp sandpit brings it back read-only over the private
 /// tmpfs, and then the interposer does not allow writing the rest of /tmp).
 fn home() -> TestHome {
-    let dir = tempfile::Builder::new()
-        .prefix("sandpit-everyday-")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let h = TestHome { dir };
-    std::fs::create_dir_all(h.workspace()).unwrap();
-    for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
-        h.give_to_test_user(&p);
-    }
-    h
+    TestHome::new_in("/var/tmp")
 }
 
 /// `sandpit run -- sh -c SCRIPT` in the workspace; the run must succeed.

@@ -64,15 +64,7 @@ impl World {
     fn new(limits: &str) -> World {
         // Under /var/tmp: a HOME under /tmp keeps the host's /tmp (read-only) in the
         // sandbox instead of a private one.
-        let dir = tempfile::Builder::new()
-            .prefix("sandpit-exhaustion-")
-            .tempdir_in("/var/tmp")
-            .unwrap();
-        let h = TestHome { dir };
-        std::fs::create_dir_all(h.workspace()).unwrap();
-        for p in [h.dir.path().to_path_buf(), h.home(), h.workspace()] {
-            h.give_to_test_user(&p);
-        }
+        let h = TestHome::new_in("/var/tmp");
         let control = Sink::start("127.0.0.2", "control");
         let allowed = Sink::start("127.0.0.2", "allowed");
         let blocked = Sink::start("127.0.0.3", "blocked");
