@@ -232,8 +232,13 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         )?
     };
 
+    // Once: the kernel input lists the same variables (`launch::withheld_env`).
+    #[cfg(target_os = "linux")]
+    let withheld = kernel.env_withheld.clone();
+    #[cfg(not(target_os = "linux"))]
+    let withheld = crate::launch::withheld_env(&policy);
     Ok(RunPlan {
-        withheld: crate::launch::withheld_env(&policy),
+        withheld,
         policy,
         profile: loaded.profile,
         sources: loaded.sources,
