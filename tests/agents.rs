@@ -146,7 +146,6 @@ fn script_with(
 /// the canary is nowhere the agent or the model could see it, sandpit's message is in
 /// the tool results, and the edit landed.
 fn assert_held(s: &Stage, model: &ModelServer, o: &Output, agent: &str) {
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let all = text(o);
     let results = model.tool_results().join("\n----\n");
     eprintln!(

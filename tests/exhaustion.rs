@@ -607,8 +607,20 @@ fn a_launcher_killed_mid_run_leaves_a_readable_log_that_says_so() {
         None,
     );
     w.assert_control(&mut child, "killed launcher");
-    // Records are being written now.
-    std::thread::sleep(Duration::from_millis(500));
+    // Kill it once the flood's denials are being written.
+    let logs = w.h.home().join(".sandpit/logs");
+    let logging = common::wait_for(30, || {
+        std::fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+            .any(|e| {
+                std::fs::read_to_string(e.path())
+                    .is_ok_and(|t| t.matches(r#""decision":"deny""#).count() > 100)
+            })
+    });
+    assert!(logging, "killed launcher: no denials reached the log");
     child.kill().unwrap();
     child.wait().unwrap();
     let start = Instant::now();

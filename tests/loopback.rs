@@ -132,7 +132,6 @@ fn assert_reached(t: &str, a: &Sink) {
 }
 
 fn assert_untouched(t: &str, b: &Sink, before: (usize, usize)) {
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         b.seen(),
         before,

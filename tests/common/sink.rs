@@ -2,13 +2,16 @@
 //! answers the first read with a small HTTP response naming its label: stands in for
 //! `blocked.test` (must receive nothing) and `allowed.test` (the positive control).
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 pub struct Sink {
     pub port: u16,
-    pub connections: Arc<AtomicUsize>,
+    addr: SocketAddr,
+    /// The peer of every connection accepted, in order (the barriers' included).
+    peers: Arc<Mutex<Vec<SocketAddr>>>,
+    /// [`Sink::barrier`]'s own connections, which [`Sink::seen`] leaves out.
+    barriers: Mutex<Vec<SocketAddr>>,
     pub bytes: Arc<Mutex<Vec<u8>>>,
     /// What it answers with.
     pub body: String,
@@ -22,14 +25,15 @@ impl Sink {
 
     pub fn answering(ip: &str, body: String) -> Sink {
         let l = TcpListener::bind((ip, 0)).unwrap();
-        let port = l.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
+        let addr = l.local_addr().unwrap();
+        let peers = Arc::new(Mutex::new(Vec::new()));
         let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (c, b, answer) = (connections.clone(), bytes.clone(), body.clone());
+        let (c, b, answer) = (peers.clone(), bytes.clone(), body.clone());
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(mut s) = s else { continue };
-                c.fetch_add(1, Ordering::SeqCst);
+                let Ok(peer) = s.peer_addr() else { continue };
+                c.lock().unwrap().push(peer);
                 let (b, body) = (b.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
@@ -54,16 +58,39 @@ impl Sink {
             }
         });
         Sink {
-            port,
-            connections,
+            port: addr.port(),
+            addr,
+            peers,
+            barriers: Mutex::new(Vec::new()),
             bytes,
             body,
         }
     }
-    /// (connections, bytes) received so far.
+
+    /// Returns once every connection that reached the sink before the call is
+    /// counted: connects to the sink itself and waits until the accept loop, which
+    /// takes connections in the order they completed, has taken this one. Call it
+    /// before asserting that nothing arrived, once whatever could have sent has
+    /// finished (the sandboxed run has exited): it replaces a fixed wait.
+    pub fn barrier(&self) {
+        // Only entries from here on can be ours (an earlier peer may have had the
+        // same port); the stream stays open until ours is found.
+        let start = self.peers.lock().unwrap().len();
+        let s = TcpStream::connect(self.addr).unwrap();
+        let me = s.local_addr().unwrap();
+        self.barriers.lock().unwrap().push(me);
+        let accepted = super::wait_for(10, || self.peers.lock().unwrap()[start..].contains(&me));
+        assert!(accepted, "sink {} never accepted its barrier", self.addr);
+        drop(s);
+    }
+
+    /// (connections, bytes) received so far, the barriers left out: after a
+    /// [`barrier`](Sink::barrier), so every connection completed before the call
+    /// is in the count.
     pub fn seen(&self) -> (usize, usize) {
+        self.barrier();
         (
-            self.connections.load(Ordering::SeqCst),
+            self.peers.lock().unwrap().len() - self.barriers.lock().unwrap().len(),
             self.bytes.lock().unwrap().len(),
         )
     }

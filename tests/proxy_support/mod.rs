@@ -4,7 +4,6 @@
 //! for each way in.
 #![allow(dead_code)]
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +20,11 @@ pub const TOKEN: &str = "t0k3n-for-this-run";
 /// with `sink:<label>`.
 pub struct Sink {
     pub addr: SocketAddr,
-    pub connections: Arc<AtomicUsize>,
+    /// The peer of every connection accepted, in order (the sink's own
+    /// [`barrier`](Sink::barrier) connections included).
+    pub peers: Arc<Mutex<Vec<SocketAddr>>>,
+    /// The barrier connections' ports, which [`Sink::connection_count`] leaves out.
+    barriers: Mutex<Vec<SocketAddr>>,
     pub bytes: Arc<Mutex<Vec<u8>>>,
     _task: tokio::task::JoinHandle<()>,
 }
@@ -32,15 +35,15 @@ impl Sink {
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
+        let peers = Arc::new(Mutex::new(Vec::new()));
         let bytes = Arc::new(Mutex::new(Vec::new()));
-        let (c, b) = (connections.clone(), bytes.clone());
+        let (c, b) = (peers.clone(), bytes.clone());
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut s, _)) = listener.accept().await else {
+                let Ok((mut s, peer)) = listener.accept().await else {
                     return;
                 };
-                c.fetch_add(1, Ordering::SeqCst);
+                c.lock().unwrap().push(peer);
                 let b = b.clone();
                 tokio::spawn(async move {
                     let mut seen = Vec::new();
@@ -72,10 +75,33 @@ impl Sink {
         });
         Sink {
             addr,
-            connections,
+            peers,
+            barriers: Mutex::new(Vec::new()),
             bytes,
             _task: task,
         }
+    }
+
+    /// Returns once every connection that reached the sink before the call is
+    /// counted: connects to the sink itself and waits until the accept loop, which
+    /// takes connections in the order they completed, has taken this one.
+    pub async fn barrier(&self) {
+        // Only entries from here on can be ours (an earlier peer may have had the
+        // same port); the stream stays open until ours is found.
+        let start = self.peers.lock().unwrap().len();
+        let s = TcpStream::connect(self.addr).await.unwrap();
+        let me = s.local_addr().unwrap();
+        self.barriers.lock().unwrap().push(me);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.peers.lock().unwrap()[start..].contains(&me) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sink {} never accepted its barrier",
+                self.addr
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        drop(s);
     }
 
     pub fn port(&self) -> u16 {
@@ -84,8 +110,9 @@ impl Sink {
     pub fn received(&self) -> Vec<u8> {
         self.bytes.lock().unwrap().clone()
     }
+    /// Connections accepted, the barriers left out.
     pub fn connection_count(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
+        self.peers.lock().unwrap().len() - self.barriers.lock().unwrap().len()
     }
     /// The sink got nothing at all: no connection, no byte.
     pub fn assert_untouched(&self, what: &str) {
@@ -206,9 +233,12 @@ impl World {
         }
     }
 
-    /// Let in-flight relays land before asserting on sinks.
+    /// Before asserting on the sinks: every connection the proxy completed to
+    /// either one so far is counted (see [`Sink::barrier`]). Each test calls it after
+    /// its client has the proxy's answer, and the proxy answers only after deciding.
     pub async fn settle(&self) {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.allowed.barrier().await;
+        self.blocked.barrier().await;
     }
 }
 
