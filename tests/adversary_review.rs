@@ -4,6 +4,7 @@
 //! concurrency, redaction of canary secrets, and the control socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod adversary_common;
+mod common;
 
 use adversary_common::{anthropic, gemini, openai, policy, FakeLlm, Reply};
 use sandpit::adversary::{control, ReviewRequest, Reviewer};

@@ -8,27 +8,12 @@ mod common;
 use common::sink::Sink;
 use common::TestHome;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One request the collector received.
-#[derive(Debug, Clone)]
-struct Request {
-    line: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
+use common::http1::{read_request, Request};
 
 /// How a server answers a request: a JSON body, or never (`None`: it reads and
 /// holds the connection).
@@ -84,39 +69,7 @@ impl Collector {
 fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut headers = vec![];
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((n, v)) = h.split_once(':') {
-                headers.push((n.trim().to_string(), v.trim().to_string()));
-            }
-        }
-        let len: usize = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .map(|(_, v)| v.parse().unwrap())
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        if r.read_exact(&mut body).is_err() {
-            return;
-        }
-        let req = Request {
-            line: line.trim_end().to_string(),
-            headers,
-            body,
-        };
+    while let Some(req) = read_request(&mut r) {
         let reply = answer(&req);
         got.lock().unwrap().push(req);
         let Some(reply) = reply else {
@@ -227,7 +180,11 @@ fn every_decision_of_a_run_reaches_the_collector_with_its_rule() {
     assert!(!reqs.is_empty(), "no export: {t}");
     for r in &reqs {
         // Only the launcher's exports: the sandbox could not reach the collector.
-        assert_eq!(r.line, "POST /v1/logs HTTP/1.1", "{r:?}");
+        assert_eq!(
+            (r.method.as_str(), r.target.as_str()),
+            ("POST", "/v1/logs"),
+            "{r:?}"
+        );
         assert_eq!(r.header("content-type"), Some("application/json"));
         assert_eq!(r.header("authorization"), Some("Bearer collector-token"));
         assert!(!String::from_utf8_lossy(&r.body).contains("FORGED"));

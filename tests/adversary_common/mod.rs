@@ -4,7 +4,7 @@
 //! scripted response in the real Anthropic Messages or OpenAI Chat Completions
 //! format. Plus a policy builder for tests.
 #![allow(dead_code)]
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,40 +92,12 @@ fn serve_conn(
 ) {
     let mut out = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or("").to_string();
-        let path = parts.next().unwrap_or("").to_string();
-        let mut headers = vec![];
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-            }
-        }
-        let len: usize = headers
-            .iter()
-            .find(|(k, _)| k == "content-length")
-            .map(|(_, v)| v.parse().unwrap())
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        r.read_exact(&mut body).unwrap();
+    while let Some(req) = crate::common::http1::read_request(&mut r) {
         let rec = Recorded {
-            method,
-            path,
-            headers,
-            body: String::from_utf8_lossy(&body).into_owned(),
+            body: req.body_text(),
+            method: req.method,
+            path: req.target,
+            headers: req.headers,
         };
         rq.lock().unwrap().push(rec.clone());
         let now = inf.fetch_add(1, Ordering::SeqCst) + 1;

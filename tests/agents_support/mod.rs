@@ -14,7 +14,7 @@
 //! examples, an "Ok." after each output it adds) counts only the turns that hold the
 //! script's own replies ([`ModelServer::start_counting_replies`]).
 #![allow(dead_code)]
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
@@ -186,10 +186,11 @@ fn is_scripted_reply(m: &Value, script: &[Step]) -> bool {
 fn serve(s: TcpStream, requests: &Mutex<Vec<Request>>, script: &[Step], replies_only: bool) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     loop {
-        let Some((path, body)) = read_request(&mut r) else {
+        let Some(req) = crate::common::http1::read_request(&mut r) else {
             return;
         };
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let path = req.target;
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let turn = messages(&body)
             .iter()
             .filter(|m| is_model_turn(m) && (!replies_only || is_scripted_reply(m, script)))
@@ -263,48 +264,6 @@ fn respond(w: &mut impl Write, status: u16, ctype: &str, body: &[u8]) -> bool {
         body.len()
     );
     w.write_all(head.as_bytes()).is_ok() && w.write_all(body).is_ok() && w.flush().is_ok()
-}
-
-/// One request: path and body (Content-Length or chunked).
-fn read_request(r: &mut impl BufRead) -> Option<(String, Vec<u8>)> {
-    let mut line = String::new();
-    if r.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let path = line.split_whitespace().nth(1)?.to_string();
-    let mut headers = vec![];
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).ok()? == 0 {
-            return None;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let get = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let mut body = vec![];
-    if get("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
-        loop {
-            let mut size = String::new();
-            r.read_line(&mut size).ok()?;
-            let n = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-            let mut chunk = vec![0u8; n + 2];
-            r.read_exact(&mut chunk).ok()?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        body.resize(n, 0);
-        r.read_exact(&mut body).ok()?;
-    }
-    Some((path, body))
 }
 
 fn openai_completion(step: &Step, model: &str, id: &str) -> Value {

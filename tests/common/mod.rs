@@ -3,6 +3,7 @@
 //! run sandboxed workloads as (root bypasses file permissions), and a fresh HOME.
 #![allow(dead_code)]
 // Network namespaces (setns) are Linux's.
+pub mod http1;
 #[cfg(target_os = "linux")]
 pub mod lab;
 pub mod sink;
