@@ -61,7 +61,7 @@ impl Proxy {
             allow: v.allow,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
-            program: super::peer_programs().into_iter().next(),
+            program: super::known_programs().into_iter().next(),
         });
     }
 
@@ -78,8 +78,14 @@ impl Proxy {
     }
 
     /// Decide `host:port` for the program behind this connection: for every process
-    /// holding its socket, the first denial; none known, for no program.
+    /// holding its socket, the first denial; none known, for no program. The process
+    /// is looked up only when a `[[network.program]]` entry limits the host (what
+    /// an unknown program is refused for): the lookup costs milliseconds.
     pub(crate) fn decide_from(&self, host: &Host, port: u16) -> Verdict {
+        let unknown = self.decide.connect_from(host, port, None);
+        if unknown.allow || !self.decide.connect(host, port).allow {
+            return unknown;
+        }
         let programs = super::peer_programs();
         let mut allowed = None;
         for p in &programs {

@@ -353,6 +353,17 @@ pub(crate) fn peer_programs() -> Vec<Program> {
     PEER.try_with(|p| p.programs().to_vec()).unwrap_or_default()
 }
 
+/// [`peer_programs`] if already looked up (a decision needed them), or cheap to
+/// know (a unix socket's peer); else empty: records do not pay for a lookup.
+pub(crate) fn known_programs() -> Vec<Program> {
+    PEER.try_with(|p| match (p.found.get(), p.from) {
+        (Some(found), _) => found.clone(),
+        (None, PeerAt::Pid(_)) => p.programs().to_vec(),
+        (None, _) => vec![],
+    })
+    .unwrap_or_default()
+}
+
 /// The environment a sandboxed child gets for a proxy at `addr` with `token`:
 /// HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in both cases, and NO_PROXY emptied (it never
 /// exempts anything: the kernel layer sends everything here anyway). ALL_PROXY is
