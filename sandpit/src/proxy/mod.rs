@@ -337,7 +337,14 @@ impl Peer {
     }
     fn programs(&self) -> &[Program] {
         self.found.get_or_init(|| match self.from {
-            PeerAt::Tcp(run, peer, local) => run.owners(peer, local),
+            // Milliseconds of /proc reads: let the runtime move other tasks off
+            // this worker meanwhile (where it can: a multi-threaded runtime).
+            PeerAt::Tcp(run, peer, local) => match tokio::runtime::Handle::try_current() {
+                Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                    tokio::task::block_in_place(|| run.owners(peer, local))
+                }
+                _ => run.owners(peer, local),
+            },
             PeerAt::Pid(pid) => crate::service::peer::program_of(pid).into_iter().collect(),
             PeerAt::Unknown => vec![],
         })

@@ -10,12 +10,12 @@
 //! fork) is held by both, and every holder is returned; a process that exits
 //! right after connecting leaves no holder (the caller fails closed); a process
 //! that left the run's tree (reparented outside it) is not found.
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 
 pub use sandpit_policy::Program;
 
 /// Most processes walked for one connection: a fork bomb's tree is not walked whole.
+#[cfg(target_os = "linux")]
 const MAX_PROCESSES: usize = 4096;
 
 /// Most descriptors of one process looked at through `pidfd_getfd`.
@@ -72,11 +72,13 @@ fn socket_inode(root: u32, peer: SocketAddr, local: SocketAddr) -> Option<u64> {
     })
 }
 
+#[cfg(target_os = "linux")]
 fn canonical(a: SocketAddr) -> SocketAddr {
     SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// One line of `/proc/net/tcp{,6}`: local address, remote address, inode.
+#[cfg(target_os = "linux")]
 fn table_line(line: &str) -> Option<(SocketAddr, SocketAddr, u64)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let local = hex_addr(f.get(1)?)?;
@@ -87,6 +89,7 @@ fn table_line(line: &str) -> Option<(SocketAddr, SocketAddr, u64)> {
 
 /// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6): each 32-bit word of
 /// the address in the kernel's (host) byte order.
+#[cfg(target_os = "linux")]
 fn hex_addr(s: &str) -> Option<SocketAddr> {
     let (ip, port) = s.split_once(':')?;
     let port = u16::from_str_radix(port, 16).ok()?;
@@ -95,13 +98,13 @@ fn hex_addr(s: &str) -> Option<SocketAddr> {
         Some(w.to_ne_bytes())
     };
     let ip = match ip.len() {
-        8 => IpAddr::from(word(0)?),
+        8 => std::net::IpAddr::from(word(0)?),
         32 => {
             let mut b = [0u8; 16];
             for i in 0..4 {
                 b[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
             }
-            IpAddr::from(b)
+            std::net::IpAddr::from(b)
         }
         _ => return None,
     };
@@ -186,7 +189,7 @@ fn children(pid: u32) -> Vec<u32> {
     };
     let mut out = vec![];
     for t in tasks.flatten() {
-        let path: PathBuf = t.path().join("children");
+        let path = t.path().join("children");
         if let Ok(s) = std::fs::read_to_string(path) {
             out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
         }
@@ -194,7 +197,7 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
@@ -212,7 +215,6 @@ mod tests {
 
     /// A connection this test process makes is found in its own tree, and its
     /// program is this test binary; a connection of no process of the tree is not.
-    #[cfg(target_os = "linux")]
     #[test]
     fn finds_the_process_holding_the_client_end() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
