@@ -24,9 +24,18 @@ pub enum Decision {
 pub enum Request<'a> {
     Read(&'a Path),
     Write(&'a Path),
+    /// A TCP connection by host alone: `[[network.program]]` entries are not judged
+    /// (the proxy, which enforces them, attributes each connection itself and asks
+    /// with [`Request::ConnectFrom`]).
     Connect {
         host: &'a str,
         port: u16,
+    },
+    /// A TCP connection from `program` (`None`: not known).
+    ConnectFrom {
+        host: &'a str,
+        port: u16,
+        program: Option<&'a Program>,
     },
     Exec(&'a [String]),
     /// A TCP server listening on this address (`bind` then `listen`; port 0: an
@@ -66,6 +75,23 @@ pub enum EnvTo<'a> {
     Spawned(&'a Path),
 }
 
+/// The program behind a connection: its executable as the kernel names it
+/// (`/proc/PID/exe`), and the process, as the launcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    pub path: std::path::PathBuf,
+    pub pid: Option<u32>,
+}
+
+impl std::fmt::Display for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "{} (pid {pid})", self.path.display()),
+            None => write!(f, "{}", self.path.display()),
+        }
+    }
+}
+
 /// A decision, the rule that made it, and a reason a model can act on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -103,6 +129,18 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         Request::Write(p) => decide_write(policy, &normalize(p)),
         Request::Connect { host, port } => match canonical_host(host) {
             Ok(h) => decide_connect(policy, &h, port),
+            Err(e) => Verdict::new(
+                Decision::Deny,
+                None,
+                format!("blocked connection to {host:?}: {e}; {NOT_RETRY}"),
+            ),
+        },
+        Request::ConnectFrom {
+            host,
+            port,
+            program,
+        } => match canonical_host(host) {
+            Ok(h) => decide_connect_by(policy, &h, port, program),
             Err(e) => Verdict::new(
                 Decision::Deny,
                 None,
@@ -612,6 +650,102 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
     }
 }
 
+/// Decide a connection to an already canonical host from `program` (`None`: the
+/// program is not known). The host rules decide first ([`decide_connect`]); a host
+/// they allow that a `[[network.program]]` entry names may then be reached only by
+/// the programs that entry names: entries only restrict, never allow. Entries of a
+/// project file narrow further: where one names the host, the program must be
+/// named by a project entry as well as by one of the user's own layers, if any.
+/// A program matches only where the sandbox cannot write it (a copy of `python3`
+/// named `git` in the workspace is not `git`).
+pub fn decide_connect_by(
+    policy: &Policy,
+    host: &Host,
+    port: u16,
+    program: Option<&Program>,
+) -> Verdict {
+    let v = decide_connect(policy, host, port);
+    if !v.is_allowed() {
+        return v;
+    }
+    let naming: Vec<&crate::Rule<crate::ProgramRule>> = policy
+        .network
+        .program
+        .iter()
+        .filter(|r| r.value.names(host, port))
+        .collect();
+    if naming.is_empty() {
+        return v;
+    }
+    let dest = format!("{host}:{port}");
+    let mut matched = None;
+    for project in [false, true] {
+        let group: Vec<_> = naming
+            .iter()
+            .filter(|r| (r.origin.layer == crate::Layer::Project) == project)
+            .collect();
+        let Some(first) = group.first() else {
+            continue;
+        };
+        let refuse = |why: String| {
+            let names: Vec<&str> = group
+                .iter()
+                .flat_map(|r| r.value.programs.iter().map(String::as_str))
+                .collect();
+            Verdict::new(
+                Decision::Deny,
+                Some(&first.origin),
+                format!(
+                    "blocked connection to {dest}: network.program {:?} ({}) lets only {} reach it, and {why}; {NOT_RETRY}",
+                    first.value.name,
+                    first.origin.location(),
+                    names.join(", "),
+                ),
+            )
+        };
+        let Some(p) = program else {
+            return refuse(
+                "the program that opened this connection could not be identified".into(),
+            );
+        };
+        let path = p.path.as_os_str().as_encoded_bytes();
+        let Some((r, entry)) = group
+            .iter()
+            .find_map(|r| r.value.program(path).map(|e| (r, e)))
+        else {
+            let base = p.path.file_name().map_or_else(
+                || p.path.display().to_string(),
+                |b| b.to_string_lossy().into_owned(),
+            );
+            return refuse(format!(
+                "this connection comes from {p}. If {base} should reach it, add \"{}\" to programs of that entry in {}",
+                p.path.display(),
+                first.origin.file
+            ));
+        };
+        if !decide_write(policy, &normalize(&p.path)).is_denied() {
+            return refuse(format!(
+                "this connection comes from {p}, which matches {entry:?} but lies where the sandbox can write (a program the sandbox could plant is never one of them)"
+            ));
+        }
+        matched.get_or_insert((*r, entry));
+    }
+    let Some((r, entry)) = matched else {
+        return v;
+    };
+    let by = program.map_or_else(String::new, |p| p.to_string());
+    Verdict::new(
+        Decision::Allow,
+        Some(&r.origin),
+        format!(
+            "{}; {by} is {entry:?} of network.program {:?} ({})",
+            v.reason,
+            r.value.name,
+            r.origin.location()
+        ),
+    )
+}
+
 /// Decide whether `name` (already allowed) may be dialled at the address it resolved
 /// to. Answers in loopback, private, link-local or metadata ranges are denied unless
 /// the policy names them: a `network.resolve` entry, an address or range in
@@ -708,7 +842,8 @@ pub fn decide_datagram(policy: &Policy, addr: SocketAddr) -> Verdict {
             .replacen("blocked connection to", "blocked UDP to", 1),
         ..v
     };
-    let tcp = decide_connect(policy, &host, addr.port());
+    // No program is known for a datagram: a host a program rule limits stays closed.
+    let tcp = decide_connect_by(policy, &host, addr.port(), None);
     if !tcp.is_allowed() {
         return as_udp(tcp);
     }

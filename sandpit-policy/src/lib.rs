@@ -19,8 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    check_resolved, decide, decide_datagram, loopback_service, Decision, EnvTo, Request, Verdict,
-    PRIVATE_TMPFS,
+    check_resolved, decide, decide_connect_by, decide_datagram, loopback_service, Decision, EnvTo,
+    Program, Request, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
@@ -121,6 +121,43 @@ pub struct Network {
     /// whose TLS sandpit terminates.
     #[serde(default)]
     pub http: Http,
+    /// `[[network.program]]`: hosts only the programs named may reach. They only
+    /// restrict: a host must be allowed by the rules above as well.
+    #[serde(default)]
+    pub program: Vec<Rule<ProgramRule>>,
+}
+
+/// One `[[network.program]]` entry: `hosts` may be reached by `programs` only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramRule {
+    /// Shown in decisions.
+    pub name: String,
+    /// A basename (`git`) or a glob over it, or an absolute path (`/usr/bin/git`) or a
+    /// glob over the whole path (`*` crosses `/`).
+    pub programs: Vec<String>,
+    pub hosts: Vec<HostPattern>,
+}
+
+impl ProgramRule {
+    /// Whether the entry limits `host:port`.
+    pub fn names(&self, host: &Host, port: u16) -> bool {
+        self.hosts.iter().any(|h| h.matches(host, port))
+    }
+
+    /// The entry of `programs` the executable `path` matches.
+    pub fn program(&self, path: &[u8]) -> Option<&str> {
+        let base = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+        self.programs
+            .iter()
+            .find(|p| {
+                if p.contains('/') {
+                    matchers::glob_match_bytes(p.as_bytes(), path)
+                } else {
+                    matchers::glob_match_bytes(p.as_bytes(), base)
+                }
+            })
+            .map(String::as_str)
+    }
 }
 
 /// `[network.http]`: `"GET https://api.github.com/repos/OWNER/**"`. For a request to

@@ -7,7 +7,8 @@ use crate::origin::{Layer, Origin, Rule};
 use crate::path::{self, Context};
 use crate::{
     Adversary, Credential, CredentialSource, Env, Exec, Files, Http, HttpRule, Isolation, Limits,
-    NetMode, Network, OnError, Policy, Provider, ResolveEntry, ReviewEvent, Shims, Telemetry, Tls,
+    NetMode, Network, OnError, Policy, ProgramRule, Provider, ResolveEntry, ReviewEvent, Shims,
+    Telemetry, Tls,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -157,6 +158,15 @@ struct RawNetwork {
     resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     tls: Option<Spanned<RawTls>>,
     http: Option<Spanned<RawHttp>>,
+    program: Option<Spanned<Vec<Spanned<RawProgram>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProgram {
+    name: Option<Spanned<String>>,
+    programs: Entries,
+    hosts: Entries,
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,6 +367,7 @@ impl Builder {
                     resolve: vec![],
                     tls: Tls::default(),
                     http: Http::default(),
+                    program: vec![],
                 },
                 exec: Exec::default(),
                 env: Env::default(),
@@ -961,7 +972,14 @@ impl Builder {
                 return Err(cx.diag(span, format!("network.{key} cannot be combined with mode = \"unrestricted\""), "unrestricted removes host filtering only; use mode = \"filtered\" with allow/block lists instead"));
             }
         } else if let Some(at) = &self.unrestricted_at {
-            if mode.is_none() {
+            // network.program only restricts: it holds in every mode.
+            let others = n.allow.is_some()
+                || n.block.is_some()
+                || n.resolve.is_some()
+                || n.tls.is_some()
+                || n.http.is_some()
+                || n.allow_local_binding.is_some();
+            if mode.is_none() && others {
                 let key = if n.allow.is_some() {
                     "allow"
                 } else if n.block.is_some() {
@@ -1041,6 +1059,11 @@ impl Builder {
                     b.span(),
                 ),
             };
+        }
+        if let Some(list) = &n.program {
+            for entry in list.get_ref() {
+                self.apply_program(cx, entry)?;
+            }
         }
         if let Some(res) = &n.resolve {
             for (name, addrs) in res.get_ref() {
@@ -1164,6 +1187,78 @@ impl Builder {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// One `[[network.program]]` entry: its hosts only its programs may reach. It
+    /// only restricts (a host must be allowed as well), so a project file may add one.
+    fn apply_program(&mut self, cx: &Cx, entry: &Spanned<RawProgram>) -> Result<()> {
+        let raw = entry.get_ref();
+        let hint = "write [[network.program]] with name = \"…\", programs = [\"git\", \"/usr/lib/git-core/git-remote-https\"] and hosts = [\"github.com\"]";
+        let Some(name) = &raw.name else {
+            return Err(cx.diag(
+                entry.span(),
+                "a [[network.program]] entry has no name (shown in its decisions)",
+                hint,
+            ));
+        };
+        let shown = name.get_ref().trim();
+        if shown.is_empty() || shown.chars().any(char::is_control) {
+            return Err(cx.diag(
+                name.span(),
+                format!(
+                    "network.program name {:?} is empty or has a control character",
+                    name.get_ref()
+                ),
+                hint,
+            ));
+        }
+        let mut programs = vec![];
+        for (text, span) in entries(&raw.programs) {
+            let bad = if text.is_empty() || text.chars().any(char::is_control) {
+                Some("empty or has a control character")
+            } else if text.contains('/') && !text.starts_with('/') && !text.starts_with('*') {
+                Some("a relative path")
+            } else if text.chars().all(|c| c == '*' || c == '/' || c == '?') {
+                Some("a pattern that names every program")
+            } else {
+                None
+            };
+            if let Some(why) = bad {
+                return Err(cx.diag(
+                    span,
+                    format!("network.program {shown:?}: programs entry {text:?} is {why}"),
+                    "write the program's name (\"git\") or its absolute path (\"/usr/lib/git-core/git-remote-https\"); globs are allowed",
+                ));
+            }
+            if !programs.iter().any(|p| p == text) {
+                programs.push(text.to_string());
+            }
+        }
+        if programs.is_empty() {
+            let span = raw.programs.as_ref().map_or(entry.span(), |p| p.span());
+            return Err(cx.diag(
+                span,
+                format!("network.program {shown:?} names no program"),
+                hint,
+            ));
+        }
+        let hosts = self.hosts(cx, "network.program.hosts", &raw.hosts)?;
+        if hosts.is_empty() {
+            let span = raw.hosts.as_ref().map_or(entry.span(), |p| p.span());
+            return Err(cx.diag(
+                span,
+                format!("network.program {shown:?} names no host"),
+                hint,
+            ));
+        }
+        let value = ProgramRule {
+            name: shown.to_string(),
+            programs,
+            hosts: hosts.into_iter().map(|h| h.value).collect(),
+        };
+        let origin = cx.origin("network.program", shown, name.span());
+        push_rule(&mut self.policy.network.program, Rule { value, origin });
         Ok(())
     }
 

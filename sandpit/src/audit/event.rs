@@ -45,6 +45,9 @@ pub struct AuditEvent {
     pub allow: bool,
     pub rule: Option<String>,
     pub reason: String,
+    /// The process that opened the connection and its program, as the kernel names
+    /// them (`service::peer`), when known.
+    pub program: Option<sandpit_policy::Program>,
 }
 
 pub trait AuditSink: Send + Sync + 'static {

@@ -498,6 +498,10 @@ pub(crate) fn proxy_record(
     let mut r = Record::new(run, layer, action, subject, decision);
     r.time = rfc3339(e.time);
     r.reason = format!("{} ({})", e.reason, e.way.as_str());
+    if let Some(p) = &e.program {
+        r.program = Some(p.path.display().to_string());
+        r.pid = p.pid;
+    }
     if let Some(p) = policy {
         let v = match (e.way, e.host.parse::<std::net::IpAddr>()) {
             (Way::Udp, Ok(ip)) => {
@@ -505,9 +509,10 @@ pub(crate) fn proxy_record(
             }
             _ => sandpit_policy::decide(
                 p,
-                &sandpit_policy::Request::Connect {
+                &sandpit_policy::Request::ConnectFrom {
                     host: &e.host,
                     port: e.port,
+                    program: e.program.as_ref(),
                 },
             ),
         };
@@ -913,6 +918,7 @@ mod tests {
             allow: true,
             rule: None,
             reason: "allowed".into(),
+            program: None,
         };
         let r = proxy_record("r", Some(&policy), &e);
         assert_eq!(r.subject, "api.example.com:443");

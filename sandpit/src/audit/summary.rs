@@ -173,6 +173,20 @@ pub fn fixes(home: &Path, r: &Record) -> Vec<Fix> {
                 r.subject,
                 removable(rule)
             ))],
+            // Allowed by the host rules, limited to other programs.
+            Some(rule) if rule.key == "network.program" => {
+                let at = format!("{}:{}", rule.file, rule.line);
+                vec![Fix::Note(match &r.program {
+                    Some(p) => format!(
+                        "{} is limited to the programs of network.program {:?} ({at}); if {p} should reach it, add \"{p}\" to that entry's programs",
+                        r.subject, rule.entry
+                    ),
+                    None => format!(
+                        "{} is limited to the programs of network.program {:?} ({at}), and the program that connected could not be identified",
+                        r.subject, rule.entry
+                    ),
+                })]
+            }
             Some(rule) if rule.key == "network.mode" => {
                 let at = if rule.line == 0 {
                     rule.file.clone()
@@ -405,6 +419,19 @@ mod tests {
         );
         let f = fixes(home, &rec("connect", "evil.example:443", None));
         assert_eq!(f[0].lines(), "[network]\nallow = [\"evil.example:443\"]");
+        // A program rule: adding the host to allow would change nothing.
+        let mut limited = rec(
+            "connect",
+            "code.test:443",
+            Some(("network.program", "git only", 7)),
+        );
+        limited.program = Some("/usr/bin/python3".into());
+        let f = fixes(home, &limited);
+        assert!(
+            matches!(&f[..], [Fix::Note(n)] if n.contains("\"git only\"")
+                && n.contains("add \"/usr/bin/python3\" to that entry's programs")),
+            "{f:?}"
+        );
         // Allowed, and refused by the world: no line to add.
         let mut failed = rec("connect", "api.example:443", None);
         failed.reason = format!("{}resolving api.example failed", crate::audit::ALLOWED_BUT);

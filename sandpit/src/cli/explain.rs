@@ -27,7 +27,14 @@ pub enum What {
     /// Would writing PATH (creating, changing, renaming, deleting) be allowed?
     Write { path: PathBuf },
     /// Would a connection to HOST[:PORT] be allowed? (port 443 when omitted)
-    Connect { host: String },
+    Connect {
+        host: String,
+        /// The program that connects (a path, or a name looked up in PATH), for
+        /// `[[network.program]]` entries; without it, a host such an entry names is
+        /// judged as for a program sandpit cannot identify.
+        #[arg(long, value_name = "PROGRAM")]
+        program: Option<PathBuf>,
+    },
     /// Would the HTTP request METHOD URL be allowed? (`[network.http]`: plain HTTP,
     /// and https:// to hosts whose TLS sandpit terminates)
     Http { method: String, url: String },
@@ -52,6 +59,29 @@ pub enum What {
         #[arg(last = true, required = true, value_name = "CMD")]
         argv: Vec<String>,
     },
+}
+
+/// The program `explain connect --program` judges, as the proxy would see it: a
+/// name without a slash is looked up in PATH, and links are resolved
+/// (`/proc/PID/exe` names the file itself).
+fn program_path(given: &Path) -> Result<sandpit_policy::Program, UsageError> {
+    let found = if given.components().count() == 1 && !given.is_absolute() {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join(given))
+            .find(|c| c.is_file())
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "--program {}: not found in PATH; give its path",
+                    given.display()
+                ))
+            })?
+    } else {
+        absolute(given).map_err(|e| UsageError(e.to_string()))?
+    };
+    let path = std::fs::canonicalize(&found).unwrap_or(found);
+    Ok(sandpit_policy::Program { path, pid: None })
 }
 
 const FILE_LAYERS: &[&str] = &[
@@ -150,11 +180,39 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 FILE_LAYERS,
             )
         }
-        What::Connect { host } => {
+        What::Connect { host, program } => {
             let (h, port) =
                 parse_authority(host).map_err(|e| UsageError(format!("{host:?}: {e}")))?;
             let port = port.unwrap_or(443);
-            let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port)];
+            let program = program.as_deref().map(program_path).transpose()?;
+            let mut vs = vec![sandpit_policy::decide_connect_by(
+                p,
+                &h,
+                port,
+                program.as_ref(),
+            )];
+            if program.is_none() {
+                let limits: Vec<String> = p
+                    .network
+                    .program
+                    .iter()
+                    .filter(|r| r.value.names(&h, port))
+                    .map(|r| {
+                        format!(
+                            "{:?} ({}): {}",
+                            r.value.name,
+                            r.origin.location(),
+                            r.value.programs.join(", ")
+                        )
+                    })
+                    .collect();
+                if !limits.is_empty() {
+                    reached = Some(format!(
+                        "only some programs may reach it (network.program {}); pass --program PATH to judge one",
+                        limits.join("; ")
+                    ));
+                }
+            }
             // For a name the policy maps itself, also judge the address it resolves to.
             if let (Host::Name(n), true) = (&h, vs[0].is_allowed()) {
                 if let Some(r) = p.network.resolve.iter().find(|r| &r.value.name == n) {
@@ -186,7 +244,10 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                     });
                 }
             }
-            (format!("connect {h}:{port}"), vs, NET_LAYERS)
+            let from = program
+                .as_ref()
+                .map_or_else(String::new, |p| format!(" from {}", p.path.display()));
+            (format!("connect {h}:{port}{from}"), vs, NET_LAYERS)
         }
         What::Http { method, url } => {
             let bad = || {

@@ -139,7 +139,7 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
                     .iter()
                     .any(|p| Path::new(&r.subject).starts_with(p))
         }
-        What::Connect { host } => {
+        What::Connect { host, .. } => {
             let (h, port) = sandpit_policy::parse_authority(host)
                 .map_err(|e| UsageError(format!("{host:?}: {e}")))?;
             let name = h.to_string();
@@ -230,7 +230,10 @@ mod tests {
 
     #[test]
     fn explain_run_matching() {
-        let connect = |h: &str| What::Connect { host: h.into() };
+        let connect = |h: &str| What::Connect {
+            host: h.into(),
+            program: None,
+        };
         let r = rec("connect", "evil.example:443");
         assert!(matches(&r, &connect("evil.example")).unwrap());
         assert!(matches(&r, &connect("EVIL.example.:443")).unwrap());

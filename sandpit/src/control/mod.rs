@@ -212,6 +212,14 @@ impl Decide for Live {
     fn connect(&self, host: &Host, port: u16) -> Verdict {
         self.current().connect(host, port)
     }
+    fn connect_from(
+        &self,
+        host: &Host,
+        port: u16,
+        program: Option<&sandpit_policy::Program>,
+    ) -> Verdict {
+        self.current().connect_from(host, port, program)
+    }
     fn lookup(&self, name: &str) -> Verdict {
         self.current().lookup(name)
     }

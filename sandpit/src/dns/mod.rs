@@ -186,6 +186,7 @@ impl DnsServer {
             allow: v.allow,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
+            program: None,
         });
     }
 

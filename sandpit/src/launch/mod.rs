@@ -165,6 +165,8 @@ pub struct Prepared {
     /// machine's loopback in fallback mode), handed over after the spawn: the proxy
     /// serves it directly, token required, besides its unix socket.
     bridge: Option<std::net::TcpListener>,
+    /// The run's first process, whose tree the proxy attributes connections to.
+    run_root: Option<u32>,
     /// The audit session's socket, where the interposer reports (`SANDPIT_AUDIT`).
     audit: Option<PathBuf>,
     /// The adversary's control socket, bound before the fork, served after it.
@@ -322,6 +324,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         sockets,
         loopback,
         bridge: None,
+        run_root: None,
         audit: o.audit_socket.clone(),
         adversary,
         nofile,
@@ -804,6 +807,12 @@ impl Prepared {
         self.bridge = Some(listener);
     }
 
+    /// The run's first process (launcher's view, after the spawn): the proxy finds
+    /// the process behind each connection among it and its descendants.
+    pub fn attribute_to(&mut self, root: u32) {
+        self.run_root = Some(root);
+    }
+
     /// Whether this launch runs sandpit's own proxy (so it can serve the bridge).
     pub fn has_own_proxy(&self) -> bool {
         self.sockets.is_some()
@@ -875,6 +884,7 @@ impl Prepared {
                     &self.policy.limits.connections_per_second,
                 ),
                 inject: self.inject.as_ref().map(|(i, _)| i.clone()),
+                run: self.run_root.map(|root| crate::service::peer::Run { root }),
                 ..crate::proxy::ProxyConfig::default()
             },
         );

@@ -61,6 +61,7 @@ impl Proxy {
             allow: v.allow,
             rule: v.rule.clone(),
             reason: v.reason.clone(),
+            program: super::known_programs().into_iter().next(),
         });
     }
 
@@ -74,6 +75,27 @@ impl Proxy {
         let v = Verdict::deny(None, reason);
         self.record(way, host, port, None, &v);
         Refusal::Policy(v)
+    }
+
+    /// Decide `host:port` for the program behind this connection: for every process
+    /// holding its socket, the first denial; none known, for no program. The process
+    /// is looked up only when a `[[network.program]]` entry limits the host (what
+    /// an unknown program is refused for): the lookup costs milliseconds.
+    pub(crate) fn decide_from(&self, host: &Host, port: u16) -> Verdict {
+        let unknown = self.decide.connect_from(host, port, None);
+        if unknown.allow || !self.decide.connect(host, port).allow {
+            return unknown;
+        }
+        let programs = super::peer_programs();
+        let mut allowed = None;
+        for p in &programs {
+            let v = self.decide.connect_from(host, port, Some(p));
+            if !v.allow {
+                return v;
+            }
+            allowed.get_or_insert(v);
+        }
+        allowed.unwrap_or_else(|| self.decide.connect_from(host, port, None))
     }
 
     /// Decide `host:port`, resolve it with sandpit's resolver, check every answer and
@@ -91,7 +113,7 @@ impl Proxy {
             self.record(way, &hs, port, None, &v);
             return Err(Refusal::Policy(v));
         }
-        let mut v = self.decide.connect(host, port);
+        let mut v = self.decide_from(host, port);
         if v.allow {
             if let Some(r) = &self.cfg.review {
                 v = r.0.review(host, port).await;
@@ -643,7 +665,7 @@ fn check_tls(proxy: &Proxy, buf: &[u8], host: &Host, port: u16) -> Result<bool, 
                     "TLS server name {sni_host} differs from the decided host {host} (domain fronting)"
                 )),
                 Host::Ip(_) => {
-                    let v = proxy.decide.connect(&sni_host, port);
+                    let v = proxy.decide_from(&sni_host, port);
                     if v.allow {
                         Ok(true)
                     } else {

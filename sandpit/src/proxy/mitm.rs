@@ -643,6 +643,17 @@ impl super::Decide for SentinelGuard {
             None => self.inner.connect(host, port),
         }
     }
+    fn connect_from(
+        &self,
+        host: &Host,
+        port: u16,
+        program: Option<&sandpit_policy::Program>,
+    ) -> Verdict {
+        match self.leak(&host.to_string()) {
+            Some(v) => v,
+            None => self.inner.connect_from(host, port, program),
+        }
+    }
     fn lookup(&self, name: &str) -> Verdict {
         match self.leak(name) {
             Some(v) => v,

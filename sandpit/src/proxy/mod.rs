@@ -41,6 +41,7 @@ pub use crate::service::Running;
 pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
 
 use crate::dns::Resolver;
+use crate::service::peer::{Program, Run};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -94,6 +95,11 @@ pub struct ProxyConfig {
     /// terminated and their sentinels replaced; a sentinel bound anywhere else is
     /// denied.
     pub inject: Option<Arc<mitm::Inject>>,
+    /// The run whose processes connect: each TCP client is attributed to the
+    /// process holding its socket ([`crate::service::peer`]), for the decision
+    /// (`[[network.program]]`) and the record. `None`: no client is attributed, and
+    /// a host a program entry names is denied to all.
+    pub run: Option<crate::service::peer::Run>,
 }
 
 impl Default for ProxyConfig {
@@ -110,6 +116,7 @@ impl Default for ProxyConfig {
             splice: true,
             review: None,
             inject: None,
+            run: None,
         }
     }
 }
@@ -251,10 +258,14 @@ impl Proxy {
                 while tasks.try_join_next().is_some() {}
                 let me = me.clone();
                 let slot = Arc::new(limits::Slot::default());
-                let task = tasks.spawn(limits::SLOT.scope(slot.clone(), async move {
-                    conn::handle(me, stream, need_token).await;
-                    drop(permit);
-                }));
+                let peer = Arc::new(Peer::new(L::peer(&stream, me.cfg.run)));
+                let task = tasks.spawn(limits::SLOT.scope(
+                    slot.clone(),
+                    PEER.scope(peer, async move {
+                        conn::handle(me, stream, need_token).await;
+                        drop(permit);
+                    }),
+                ));
                 pending.push(&slot, task, max);
             }
         })
@@ -266,6 +277,8 @@ trait Accept: Send + 'static {
     type Stream: io::Io;
     fn accept_one(&self)
         -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+    /// Where to look for the process behind `stream`.
+    fn peer(stream: &Self::Stream, run: Option<Run>) -> PeerAt;
 }
 
 impl Accept for TcpListener {
@@ -275,6 +288,12 @@ impl Accept for TcpListener {
         let _ = s.set_nodelay(true);
         Ok(s)
     }
+    fn peer(s: &Self::Stream, run: Option<Run>) -> PeerAt {
+        match (run, s.peer_addr(), s.local_addr()) {
+            (Some(run), Ok(peer), Ok(local)) => PeerAt::Tcp(run, peer, local),
+            _ => PeerAt::Unknown,
+        }
+    }
 }
 
 impl Accept for UnixListener {
@@ -282,6 +301,74 @@ impl Accept for UnixListener {
     async fn accept_one(&self) -> std::io::Result<Self::Stream> {
         Ok(self.accept().await?.0)
     }
+    /// The kernel's credentials of the connecting process; the launcher's own
+    /// relays (pid of this process) carry no one's.
+    fn peer(s: &Self::Stream, _: Option<Run>) -> PeerAt {
+        match s.peer_cred().ok().and_then(|c| c.pid()) {
+            Some(pid) if pid > 0 && pid as u32 != std::process::id() => PeerAt::Pid(pid as u32),
+            _ => PeerAt::Unknown,
+        }
+    }
+}
+
+/// Where the process behind a client connection is found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PeerAt {
+    /// A TCP client of the run: the kernel's socket tables say who.
+    Tcp(Run, SocketAddr, SocketAddr),
+    /// A unix socket's peer, by its kernel credentials.
+    Pid(u32),
+    Unknown,
+}
+
+/// The process (processes, if the socket is shared) behind the connection a task
+/// handles: looked up once, when a decision or a record first needs it.
+pub(crate) struct Peer {
+    from: PeerAt,
+    found: std::sync::OnceLock<Vec<Program>>,
+}
+
+impl Peer {
+    fn new(from: PeerAt) -> Peer {
+        Peer {
+            from,
+            found: std::sync::OnceLock::new(),
+        }
+    }
+    fn programs(&self) -> &[Program] {
+        self.found.get_or_init(|| match self.from {
+            // Milliseconds of /proc reads: let the runtime move other tasks off
+            // this worker meanwhile (where it can: a multi-threaded runtime).
+            PeerAt::Tcp(run, peer, local) => match tokio::runtime::Handle::try_current() {
+                Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                    tokio::task::block_in_place(|| run.owners(peer, local))
+                }
+                _ => run.owners(peer, local),
+            },
+            PeerAt::Pid(pid) => crate::service::peer::program_of(pid).into_iter().collect(),
+            PeerAt::Unknown => vec![],
+        })
+    }
+}
+
+tokio::task_local! {
+    pub(crate) static PEER: Arc<Peer>;
+}
+
+/// The programs behind the connection this task handles (empty: not known).
+pub(crate) fn peer_programs() -> Vec<Program> {
+    PEER.try_with(|p| p.programs().to_vec()).unwrap_or_default()
+}
+
+/// [`peer_programs`] if already looked up (a decision needed them), or cheap to
+/// know (a unix socket's peer); else empty: records do not pay for a lookup.
+pub(crate) fn known_programs() -> Vec<Program> {
+    PEER.try_with(|p| match (p.found.get(), p.from) {
+        (Some(found), _) => found.clone(),
+        (None, PeerAt::Pid(_)) => p.programs().to_vec(),
+        (None, _) => vec![],
+    })
+    .unwrap_or_default()
 }
 
 /// The environment a sandboxed child gets for a proxy at `addr` with `token`:

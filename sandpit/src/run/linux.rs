@@ -301,6 +301,7 @@ fn carry_out(
     if let Some(l) = running.take_bridge() {
         launch.serve_bridge(l);
     }
+    launch.attribute_to(running.pid());
     // Threads (the proxy runtime) only after the fork.
     let services = match launch.start(Some(session.sink())) {
         Ok(s) => s,
@@ -426,6 +427,7 @@ fn loopback_audit(
             allow,
             rule: Some(svc.rule.clone()),
             reason,
+            program: None,
         });
     }))
 }
@@ -451,6 +453,7 @@ fn udp_judge(
             allow,
             rule: v.rule.map(|o| o.to_string()),
             reason: v.reason,
+            program: None,
         });
         allow
     }))

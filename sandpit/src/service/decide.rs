@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use sandpit_policy::host::{canonical_host, canonical_ip, Host, HostMatch};
-use sandpit_policy::{NetMode, Policy};
+use sandpit_policy::{NetMode, Policy, Program};
 
 /// One decision, with the rule that made it and a reason a model can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,11 @@ impl std::fmt::Debug for Reviewing {
 pub trait Decide: Send + Sync + 'static {
     /// May the sandbox connect to `host:port` (before any resolution)?
     fn connect(&self, host: &Host, port: u16) -> Verdict;
+    /// [`Decide::connect`] for a connection from `program` (`None`: not known), with
+    /// the `[[network.program]]` entries judged too (a host one of them names is
+    /// denied to every other program, and to an unknown one). No default: a decider
+    /// that wraps another must pass this on, or the entries go unenforced.
+    fn connect_from(&self, host: &Host, port: u16, program: Option<&Program>) -> Verdict;
     /// May the sandbox learn the addresses of `name` (DNS)? A name for which some
     /// port may be connected to.
     fn lookup(&self, name: &str) -> Verdict;
@@ -91,6 +96,10 @@ fn verdict(v: sandpit_policy::Verdict) -> Verdict {
 impl Decide for Policy {
     fn connect(&self, host: &Host, port: u16) -> Verdict {
         verdict(sandpit_policy::decide::decide_connect(self, host, port))
+    }
+
+    fn connect_from(&self, host: &Host, port: u16, program: Option<&Program>) -> Verdict {
+        verdict(sandpit_policy::decide_connect_by(self, host, port, program))
     }
 
     fn lookup(&self, name: &str) -> Verdict {

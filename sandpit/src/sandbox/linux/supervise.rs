@@ -263,6 +263,12 @@ impl Running {
         self.bridge.take()
     }
 
+    /// The run's first process, as the launcher sees it: pid 1 of the sandbox, or in
+    /// fallback mode the command's process. Every process of the run descends from it.
+    pub fn pid(&self) -> u32 {
+        self.child as u32
+    }
+
     /// Forward signals until the command exits, kill what is left, remove the
     /// placeholders; returns the command's status (shell convention).
     pub fn wait(mut self) -> Result<i32, SpawnError> {
