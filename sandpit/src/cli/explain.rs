@@ -155,6 +155,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 parse_authority(host).map_err(|e| UsageError(format!("{host:?}: {e}")))?;
             let port = port.unwrap_or(443);
             let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port)];
+            reached = crate::run::would_ask(p, &h, &vs[0]);
             // For a name the policy maps itself, also judge the address it resolves to.
             if let (Host::Name(n), true) = (&h, vs[0].is_allowed()) {
                 if let Some(r) = p.network.resolve.iter().find(|r| &r.value.name == n) {
