@@ -650,6 +650,26 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
     }
 }
 
+/// Whether a connection to `host:port` that the host rules refused without a rule
+/// (the host is not in `network.allow`) may be put to the user
+/// (`network.ask_on_blocked_host`): only a host name, in filtered mode, not a
+/// `localhost` name, and not a host a `[[network.program]]` entry limits (the
+/// question could not name the program with the kernel's certainty, and its answer
+/// would bypass the entry). Whether a terminal is there to ask on is the run's part.
+pub fn askable(policy: &Policy, host: &Host, port: u16) -> bool {
+    let Host::Name(name) = host else {
+        return false;
+    };
+    policy.network.mode.value == NetMode::Filtered
+        && name != "localhost"
+        && !name.ends_with(".localhost")
+        && !policy
+            .network
+            .program
+            .iter()
+            .any(|r| r.value.names(host, port))
+}
+
 /// Decide a connection to an already canonical host from `program` (`None`: the
 /// program is not known). The host rules decide first ([`decide_connect`]); a host
 /// they allow that a `[[network.program]]` entry names may then be reached only by

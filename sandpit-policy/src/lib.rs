@@ -19,8 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    check_resolved, decide, decide_connect_by, decide_datagram, loopback_service, Decision, EnvTo,
-    Program, Request, Verdict, PRIVATE_TMPFS,
+    askable, check_resolved, decide, decide_connect_by, decide_datagram, loopback_service,
+    Decision, EnvTo, Program, Request, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
@@ -113,6 +113,13 @@ pub struct Network {
     pub allow: Vec<Rule<HostPattern>>,
     pub block: Vec<Rule<HostPattern>>,
     pub allow_local_binding: Rule<bool>,
+    /// `network.ask_on_blocked_host`: when a terminal is there, ask the user about a
+    /// host denied only because `allow` does not name it. Only the user's config (or
+    /// the built-in default, on) may turn it on; a project file may turn it off.
+    pub ask_on_blocked_host: Rule<bool>,
+    /// `network.ask_timeout`: seconds a question waits for its answer before the
+    /// connection is denied (default 30; a project file may only lower it).
+    pub ask_timeout: Rule<u32>,
     pub resolve: Vec<Rule<ResolveEntry>>,
     /// `[network.tls]`: how the proxy verifies the servers it terminates TLS for.
     #[serde(default)]

@@ -155,6 +155,8 @@ struct RawNetwork {
     allow: Entries,
     block: Entries,
     allow_local_binding: Option<Spanned<bool>>,
+    ask_on_blocked_host: Option<Spanned<bool>>,
+    ask_timeout: Option<Spanned<i64>>,
     resolve: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     tls: Option<Spanned<RawTls>>,
     http: Option<Spanned<RawHttp>>,
@@ -363,6 +365,14 @@ impl Builder {
                     allow_local_binding: Rule {
                         value: false,
                         origin: builtin("network.allow_local_binding", "false"),
+                    },
+                    ask_on_blocked_host: Rule {
+                        value: true,
+                        origin: builtin("network.ask_on_blocked_host", "true"),
+                    },
+                    ask_timeout: Rule {
+                        value: 30,
+                        origin: builtin("network.ask_timeout", "30"),
                     },
                     resolve: vec![],
                     tls: Tls::default(),
@@ -938,6 +948,29 @@ impl Builder {
                     ));
                 }
             }
+            if let Some(b) = &n.ask_on_blocked_host {
+                if *b.get_ref() {
+                    return Err(cx.diag(
+                        b.span(),
+                        "a project file may turn network.ask_on_blocked_host off, never on",
+                        "remove the line (asking is on by default when a terminal is there) or set it in ~/.sandpit/config.toml",
+                    ));
+                }
+            }
+            if let Some(t) = &n.ask_timeout {
+                if *t.get_ref() > i64::from(self.policy.network.ask_timeout.value) {
+                    return Err(cx.diag(
+                        t.span(),
+                        format!(
+                            "network.ask_timeout = {} is longer than the {} seconds set in {}: a project file may only lower it",
+                            t.get_ref(),
+                            self.policy.network.ask_timeout.value,
+                            self.policy.network.ask_timeout.origin.location()
+                        ),
+                        "lower it or remove the line",
+                    ));
+                }
+            }
         }
         let mode = match &n.mode {
             None => None,
@@ -1064,6 +1097,35 @@ impl Builder {
             for entry in list.get_ref() {
                 self.apply_program(cx, entry)?;
             }
+        }
+        if let Some(b) = &n.ask_on_blocked_host {
+            self.policy.network.ask_on_blocked_host = Rule {
+                value: *b.get_ref(),
+                origin: cx.origin(
+                    "network.ask_on_blocked_host",
+                    &b.get_ref().to_string(),
+                    b.span(),
+                ),
+            };
+        }
+        if let Some(t) = &n.ask_timeout {
+            let secs = u32::try_from(*t.get_ref())
+                .ok()
+                .filter(|s| (1..=3600).contains(s))
+                .ok_or_else(|| {
+                    cx.diag(
+                        t.span(),
+                        format!(
+                            "network.ask_timeout = {} is not a number of seconds from 1 to 3600",
+                            t.get_ref()
+                        ),
+                        "write the seconds a question waits for its answer, e.g. ask_timeout = 30",
+                    )
+                })?;
+            self.policy.network.ask_timeout = Rule {
+                value: secs,
+                origin: cx.origin("network.ask_timeout", &secs.to_string(), t.span()),
+            };
         }
         if let Some(res) = &n.resolve {
             for (name, addrs) in res.get_ref() {

@@ -352,6 +352,26 @@ fn project_err(user_text: &str, project: &str, needle: &str) {
 }
 
 #[test]
+fn ask_on_blocked_host_is_on_by_default_and_the_project_may_turn_it_off() {
+    let p = project_over_user("", "").unwrap();
+    assert!(p.network.ask_on_blocked_host.value);
+    assert_eq!(p.network.ask_timeout.value, 30);
+    let p = project_over_user(
+        "[network]\nask_timeout = 20\n",
+        "[network]\nask_on_blocked_host = false\nask_timeout = 5\n",
+    )
+    .unwrap();
+    assert!(!p.network.ask_on_blocked_host.value);
+    assert_eq!(p.network.ask_on_blocked_host.origin.line, 2);
+    assert_eq!(p.network.ask_timeout.value, 5);
+    let e = project_over_user("[network]\nask_timeout = 0\n", "").expect_err("0 s");
+    assert!(e.diagnostic().unwrap().message.contains("from 1 to 3600"));
+    // The user's own config may turn it off.
+    let p = project_over_user("[network]\nask_on_blocked_host = false\n", "").unwrap();
+    assert!(!p.network.ask_on_blocked_host.value);
+}
+
+#[test]
 fn project_files_may_only_tighten() {
     let u = "[network]\nallow = [\"*.example.com\", \"github.com\"]\n";
     project_err(
@@ -371,6 +391,12 @@ fn project_files_may_only_tighten() {
     );
     project_err(u, "[network]\nmode = \"unrestricted\"\n", "looser");
     project_err(u, "[network]\nallow_local_binding = true\n", "never on");
+    project_err(
+        u,
+        "[network]\nask_on_blocked_host = true\n",
+        "may turn network.ask_on_blocked_host off, never on",
+    );
+    project_err(u, "[network]\nask_timeout = 60\n", "may only lower it");
     project_err(
         u,
         "[network.resolve]\n\"a.test\" = \"127.0.0.1\"\n",

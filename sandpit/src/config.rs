@@ -186,6 +186,17 @@ fn flags_source(args: &PolicyArgs) -> Option<Source> {
     ))
 }
 
+/// The user's config file (`--config`, else `$SANDPIT_CONFIG`, else
+/// `~/.sandpit/config.toml` in the state directory `state`), and whether it was
+/// named (then it must exist).
+pub fn user_config(args: &PolicyArgs, state: &std::path::Path) -> (PathBuf, bool) {
+    match (&args.config, std::env::var_os("SANDPIT_CONFIG")) {
+        (Some(p), _) => (p.clone(), true),
+        (None, Some(p)) if !p.is_empty() => (PathBuf::from(p), true),
+        _ => (state.join("config.toml"), false),
+    }
+}
+
 /// Find and load every layer for a run of `command` (or for inspection when `None`).
 /// `scratch` is the run's scratch directory (`$TMPDIR` in the policy).
 pub fn load(
@@ -210,11 +221,7 @@ pub fn load(
         profile = Some(name);
         opts.profile = Some(src);
     }
-    let user_path = match (&args.config, std::env::var_os("SANDPIT_CONFIG")) {
-        (Some(p), _) => Some((p.clone(), true)),
-        (None, Some(p)) if !p.is_empty() => Some((PathBuf::from(p), true)),
-        _ => Some((state.join("config.toml"), false)),
-    };
+    let user_path = Some(user_config(args, &state));
     if let Some((path, required)) = user_path {
         match Source::read(Layer::User, &path)? {
             Some(src) => {

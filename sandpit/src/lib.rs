@@ -6,6 +6,7 @@ pub mod budget;
 pub mod caches;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod control;
 pub mod credentials;
 pub mod dns;

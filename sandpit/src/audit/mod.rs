@@ -545,7 +545,14 @@ pub(crate) fn proxy_record(
                 let o = o.to_string();
                 e.rule.as_deref() == Some(o.as_str()) || e.reason.contains(&o)
             });
-        if let (false, Some(c)) = (e.allow, leaked) {
+        let asked = e
+            .rule
+            .as_deref()
+            .is_some_and(|x| x.starts_with("network.ask_on_blocked_host "));
+        if asked {
+            // The user answered a question about this host: the key that asked.
+            r.rule = Some(RuleRef::from(&p.network.ask_on_blocked_host.origin));
+        } else if let (false, Some(c)) = (e.allow, leaked) {
             // A credential's sentinel bound elsewhere: the credential is the rule.
             r.rule = Some(RuleRef::from(&c.origin));
         } else if let (false, Some(o)) = (e.allow, http) {

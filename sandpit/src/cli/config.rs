@@ -113,6 +113,18 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         p.network.allow_local_binding.value,
         p.network.allow_local_binding.origin.location()
     );
+    let _ = writeln!(
+        o,
+        "ask_on_blocked_host = {}  # {} (asks only when a terminal is there)",
+        p.network.ask_on_blocked_host.value,
+        p.network.ask_on_blocked_host.origin.location()
+    );
+    let _ = writeln!(
+        o,
+        "ask_timeout = {}  # {}",
+        p.network.ask_timeout.value,
+        p.network.ask_timeout.origin.location()
+    );
     if !p.network.resolve.is_empty() {
         let _ = writeln!(o, "\n[network.resolve]");
         for r in &p.network.resolve {

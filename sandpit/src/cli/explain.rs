@@ -191,6 +191,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 port,
                 program.as_ref(),
             )];
+            reached = crate::run::would_ask(p, &h, port, &vs[0]);
             if program.is_none() {
                 let limits: Vec<String> = p
                     .network
@@ -207,10 +208,14 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                     })
                     .collect();
                 if !limits.is_empty() {
-                    reached = Some(format!(
+                    let only = format!(
                         "only some programs may reach it (network.program {}); pass --program PATH to judge one",
                         limits.join("; ")
-                    ));
+                    );
+                    reached = Some(match reached {
+                        Some(r) => format!("{r}; {only}"),
+                        None => only,
+                    });
                 }
             }
             // For a name the policy maps itself, also judge the address it resolves to.

@@ -1,5 +1,6 @@
-//! `sandpit log [RUN] [--denied] [--json] [--list]`: show a run's audit log (default:
-//! the latest run). Also the `--run R` hook of `sandpit explain`: which records of
+//! `sandpit log [RUN] [--denied] [--json] [--list] [--follow]`: show a run's audit
+//! log (default: the latest run); `--follow` shows its decisions as they are
+//! appended, until the run ends. Also the `--run R` hook of `sandpit explain`: which records of
 //! run R match the request, and why they were denied.
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,10 @@ pub struct Args {
     /// List the logged runs instead.
     #[arg(long, conflicts_with_all = ["run", "denied"])]
     pub list: bool,
+    /// Show the run's decisions as they are appended, one line each (in colour on
+    /// a terminal: denials red, allows green), until the run ends or Ctrl-C.
+    #[arg(long, short = 'f', conflicts_with = "list")]
+    pub follow: bool,
 }
 
 fn state_dir() -> anyhow::Result<PathBuf> {
@@ -56,6 +61,9 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let (run, path) = find(&state, args.run.as_deref())?;
+    if args.follow {
+        return follow(&run, &path, &args);
+    }
     let (all, torn) = audit::read_log_after_crash(&path)?;
     let ending = audit::abnormal_end(&run, &all, torn);
     let records: Vec<Record> = all
@@ -80,6 +88,88 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// How often `--follow` looks for new lines when there were none.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `sandpit log --follow`: the decisions (allow, deny, learn) of the log at `path`,
+/// those written so far and then each as it is appended, until the run's `exit`
+/// record (or its launcher is gone without one).
+fn follow(run: &str, path: &Path, args: &Args) -> anyhow::Result<i32> {
+    use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+    let colour = std::io::stdout().is_terminal();
+    let mut f = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+    let mut pending: Vec<u8> = vec![];
+    let mut at = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        f.seek(SeekFrom::Start(at))?;
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            // Nothing new: the run may have ended without its exit record.
+            if let Some(line) = audit::abnormal_end(run, &[], false) {
+                if !line.contains("still running") {
+                    println!("{line}");
+                    return Ok(0);
+                }
+            }
+            std::thread::sleep(FOLLOW_POLL);
+            continue;
+        }
+        at += n as u64;
+        pending.extend_from_slice(&buf[..n]);
+        let mut out = std::io::stdout().lock();
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(r) = serde_json::from_slice::<Record>(&line) else {
+                continue;
+            };
+            if r.layer == audit::Layer::Launcher && r.action == "exit" {
+                let _ = writeln!(out, "sandpit: run {run} ended (exit {})", r.subject);
+                return Ok(0);
+            }
+            if matches!(r.decision, audit::Decision::Info)
+                || (args.denied && !r.decision.is_denial())
+            {
+                continue;
+            }
+            let text = if args.json {
+                String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(&line)).into_owned()
+            } else {
+                one_line(&r)
+            };
+            let text = match (colour, r.decision) {
+                (true, audit::Decision::Allow) => format!("\x1b[32m{text}\x1b[0m"),
+                (true, _) => format!("\x1b[31m{text}\x1b[0m"),
+                (false, _) => text,
+            };
+            // A reader that went away ends the command quietly.
+            if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+/// One decision on one line: time, layer, verdict, action, subject, rule, reason.
+fn one_line(r: &Record) -> String {
+    let mut s = format!(
+        "{}  {:<10} {:<5} {:<7} {}",
+        r.time,
+        r.layer.as_str(),
+        r.decision.as_str(),
+        r.action,
+        audit::summary::shown(&r.subject)
+    );
+    if let Some(rule) = &r.rule {
+        s.push_str(&format!("  rule: {rule}"));
+    }
+    if !r.reason.is_empty() {
+        s.push_str(&format!("  reason: {}", audit::summary::shown(&r.reason)));
+    }
+    s
 }
 
 /// One record for people: a line, then the rule and reason indented.

@@ -23,6 +23,9 @@ use sandpit_policy::{HostPattern, Layer, NetMode, Origin, Policy, Rule};
 use crate::audit::{AuditLog, Decision, Layer as AuditLayer, Record};
 use crate::proxy::{Decide, Verdict};
 
+pub mod ask;
+pub use ask::Asker;
+
 /// `allow` or `deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

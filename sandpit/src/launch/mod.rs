@@ -178,6 +178,9 @@ pub struct Prepared {
     /// What the proxy and DNS responder ask instead of the policy, when set
     /// (`control::Live`: rules `sandpit allow`/`deny` change during the run).
     decide: Option<Arc<dyn crate::proxy::Decide>>,
+    /// Who asks the user about hosts missing from `network.allow`
+    /// (`network.ask_on_blocked_host`), when the run asks.
+    ask: Option<crate::proxy::Asking>,
     /// Where the reviewer reports each verdict (the audit log).
     on_verdict: Option<Arc<OnVerdict>>,
 }
@@ -330,6 +333,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         nofile,
         inject,
         decide: None,
+        ask: None,
         on_verdict: None,
     })
 }
@@ -552,6 +556,11 @@ impl Prepared {
     /// Let the proxy and DNS responder ask `d` instead of the policy.
     pub fn set_decide(&mut self, d: Arc<dyn crate::proxy::Decide>) {
         self.decide = Some(d);
+    }
+
+    /// Let the proxy ask the user about hosts missing from `network.allow`.
+    pub fn set_ask(&mut self, a: crate::proxy::Asking) {
+        self.ask = Some(a);
     }
 
     /// The proxy and DNS sockets for the kernel plan's bridge (`None`: no proxy of
@@ -879,6 +888,7 @@ impl Prepared {
             crate::proxy::ProxyConfig {
                 token: Some(self.token.clone()),
                 review,
+                ask: self.ask.clone(),
                 connections: Limit::from_rule(&self.policy.limits.connections),
                 connections_per_second: Limit::from_rule(
                     &self.policy.limits.connections_per_second,

@@ -23,6 +23,57 @@ const RELAY_BUF: usize = 64 * 1024;
 /// Most bytes read while deciding (head, ClientHello, pipelined requests).
 const MAX_PENDING: usize = 80 * 1024;
 
+/// The rules, with the lookup of the one name the user allowed (answering a
+/// question, possibly for this connection only) allowed as well.
+struct AskedName {
+    inner: Arc<dyn super::Decide>,
+    name: Option<String>,
+}
+
+impl AskedName {
+    fn new(inner: &Arc<dyn super::Decide>, name: Option<&String>) -> AskedName {
+        AskedName {
+            inner: inner.clone(),
+            name: name.cloned(),
+        }
+    }
+}
+
+impl super::Decide for AskedName {
+    fn connect(&self, host: &Host, port: u16) -> Verdict {
+        self.inner.connect(host, port)
+    }
+    fn connect_from(
+        &self,
+        host: &Host,
+        port: u16,
+        program: Option<&sandpit_policy::Program>,
+    ) -> Verdict {
+        self.inner.connect_from(host, port, program)
+    }
+    fn lookup(&self, name: &str) -> Verdict {
+        match &self.name {
+            Some(n) if n == name => Verdict::allow(
+                None,
+                format!("lookup of {name}: the user allowed a connection to it"),
+            ),
+            _ => self.inner.lookup(name),
+        }
+    }
+    fn static_answers(&self, name: &str) -> Option<Vec<std::net::IpAddr>> {
+        self.inner.static_answers(name)
+    }
+    fn names_address(&self, addr: std::net::IpAddr) -> bool {
+        self.inner.names_address(addr)
+    }
+    fn resolved(&self, host: &Host, port: u16, addr: std::net::IpAddr) -> Verdict {
+        self.inner.resolved(host, port, addr)
+    }
+    fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {
+        self.inner.http(method, scheme, host, port, target)
+    }
+}
+
 /// Why a connection did not go through.
 pub(crate) enum Refusal {
     /// The policy said no.
@@ -114,6 +165,21 @@ impl Proxy {
             return Err(Refusal::Policy(v));
         }
         let mut v = self.decide_from(host, port);
+        // Denied only for not being in network.allow: the user may say otherwise
+        // (the connection waits for the answer).
+        let mut asked = false;
+        if !v.allow {
+            if let Some(a) = &self.cfg.ask {
+                // A person reads the question: the lookup's milliseconds are
+                // nothing beside it.
+                let who = super::peer_programs().first().map(|p| match p.pid {
+                    Some(pid) => format!("{} (pid {pid})", p.path.display()),
+                    None => p.path.display().to_string(),
+                });
+                v = a.0.ask(host, port, &v, who).await;
+                asked = v.allow;
+            }
+        }
         if v.allow {
             if let Some(r) = &self.cfg.review {
                 v = r.0.review(host, port).await;
@@ -129,7 +195,11 @@ impl Proxy {
         }
         let addrs = match host {
             Host::Ip(ip) => vec![*ip],
-            Host::Name(n) => match self.resolver.lookup(self.decide.as_ref(), n).await {
+            Host::Name(n) => match self
+                .resolver
+                .lookup(&AskedName::new(&self.decide, asked.then_some(n)), n)
+                .await
+            {
                 Ok(a) => a,
                 Err(crate::dns::DnsError::Refused(v)) => {
                     self.record(way, &hs, port, None, &v);

@@ -36,7 +36,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 // The decision and the audit events the proxy shares with the DNS responder.
 pub use crate::audit::event::{AuditEvent, AuditSink, ChannelSink, MemorySink, NullSink, Way};
-pub use crate::service::decide::{self, Decide, Review, Reviewing, Verdict};
+pub use crate::service::decide::{self, Ask, Asking, Decide, Review, Reviewing, Verdict};
 pub use crate::service::Running;
 pub use sandpit_policy::host::{canonical_host, canonical_ip, parse_authority, Host, HostError};
 
@@ -91,6 +91,9 @@ pub struct ProxyConfig {
     pub splice: bool,
     /// A reviewer for connections the policy allowed (`adversary.review`).
     pub review: Option<decide::Reviewing>,
+    /// Who asks the user about a host the policy denied only for not being in
+    /// `network.allow` (`network.ask_on_blocked_host`); `None`: such a denial stands.
+    pub ask: Option<decide::Asking>,
     /// The run's credentials and CA (`[credentials]`): TLS to their hosts is
     /// terminated and their sentinels replaced; a sentinel bound anywhere else is
     /// denied.
@@ -115,6 +118,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(300),
             splice: true,
             review: None,
+            ask: None,
             inject: None,
             run: None,
         }

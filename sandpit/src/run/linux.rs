@@ -208,6 +208,14 @@ fn carry_out(
     // `sandpit allow`/`deny` during the run (src/control); the reviewer's verdicts
     // and the OTLP export's masking of secrets (src/telemetry).
     let (live, control) = crate::control::prepare(policy, &session, launch.snapshot());
+    // Asking about blocked hosts, on the terminal the spawn relays (src/console.rs).
+    let (console, asking) = super::asking(policy, launch.has_own_proxy());
+    if let Some(c) = &console {
+        let user_config = crate::config::user_config(&args.policy, &policy.context.state_dir).0;
+        launch.set_ask(crate::proxy::Asking(std::sync::Arc::new(
+            crate::control::Asker::new(live.clone(), c.clone(), session.sink(), user_config),
+        )));
+    }
     launch.set_decide(live);
     launch.set_on_verdict(session.verdict_recorder());
     session.set_export_masker(crate::telemetry::masker(policy));
@@ -255,7 +263,7 @@ fn carry_out(
         .map(|p| format!(" [profile {p}]"))
         .unwrap_or_default();
     let line = format!(
-        "layers: {}{profile}; {}",
+        "layers: {}{profile}; {}; {asking}",
         launch.describe(&plan, support),
         describe(&plan, support)
     );
@@ -287,6 +295,7 @@ fn carry_out(
         bridge_listener,
         serve_bridge: launch.has_own_proxy(),
         tender,
+        console,
     };
     let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
         Ok(r) => r,

@@ -129,3 +129,98 @@ fn make_scratch(root: &std::path::Path) -> Result<PathBuf> {
         root.display()
     )
 }
+
+/// Whether a run asks the user about hosts missing from `network.allow`
+/// (`network.ask_on_blocked_host`), and the words for it: on only with sandpit's
+/// own proxy, in filtered mode, and a terminal (stdin and stdout) the launcher
+/// relays the command's pty from. macOS has no such relay: off there.
+pub fn ask_state(
+    policy: &sandpit_policy::Policy,
+    own_proxy: bool,
+    terminal: bool,
+) -> (bool, String) {
+    let net = &policy.network;
+    let key = &net.ask_on_blocked_host;
+    let off = |why: String| (false, format!("asking about blocked hosts: off ({why})"));
+    if !key.value {
+        return off(format!(
+            "network.ask_on_blocked_host = false, {}",
+            key.origin.location()
+        ));
+    }
+    if net.mode.value != sandpit_policy::NetMode::Filtered {
+        return off(format!(
+            "network.mode = {:?}: no host is denied for missing from network.allow",
+            net.mode.value.as_str()
+        ));
+    }
+    if cfg!(target_os = "macos") {
+        return off("the macOS launcher relays no terminal to ask on".into());
+    }
+    if !own_proxy {
+        return off("connections do not go through sandpit's own proxy".into());
+    }
+    if !terminal {
+        return off(
+            "stdin or stdout is not a terminal: a host missing from network.allow is denied at once"
+                .into(),
+        );
+    }
+    (
+        true,
+        format!(
+            "asking about blocked hosts: on ({}): a connection to a host missing from network.allow waits for your answer on this terminal, denied after {}s",
+            key.origin.location(),
+            net.ask_timeout.value
+        ),
+    )
+}
+
+/// Whether stdin and stdout are terminals (the spawn relays the command's pty then).
+pub fn on_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// The console a run asks on, when it asks ([`ask_state`]), and the words for it.
+#[cfg(target_os = "linux")]
+fn asking(
+    policy: &sandpit_policy::Policy,
+    own_proxy: bool,
+) -> (Option<std::sync::Arc<crate::console::Console>>, String) {
+    let (on, said) = ask_state(policy, own_proxy, on_terminal());
+    (
+        on.then(|| std::sync::Arc::new(crate::console::Console::new())),
+        said,
+    )
+}
+
+/// Whether a run would ask the user about a connection to `host` that `denied`
+/// refused (a name `network.allow` does not name, in filtered mode, with no rule
+/// behind the denial), and the words for it: `sandpit explain connect` says it.
+pub fn would_ask(
+    policy: &sandpit_policy::Policy,
+    host: &sandpit_policy::host::Host,
+    port: u16,
+    denied: &sandpit_policy::Verdict,
+) -> Option<String> {
+    if denied.is_allowed() || denied.rule.is_some() || !sandpit_policy::askable(policy, host, port)
+    {
+        return None;
+    }
+    let key = &policy.network.ask_on_blocked_host;
+    Some(if key.value && !cfg!(target_os = "macos") {
+        format!(
+            "a run on a terminal asks you first (network.ask_on_blocked_host, {}): once, this run, always or deny, denied after {}s without an answer; without a terminal it is denied at once",
+            key.origin.location(),
+            policy.network.ask_timeout.value
+        )
+    } else if key.value {
+        "not asked: the macOS launcher relays no terminal to ask on".to_string()
+    } else {
+        format!(
+            "not asked: network.ask_on_blocked_host = false ({})",
+            key.origin.location()
+        )
+    })
+}

@@ -19,6 +19,11 @@ fn paths(home: &Path, ps: &[PathBuf]) -> Vec<String> {
 /// The network part: mode, whose proxy, DNS, UDP relay.
 fn network(plan: &RunPlan) -> Value {
     let n = &plan.policy.network;
+    let (asks, asking) = super::ask_state(
+        &plan.policy,
+        matches!(plan.proxy, Proxy::Own { .. }),
+        super::on_terminal(),
+    );
     let proxy = match &plan.proxy {
         Proxy::None => json!(null),
         Proxy::Own { socket, dns } => json!({"kind": "sandpit", "socket": socket, "dns": dns}),
@@ -33,6 +38,11 @@ fn network(plan: &RunPlan) -> Value {
         "proxy": proxy,
         "udp_relay": plan.udp_relay,
         "allow_local_binding": n.allow_local_binding.value,
+        "ask_on_blocked_host": {
+            "asks": asks,
+            "why": asking,
+            "timeout_seconds": n.ask_timeout.value,
+        },
     })
 }
 
@@ -136,6 +146,9 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
             ""
         }
     ));
+    if let Some(why) = n["ask_on_blocked_host"]["why"].as_str() {
+        line(format!("{why} (as run from here)"));
+    }
     let list = |title: &str, items: &Value, out: &mut Vec<String>| {
         if let Some(a) = items.as_array().filter(|a| !a.is_empty()) {
             out.push(format!("{title}:"));

@@ -54,6 +54,33 @@ impl std::fmt::Debug for Reviewing {
     }
 }
 
+/// The user's word on a connection the policy denied only because `network.allow`
+/// does not name its host (`network.ask_on_blocked_host`): asked after
+/// [`Decide::connect`] denied `host:port`, with that verdict. Returns the verdict
+/// that stands: `denied` itself when the denial is not one to ask about, or no
+/// terminal is there to ask on; the user's allow or deny otherwise.
+pub trait Ask: Send + Sync + 'static {
+    /// `who`: the program behind the connection, as the question names it (the
+    /// kernel's word: see `service::peer`), when known.
+    fn ask<'a>(
+        &'a self,
+        host: &'a Host,
+        port: u16,
+        denied: &'a Verdict,
+        who: Option<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>>;
+}
+
+/// [`ProxyConfig::ask`](super::ProxyConfig::ask)'s value.
+#[derive(Clone)]
+pub struct Asking(pub std::sync::Arc<dyn Ask>);
+
+impl std::fmt::Debug for Asking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Asking(..)")
+    }
+}
+
 /// What the proxy and DNS responder ask the policy.
 pub trait Decide: Send + Sync + 'static {
     /// May the sandbox connect to `host:port` (before any resolution)?

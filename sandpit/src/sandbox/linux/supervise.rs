@@ -29,6 +29,7 @@ use std::net::TcpListener;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
@@ -157,6 +158,9 @@ pub struct Layers {
     /// sandpit's own tending process ([`super::start_tender`]): no process of the
     /// command's, so never killed with them.
     pub tender: Option<libc::pid_t>,
+    /// The user's terminal, shared with questions about blocked hosts
+    /// (`network.ask_on_blocked_host`): attached when the command gets a relayed pty.
+    pub console: Option<Arc<crate::console::Console>>,
 }
 
 /// Everything the children need, converted before fork.
@@ -784,7 +788,9 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         }
         loopback::mirror(f, ours);
     }
-    let relay = master.as_ref().and_then(|m| Relay::start(m).ok());
+    let relay = master
+        .as_ref()
+        .and_then(|m| Relay::start(m, layers.console.clone()).ok());
     Ok(Running {
         child,
         guard,
@@ -851,46 +857,81 @@ fn forward_until_exit(
 }
 
 /// The launcher's side of the command's pty: the user's terminal in raw mode,
-/// keystrokes copied in, output copied out; settings restored at the end.
+/// keystrokes copied in, output copied out; settings restored at the end. With a
+/// [`Console`](crate::console::Console), a question it puts up takes the
+/// keystrokes and holds the output while it lasts.
 struct Relay {
     saved: Option<sys::Termios>,
     output: std::thread::JoinHandle<()>,
+    console: Option<Arc<crate::console::Console>>,
 }
 
 impl Relay {
-    fn start(master: &OwnedFd) -> io::Result<Relay> {
+    fn start(master: &OwnedFd, console: Option<Arc<crate::console::Console>>) -> io::Result<Relay> {
         use std::io::{Read, Write};
         let saved = sys::get_termios(0).ok();
         if let Some(t) = &saved {
             let _ = sys::set_raw(0, t);
         }
         let mut to_master = std::fs::File::from(master.try_clone()?);
+        let keys = console.clone();
         std::thread::spawn(move || {
             let mut stdin = std::io::stdin().lock();
             let mut buf = [0u8; 4096];
             while let Ok(n) = stdin.read(&mut buf) {
-                if n == 0 || to_master.write_all(&buf[..n]).is_err() {
+                if n == 0 {
+                    break;
+                }
+                // A question up takes the keystrokes: the command never sees them.
+                if keys.as_ref().is_some_and(|c| !c.keystrokes(&buf[..n])) {
+                    continue;
+                }
+                if to_master.write_all(&buf[..n]).is_err() {
                     break;
                 }
             }
         });
         let mut from_master = std::fs::File::from(master.try_clone()?);
+        let held = console.clone();
         let output = std::thread::spawn(move || {
-            let mut out = std::io::stdout().lock();
             let mut buf = [0u8; 4096];
+            let copy = |bytes: &[u8]| {
+                let mut out = std::io::stdout().lock();
+                let ok = out.write_all(bytes).is_ok();
+                let _ = out.flush();
+                ok
+            };
             // EIO once every holder of the slave is gone.
             while let Ok(n) = from_master.read(&mut buf) {
-                if n == 0 || out.write_all(&buf[..n]).is_err() {
+                if n == 0 {
                     break;
                 }
-                let _ = out.flush();
+                // While a question is up the output waits (then the command's
+                // writes block on the full pty).
+                let ok = match &held {
+                    Some(c) => c.output(|| copy(&buf[..n])),
+                    None => copy(&buf[..n]),
+                };
+                if !ok {
+                    break;
+                }
             }
         });
-        Ok(Relay { saved, output })
+        if let Some(c) = &console {
+            c.attach();
+        }
+        Ok(Relay {
+            saved,
+            output,
+            console,
+        })
     }
 
     fn finish(self) {
         let _ = self.output.join();
+        if let Some(c) = &self.console {
+            c.detach();
+        }
         if let Some(t) = &self.saved {
             let _ = sys::set_termios(0, t);
         }

@@ -1,0 +1,432 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `network.ask_on_blocked_host`: a connection to a host missing from
+//! `network.allow` waits while the launcher asks on the user's terminal, here a
+//! real pty the test holds the master of (the launcher's stdin and stdout are its
+//! slave, as in a terminal window). The sandboxed command runs as the unprivileged
+//! test user; `ask.test` maps to a loopback listener through sandpit's own
+//! resolver. Also `sandpit log --follow`.
+mod common;
+
+use common::sink::Sink;
+use common::TestHome;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// The user's config: ask.test is on loopback, not in network.allow.
+fn config(h: &TestHome, extra: &str) -> PathBuf {
+    let path = h.home().join(".sandpit/config.toml");
+    h.write(
+        &path,
+        &format!(
+            "# the test's own config\n[network]\nallow = [\"other.test\"]\n{extra}\
+             [network.resolve]\n\"ask.test\" = \"127.0.0.1\"\n"
+        ),
+    );
+    path
+}
+
+fn curl(label: &str, port: u16) -> String {
+    format!(
+        "printf '{label}:'; curl -sS --max-time 60 http://ask.test:{port}/ 2>&1 | head -c 300 | tr '\\n' ' '; echo '<'\n"
+    )
+}
+
+/// The launcher on a pty: everything it writes to the terminal, as it arrives.
+struct Terminal {
+    master: std::fs::File,
+    seen: Arc<Mutex<Vec<u8>>>,
+    child: Child,
+}
+
+impl Terminal {
+    /// `sandpit run -- sh work.sh` with stdin, stdout and stderr on a new pty.
+    fn run(h: &TestHome) -> Terminal {
+        let (master, slave, _) = common::user_terminal();
+        let mut cmd = h.sandpit_run(false);
+        cmd.args(["sh", "work.sh"])
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        let child = cmd.spawn().unwrap();
+        drop(cmd);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (mut r, s) = (master.try_clone().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the launcher and its command are gone.
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                s.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            master,
+            seen,
+            child,
+        }
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+    /// Wait (up to `secs`) until the terminal shows `what`.
+    fn wait_for(&self, what: &str, secs: u64) -> bool {
+        common::wait_for(secs, || self.text().contains(what))
+    }
+    fn must_show(&self, what: &str, secs: u64) {
+        assert!(
+            self.wait_for(what, secs),
+            "the terminal never showed {what:?}:\n{}",
+            self.text()
+        );
+    }
+    /// Type `keys` on the terminal.
+    fn keys(&mut self, keys: &[u8]) {
+        self.master.write_all(keys).unwrap();
+    }
+    fn finish(mut self) -> String {
+        assert!(
+            common::wait_for(120, || self.child.try_wait().unwrap().is_some()),
+            "the run did not end:\n{}",
+            self.text()
+        );
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "{st:?}\n{}", self.text());
+        self.text()
+    }
+}
+
+fn question(port: u16) -> String {
+    format!("wants ask.test:{port} (not in network.allow)")
+}
+
+fn log(h: &TestHome) -> String {
+    let dir = h.home().join(".sandpit/logs");
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        out.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
+    }
+    out
+}
+
+#[test]
+fn this_run_lets_the_second_connection_through_without_asking() {
+    let h = TestHome::new();
+    config(&h, "");
+    let sink = Sink::start("127.0.0.1", "ask");
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!(
+            "echo ready\n{}{}echo end\n",
+            curl("first", sink.port),
+            curl("second", sink.port)
+        ),
+    );
+    let mut t = Terminal::run(&h);
+    t.must_show(&question(sink.port), 60);
+    assert!(t
+        .text()
+        .contains("[o]nce, this [r]un, [a]lways, [d]eny? (denied in 30s)"));
+    // The question names the program behind the connection, by the kernel's word.
+    let t0 = t.text();
+    let named = t0
+        .lines()
+        .find(|l| l.contains(&question(sink.port)))
+        .unwrap_or("");
+    assert!(
+        named.contains("sandpit: /usr/bin/curl (pid ") && named.contains(") wants ask.test"),
+        "{named}"
+    );
+    // The connection waits for the answer.
+    assert_eq!(
+        sink.seen().0,
+        0,
+        "the connection went through before the answer"
+    );
+    t.keys(b"r");
+    t.must_show("end", 60);
+    let out = t.finish();
+    assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
+    assert!(t_result(&out, "second").contains("sink:ask"), "{out}");
+    assert_eq!(
+        out.matches(&question(sink.port)).count(),
+        1,
+        "asked twice:\n{out}"
+    );
+    assert_eq!(sink.seen().0, 2, "{out}");
+    let log = log(&h);
+    assert!(
+        log.contains(&format!("\"subject\":\"ask ask.test:{}\"", sink.port)),
+        "{log}"
+    );
+    assert!(log.contains("decided by the user"), "{log}");
+}
+
+fn t_result(out: &str, label: &str) -> String {
+    let at = out.find(&format!("{label}:")).unwrap();
+    let rest = &out[at..];
+    rest[..rest.find('<').unwrap_or(rest.len())].to_string()
+}
+
+#[test]
+fn deny_and_no_answer_deny_with_the_reason_logged() {
+    for (answer, reason) in [
+        (Some(b'd'), "asked, denied by the user"),
+        (None, "asked, no answer in 2s"),
+    ] {
+        let h = TestHome::new();
+        config(&h, "ask_timeout = 2\n");
+        let sink = Sink::start("127.0.0.1", "ask");
+        h.write(
+            &h.workspace().join("work.sh"),
+            &format!("echo ready\n{}echo end\n", curl("first", sink.port)),
+        );
+        let mut t = Terminal::run(&h);
+        t.must_show(&question(sink.port), 60);
+        if let Some(k) = answer {
+            t.keys(&[k]);
+        }
+        t.must_show("end", 60);
+        let out = t.finish();
+        assert!(!t_result(&out, "first").contains("sink:ask"), "{out}");
+        assert_eq!(sink.seen(), (0, 0), "the listener was reached: {out}");
+        let log = log(&h);
+        assert!(log.contains(reason), "{reason:?} not in the log:\n{log}");
+        assert!(log.contains("network.ask_on_blocked_host"), "{log}");
+    }
+}
+
+#[test]
+fn always_writes_the_users_config_and_the_next_run_does_not_ask() {
+    let h = TestHome::new();
+    let path = config(&h, "");
+    let sink = Sink::start("127.0.0.1", "ask");
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!("echo ready\n{}echo end\n", curl("first", sink.port)),
+    );
+    let mut t = Terminal::run(&h);
+    t.must_show(&question(sink.port), 60);
+    t.keys(b"a");
+    t.must_show("end", 60);
+    let out = t.finish();
+    assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    assert!(cfg.starts_with("# the test's own config\n"), "{cfg}");
+    assert!(cfg.contains("# allowed when asked on "), "{cfg}");
+    assert!(
+        cfg.contains(&format!("\"ask.test:{}\"", sink.port)),
+        "{cfg}"
+    );
+    // The next run: no question, the connection goes through.
+    let t = Terminal::run(&h);
+    t.must_show("end", 60);
+    let out = t.finish();
+    assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
+    assert!(!out.contains(&question(sink.port)), "asked again:\n{out}");
+    assert_eq!(sink.seen().0, 2);
+}
+
+/// Inside the sandbox, while the question may be up: write answers to its own
+/// terminal and push them into its input with TIOCSTI, again and again, until the
+/// test says stop (`started` once it has tried: the connection waits for that).
+const FORGE_PY: &str = r#"
+import fcntl, os, termios, time
+tries = {"write": 0, "tiocsti": 0, "tiocsti_ok": 0}
+while not os.path.exists("stop"):
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NONBLOCK)
+        try:
+            os.write(fd, b"r\na\n")
+            tries["write"] += 1
+        except OSError:
+            pass
+        for c in b"a\n":
+            tries["tiocsti"] += 1
+            try:
+                fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
+                tries["tiocsti_ok"] += 1
+            except OSError:
+                pass
+        os.close(fd)
+    except OSError:
+        pass
+    if not os.path.exists("started"):
+        open("started", "w").close()
+    time.sleep(0.02)
+open("forged", "w").write(repr(tries))
+"#;
+
+fn forge_run(answer: bool) {
+    let h = TestHome::new();
+    let path = config(&h, "ask_timeout = 3\n");
+    let before = std::fs::read_to_string(&path).unwrap();
+    let sink = Sink::start("127.0.0.1", "ask");
+    h.write(&h.workspace().join("forge.py"), FORGE_PY);
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!(
+            "echo ready\npython3 forge.py &\nwhile [ ! -e started ]; do sleep 0.02; done\n{}touch stop\nwait\necho end\n",
+            curl("first", sink.port)
+        ),
+    );
+    let mut t = Terminal::run(&h);
+    t.must_show(&question(sink.port), 60);
+    if answer {
+        t.keys(b"r");
+    }
+    t.must_show("end", 60);
+    let out = t.finish();
+    let forged = std::fs::read_to_string(h.workspace().join("forged")).unwrap();
+    eprintln!("the forger's attempts: {forged}");
+    assert!(
+        !forged.contains("'write': 0"),
+        "the forger never wrote: {forged}"
+    );
+    let log = log(&h);
+    if answer {
+        // The positive control: the same run, the user answering, goes through.
+        assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
+        assert_eq!(sink.seen().0, 1);
+    } else {
+        assert!(
+            !t_result(&out, "first").contains("sink:ask"),
+            "{out}\n{forged}"
+        );
+        assert_eq!(sink.seen(), (0, 0), "{forged}");
+        assert!(log.contains("asked, no answer in 3s"), "{log}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+    }
+}
+
+#[test]
+fn the_sandboxed_process_cannot_answer_the_question() {
+    forge_run(false);
+}
+
+#[test]
+fn the_same_forger_with_the_user_answering_goes_through() {
+    forge_run(true);
+}
+
+#[test]
+fn without_a_terminal_the_denial_is_at_once_and_said() {
+    let h = TestHome::new();
+    config(&h, "");
+    let sink = Sink::start("127.0.0.1", "ask");
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!("{}echo end\n", curl("first", sink.port)),
+    );
+    let start = std::time::Instant::now();
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "work.sh"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    let out = common::stdout(&o);
+    let err = common::stderr(&o);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(!t_result(&out, "first").contains("sink:ask"), "{out}");
+    assert_eq!(sink.seen(), (0, 0));
+    // Well inside the 30 s a question would wait.
+    assert!(took.as_secs() < 20, "took {took:?}");
+    assert!(
+        err.contains("asking about blocked hosts: off (stdin or stdout is not a terminal"),
+        "{err}"
+    );
+    assert!(!err.contains(&question(sink.port)), "{err}");
+}
+
+#[test]
+fn a_project_cannot_turn_asking_on() {
+    let h = TestHome::new();
+    config(&h, "ask_on_blocked_host = false\n");
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "# project\n[network]\nask_on_blocked_host = true\n",
+    );
+    let o = h.sandpit().args(["config"]).output().unwrap();
+    let err = common::stderr(&o);
+    assert!(!o.status.success(), "{}", common::text(&o));
+    assert!(err.contains(".sandpit.toml:3"), "{err}");
+    assert!(
+        err.contains("may turn network.ask_on_blocked_host off, never on"),
+        "{err}"
+    );
+    // Off from a project is fine, and `sandpit config` names where it came from.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[network]\nask_on_blocked_host = false\n",
+    );
+    let o = h.sandpit().args(["config"]).output().unwrap();
+    let out = common::stdout(&o);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(out.contains("ask_on_blocked_host = false  # "), "{out}");
+    assert!(out.contains(".sandpit.toml:2"), "{out}");
+}
+
+#[test]
+fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
+    let h = TestHome::new();
+    config(&h, "");
+    let sink = Sink::start("127.0.0.1", "ask");
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!(
+            "echo ready\n{}while [ ! -e go ]; do sleep 0.05; done\necho end\n",
+            curl("first", sink.port)
+        ),
+    );
+    let mut cmd = h.sandpit_run(false);
+    cmd.args(["sh", "work.sh"]).stdin(Stdio::null());
+    let (mut run, mut lines) = common::spawn_ready(cmd, Stdio::null());
+    let mut follow = h
+        .sandpit()
+        .args(["log", "--follow"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let (mut out, s) = (follow.stdout.take().unwrap(), seen.clone());
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            s.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let denial = format!("deny  connect ask.test:{}", sink.port);
+    assert!(
+        common::wait_for(60, || seen.lock().unwrap().contains(&denial)),
+        "no denial followed: {}",
+        seen.lock().unwrap()
+    );
+    // Still running (it waits for `go`), and the follower too.
+    assert!(run.try_wait().unwrap().is_none());
+    assert!(follow.try_wait().unwrap().is_none());
+    assert!(!seen.lock().unwrap().contains("\x1b["), "colour on a pipe");
+    h.write(&h.workspace().join("go"), "");
+    for l in lines.by_ref() {
+        if l.unwrap() == "end" {
+            break;
+        }
+    }
+    assert!(run.wait().unwrap().success());
+    assert!(
+        common::wait_for(30, || follow.try_wait().unwrap().is_some()),
+        "`sandpit log --follow` did not end with the run: {}",
+        seen.lock().unwrap()
+    );
+    assert!(follow.wait().unwrap().success());
+    assert!(seen.lock().unwrap().contains("ended (exit 0)"));
+}
