@@ -237,6 +237,7 @@ fn carry_out(
         }
     }
     let mut plan = linux::plan(input, &linux::HostFs::default())?;
+    plan.report_refusals = run.kernel_refusals_reported;
     crate::timing::mark("planned");
     plan.env.extend(run.env.iter().cloned());
     plan.env.extend(session.child_env());
@@ -287,6 +288,9 @@ fn carry_out(
         bridge_listener,
         serve_bridge: launch.has_own_proxy(),
         tender,
+        refusal_observer: plan
+            .report_refusals
+            .then(|| kernel_refusals(policy, session.sink())),
     };
     let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
         Ok(r) => r,
@@ -430,6 +434,54 @@ fn loopback_audit(
     }))
 }
 
+/// Where no interposer reports them, the paths the kernel layer refuses are judged
+/// with the run's policy (the one the Landlock rules and masks were compiled from)
+/// and each refused one is recorded with its rule: once per program, operation and
+/// path (a retry loop adds nothing; the log's own bound holds the rest).
+fn kernel_refusals(
+    policy: &sandpit_policy::Policy,
+    log: std::sync::Arc<crate::audit::AuditLog>,
+) -> crate::sandbox::linux::notify::Observer {
+    use crate::audit::{Decision, Layer, Record, RuleRef};
+    use crate::sandbox::linux::notify::{Access, Observer, Op};
+    use sandpit_policy::{decide, Request};
+    /// Distinct refusals remembered; past it, new ones are not recorded.
+    const DISTINCT: usize = 10_000;
+    let policy = policy.clone();
+    let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+    Observer(std::sync::Arc::new(move |a: &Access| {
+        let v = match a.op {
+            // Executing needs what reading needs from the kernel layer.
+            Op::Read | Op::Exec => decide(&policy, &Request::Read(&a.path)),
+            Op::Write => decide(&policy, &Request::Write(&a.path)),
+        };
+        // A path that is not there fails with ENOENT before any check.
+        if v.is_allowed() || (a.must_exist && !a.exists()) {
+            return;
+        }
+        let program = a.program();
+        let Ok(mut seen) = seen.lock() else { return };
+        let key = (program.clone(), a.op, a.path.clone());
+        if seen.contains(&key) || seen.len() >= DISTINCT {
+            return;
+        }
+        seen.insert(key);
+        drop(seen);
+        let mut r = Record::new(
+            log.run(),
+            Layer::Kernel,
+            a.op.as_str(),
+            a.path.display().to_string(),
+            Decision::Deny,
+        );
+        r.rule = v.rule.as_ref().map(RuleRef::from);
+        r.reason = v.reason;
+        r.pid = Some(a.pid);
+        r.program = program.map(|p| p.display().to_string());
+        log.record(r);
+    }))
+}
+
 /// The UDP relay's judge: `sandpit_policy::decide_datagram`, each decision (a new
 /// flow, or a refused destination) written to the audit log.
 fn udp_judge(
@@ -479,6 +531,9 @@ fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSuppor
         "seccomp ({} rules)",
         crate::sandbox::linux::seccomp::table(plan.seccomp, plan.nested_user_namespaces).len()
     ));
+    if plan.report_refusals {
+        parts.push("refusals reported by a seccomp notifier".to_string());
+    }
     if let Some(n) = plan.processes {
         parts.push(format!("at most {n} processes and threads"));
     }

@@ -59,6 +59,10 @@ pub struct RunPlan {
     pub interposer: Interposition,
     /// Agent programs (behind a wrapper script) the interposer cannot enter.
     pub static_agent: Vec<PathBuf>,
+    /// What the kernel layer refuses alone is reported with its rule (Linux: the
+    /// launcher's seccomp notifier, `sandbox/linux/notify.rs`): where a program of
+    /// the run lacks the interposer, which would otherwise have reported it.
+    pub kernel_refusals_reported: bool,
     pub shims: bool,
     pub proxy: Proxy,
     /// UDP to public addresses relayed by the launcher (`network.mode =
@@ -171,6 +175,8 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
                 .collect()
         })
         .unwrap_or_default();
+    let kernel_refusals_reported = cfg!(target_os = "linux")
+        && (matches!(interposer, Interposition::Off(_)) || !static_agent.is_empty());
 
     let proxy = match (&req.proxy_socket, policy.network.mode.value) {
         (Some(s), _) => Proxy::External {
@@ -245,6 +251,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         command: req.command.clone(),
         interposer,
         static_agent,
+        kernel_refusals_reported,
         shims,
         proxy,
         udp_relay,
