@@ -447,16 +447,40 @@ fn kernel_refusals(
     use sandpit_policy::{decide, Request};
     /// Distinct refusals remembered; past it, new ones are not recorded.
     const DISTINCT: usize = 10_000;
+    /// Verdicts remembered (a build opens the same headers again and again): the
+    /// policy does not change during the run, so a remembered one is exact.
+    const VERDICTS: usize = 4096;
+    type Refused = Option<(Option<RuleRef>, String)>;
     let policy = policy.clone();
+    let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, Refused>::new());
     let seen = std::sync::Mutex::new(std::collections::HashSet::new());
     Observer(std::sync::Arc::new(move |a: &Access| {
-        let v = match a.op {
-            // Executing needs what reading needs from the kernel layer.
-            Op::Read | Op::Exec => decide(&policy, &Request::Read(&a.path)),
-            Op::Write => decide(&policy, &Request::Write(&a.path)),
+        let Ok(mut known) = verdicts.lock() else {
+            return;
         };
+        let key = (a.op, a.path.clone());
+        let refused = match known.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let v = match a.op {
+                    // Executing needs what reading needs from the kernel layer.
+                    Op::Read | Op::Exec => decide(&policy, &Request::Read(&a.path)),
+                    Op::Write => decide(&policy, &Request::Write(&a.path)),
+                };
+                let r = (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason));
+                if known.len() >= VERDICTS {
+                    known.clear();
+                }
+                known.insert(key, r.clone());
+                r
+            }
+        };
+        drop(known);
         // A path that is not there fails with ENOENT before any check.
-        if v.is_allowed() || (a.must_exist && !a.exists()) {
+        let Some((rule, reason)) = refused else {
+            return;
+        };
+        if a.must_exist && !a.exists() {
             return;
         }
         let program = a.program();
@@ -474,8 +498,8 @@ fn kernel_refusals(
             a.path.display().to_string(),
             Decision::Deny,
         );
-        r.rule = v.rule.as_ref().map(RuleRef::from);
-        r.reason = v.reason;
+        r.rule = rule;
+        r.reason = reason;
         r.pid = Some(a.pid);
         r.program = program.map(|p| p.display().to_string());
         log.record(r);

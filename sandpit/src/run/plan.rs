@@ -175,8 +175,15 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
                 .collect()
         })
         .unwrap_or_default();
+    // SANDPIT_KERNEL_REPORTS=1 turns the reports on for every run, =0 off (the
+    // benchmark's A/B, bench/kernel_reports.sh); they cost a round trip to the
+    // launcher on every path call, which the interposer's own reports make moot.
     let kernel_refusals_reported = cfg!(target_os = "linux")
-        && (matches!(interposer, Interposition::Off(_)) || !static_agent.is_empty());
+        && match std::env::var("SANDPIT_KERNEL_REPORTS").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => matches!(interposer, Interposition::Off(_)) || !static_agent.is_empty(),
+        };
 
     let proxy = match (&req.proxy_socket, policy.network.mode.value) {
         (Some(s), _) => Proxy::External {

@@ -104,6 +104,8 @@ pub fn serve(listener: OwnedFd, observer: Option<Observer>) -> io::Result<()> {
 
 fn answer_all(listener: OwnedFd, observer: Option<Observer>) {
     let fd = listener.as_fd();
+    // Best effort: older kernels wake this thread the ordinary way.
+    let _ = sys::seccomp_notif_sync_wake(fd);
     loop {
         let n = match sys::seccomp_notif_recv(fd) {
             Ok(n) => n,
