@@ -64,9 +64,22 @@ fn refusals_of_the_kernel_layer_alone_reach_the_summary_with_their_rule() {
         Some("PWNED\n")
     );
 
-    let h = home();
-    let out = sandboxed(&h, script);
-    let (o, e) = assert_held(&h, &out);
+    // Namespace mode, and the fallback mode without namespaces (Landlock alone).
+    for fallback in [false, true] {
+        let h = home();
+        let out = match fallback {
+            false => sandboxed(&h, script),
+            true => sandpit_cmd(&h, &["--allow-degraded"], script)
+                .env("SANDPIT_FORCE_FALLBACK", "1")
+                .output()
+                .unwrap(),
+        };
+        summary_names_each_refusal(&h, &out);
+    }
+}
+
+fn summary_names_each_refusal(h: &TestHome, out: &std::process::Output) {
+    let (o, e) = assert_held(h, out);
     assert!(
         o.contains("WS-CONTENT") && o.contains("END"),
         "control: {o}{e}"
