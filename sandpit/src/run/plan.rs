@@ -499,9 +499,12 @@ mod tests {
         assert_eq!(p.interposer, Interposition::On);
         assert_eq!(p.interposer_off(), None);
         assert!(!p.shims && !p.policy.learn);
+        // The kernel layer's refusals are reported where no interposer reports them.
+        assert!(!p.kernel_refusals_reported);
         let k = plan_of(&h, "", &["--kernel-only", "--shims", "--learn"], ns).unwrap();
         assert_eq!(k.interposer_off(), Some("--kernel-only"));
         assert!(k.shims && k.policy.learn);
+        assert!(k.kernel_refusals_reported);
         let s = plan_of(&h, "[shims]\nenabled = true\n", &[], ns).unwrap();
         assert!(s.shims);
         // A program the interposer cannot load into (static): off, and why.
@@ -521,5 +524,6 @@ mod tests {
             .interposer_off()
             .expect("a static program runs without the interposer");
         assert!(why.contains("static"), "{why}");
+        assert!(st.kernel_refusals_reported);
     }
 }
