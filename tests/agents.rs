@@ -426,6 +426,15 @@ fn run_codex(sandboxed: bool) -> (Stage, ModelServer, Output) {
         exec_command("sed -i 's/\"hello\"/\"hello, sandpit\"/' hello.py && cat hello.py".into()),
         Step::Text("Done: hello.py edited.".into()),
     );
+    // codex applies a patch itself (its static binary, no interposer in it): one
+    // that adds a file outside the workspace meets the kernel layer alone.
+    let steps = before_done(
+        steps,
+        [exec_command(format!(
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {}\n+{PLANTED}\n*** End Patch\nEOF\n",
+            s.h.home().join(CODEX_PATCHED).display()
+        ))],
+    );
     let model = ModelServer::start(MODEL_IP, steps);
     // Its config (MCP servers, notify commands) is protected: written before the run.
     s.h.write(
@@ -457,12 +466,29 @@ fn run_codex(sandboxed: bool) -> (Stage, ModelServer, Output) {
     (s, model, o)
 }
 
+/// Where codex's own patch tries to add a file (in the home, outside the workspace).
+const CODEX_PATCHED: &str = "patched-by-codex.txt";
+
 #[test]
 fn codex_responses_is_held() {
     let (s, model, o) = run_codex(false);
     assert_leaks(&s, &model, &o, "codex");
+    assert!(
+        planted(&s, CODEX_PATCHED),
+        "codex bare: its patch did not land"
+    );
     let (s, model, o) = run_codex(true);
     assert_held(&s, &model, &o, "codex");
+    // codex's own refused write is in the summary, with the layer that refused it.
+    assert!(
+        !planted(&s, CODEX_PATCHED),
+        "codex: its patch landed outside"
+    );
+    assert!(
+        text(&o).contains(&format!("deny write ~/{CODEX_PATCHED} [kernel]")),
+        "{}",
+        text(&o)
+    );
     // The start-up line says which layers hold the agent itself.
     assert!(
         text(&o).contains("agent program codex static: no interposer in it"),

@@ -321,21 +321,28 @@ fn a_program_that_is_not_installed_stops_before_the_run() {
     assert!(h.home().join(".config/goose").exists());
 }
 
-/// A command that fails where the kernel layer alone refused it (the interposer is
-/// off: a static program meets the same) is not left in silence: sandpit says that no
+/// A command that fails with no refusal recorded where the interposer is off (a
+/// static program meets the same) is not left in silence: sandpit says that no
 /// layer recorded a refusal and why that can be. Not when the command succeeds, and
-/// not when the refusal was recorded (the summary names it).
+/// not when the refusal was recorded (the summary names it: the kernel layer's own
+/// refusals of paths too).
 #[test]
 fn a_failure_with_no_recorded_refusal_says_where_it_may_come_from() {
     let h = TestHome::new();
     let hint = "no layer recorded a refusal; the interposer is off (--kernel-only)";
+    let o = run(&h, &["run", "--kernel-only", "--", "sh", "-c", "exit 3"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(err.contains(hint), "{err}");
+    // A path the kernel layer refuses alone is recorded (its notifier) and named.
     let o = run(
         &h,
         &["run", "--kernel-only", "--", "sh", "-c", "echo x > ~/f"],
     );
     let (_, err) = text(&o);
     assert!(!o.status.success());
-    assert!(err.contains(hint), "{err}");
+    assert!(err.contains("deny write ~/f [kernel]"), "{err}");
+    assert!(!err.contains("no layer recorded"), "{err}");
     let o = run(&h, &["run", "--kernel-only", "--", "true"]);
     assert!(o.status.success());
     assert!(!text(&o).1.contains("no layer recorded"), "{:?}", text(&o));

@@ -273,12 +273,19 @@ impl Session {
         // the user is told where the refusal may be, not left with silence.
         if let (Some(c), true, Some(why)) = (exit, denials.is_empty(), &self.unrecorded) {
             if c != 0 {
+                // On Linux the launcher's notifier reports the paths the kernel
+                // layer refuses (sandbox/linux/notify.rs); Seatbelt's are unseen.
+                let unseen = if cfg!(target_os = "linux") {
+                    "the kernel layer reports the paths it refuses, not what else it holds \
+                     back (a masked file read as empty or missing, an unreachable address)"
+                } else {
+                    "what the kernel layer refuses alone is not recorded (a read-only file \
+                     system, a masked file read as empty or missing, an unreachable address)"
+                };
                 eprintln!(
                     "sandpit: the command exited with status {c} and no layer recorded a \
-                     refusal; {why}, what the kernel layer refuses alone is not recorded (a \
-                     read-only file system, a masked file read as empty or missing, an \
-                     unreachable address). `sandpit explain read|write|connect …` says what \
-                     the policy allows"
+                     refusal; {why}: {unseen}. `sandpit explain read|write|connect …` says \
+                     what the policy allows"
                 );
             }
         }

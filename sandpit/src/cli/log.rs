@@ -291,8 +291,9 @@ pub fn explain_run(run: &str, what: &crate::cli::explain::What, json: bool) -> a
     if hits.is_empty() {
         println!(
             "run {id}: no denial in the audit log matches. Denials by the kernel layer alone are \
-             not logged (it answers EACCES/EPERM silently); `sandpit explain` without --run says \
-             what the policy decides."
+             logged only in runs where a program lacked the interposer (it answers EACCES/EPERM \
+             silently; the launcher's notifier reports them there); `sandpit explain` without \
+             --run says what the policy decides."
         );
         return Ok(1);
     }

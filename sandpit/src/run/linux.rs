@@ -245,6 +245,7 @@ fn carry_out(
         }
     }
     let mut plan = linux::plan(input, &linux::HostFs::default())?;
+    plan.report_refusals = run.kernel_refusals_reported;
     crate::timing::mark("planned");
     plan.env.extend(run.env.iter().cloned());
     plan.env.extend(session.child_env());
@@ -296,6 +297,9 @@ fn carry_out(
         serve_bridge: launch.has_own_proxy(),
         tender,
         console,
+        refusal_observer: plan
+            .report_refusals
+            .then(|| kernel_refusals(policy, session.sink())),
     };
     let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
         Ok(r) => r,
@@ -441,6 +445,78 @@ fn loopback_audit(
     }))
 }
 
+/// Where no interposer reports them, the paths the kernel layer refuses are judged
+/// with the run's policy (the one the Landlock rules and masks were compiled from)
+/// and each refused one is recorded with its rule: once per program, operation and
+/// path (a retry loop adds nothing; the log's own bound holds the rest).
+fn kernel_refusals(
+    policy: &sandpit_policy::Policy,
+    log: std::sync::Arc<crate::audit::AuditLog>,
+) -> crate::sandbox::linux::notify::Observer {
+    use crate::audit::{Decision, Layer, Record, RuleRef};
+    use crate::sandbox::linux::notify::{Access, Observer, Op};
+    use sandpit_policy::{decide, Request};
+    /// Distinct refusals remembered; past it, new ones are not recorded.
+    const DISTINCT: usize = 10_000;
+    /// Verdicts remembered (a build opens the same headers again and again): the
+    /// policy does not change during the run, so a remembered one is exact.
+    const VERDICTS: usize = 4096;
+    type Refused = Option<(Option<RuleRef>, String)>;
+    let policy = policy.clone();
+    let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, Refused>::new());
+    let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+    Observer(std::sync::Arc::new(move |a: &Access| {
+        let Ok(mut known) = verdicts.lock() else {
+            return;
+        };
+        let key = (a.op, a.path.clone());
+        let refused = match known.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let v = match a.op {
+                    // Executing needs what reading needs from the kernel layer.
+                    Op::Read | Op::Exec => decide(&policy, &Request::Read(&a.path)),
+                    Op::Write => decide(&policy, &Request::Write(&a.path)),
+                };
+                let r = (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason));
+                if known.len() >= VERDICTS {
+                    known.clear();
+                }
+                known.insert(key, r.clone());
+                r
+            }
+        };
+        drop(known);
+        // A path that is not there fails with ENOENT before any check.
+        let Some((rule, reason)) = refused else {
+            return;
+        };
+        if a.must_exist && !a.exists() {
+            return;
+        }
+        let program = a.program();
+        let Ok(mut seen) = seen.lock() else { return };
+        let key = (program.clone(), a.op, a.path.clone());
+        if seen.contains(&key) || seen.len() >= DISTINCT {
+            return;
+        }
+        seen.insert(key);
+        drop(seen);
+        let mut r = Record::new(
+            log.run(),
+            Layer::Kernel,
+            a.op.as_str(),
+            a.path.display().to_string(),
+            Decision::Deny,
+        );
+        r.rule = rule;
+        r.reason = reason;
+        r.pid = Some(a.pid);
+        r.program = program.map(|p| p.display().to_string());
+        log.record(r);
+    }))
+}
+
 /// The UDP relay's judge: `sandpit_policy::decide_datagram`, each decision (a new
 /// flow, or a refused destination) written to the audit log.
 fn udp_judge(
@@ -491,6 +567,9 @@ fn describe(plan: &crate::sandbox::linux::Plan, s: &crate::sandbox::KernelSuppor
         "seccomp ({} rules)",
         crate::sandbox::linux::seccomp::table(plan.seccomp, plan.nested_user_namespaces).len()
     ));
+    if plan.report_refusals {
+        parts.push("refusals reported by a seccomp notifier".to_string());
+    }
     if let Some(n) = plan.processes {
         parts.push(format!("at most {n} processes and threads"));
     }

@@ -59,6 +59,10 @@ pub struct RunPlan {
     pub interposer: Interposition,
     /// Agent programs (behind a wrapper script) the interposer cannot enter.
     pub static_agent: Vec<PathBuf>,
+    /// What the kernel layer refuses alone is reported with its rule (Linux: the
+    /// launcher's seccomp notifier, `sandbox/linux/notify.rs`): where a program of
+    /// the run lacks the interposer, which would otherwise have reported it.
+    pub kernel_refusals_reported: bool,
     pub shims: bool,
     pub proxy: Proxy,
     /// UDP to public addresses relayed by the launcher (`network.mode =
@@ -171,6 +175,15 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
                 .collect()
         })
         .unwrap_or_default();
+    // SANDPIT_KERNEL_REPORTS=1 turns the reports on for every run, =0 off (the
+    // benchmark's A/B, bench/kernel_reports.sh); they cost a round trip to the
+    // launcher on every path call, which the interposer's own reports make moot.
+    let kernel_refusals_reported = cfg!(target_os = "linux")
+        && match std::env::var("SANDPIT_KERNEL_REPORTS").as_deref() {
+            Ok("1") => true,
+            Ok("0") => false,
+            _ => matches!(interposer, Interposition::Off(_)) || !static_agent.is_empty(),
+        };
 
     let proxy = match (&req.proxy_socket, policy.network.mode.value) {
         (Some(s), _) => Proxy::External {
@@ -245,6 +258,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         command: req.command.clone(),
         interposer,
         static_agent,
+        kernel_refusals_reported,
         shims,
         proxy,
         udp_relay,
@@ -485,9 +499,12 @@ mod tests {
         assert_eq!(p.interposer, Interposition::On);
         assert_eq!(p.interposer_off(), None);
         assert!(!p.shims && !p.policy.learn);
+        // The kernel layer's refusals are reported where no interposer reports them.
+        assert!(!p.kernel_refusals_reported);
         let k = plan_of(&h, "", &["--kernel-only", "--shims", "--learn"], ns).unwrap();
         assert_eq!(k.interposer_off(), Some("--kernel-only"));
         assert!(k.shims && k.policy.learn);
+        assert!(k.kernel_refusals_reported);
         let s = plan_of(&h, "[shims]\nenabled = true\n", &[], ns).unwrap();
         assert!(s.shims);
         // A program the interposer cannot load into (static): off, and why.
@@ -507,5 +524,6 @@ mod tests {
             .interposer_off()
             .expect("a static program runs without the interposer");
         assert!(why.contains("static"), "{why}");
+        assert!(st.kernel_refusals_reported);
     }
 }

@@ -9,6 +9,7 @@ pub mod landlock;
 pub mod loopback;
 pub mod memory;
 pub mod namespaces;
+pub mod notify;
 mod packet;
 pub mod plan;
 pub mod probe;

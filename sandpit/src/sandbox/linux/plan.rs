@@ -501,6 +501,10 @@ pub struct Plan {
     pub processes: Option<u64>,
     /// `limits.memory`: a cgroup of the run's own, or `RLIMIT_DATA` in each process.
     pub memory: Option<super::memory::Memory>,
+    /// Report what the kernel layer refuses alone (`notify.rs`): a seccomp
+    /// notification filter on the path-taking calls, answered by the launcher. Off
+    /// here; the run turns it on where a program of the run lacks the interposer.
+    pub report_refusals: bool,
 }
 
 impl Plan {
@@ -1029,6 +1033,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         mirror,
         processes: (input.processes != 0 && why_no_limit.is_none()).then_some(input.processes),
         memory,
+        report_refusals: false,
     })
 }
 

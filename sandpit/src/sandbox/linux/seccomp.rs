@@ -369,6 +369,69 @@ fn block<'a>(rules: impl Iterator<Item = &'a Rule>) -> Result<Vec<SockFilter>, T
     Ok(b)
 }
 
+// --- the reporting filter ----------------------------------------------------------
+
+pub const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+/// The system calls that take a path Landlock may refuse to the calling program:
+/// opening (reading, writing, creating), executing, and every change to a
+/// directory's entries. The reporting filter ([`compile_notify`]) hands each of
+/// them to the launcher's notifier (`notify.rs`) before the kernel runs it.
+pub fn notified_syscalls() -> Vec<(&'static str, u32)> {
+    let mut v = vec![
+        ("openat", nr(libc::SYS_openat)),
+        ("openat2", nr(libc::SYS_openat2)),
+        ("execve", nr(libc::SYS_execve)),
+        ("execveat", nr(libc::SYS_execveat)),
+        ("mkdirat", nr(libc::SYS_mkdirat)),
+        ("mknodat", nr(libc::SYS_mknodat)),
+        ("unlinkat", nr(libc::SYS_unlinkat)),
+        ("renameat", nr(libc::SYS_renameat)),
+        ("renameat2", nr(libc::SYS_renameat2)),
+        ("linkat", nr(libc::SYS_linkat)),
+        ("symlinkat", nr(libc::SYS_symlinkat)),
+        ("truncate", nr(libc::SYS_truncate)),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        ("open", nr(libc::SYS_open)),
+        ("creat", nr(libc::SYS_creat)),
+        ("mkdir", nr(libc::SYS_mkdir)),
+        ("mknod", nr(libc::SYS_mknod)),
+        ("unlink", nr(libc::SYS_unlink)),
+        ("rmdir", nr(libc::SYS_rmdir)),
+        ("rename", nr(libc::SYS_rename)),
+        ("link", nr(libc::SYS_link)),
+        ("symlink", nr(libc::SYS_symlink)),
+    ]);
+    v
+}
+
+/// The reporting filter: every call of [`notified_syscalls`] goes to the listener
+/// (`SECCOMP_RET_USER_NOTIF`), everything else is allowed. It refuses nothing:
+/// installed next to the deny filter, whose `ERRNO` and `KILL` take precedence
+/// over `USER_NOTIF`, and the notifier always answers "continue", so the kernel
+/// (Landlock) still decides every call it sees. No argument is inspected, so the
+/// kernel's cache lets every other syscall past without running the program.
+pub fn compile_notify() -> Result<Vec<SockFilter>, TooLong> {
+    let mut nrs: Vec<u32> = notified_syscalls().iter().map(|(_, n)| *n).collect();
+    nrs.sort_unstable();
+    nrs.dedup();
+    let blocks: Vec<Vec<SockFilter>> = nrs
+        .iter()
+        .map(|_| vec![stmt(BPF_RET_K, RET_USER_NOTIF)])
+        .collect();
+    // A foreign architecture is killed by the deny filter; allowed here.
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, OFF_ARCH),
+        jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET_K, RET_ALLOW),
+        stmt(BPF_LD_W_ABS, OFF_NR),
+    ];
+    p.extend(dispatch(&nrs, &blocks)?);
+    Ok(p)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -717,5 +780,25 @@ mod tests {
             "socket socket sendto sendmsg sendmmsg"
         );
         assert_eq!(fallback[..names.len()], names[..]);
+    }
+
+    #[test]
+    fn the_reporting_filter_notifies_path_calls_only() {
+        let p = compile_notify().unwrap();
+        let named: Vec<u32> = notified_syscalls().iter().map(|(_, n)| *n).collect();
+        for n in 0..600u32 {
+            let want = if named.contains(&n) {
+                RET_USER_NOTIF
+            } else {
+                RET_ALLOW
+            };
+            assert_eq!(run(&p, AUDIT_ARCH, n, [0; 6]), want, "syscall {n}");
+        }
+        assert_eq!(call(&p, libc::SYS_openat, [0; 6]), RET_USER_NOTIF);
+        assert_eq!(call(&p, libc::SYS_read, [0; 6]), RET_ALLOW);
+        assert_eq!(
+            run(&p, 0x4000_0003, libc::SYS_openat as u32, [0; 6]),
+            RET_ALLOW
+        );
     }
 }

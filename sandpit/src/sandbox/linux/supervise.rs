@@ -34,7 +34,7 @@ use std::sync::Arc;
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, guard, landlock, loopback, namespaces, seccomp, udp};
+use super::{bridge, guard, landlock, loopback, namespaces, notify, seccomp, udp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -161,6 +161,9 @@ pub struct Layers {
     /// The user's terminal, shared with questions about blocked hosts
     /// (`network.ask_on_blocked_host`): attached when the command gets a relayed pty.
     pub console: Option<Arc<crate::console::Console>>,
+    /// Told about each path the command's calls use, where `Plan::report_refusals`
+    /// asks for it (the audit log's kernel refusals).
+    pub refusal_observer: Option<notify::Observer>,
 }
 
 /// Everything the children need, converted before fork.
@@ -720,6 +723,16 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
                     Layer::from_tag(buf[1]),
                     String::from_utf8_lossy(&buf[2..n]).into_owned(),
                 ))
+            }
+            // The reporting filter's listener: served at once, since the command's
+            // own exec is the first call it stops (every fork is behind us).
+            (Some(b'K'), Some(fd)) => {
+                if let Err(e) = notify::serve(fd, layers.refusal_observer.clone()) {
+                    setup_error.get_or_insert((
+                        Layer::Seccomp,
+                        format!("starting the refusal reports' thread: {e}"),
+                    ));
+                }
             }
             (Some(b'X'), _) => exec_error = Some(String::from_utf8_lossy(&buf[1..n]).into_owned()),
             (Some(b'U'), _) => eprintln!(
@@ -1370,6 +1383,28 @@ fn exec_command(
     };
     if let Err(e) = sys::seccomp_install(&prog) {
         fail(ctl, Layer::Seccomp, &format!("installing filter: {e}"))
+    }
+    if plan.report_refusals {
+        // Installed after the deny filter, whose answers take precedence; the
+        // listener goes to the launcher, which must hold it before the exec below.
+        let listener = seccomp::compile_notify()
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                sys::seccomp_install_listener(&p)
+                    .map_err(|e| format!("installing the reporting filter: {e}"))
+            });
+        match listener {
+            Ok(fd) => {
+                if let Err(e) = sys::send_fd(ctl.as_fd(), b"K", fd.as_fd()) {
+                    fail(
+                        ctl,
+                        Layer::Seccomp,
+                        &format!("handing over the listener: {e}"),
+                    )
+                }
+            }
+            Err(e) => fail(ctl, Layer::Seccomp, &e),
+        }
     }
     crate::timing::mark("command's process: seccomp installed");
     if let Some(ready) = guard_ready {

@@ -633,6 +633,134 @@ pub fn seccomp_install(prog: &[SockFilter]) -> io::Result<()> {
     cvt_long(r).map(drop)
 }
 
+/// Install `prog` with a user-notification listener
+/// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`); returns the listener (close-on-exec).
+pub fn seccomp_install_listener(prog: &[SockFilter]) -> io::Result<OwnedFd> {
+    let len = libc::c_ushort::try_from(prog.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    let fprog = SockFprog {
+        len,
+        filter: prog.as_ptr(),
+    };
+    // SAFETY: fprog points to `len` valid instructions that outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const SockFprog,
+        )
+    };
+    let fd = RawFd::try_from(cvt_long(r)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "seccomp listener fd"))?;
+    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One system call stopped by a `SECCOMP_RET_USER_NOTIF` filter.
+#[derive(Debug, Clone, Copy)]
+pub struct Notif {
+    pub id: u64,
+    /// In the listener's (the launcher's) pid namespace.
+    pub pid: u32,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+/// Wait for the next notification on `listener`.
+pub fn seccomp_notif_recv(listener: BorrowedFd<'_>) -> io::Result<Notif> {
+    // SAFETY: seccomp_notif is plain data; the kernel wants it zeroed.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes one seccomp_notif into `n`, which is valid and writable.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV as _,
+            &mut n as *mut libc::seccomp_notif,
+        )
+    };
+    cvt(r)?;
+    Ok(Notif {
+        id: n.id,
+        pid: n.pid,
+        nr: n.data.nr,
+        args: n.data.args,
+    })
+}
+
+/// Let the stopped call `id` go on as if no filter had stopped it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the kernel runs it, Landlock included.
+pub fn seccomp_notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: SEND reads one seccomp_notif_resp from `resp`, valid for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND as _,
+            &mut resp as *mut libc::seccomp_notif_resp,
+        )
+    };
+    cvt(r).map(drop)
+}
+
+/// Ask the kernel to wake the listener's reader on the caller's CPU and switch to
+/// it at once (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, Linux 6.6): a stopped call then
+/// costs a direct hand-over, not two trips through a busy run queue.
+pub fn seccomp_notif_sync_wake(listener: BorrowedFd<'_>) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
+    // SAFETY: SET_FLAGS takes its flags by value.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    cvt(r).map(drop)
+}
+
+/// Whether the call `id` still waits for its answer (its process has not died, so
+/// its pid still names it).
+pub fn seccomp_notif_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: ID_VALID reads one u64 from `id`, valid for the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _,
+            &mut id as *mut u64,
+        )
+    };
+    r == 0
+}
+
+/// Read another process's memory at `addr` into `buf` (`process_vm_readv`); the
+/// count read, short at an unmapped page.
+pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `local` describes `buf`, writable for its length; `remote` is only an
+    // address in the other process, which the kernel checks.
+    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
 /// Is seccomp filtering available (`prctl(PR_GET_SECCOMP)` answers)?
 pub fn seccomp_available() -> bool {
     // SAFETY: prctl with integer arguments only.

@@ -1,0 +1,325 @@
+//! What the kernel layer refuses alone, reported: a program without the interposer
+//! (a static binary, a raw system call, any program in `--kernel-only` runs) meets
+//! Landlock's EACCES in silence. The reporting filter (`seccomp::compile_notify`)
+//! stops each path-taking system call of the command and its children and hands it
+//! to a thread of the launcher ([`serve`]), which reads the path from the caller's
+//! memory, tells the [`Observer`] (the run judges it with the policy the Landlock
+//! rules were compiled from, and records a denial with its rule), and always answers
+//! "continue" (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+//!
+//! Reporting only, never deciding: the kernel runs every call as if no notifier
+//! were there and Landlock decides it. So the classic weakness of user
+//! notification — the caller may change the path in its memory between the read
+//! here and the kernel's own (a TOCTOU race) — can only make a report wrong, never
+//! let anything through: a call this thread has not answered waits, and one it
+//! answered goes to Landlock unchanged.
+//!
+//! Fail-safe: the launcher holds the listener until it exits (the sandbox dies with
+//! it). Should this thread stop, the kernel answers every stopped call with ENOSYS
+//! once the listener is closed: the call fails, nothing passes that Landlock would
+//! refuse, nothing hangs.
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::sys::{self, Notif};
+
+/// What a stopped call does to its path, as Landlock sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Read,
+    Write,
+    Exec,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Exec => "exec",
+        }
+    }
+}
+
+/// One path a stopped call is about to use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// The caller, in the launcher's pid namespace.
+    pub pid: u32,
+    pub op: Op,
+    /// Absolute, as the sandbox sees it (relative paths joined to the caller's
+    /// directory or `dirfd`), not normalized.
+    pub path: PathBuf,
+    /// The call fails with ENOENT before any Landlock check when the path does not
+    /// exist (a read, an unlink): only then was something refused.
+    pub must_exist: bool,
+}
+
+impl Access {
+    /// Whether the caller's lookup of the path gets past ENOENT in its view (its
+    /// root): the path exists, or a mask in the way refuses the search first (a
+    /// masked directory answers EACCES for any name in it). Call it while the
+    /// caller waits (inside the observer).
+    pub fn exists(&self) -> bool {
+        let rel = self.path.strip_prefix("/").unwrap_or(&self.path);
+        let root = PathBuf::from(format!("/proc/{}/root", self.pid));
+        // Symbolic links inside would resolve against this machine's root: the
+        // link's own entry is what is checked.
+        match std::fs::symlink_metadata(root.join(rel)) {
+            Ok(_) => true,
+            Err(e) => {
+                e.kind() != io::ErrorKind::NotFound && e.raw_os_error() != Some(libc::ENOTDIR)
+            }
+        }
+    }
+
+    /// The caller's executable, as the sandbox names it.
+    pub fn program(&self) -> Option<PathBuf> {
+        std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok()
+    }
+}
+
+/// Told about every path a stopped call uses, while the call waits.
+#[derive(Clone)]
+pub struct Observer(pub Arc<dyn Fn(&Access) + Send + Sync>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("notify::Observer")
+    }
+}
+
+/// Answer the calls the reporting filter stops, on a thread of its own, until the
+/// launcher exits. The launcher must start it as soon as it holds the listener: the
+/// command's own `execve` is the first call it stops.
+pub fn serve(listener: OwnedFd, observer: Option<Observer>) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name("kernel-refusals".into())
+        .spawn(move || answer_all(listener, observer))
+        .map(drop)
+}
+
+fn answer_all(listener: OwnedFd, observer: Option<Observer>) {
+    let fd = listener.as_fd();
+    // Best effort: older kernels wake this thread the ordinary way.
+    let _ = sys::seccomp_notif_sync_wake(fd);
+    loop {
+        let n = match sys::seccomp_notif_recv(fd) {
+            Ok(n) => n,
+            // Interrupted, or the caller died before its call was read.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => continue,
+            Err(e) => {
+                // The listener closes with this thread: stopped calls fail (ENOSYS).
+                eprintln!(
+                    "sandpit: warning: the kernel layer's refusal reports stopped ({e}); \
+                     the calls they watch now fail"
+                );
+                return;
+            }
+        };
+        if let Some(obs) = &observer {
+            let found = accesses(&n);
+            // Read while the caller waits; its pid names it only while the call is
+            // still pending (checked after the read).
+            if sys::seccomp_notif_valid(fd, n.id) {
+                for a in &found {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (obs.0)(a)));
+                }
+            }
+        }
+        // ENOENT: the caller died meanwhile; nothing to answer.
+        let _ = sys::seccomp_notif_continue(fd, n.id);
+    }
+}
+
+/// Where a path argument is: `dirfd` (`None`: the path is absolute or relative to
+/// the working directory) and the address of the string.
+struct PathArg {
+    dirfd: Option<i64>,
+    addr: u64,
+    op: Op,
+    must_exist: bool,
+}
+
+/// The paths a stopped call uses, read from its memory.
+fn accesses(n: &Notif) -> Vec<Access> {
+    let a = n.args;
+    let nr = libc::c_long::from(n.nr);
+    let at = |dirfd: u64, addr: u64, op: Op, must_exist: bool| PathArg {
+        dirfd: Some(dirfd as i32 as i64),
+        addr,
+        op,
+        must_exist,
+    };
+    let cwd = |addr: u64, op: Op, must_exist: bool| PathArg {
+        dirfd: None,
+        addr,
+        op,
+        must_exist,
+    };
+    let w = Op::Write;
+    let args: Vec<PathArg> = match nr {
+        libc::SYS_openat => open_op(a[2])
+            .map(|(o, m)| at(a[0], a[1], o, m))
+            .into_iter()
+            .collect(),
+        libc::SYS_openat2 => {
+            // struct open_how begins with the flags (u64).
+            let mut how = [0u8; 8];
+            match sys::read_remote(n.pid, a[2], &mut how) {
+                Ok(8) => open_op(u64::from_ne_bytes(how))
+                    .map(|(o, m)| at(a[0], a[1], o, m))
+                    .into_iter()
+                    .collect(),
+                _ => vec![],
+            }
+        }
+        libc::SYS_execve => vec![cwd(a[0], Op::Exec, true)],
+        libc::SYS_execveat => vec![at(a[0], a[1], Op::Exec, true)],
+        libc::SYS_mkdirat | libc::SYS_mknodat => vec![at(a[0], a[1], w, false)],
+        libc::SYS_unlinkat => vec![at(a[0], a[1], w, true)],
+        libc::SYS_renameat | libc::SYS_renameat2 => {
+            vec![at(a[0], a[1], w, true), at(a[2], a[3], w, false)]
+        }
+        libc::SYS_linkat => vec![at(a[2], a[3], w, false)],
+        libc::SYS_symlinkat => vec![at(a[1], a[2], w, false)],
+        libc::SYS_truncate => vec![cwd(a[0], w, true)],
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_open => open_op(a[1])
+            .map(|(o, m)| cwd(a[0], o, m))
+            .into_iter()
+            .collect(),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_creat | libc::SYS_mkdir | libc::SYS_mknod => vec![cwd(a[0], w, false)],
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_unlink | libc::SYS_rmdir => vec![cwd(a[0], w, true)],
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_rename => vec![cwd(a[0], w, true), cwd(a[1], w, false)],
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_link | libc::SYS_symlink => vec![cwd(a[1], w, false)],
+        _ => vec![],
+    };
+    args.into_iter()
+        .filter_map(|p| {
+            let raw = read_path(n.pid, p.addr)?;
+            Some(Access {
+                pid: n.pid,
+                op: p.op,
+                path: absolute(n.pid, p.dirfd, &raw)?,
+                must_exist: p.must_exist,
+            })
+        })
+        .collect()
+}
+
+/// What an open with `flags` does: `None` for `O_PATH` (no access Landlock checks).
+fn open_op(flags: u64) -> Option<(Op, bool)> {
+    let f = flags as i32;
+    if f & libc::O_PATH != 0 {
+        return None;
+    }
+    let writes = f & libc::O_ACCMODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0;
+    Some(match writes {
+        true => (Op::Write, f & libc::O_CREAT == 0),
+        false => (Op::Read, true),
+    })
+}
+
+/// A NUL-terminated path from the caller's memory (at most PATH_MAX bytes), read
+/// page by page (a string may end just before an unmapped page).
+fn read_path(pid: u32, addr: u64) -> Option<Vec<u8>> {
+    const PAGE: u64 = 4096;
+    const MAX: usize = libc::PATH_MAX as usize;
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < MAX {
+        let room = (PAGE - at % PAGE) as usize;
+        let mut buf = vec![0u8; room.min(MAX - out.len())];
+        let n = sys::read_remote(pid, at, &mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        if let Some(end) = buf[..n].iter().position(|&b| b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Some(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+        at += n as u64;
+    }
+    None
+}
+
+/// `raw` made absolute in the caller's view: joined to its working directory, or
+/// to the directory `dirfd` names. An empty path (`AT_EMPTY_PATH`) names the
+/// descriptor itself: nothing to report by name.
+fn absolute(pid: u32, dirfd: Option<i64>, raw: &[u8]) -> Option<PathBuf> {
+    if raw.is_empty() {
+        return None;
+    }
+    let p = Path::new(std::ffi::OsStr::from_bytes(raw));
+    if p.is_absolute() {
+        return Some(p.to_path_buf());
+    }
+    // The links under /proc read back as the caller's paths (its root is below the
+    // launcher's, or the same).
+    let base = match dirfd {
+        None => format!("/proc/{pid}/cwd"),
+        Some(d) if d == i64::from(libc::AT_FDCWD) => format!("/proc/{pid}/cwd"),
+        Some(d) => format!("/proc/{pid}/fd/{d}"),
+    };
+    let dir = std::fs::read_link(base).ok()?;
+    Some(dir.join(p))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_are_reads_unless_they_write_create_or_truncate() {
+        assert_eq!(open_op(libc::O_RDONLY as u64), Some((Op::Read, true)));
+        assert_eq!(
+            open_op((libc::O_RDONLY | libc::O_CLOEXEC) as u64),
+            Some((Op::Read, true))
+        );
+        assert_eq!(open_op(libc::O_WRONLY as u64), Some((Op::Write, true)));
+        assert_eq!(open_op(libc::O_RDWR as u64), Some((Op::Write, true)));
+        assert_eq!(
+            open_op((libc::O_WRONLY | libc::O_CREAT) as u64),
+            Some((Op::Write, false))
+        );
+        assert_eq!(open_op(libc::O_TRUNC as u64), Some((Op::Write, true)));
+        assert_eq!(open_op((libc::O_PATH | libc::O_RDONLY) as u64), None);
+    }
+
+    #[test]
+    fn paths_are_read_from_this_process_and_made_absolute() {
+        let pid = std::process::id();
+        // A path that ends right before a page boundary is found whole.
+        let mut page = vec![b'x'; 8192];
+        let base = page.as_ptr() as u64;
+        let to_boundary = (4096 - base % 4096) as usize;
+        let start = to_boundary - 5;
+        page[start..start + 4].copy_from_slice(b"/a/b");
+        page[start + 4] = 0;
+        assert_eq!(
+            read_path(pid, base + start as u64).as_deref(),
+            Some(&b"/a/b"[..])
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(absolute(pid, None, b"f"), Some(cwd.join("f")));
+        assert_eq!(
+            absolute(pid, Some(i64::from(libc::AT_FDCWD)), b"f"),
+            Some(cwd.join("f"))
+        );
+        assert_eq!(
+            absolute(pid, None, b"/etc/x"),
+            Some(PathBuf::from("/etc/x"))
+        );
+        assert_eq!(absolute(pid, None, b""), None);
+    }
+}
