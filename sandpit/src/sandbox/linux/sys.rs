@@ -615,27 +615,21 @@ struct SockFprog {
 
 /// Install a seccomp filter on the calling thread (no_new_privs must be set).
 pub fn seccomp_install(prog: &[SockFilter]) -> io::Result<()> {
-    let len = libc::c_ushort::try_from(prog.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
-    let fprog = SockFprog {
-        len,
-        filter: prog.as_ptr(),
-    };
-    // SAFETY: fprog points to `len` valid instructions that outlive the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            0,
-            &fprog as *const SockFprog,
-        )
-    };
-    cvt_long(r).map(drop)
+    seccomp_set_filter(prog, 0).map(drop)
 }
 
 /// Install `prog` with a user-notification listener
 /// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`); returns the listener (close-on-exec).
 pub fn seccomp_install_listener(prog: &[SockFilter]) -> io::Result<OwnedFd> {
+    let r = seccomp_set_filter(prog, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
+    let fd = RawFd::try_from(r)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "seccomp listener fd"))?;
+    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: what the call returned.
+fn seccomp_set_filter(prog: &[SockFilter], flags: libc::c_ulong) -> io::Result<libc::c_long> {
     let len = libc::c_ushort::try_from(prog.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
     let fprog = SockFprog {
@@ -647,14 +641,11 @@ pub fn seccomp_install_listener(prog: &[SockFilter]) -> io::Result<OwnedFd> {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            flags,
             &fprog as *const SockFprog,
         )
     };
-    let fd = RawFd::try_from(cvt_long(r)?)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "seccomp listener fd"))?;
-    // SAFETY: the kernel just returned this new descriptor; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    cvt_long(r)
 }
 
 /// One system call stopped by a `SECCOMP_RET_USER_NOTIF` filter.
