@@ -99,6 +99,12 @@ fn run_with_scratch(
         input = input.with_control_socket(c);
     }
     input.report_sockets.extend(audit);
+    if args.gui {
+        input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
+            &args.command,
+            &policy.context.home,
+        )?);
+    }
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
 
     let command = launch_argv(&args.command);
@@ -139,6 +145,12 @@ fn run_with_scratch(
             p
         }
     }));
+    if let Some(g) = &input.gui {
+        parts.push(match &g.app {
+            Some(app) => format!("GUI allowance (app {})", app.id()),
+            None => "GUI allowance (no app bundle)".to_string(),
+        });
+    }
     let profile_name = run
         .profile
         .as_deref()
