@@ -4,10 +4,13 @@
 //! The compiler is pure and builds on every platform so its output is unit-tested on
 //! Linux; only `apply` (and its FFI in `sys`) exists on macOS.
 pub mod bundle;
+pub mod reap;
 pub mod seatbelt;
 
 #[cfg(target_os = "macos")]
 pub mod apply;
+#[cfg(target_os = "macos")]
+pub mod lifetime;
 #[cfg(target_os = "macos")]
 mod sys;
 
