@@ -77,6 +77,7 @@ fn agent() -> Input {
         control_socket: Some(p("/Users/me/.sandpit/run/1234/control.sock")),
         report_sockets: vec![],
         gui: None,
+        dns_port: None,
     }
 }
 
@@ -1500,4 +1501,42 @@ fn app_identifiers_are_checked_and_hostile_homes_are_parameters() {
     // A home with glob characters is a plain path, not a pattern.
     let globby = compile(&shape("/Users/a*[b]")).unwrap();
     assert_eq!(plain.sbpl, globby.sbpl);
+}
+
+#[test]
+fn dns_responder_port_is_reachable_with_the_proxy_only() {
+    let with_dns = compile(&Input {
+        dns_port: Some(41001),
+        ..agent()
+    })
+    .unwrap();
+    let outbound: Vec<&str> = with_dns
+        .sbpl
+        .lines()
+        .filter(|l| l.starts_with("(allow network-outbound (remote tcp"))
+        .collect();
+    assert_eq!(
+        outbound,
+        vec![
+            "(allow network-outbound (remote tcp \"localhost:41000\"))",
+            "(allow network-outbound (remote tcp \"localhost:41001\"))",
+        ]
+    );
+    // Still TCP only: the resolver hooks speak DNS over TCP; no UDP socket.
+    assert!(!with_dns.sbpl.contains("SOCK_DGRAM"));
+    // Offline: neither the proxy nor the responder.
+    let offline = compile(&Input {
+        dns_port: Some(41001),
+        network: Network::Offline,
+        ..agent()
+    })
+    .unwrap();
+    assert!(!offline.sbpl.contains("remote tcp"), "{}", offline.sbpl);
+    // Without the field, the profile is the one of the goldens.
+    assert!(!compile(&agent()).unwrap().sbpl.contains("41001"));
+    assert!(compile(&Input {
+        dns_port: Some(0),
+        ..agent()
+    })
+    .is_err());
 }

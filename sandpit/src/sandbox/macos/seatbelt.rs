@@ -20,7 +20,8 @@
 //! - devices: after the file rules, everything under `/dev` is denied and only the
 //!   devices programs need (null, zero, random, terminals, `/dev/fd`) and those of
 //!   `files.devices` are opened again, so no read or write rule above reaches a disk;
-//! - network: outbound only to the proxy port on localhost; binding and inbound on
+//! - network: outbound only to the proxy port (and sandpit's DNS responder) on
+//!   localhost; binding and inbound on
 //!   localhost only when the policy allows local binding; Unix sockets only under
 //!   the writable roots, sandpit's own, and those of `isolation.unix_sockets`;
 //! - last: LaunchServices, Apple Events and the programs that run code outside the
@@ -152,6 +153,9 @@ pub struct Input {
     pub report_sockets: Vec<PathBuf>,
     /// The GUI allowance: only for wrapped apps (`sandpit wrap`) and `--gui`.
     pub gui: Option<Gui>,
+    /// sandpit's DNS responder on localhost (DNS over TCP), which the interposer's
+    /// resolver hooks ask: reachable with the proxy, never offline.
+    pub dns_port: Option<u16>,
 }
 
 impl Default for Input {
@@ -170,6 +174,7 @@ impl Default for Input {
             control_socket: None,
             report_sockets: vec![],
             gui: None,
+            dns_port: None,
         }
     }
 }
@@ -229,6 +234,7 @@ impl Input {
             control_socket: None,
             report_sockets: vec![],
             gui: None,
+            dns_port: None,
         }
     }
 
@@ -587,6 +593,15 @@ pub fn compile(input: &Input) -> Result<Profile> {
             e.line(&format!(
                 "(allow network-outbound (remote tcp \"localhost:{port}\"))"
             ));
+            if let Some(dns) = input.dns_port {
+                if dns == 0 {
+                    return Err(Error::ProxyPortZero);
+                }
+                e.line("; sandpit's DNS responder: the interposer's resolver hooks ask it, by the policy");
+                e.line(&format!(
+                    "(allow network-outbound (remote tcp \"localhost:{dns}\"))"
+                ));
+            }
         }
     }
     if input.allow_local_binding {
