@@ -78,10 +78,12 @@ const HOOKED: &[&str] = &[
     "getaddrinfo",
     "gethostbyname",
     "gethostbyname2",
+    "freeaddrinfo",
     // exec
     "execve",
     "execv",
     "execvp",
+    "execvP",
     "execl",
     "execle",
     "execlp",

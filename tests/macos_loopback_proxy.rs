@@ -4,7 +4,9 @@
 //! reach it the two ways a macOS run does: proxy variables (HTTP proxy with the
 //! run's token) and the interposer's transparent redirect line. Each denial is
 //! judged by its effect — the `blocked.test` sink received nothing — beside a
-//! positive control. (Seatbelt itself is not run here.)
+//! positive control. (Seatbelt itself is not run here.) The DNS responder the
+//! macOS interposer's resolver hooks ask is served the same way: DNS over TCP on a
+//! loopback listener bound before the fork (`DnsServer::serve_tcp_std`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod proxy_support;
 
@@ -111,4 +113,85 @@ async fn a_loopback_proxy_without_a_token_is_refused() {
         loopback(None).await,
         Err(sandpit::proxy::ProxyError::TokenRequired)
     ));
+}
+
+/// Ask the DNS-over-TCP responder at `addr` as the macOS interposer does: one
+/// connection, several questions.
+async fn ask_tcp(
+    s: &mut tokio::net::TcpStream,
+    id: u16,
+    name: &str,
+    qtype: u16,
+) -> (u8, Vec<std::net::IpAddr>) {
+    use sandpit::dns::message;
+    let q = message::build_query(id, name, qtype).unwrap();
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    s.write_all(&framed).await.unwrap();
+    let mut len = [0u8; 2];
+    tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut len))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut m = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    s.read_exact(&mut m).await.unwrap();
+    message::parse_answer(&m, id).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loopback_dns_responder_answers_by_the_policy_and_names_the_rule() {
+    use sandpit::dns::message::{RCODE_NOERROR, RCODE_REFUSED, TYPE_A, TYPE_AAAA};
+    let upstream = FakeUpstream::start().await;
+    let audit = Arc::new(MemorySink::default());
+    let policy = POLICY.replace(
+        "allow = [\"allowed.test\", \"sneaky.test\", \"public.test\"]",
+        "allow = [\"allowed.test\", \"sneaky.test\", \"public.test\"]\nblock = [\"exfil.public.test\"]",
+    );
+    assert_ne!(policy, POLICY);
+    let server = sandpit::dns::DnsServer::new(
+        Arc::new(policy_from_toml(&policy).unwrap()),
+        Arc::new(Resolver::new(Upstream::Udp(upstream.addr))),
+        audit.clone(),
+    );
+    // Bound first with std, as the launcher does before the fork.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let running = server.serve_tcp_std(listener).unwrap();
+    assert_eq!(running.local_addr(), Some(addr));
+
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Positive control: an allowed name is answered (A, then AAAA on the same
+    // connection, as getaddrinfo asks).
+    assert_eq!(
+        ask_tcp(&mut s, 1, "public.test", TYPE_A).await,
+        (RCODE_NOERROR, vec!["93.184.216.34".parse().unwrap()])
+    );
+    assert_eq!(
+        ask_tcp(&mut s, 2, "public.test", TYPE_AAAA).await.0,
+        RCODE_NOERROR
+    );
+    // A blocked name and a name no rule allows: refused, never asked upstream.
+    assert_eq!(
+        ask_tcp(&mut s, 3, "exfil.public.test", TYPE_A).await,
+        (RCODE_REFUSED, vec![])
+    );
+    assert_eq!(
+        ask_tcp(&mut s, 4, "c2VjcmV0.attacker.test", TYPE_A).await,
+        (RCODE_REFUSED, vec![])
+    );
+    let asked = upstream.questions();
+    assert!(asked.iter().all(|q| q == "public.test"), "{asked:?}");
+    // The audit record of the refusal names the rule that decided it.
+    let events = audit.events();
+    let blocked = events
+        .iter()
+        .find(|e| e.host == "exfil.public.test")
+        .expect("the blocked name is audited");
+    assert!(!blocked.allow);
+    let rule = blocked.rule.as_deref().unwrap_or_default();
+    assert!(rule.contains("block"), "rule {rule:?}: {blocked:?}");
+    eprintln!("refusal audited with rule {rule:?}");
+    assert!(events
+        .iter()
+        .any(|e| !e.allow && e.host.contains("attacker")));
 }

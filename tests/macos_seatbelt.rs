@@ -7,7 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::{Path, PathBuf};
 
-use sandpit::sandbox::macos::seatbelt::{canonical, compile, Input, Network, Profile, BASE, DEV};
+use sandpit::sandbox::macos::seatbelt::{
+    canonical, compile, App, Gui, Input, Network, Profile, BASE, DEV, GUI,
+};
 
 fn p(s: &str) -> PathBuf {
     PathBuf::from(s)
@@ -21,6 +23,13 @@ fn golden(name: &str, profile: &Profile) {
     // The /dev rules are fixed text: named once, not repeated in every golden.
     assert_eq!(compiled.matches(DEV).count(), 1, "the /dev rules once");
     let mut text = compiled.replace(DEV, ";; <profiles/seatbelt-dev.sbpl>\n");
+    // So is the GUI allowance, where it is asked for.
+    assert!(
+        compiled.matches(GUI).count() <= 1,
+        "the GUI rules at most once"
+    );
+    let text_gui = text.replace(GUI, ";; <profiles/seatbelt-gui.sbpl>\n");
+    text = text_gui;
     text.push_str("\n;; parameters\n");
     for (k, v) in &profile.params {
         text.push_str(&format!(";; {k}={v}\n"));
@@ -67,6 +76,8 @@ fn agent() -> Input {
         unix_sockets: vec![],
         control_socket: Some(p("/Users/me/.sandpit/run/1234/control.sock")),
         report_sockets: vec![],
+        gui: None,
+        dns_port: None,
     }
 }
 
@@ -1281,4 +1292,251 @@ fn globs_compile_to_regular_expressions_that_mean_what_decide_does() {
         ..Default::default()
     };
     assert!(compile(&bad).is_err());
+}
+
+// ---------------------------------------------------------------------------------
+// The GUI allowance: wrapped apps and `--gui` only.
+
+fn demo_app() -> Gui {
+    Gui {
+        app: Some(App::new("com.example.demo", Path::new("/Users/me")).unwrap()),
+    }
+}
+
+#[test]
+fn golden_gui_app_and_gui_without_app() {
+    let with_app = compile(&Input {
+        gui: Some(demo_app()),
+        ..agent()
+    })
+    .unwrap();
+    golden("gui-app", &with_app);
+    let bare = compile(&Input {
+        gui: Some(Gui { app: None }),
+        ..agent()
+    })
+    .unwrap();
+    golden("gui-no-app", &bare);
+    assert!(bare.params.iter().all(|(k, _)| !k.starts_with("APP_")));
+}
+
+#[test]
+fn without_gui_no_window_server_pasteboard_or_fonts() {
+    let policy = default_policy();
+    let plain = compile(&Input::from_policy(&policy, 41000)).unwrap();
+    assert_eq!(Input::from_policy(&policy, 41000).gui, None);
+    let agent_plain = compile(&agent()).unwrap();
+    for prof in [&plain, &agent_plain] {
+        for service in [
+            "com.apple.windowserver.active",
+            "com.apple.pasteboard.1",
+            "com.apple.fonts",
+            "iokit-open",
+            "extension",
+            "preference-domain",
+        ] {
+            assert!(!prof.sbpl.contains(service), "{service} without --gui");
+        }
+    }
+}
+
+#[test]
+fn gui_allowance_reaches_no_other_app_and_the_policy_still_wins() {
+    let prof = compile(&Input {
+        gui: Some(demo_app()),
+        ..agent()
+    })
+    .unwrap();
+    let t = &prof.sbpl;
+    for want in [
+        "(allow mach-lookup\n  (global-name \"com.apple.windowserver.active\")",
+        "(global-name \"com.apple.pasteboard.1\")",
+        "(global-name \"com.apple.fonts\")",
+        "(extension \"com.apple.app-sandbox.read-write\")",
+        "(allow user-preference-write (preference-domain (param \"APP_ID_0\")))",
+    ] {
+        assert!(t.contains(want), "{want}");
+    }
+    // Apple Events and LaunchServices: still denied, after everything.
+    let tail = &t[t.find("(deny lsopen)").unwrap()..];
+    assert!(tail.contains("(deny appleevent-send)"));
+    assert!(!tail.contains("(allow"));
+    let code: String = GUI
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(';'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for never in [
+        "appleevent",
+        "lsopen",
+        "launchservicesd",
+        "com.apple.lsd",
+        "launchd",
+        "SecurityServer",
+        "network",
+        "(allow mach-lookup)",
+        "(allow iokit-open)",
+        "process-exec",
+        "distributed_notifications",
+    ] {
+        assert!(!code.contains(never), "the GUI allowance contains {never}");
+    }
+
+    // The app's own data is readable and writable; another app's is not.
+    let own = [
+        "/Users/me/Library/Containers/com.example.demo/Data/x",
+        "/Users/me/Library/Caches/com.example.demo/c",
+        "/Users/me/Library/Saved Application State/com.example.demo.savedState/w.data",
+        "/Users/me/Library/Preferences/com.example.demo.plist",
+    ];
+    for f in own {
+        assert!(seatbelt_allows(&prof, "file-write-data", f), "{f}");
+        assert!(seatbelt_allows(&prof, "file-read-data", f), "{f}");
+    }
+    for f in [
+        "/Users/me/Library/Containers/com.example.other/Data/x",
+        "/Users/me/Library/Containers/com.example.demox/x",
+        "/Users/me/Library/Preferences/com.example.other.plist",
+        "/Users/me/Library/Preferences/com.example.demo.plist.evil",
+        "/Users/me/Library/Caches/com.example.demo2/c",
+    ] {
+        assert!(!seatbelt_allows(&prof, "file-write-data", f), "{f}");
+    }
+    // Without --gui the app's own data is not writable.
+    let plain = compile(&agent()).unwrap();
+    for f in own {
+        assert!(!seatbelt_allows(&plain, "file-write-data", f), "{f}");
+    }
+
+    // Every denial of the policy comes after the GUI part: a secret stays
+    // unreadable, a protected path unwritable, whatever the app asks for.
+    let gui_at = t.find("GUI allowance").unwrap();
+    let first_compiled = t.find("; --- reads (compiled)").unwrap();
+    assert!(gui_at < first_compiled);
+    assert!(!seatbelt_allows(
+        &prof,
+        "file-read-data",
+        "/Users/me/.ssh/id_rsa"
+    ));
+    assert!(!seatbelt_allows(
+        &prof,
+        "file-write-data",
+        "/Users/me/project/.git/hooks/pre-commit"
+    ));
+    // A policy that blocks the app's container keeps it blocked.
+    let blocked = compile(&Input {
+        gui: Some(demo_app()),
+        block_read: vec![p("/Users/me/Library/Containers")],
+        ..agent()
+    })
+    .unwrap();
+    assert!(!seatbelt_allows(
+        &blocked,
+        "file-read-data",
+        "/Users/me/Library/Containers/com.example.demo/Data/x"
+    ));
+    assert!(!seatbelt_allows(
+        &blocked,
+        "file-write-data",
+        "/Users/me/Library/Containers/com.example.demo/Data/x"
+    ));
+}
+
+#[test]
+fn gui_rules_explain_every_allow() {
+    let code: String = GUI
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(';'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        !code.contains("(version"),
+        "the GUI part is no whole profile"
+    );
+    assert!(!code.contains("(deny"), "the GUI part only allows");
+    for para in GUI.split("\n\n") {
+        if para.contains("(allow") {
+            let first = para.trim_start().lines().next().unwrap();
+            assert!(
+                first.starts_with(';'),
+                "an allow without a comment saying why:\n{para}"
+            );
+        }
+    }
+}
+
+#[test]
+fn app_identifiers_are_checked_and_hostile_homes_are_parameters() {
+    for bad in [
+        "",
+        "com..demo",
+        ".demo",
+        "demo.",
+        "com/demo",
+        "../../x",
+        "com.demo\"",
+        "com.d\u{e9}mo",
+        "com.demo\n(allow default)",
+        "com demo",
+        "com.*",
+    ] {
+        assert!(App::new(bad, Path::new("/Users/me")).is_err(), "{bad:?}");
+    }
+    for good in ["com.example.demo", "org.mozilla.firefox", "com.A-b_c.9"] {
+        assert!(App::new(good, Path::new("/Users/me")).is_ok(), "{good}");
+    }
+    let shape = |home: &str| Input {
+        gui: Some(Gui {
+            app: Some(App::new("com.example.demo", Path::new(home)).unwrap()),
+        }),
+        ..Input::default()
+    };
+    let plain = compile(&shape("/Users/plain")).unwrap();
+    for bad in HOSTILE {
+        let home = format!("/Users/{bad}");
+        let hostile = compile(&shape(&home)).unwrap();
+        assert_eq!(plain.sbpl, hostile.sbpl, "home {bad:?} changed the profile");
+        assert!(hostile.params.iter().any(|(_, v)| v.starts_with(&home)));
+    }
+    // A home with glob characters is a plain path, not a pattern.
+    let globby = compile(&shape("/Users/a*[b]")).unwrap();
+    assert_eq!(plain.sbpl, globby.sbpl);
+}
+
+#[test]
+fn dns_responder_port_is_reachable_with_the_proxy_only() {
+    let with_dns = compile(&Input {
+        dns_port: Some(41001),
+        ..agent()
+    })
+    .unwrap();
+    let outbound: Vec<&str> = with_dns
+        .sbpl
+        .lines()
+        .filter(|l| l.starts_with("(allow network-outbound (remote tcp"))
+        .collect();
+    assert_eq!(
+        outbound,
+        vec![
+            "(allow network-outbound (remote tcp \"localhost:41000\"))",
+            "(allow network-outbound (remote tcp \"localhost:41001\"))",
+        ]
+    );
+    // Still TCP only: the resolver hooks speak DNS over TCP; no UDP socket.
+    assert!(!with_dns.sbpl.contains("SOCK_DGRAM"));
+    // Offline: neither the proxy nor the responder.
+    let offline = compile(&Input {
+        dns_port: Some(41001),
+        network: Network::Offline,
+        ..agent()
+    })
+    .unwrap();
+    assert!(!offline.sbpl.contains("remote tcp"), "{}", offline.sbpl);
+    // Without the field, the profile is the one of the goldens.
+    assert!(!compile(&agent()).unwrap().sbpl.contains("41001"));
+    assert!(compile(&Input {
+        dns_port: Some(0),
+        ..agent()
+    })
+    .is_err());
 }

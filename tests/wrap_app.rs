@@ -1,7 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `sandpit wrap App.app` on a synthetic bundle: the launcher bundle's Info.plist
 //! parsed back, its executable runs the original under `sandpit run`, the icon is
-//! kept, the original is byte-identical afterwards, and nothing is overwritten.
+//! kept, the original is byte-identical afterwards, and nothing is overwritten. The
+//! launcher asks for the GUI allowance (`run --gui`), and carries no signature of
+//! the original's (off macOS it is unsigned, and wrap says so).
 mod common;
 
 use common::{sandpit_bin, TestHome};
@@ -43,6 +45,12 @@ fn bundle(h: &TestHome, dir: &Path) -> PathBuf {
     h.write(&app.join("Contents/Resources/AppIcon.icns"), "");
     std::fs::write(app.join("Contents/Resources/AppIcon.icns"), ICON).unwrap();
     h.write(&app.join("Contents/Resources/big.dat"), "other resource");
+    // The original's seal: it hashes the original executable, so a copy of it in
+    // the launcher bundle would make the launcher look tampered with.
+    h.write(
+        &app.join("Contents/_CodeSignature/CodeResources"),
+        "<plist><dict><key>files</key><dict/></dict></plist>",
+    );
     h.write(&h.home().join(".ssh/id_rsa"), CANARY);
     // The agent's own directory, as on a machine where it is installed.
     h.write(&h.home().join(".codex/config.toml"), "");
@@ -88,6 +96,21 @@ fn wraps_a_bundle_beside_it_and_runs_it_under_sandpit() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = apps.join("Demo (sandpit).app");
     assert_eq!(text(&o.stdout).trim(), out.to_str().unwrap());
+    // The signature: never the original's; here (no codesign off macOS) none at
+    // all, and wrap says so with the command that seals it on the Mac.
+    assert!(
+        !out.join("Contents/_CodeSignature").exists(),
+        "the original's signature was copied into the launcher bundle"
+    );
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "{} is not signed (codesign exists only on macOS); on the Mac run: codesign --force --sign - '{}'",
+            out.display(),
+            out.display()
+        )),
+        "{}",
+        text(&o.stderr)
+    );
 
     // Info.plist parsed back: the executable name changed, the rest carried over.
     let info = plist::Value::from_file(out.join("Contents/Info.plist")).unwrap();
@@ -117,7 +140,7 @@ fn wraps_a_bundle_beside_it_and_runs_it_under_sandpit() {
     let bin = std::fs::canonicalize(sandpit_bin()).unwrap();
     assert!(
         script.contains(&format!(
-            "exec {} run --profile codex --workspace ",
+            "exec {} run --gui --profile codex --workspace ",
             bin.display()
         )),
         "{script}"
@@ -133,6 +156,43 @@ fn wraps_a_bundle_beside_it_and_runs_it_under_sandpit() {
 
     // The original is untouched.
     assert_eq!(snapshot(&app), before);
+
+    // The profile the launcher's `run --gui` gets on a Mac: the GUI allowance with
+    // the original bundle's identifier for its own data; without --gui, neither.
+    let demo = app.join("Contents/MacOS/Demo");
+    let o = h
+        .sandpit()
+        .args(["check", "--seatbelt", "--gui", "--"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    let profile = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        profile.contains("\"com.apple.windowserver.active\"")
+            && profile.contains("APP_ID_0=com.example.demo")
+            && profile.lines().any(|l| {
+                // The home's spelling as Seatbelt sees it (/tmp is /private/tmp).
+                l.trim().starts_with("APP_DATA_0=/")
+                    && l.ends_with(&format!(
+                        "{}/Library/Containers/com.example.demo",
+                        h.home().display()
+                    ))
+            }),
+        "{profile}"
+    );
+    let o = h
+        .sandpit()
+        .args(["check", "--seatbelt", "--"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let plain = text(&o.stdout);
+    assert!(
+        !plain.contains("windowserver") && !plain.contains("APP_ID_0"),
+        "{plain}"
+    );
 
     // Launching it runs the original executable under sandpit, arguments intact.
     let o = h.command(&exe).args(["a b", "it's", ""]).output().unwrap();
@@ -191,6 +251,7 @@ fn output_dir_and_workspace_flags_and_bad_bundles() {
         "{script}"
     );
     assert!(!script.contains("--profile"), "{script}");
+    assert!(script.contains(" run --gui --workspace "), "{script}");
     assert!(!h.home().join("src/Demo (sandpit).app").exists());
 
     // A bundle without CFBundleExecutable is refused, and nothing is left behind.

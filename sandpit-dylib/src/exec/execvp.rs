@@ -130,3 +130,59 @@ pub unsafe extern "C" fn sandpit_execvpe_impl(
     // SAFETY: the shim passes the caller's arguments.
     crate::guard::run(-1, move || unsafe { execvpe_impl(file, argv, envp) })
 }
+
+/// macOS `execvP(file, search_path, argv)`: `execvp` with the directories given
+/// instead of `PATH`. libSystem's own search calls its internal `execve`, not the
+/// interposed one, so the search is done here: the first candidate that is an
+/// executable file is judged by [`super::execve::execve_impl`] as the exact path
+/// that runs, and run; a refusal ends the search there.
+///
+/// # Safety
+/// As for `execvP`.
+#[cfg(any(target_os = "macos", test))]
+pub unsafe fn execv_search_impl(
+    file: *const c_char,
+    search_path: &[u8],
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
+    // SAFETY: the caller's string.
+    let f = unsafe { crate::sys::cstr(file) }.ok_or(libc::EFAULT)?;
+    if f.is_empty() {
+        return Err(libc::ENOENT);
+    }
+    if f.contains(&b'/') {
+        // SAFETY: the caller's arguments.
+        return unsafe { super::execve::execve_impl(file, argv, envp) };
+    }
+    let mut seen_eacces = false;
+    let found = super::on_path(search_path, f, |cand| {
+        // SAFETY: a NUL-terminated candidate path.
+        if unsafe { libc::access(cand.as_ptr(), libc::X_OK) } == 0 {
+            // SAFETY: the candidate and the caller's arrays.
+            let r = unsafe { super::execve::execve_impl(cand.as_ptr(), argv, envp) };
+            return ControlFlow::Break(r);
+        }
+        seen_eacces |= crate::sys::errno() == libc::EACCES;
+        ControlFlow::Continue(())
+    });
+    found.unwrap_or(Err(if seen_eacces {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    }))
+}
+
+#[cfg(target_os = "macos")]
+hook! {
+    // libSystem's name.
+    #[allow(non_snake_case)]
+    fn execvP(file: *const c_char, search_path: *const c_char, argv: *const *const c_char) -> c_int;
+    fail = -1;
+    |_real| {
+        // SAFETY: the caller's string; NULL means libSystem's default path.
+        let search = unsafe { crate::sys::cstr(search_path) }.unwrap_or(b"/usr/bin:/bin");
+        // SAFETY: the caller's arguments and the process environment.
+        unsafe { execv_search_impl(file, search, argv, environ()) }
+    }
+}

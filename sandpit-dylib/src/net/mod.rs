@@ -5,6 +5,8 @@
 use libc::{c_int, sockaddr, socklen_t};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
+#[cfg(any(target_os = "macos", test))]
+pub mod ask;
 pub mod audit;
 pub mod bind;
 pub mod connect;

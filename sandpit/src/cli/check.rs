@@ -26,6 +26,10 @@ pub struct CheckArgs {
         requires = "seatbelt"
     )]
     pub proxy_port: u16,
+    /// Print the profile with the GUI allowance, as `sandpit run --gui` (and a
+    /// wrapped app) gets it.
+    #[arg(long, requires = "seatbelt")]
+    pub gui: bool,
     /// The control socket written into the printed Seatbelt profile.
     #[arg(long, value_name = "PATH", requires = "seatbelt")]
     pub control_socket: Option<std::path::PathBuf>,
@@ -162,6 +166,13 @@ fn seatbelt_report(args: &CheckArgs, program: &str) -> anyhow::Result<SeatbeltRe
     let mut input = seatbelt::Input::from_policy(&loaded.policy, args.proxy_port);
     if let Some(sock) = &args.control_socket {
         input = input.with_control_socket(sandpit_policy::path::resolve_existing(sock));
+    }
+    if args.gui {
+        let command: Vec<std::ffi::OsString> = args.command.iter().map(Into::into).collect();
+        input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
+            &command,
+            &loaded.policy.context.home,
+        )?);
     }
     let profile = seatbelt::compile(&input)?;
     Ok(SeatbeltReport {

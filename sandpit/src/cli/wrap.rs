@@ -5,7 +5,8 @@
 //!
 //! - `App.app` → `App (sandpit).app` beside it (or in `--output DIR`): Info.plist
 //!   carried over with `CFBundleExecutable` (and the identifier and name) changed, the
-//!   icon copied, and an executable script running the original bundle's executable.
+//!   icon copied, and an executable script running the original bundle's executable
+//!   with `sandpit run --gui` (the Seatbelt GUI allowance); ad-hoc signed on macOS.
 //! - `FILE.desktop` → a desktop entry (default `NAME-sandpit.desktop` beside it) whose
 //!   `Exec` lines (main and actions) and `TryExec` run under sandpit, field codes
 //!   (`%f`, `%U`, …) kept, quoting per the Desktop Entry Specification.
@@ -148,9 +149,13 @@ fn create(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 }
 
 impl Wrap {
-    /// `sandpit run [--profile P] [--workspace W] --`.
-    fn run_prefix(&self, workspace: Option<&Path>) -> Result<Vec<String>> {
+    /// `sandpit run [--gui] [--profile P] [--workspace W] --`.
+    fn run_prefix(&self, workspace: Option<&Path>, gui: bool) -> Result<Vec<String>> {
         let mut v = vec![utf8(&self.sandpit)?.to_string(), "run".to_string()];
+        if gui {
+            // A wrapped app draws windows: the Seatbelt GUI allowance (macOS).
+            v.push("--gui".into());
+        }
         if let Some(p) = &self.profile {
             v.push("--profile".into());
             v.push(p.clone());
@@ -175,9 +180,15 @@ impl Wrap {
     }
 
     /// The launcher script body for `program` (run with the script's arguments).
-    fn script(&self, program: &Path, workspace: Option<&Path>, guard_cwd: bool) -> Result<String> {
+    fn script(
+        &self,
+        program: &Path,
+        workspace: Option<&Path>,
+        guard_cwd: bool,
+        gui: bool,
+    ) -> Result<String> {
         let mut words: Vec<String> = self
-            .run_prefix(workspace)?
+            .run_prefix(workspace, gui)?
             .iter()
             .map(|w| sh_quote(w))
             .collect();
@@ -203,7 +214,12 @@ impl Wrap {
         let beside = target.parent().unwrap_or(Path::new("/"));
         let out = output_file(output, beside, &format!("{name}-sandpit"))?;
         refuse_existing(&out)?;
-        let body = self.script(target, self.workspace.as_deref(), self.workspace.is_none())?;
+        let body = self.script(
+            target,
+            self.workspace.as_deref(),
+            self.workspace.is_none(),
+            false,
+        )?;
         create(&out, body.as_bytes(), 0o755)?;
         Ok(out)
     }
@@ -270,7 +286,7 @@ impl Wrap {
             if let Ok(pkg) = std::fs::read(contents.join("PkgInfo")) {
                 create(&c.join("PkgInfo"), &pkg, 0o644)?;
             }
-            let script = self.script(&program, Some(&workspace), false)?;
+            let script = self.script(&program, Some(&workspace), false, true)?;
             create(&c.join("MacOS").join(&new_exe), script.as_bytes(), 0o755)?;
             // The icon, and the asset catalog that holds modern ones.
             let res = contents.join("Resources");
@@ -293,7 +309,7 @@ impl Wrap {
             }
             Ok(())
         })();
-        if let Err(e) = built {
+        if let Err(e) = built.and_then(|()| sign(&out)) {
             let _ = std::fs::remove_dir_all(&out);
             return Err(e);
         }
@@ -308,11 +324,51 @@ impl Wrap {
         let out = output_file(output, beside, &format!("{name}-sandpit.desktop"))?;
         refuse_existing(&out)?;
         let workspace = self.gui_workspace(&name)?;
-        let prefix = self.run_prefix(Some(&workspace))?;
+        let prefix = self.run_prefix(Some(&workspace), false)?;
         let body = rewrite_desktop(&text, &prefix, utf8(&self.sandpit)?)?;
         create(&out, body.as_bytes(), 0o755)?;
         Ok(out)
     }
+}
+
+/// Seal the new bundle with an ad-hoc signature (`codesign --sign -`): macOS then
+/// sees one consistent app whose Info.plist and resources are hashed, and the
+/// launcher script carries the signature in its extended attributes. The
+/// original's signature is never copied (it would not match). A bundle that cannot
+/// be signed, or whose signature does not verify, is removed.
+#[cfg(target_os = "macos")]
+fn sign(bundle: &Path) -> Result<()> {
+    const CODESIGN: &str = "/usr/bin/codesign";
+    let run = |args: &[&str]| -> Result<()> {
+        let o = std::process::Command::new(CODESIGN)
+            .args(args)
+            .arg(bundle)
+            .output()
+            .with_context(|| format!("running {CODESIGN}"))?;
+        if !o.status.success() {
+            bail!(
+                "{CODESIGN} {} {}: {}",
+                args.join(" "),
+                bundle.display(),
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Ok(())
+    };
+    run(&["--force", "--sign", "-", "--timestamp=none"])?;
+    run(&["--verify", "--strict"])
+}
+
+/// Off macOS there is no `codesign`: the bundle is left unsigned, and wrap says so
+/// with the command that signs it on the Mac.
+#[cfg(not(target_os = "macos"))]
+fn sign(bundle: &Path) -> Result<()> {
+    eprintln!(
+        "sandpit: {} is not signed (codesign exists only on macOS); on the Mac run: codesign --force --sign - {}",
+        bundle.display(),
+        sh_quote(utf8(bundle)?)
+    );
+    Ok(())
 }
 
 /// Rewrite a desktop entry: every `Exec` in `[Desktop Entry]` and `[Desktop Action

@@ -291,6 +291,30 @@ impl DnsServer {
         let local = listener
             .local_addr()
             .map_err(|source| DnsError::Bind { addr, source })?;
+        Ok(self.serve_tcp_listener(local, listener))
+    }
+
+    /// Serve TCP on a listener bound before (the macOS launcher binds it on
+    /// 127.0.0.1 before the fork, so the Seatbelt profile can name its port).
+    /// Called from inside the runtime.
+    pub fn serve_tcp_std(
+        self: &Arc<Self>,
+        listener: std::net::TcpListener,
+    ) -> Result<Running, DnsError> {
+        let local = listener.local_addr().map_err(|source| DnsError::Bind {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })?;
+        let err = |source| DnsError::Bind {
+            addr: local,
+            source,
+        };
+        listener.set_nonblocking(true).map_err(err)?;
+        let listener = TcpListener::from_std(listener).map_err(err)?;
+        Ok(self.serve_tcp_listener(local, listener))
+    }
+
+    fn serve_tcp_listener(self: &Arc<Self>, local: SocketAddr, listener: TcpListener) -> Running {
         let me = self.clone();
         let task = tokio::spawn(async move {
             let limit = Arc::new(Semaphore::new(me.max_inflight));
@@ -312,7 +336,7 @@ impl DnsServer {
                 });
             }
         });
-        Ok(Running::new(local, task))
+        Running::new(local, task)
     }
 
     async fn serve_tcp_conn(&self, mut s: TcpStream) -> std::io::Result<()> {

@@ -109,9 +109,10 @@ pub struct Options<'a> {
     pub run_id: &'a str,
     pub run_dir: &'a Path,
     /// Serve the proxy on 127.0.0.1 (TCP, the per-run token required) instead of a
-    /// unix socket behind the kernel layer's bridge, and start no DNS responder
-    /// (macOS: the Seatbelt profile lets the command reach exactly that port; names
-    /// are resolved by the system and the proxy decides by name).
+    /// unix socket behind the kernel layer's bridge, and the DNS responder on
+    /// 127.0.0.1 over TCP (macOS: the Seatbelt profile lets the command reach
+    /// exactly those two ports; the interposer's resolver hooks ask the responder,
+    /// which answers by the policy, and the proxy decides by name).
     pub loopback_proxy: bool,
 }
 
@@ -161,6 +162,8 @@ pub struct Prepared {
     sockets: Option<Sockets>,
     /// The loopback proxy listener (`Options::loopback_proxy`), bound before the fork.
     loopback: Option<(SocketAddr, std::net::TcpListener)>,
+    /// The DNS responder's loopback listener (DNS over TCP), beside `loopback`.
+    loopback_dns: Option<(SocketAddr, std::net::TcpListener)>,
     /// The kernel layer's bridge listener (inside the network namespace, or on this
     /// machine's loopback in fallback mode), handed over after the spawn: the proxy
     /// serves it directly, token required, besides its unix socket.
@@ -273,15 +276,21 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
     } else {
         None
     };
-    let loopback = if ours && o.loopback_proxy {
+    let loopback_listener = |what: &str| -> Result<(SocketAddr, std::net::TcpListener)> {
         let l = crate::sys::tcp_listener(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .map_err(io("binding the proxy on 127.0.0.1"))?;
+            .map_err(io(format!("binding the {what} on 127.0.0.1")))?;
         let addr = l
             .local_addr()
-            .map_err(io("reading the proxy's loopback address"))?;
-        Some((addr, l))
+            .map_err(io(format!("reading the {what}'s loopback address")))?;
+        Ok((addr, l))
+    };
+    let (loopback, loopback_dns) = if ours && o.loopback_proxy {
+        (
+            Some(loopback_listener("proxy")?),
+            Some(loopback_listener("DNS responder")?),
+        )
     } else {
-        None
+        (None, None)
     };
 
     if let Some(r) = policy.unenforceable_http() {
@@ -326,6 +335,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         shims,
         sockets,
         loopback,
+        loopback_dns,
         bridge: None,
         run_root: None,
         audit: o.audit_socket.clone(),
@@ -620,6 +630,12 @@ impl Prepared {
         self.loopback.as_ref().map(|(a, _)| *a)
     }
 
+    /// The loopback DNS responder's address (DNS over TCP, beside the loopback
+    /// proxy), `None` otherwise.
+    pub fn loopback_dns(&self) -> Option<SocketAddr> {
+        self.loopback_dns.as_ref().map(|(a, _)| *a)
+    }
+
     /// Unix sockets the command must be able to reach: the adversary's control
     /// socket, then the interposer's audit socket.
     pub fn reachable_sockets(&self) -> (Option<PathBuf>, Option<PathBuf>) {
@@ -912,8 +928,23 @@ impl Prepared {
             None => None,
         };
         if let Some(dns_sock) = dns_sock {
-            serve_dns(decide, resolver, sink, dns_sock, rt.handle().clone())?;
+            serve_dns(
+                decide.clone(),
+                resolver.clone(),
+                sink.clone(),
+                dns_sock,
+                rt.handle().clone(),
+            )?;
         }
+        // macOS: DNS over TCP on loopback, for the interposer's resolver hooks.
+        let dns_tcp = match self.loopback_dns.take() {
+            Some((_, l)) => Some(
+                crate::dns::DnsServer::new(decide, resolver, sink)
+                    .serve_tcp_std(l)
+                    .map_err(|e| LaunchError::Proxy(e.to_string()))?,
+            ),
+            None => None,
+        };
 
         let denied: Arc<Mutex<Denials>> = Arc::default();
         let d = denied.clone();
@@ -947,6 +978,7 @@ impl Prepared {
             rt,
             _proxy: running,
             _bridge: bridge,
+            _dns_tcp: dns_tcp,
             denied,
             sent,
             handled,
@@ -1073,6 +1105,8 @@ struct NetServices {
     rt: tokio::runtime::Runtime,
     _proxy: crate::proxy::Running,
     _bridge: Option<crate::proxy::Running>,
+    /// The loopback DNS responder (macOS).
+    _dns_tcp: Option<crate::proxy::Running>,
     denied: Arc<Mutex<Denials>>,
     /// Events the proxy and DNS put into the channel, and those the logger handled.
     sent: Arc<AtomicU64>,

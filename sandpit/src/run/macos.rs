@@ -10,7 +10,7 @@
 //! required) and the profile lets the command reach only that port.
 use super::{make_scratch, Request as RunArgs};
 use crate::config::{load, scratch_root};
-use crate::sandbox::macos::{apply, seatbelt};
+use crate::sandbox::macos::{apply, lifetime, seatbelt};
 use anyhow::{bail, Context, Result};
 use sandpit_policy::NetMode;
 
@@ -76,7 +76,14 @@ fn run_with_scratch(
     let run = super::plan(args, loaded, &facts)?;
     let policy = &run.policy;
     super::make_state_dirs(&run)?;
-    let mut session = crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id)?;
+    // Every process of the run carries it (the interposer puts it back into every
+    // exec it sees), so the end of the run finds them (sandbox::macos::reap).
+    let marker = (
+        crate::sandbox::macos::reap::MARKER.to_string(),
+        run_id.clone(),
+    );
+    let mut session =
+        crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id.clone())?;
     session.set_export_masker(crate::telemetry::masker(policy));
     let mut launch = super::launch(&run, &session, true)?;
 
@@ -91,6 +98,9 @@ fn run_with_scratch(
         }
         _ => seatbelt::Network::Offline,
     };
+    if let seatbelt::Network::Proxy { .. } = input.network {
+        input.dns_port = launch.loopback_dns().map(|a| a.port());
+    }
     if !input.allow_write.contains(&policy.context.scratch) {
         input.allow_write.push(policy.context.scratch.clone());
     }
@@ -99,6 +109,12 @@ fn run_with_scratch(
         input = input.with_control_socket(c);
     }
     input.report_sockets.extend(audit);
+    if args.gui {
+        input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
+            &args.command,
+            &policy.context.home,
+        )?);
+    }
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
 
     let command = launch_argv(&args.command);
@@ -110,8 +126,10 @@ fn run_with_scratch(
         "TMPDIR".to_string(),
         policy.context.scratch.to_string_lossy().into_owned(),
     )];
+    env.push(marker);
     env.extend(session.child_env());
-    env.extend(launch.child_env(proxy, None)?);
+    // The interposer's resolver hooks ask sandpit's responder (DNS over TCP).
+    env.extend(launch.child_env(proxy, input.dns_port.and(launch.loopback_dns()))?);
     for name in &run.withheld {
         cmd.env_remove(name);
     }
@@ -139,6 +157,12 @@ fn run_with_scratch(
             p
         }
     }));
+    if let Some(g) = &input.gui {
+        parts.push(match &g.app {
+            Some(app) => format!("GUI allowance (app {})", app.id()),
+            None => "GUI allowance (no app bundle)".to_string(),
+        });
+    }
     let profile_name = run
         .profile
         .as_deref()
@@ -158,6 +182,17 @@ fn run_with_scratch(
             return Err(anyhow::Error::from(e).context("starting the command under Seatbelt"));
         }
     };
+    // From here on every process of the run is watched, and killed at the end.
+    let watch = match lifetime::Watch::start(child.id(), &run_id) {
+        Ok(w) => w,
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            session.finish(None);
+            return Err(anyhow::Error::from(e).context("watching the command's processes"));
+        }
+    };
     session.listen();
     let services = match launch.start(Some(session.sink())) {
         Ok(s) => s,
@@ -165,11 +200,20 @@ fn run_with_scratch(
             let mut child = child;
             let _ = child.kill();
             let _ = child.wait();
+            let _ = watch.end();
             session.finish(None);
             return Err(e.into());
         }
     };
     let result = apply::wait_for(child);
+    match watch.end() {
+        Ok(r) if r.killed > 0 => eprintln!(
+            "sandpit: ended {} process(es) the command left running",
+            r.killed
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("sandpit: could not look for processes left running: {e}"),
+    }
     for line in services.finish() {
         eprintln!("{line}");
     }

@@ -55,6 +55,12 @@ pub struct Request {
     /// Do not inject the interposition library (kernel layer, proxy and shims only).
     #[arg(long)]
     pub kernel_only: bool,
+    /// macOS: give the command what a desktop app needs to draw (window server,
+    /// pasteboard, fonts, files picked in the open panel, its own container and
+    /// preferences). `sandpit wrap App.app` writes it into the launcher. Apple
+    /// Events and LaunchServices stay denied. Linux: no effect.
+    #[arg(long)]
+    pub gui: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,

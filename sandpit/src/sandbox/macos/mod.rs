@@ -3,10 +3,14 @@
 //!
 //! The compiler is pure and builds on every platform so its output is unit-tested on
 //! Linux; only `apply` (and its FFI in `sys`) exists on macOS.
+pub mod bundle;
+pub mod reap;
 pub mod seatbelt;
 
 #[cfg(target_os = "macos")]
 pub mod apply;
+#[cfg(target_os = "macos")]
+pub mod lifetime;
 #[cfg(target_os = "macos")]
 mod sys;
 
@@ -27,6 +31,8 @@ pub enum Error {
     GlobQuote { path: PathBuf },
     #[error("seatbelt: device {path:?} does not lie under /dev")]
     NotADevice { path: PathBuf },
+    #[error("seatbelt: {id:?} is not a bundle identifier (letters, digits, `.`, `-`, `_`; no empty part); check CFBundleIdentifier in the app's Info.plist")]
+    BadAppId { id: String },
     #[error("seatbelt: proxy port 0 is not a port")]
     ProxyPortZero,
     #[error("seatbelt: parameter {name} contains a NUL byte")]

@@ -20,7 +20,8 @@
 //! - devices: after the file rules, everything under `/dev` is denied and only the
 //!   devices programs need (null, zero, random, terminals, `/dev/fd`) and those of
 //!   `files.devices` are opened again, so no read or write rule above reaches a disk;
-//! - network: outbound only to the proxy port on localhost; binding and inbound on
+//! - network: outbound only to the proxy port (and sandpit's DNS responder) on
+//!   localhost; binding and inbound on
 //!   localhost only when the policy allows local binding; Unix sockets only under
 //!   the writable roots, sandpit's own, and those of `isolation.unix_sockets`;
 //! - last: LaunchServices, Apple Events and the programs that run code outside the
@@ -38,6 +39,69 @@ pub const BASE: &str = include_str!("../../../../profiles/seatbelt-base.sbpl");
 /// The commented `/dev` rules, emitted after the compiled file rules: deny all of
 /// `/dev`, then open the devices every program needs.
 pub const DEV: &str = include_str!("../../../../profiles/seatbelt-dev.sbpl");
+
+/// The GUI allowance (window server, pasteboard, fonts, text input, files the user
+/// picks in the open panel), emitted only for wrapped apps and `--gui`.
+pub const GUI: &str = include_str!("../../../../profiles/seatbelt-gui.sbpl");
+
+/// A desktop app's own data, opened for reading and writing with the GUI allowance:
+/// its container, preferences, caches and saved window state, all named by its
+/// bundle identifier under the user's home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// `CFBundleIdentifier` of the app (checked by [`App::new`]).
+    id: String,
+    /// The home directory the app's `Library` is in.
+    home: PathBuf,
+}
+
+impl App {
+    /// The app `id` of the user whose home is `home`. An identifier is what
+    /// Apple allows in one (letters, digits, `.`, `-`, `_`), no empty part: it
+    /// becomes part of paths and a preference domain.
+    pub fn new(id: &str, home: &Path) -> Result<App> {
+        let ok = !id.is_empty()
+            && id.len() <= 255
+            && id.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        if !ok {
+            return Err(Error::BadAppId { id: id.to_string() });
+        }
+        Ok(App {
+            id: id.to_string(),
+            home: home.to_path_buf(),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The directories (container, caches, saved state) and the preferences file.
+    fn places(&self) -> ([PathBuf; 3], PathBuf) {
+        let lib = self.home.join("Library");
+        (
+            [
+                lib.join("Containers").join(&self.id),
+                lib.join("Caches").join(&self.id),
+                lib.join("Saved Application State")
+                    .join(format!("{}.savedState", self.id)),
+            ],
+            lib.join("Preferences").join(format!("{}.plist", self.id)),
+        )
+    }
+}
+
+/// The GUI allowance of a run: the fixed set of `profiles/seatbelt-gui.sbpl`, and
+/// the app's own data when the program belongs to an app bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gui {
+    pub app: Option<App>,
+}
 
 /// What the network layer of the profile allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +151,11 @@ pub struct Input {
     /// Datagram sockets the layers inside report to (the interposer's audit socket),
     /// reachable from inside.
     pub report_sockets: Vec<PathBuf>,
+    /// The GUI allowance: only for wrapped apps (`sandpit wrap`) and `--gui`.
+    pub gui: Option<Gui>,
+    /// sandpit's DNS responder on localhost (DNS over TCP), which the interposer's
+    /// resolver hooks ask: reachable with the proxy, never offline.
+    pub dns_port: Option<u16>,
 }
 
 impl Default for Input {
@@ -104,6 +173,8 @@ impl Default for Input {
             unix_sockets: vec![],
             control_socket: None,
             report_sockets: vec![],
+            gui: None,
+            dns_port: None,
         }
     }
 }
@@ -162,6 +233,8 @@ impl Input {
             unix_sockets: values(&policy.isolation.unix_sockets),
             control_socket: None,
             report_sockets: vec![],
+            gui: None,
+            dns_port: None,
         }
     }
 
@@ -343,6 +416,31 @@ impl Emitter {
     }
 }
 
+/// The GUI allowance: the fixed part, then the app's own data as parameters.
+fn emit_gui(e: &mut Emitter, gui: &Gui) -> Result<()> {
+    e.line("\n; --- GUI allowance (profiles/seatbelt-gui.sbpl): wrapped apps and --gui only");
+    e.sbpl.push_str(GUI);
+    let Some(app) = &gui.app else {
+        e.line("; no app bundle: no container or preferences of its own");
+        return Ok(());
+    };
+    let (dirs, prefs) = app.places();
+    e.line("; the app's own container, caches and saved window state (by bundle identifier)");
+    for d in &dirs {
+        // Always a parameter, never a glob: a home with `[` in it is just a path.
+        let r = e.param("APP_DATA", &canonical(d)?);
+        e.line(&format!("(allow file-read* file-write* (subpath {r}))"));
+    }
+    e.line("; its preferences: the file, and writes through cfprefsd to its domain only");
+    let r = e.param("APP_PREFERENCES", &canonical(&prefs)?);
+    e.line(&format!("(allow file-read* file-write* (literal {r}))"));
+    let r = e.param("APP_ID", &app.id);
+    e.line(&format!(
+        "(allow user-preference-write (preference-domain {r}))"
+    ));
+    Ok(())
+}
+
 /// Compile the policy into a profile. Pure: no file system access, no environment.
 pub fn compile(input: &Input) -> Result<Profile> {
     let block_read = canonical_set(&input.block_read)?;
@@ -376,6 +474,11 @@ pub fn compile(input: &Input) -> Result<Profile> {
         counters: BTreeMap::new(),
     };
     e.sbpl.push_str(BASE);
+    // Before every compiled file rule, so that a read or write denial of the policy
+    // still wins over a file the user picks and over the app's own data.
+    if let Some(gui) = &input.gui {
+        emit_gui(&mut e, gui)?;
+    }
 
     // Reads: the most specific rule wins, a deny wins a tie.
     e.line("\n; --- reads (compiled): all, then block_read/allow_read from short to long");
@@ -490,6 +593,15 @@ pub fn compile(input: &Input) -> Result<Profile> {
             e.line(&format!(
                 "(allow network-outbound (remote tcp \"localhost:{port}\"))"
             ));
+            if let Some(dns) = input.dns_port {
+                if dns == 0 {
+                    return Err(Error::ProxyPortZero);
+                }
+                e.line("; sandpit's DNS responder: the interposer's resolver hooks ask it, by the policy");
+                e.line(&format!(
+                    "(allow network-outbound (remote tcp \"localhost:{dns}\"))"
+                ));
+            }
         }
     }
     if input.allow_local_binding {

@@ -200,3 +200,113 @@ pub(super) fn forward_signals(
         })?;
     Ok(())
 }
+
+/// Every process of the machine, from `proc_listallpids` and each one's
+/// `PROC_PIDTBSDINFO` (a process that exits meanwhile is left out).
+pub(super) fn list_processes() -> std::io::Result<Vec<super::reap::ProcInfo>> {
+    use super::reap::{ProcId, ProcInfo};
+    // SAFETY: a NULL buffer asks for the number of pids.
+    let n = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Room for processes started between the two calls.
+    let cap = usize::try_from(n).unwrap_or(0) + 64;
+    let mut pids: Vec<libc::pid_t> = vec![0; cap];
+    let bytes = c_int::try_from(cap * std::mem::size_of::<libc::pid_t>())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `pids` has room for `bytes` bytes of pid_t.
+    let got = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast(), bytes) };
+    if got < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    pids.truncate(usize::try_from(got).unwrap_or(0).min(cap));
+    let mut out = Vec::with_capacity(pids.len());
+    for pid in pids {
+        if pid <= 0 {
+            continue;
+        }
+        // SAFETY: an all-zero proc_bsdinfo is a valid value to be overwritten.
+        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+        let size = c_int::try_from(std::mem::size_of::<libc::proc_bsdinfo>()).unwrap_or(0);
+        // SAFETY: `info` is a proc_bsdinfo of `size` bytes, what PROC_PIDTBSDINFO fills.
+        let r = unsafe {
+            libc::proc_pidinfo(
+                pid,
+                libc::PROC_PIDTBSDINFO,
+                0,
+                (&mut info as *mut libc::proc_bsdinfo).cast(),
+                size,
+            )
+        };
+        if r != size {
+            continue;
+        }
+        out.push(ProcInfo {
+            id: ProcId {
+                pid,
+                start: info
+                    .pbi_start_tvsec
+                    .saturating_mul(1_000_000)
+                    .saturating_add(info.pbi_start_tvusec),
+            },
+            ppid: i32::try_from(info.pbi_ppid).unwrap_or(0),
+            uid: info.pbi_uid,
+        });
+    }
+    Ok(out)
+}
+
+/// The `KERN_PROCARGS2` buffer of `pid` (arguments and environment; readable for
+/// the user's own processes), `None` when it cannot be read.
+pub(super) fn procargs(pid: i32) -> Option<Vec<u8>> {
+    let mut max: c_int = 0;
+    let mut size = std::mem::size_of::<c_int>();
+    let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+    // SAFETY: a two-element MIB; `max` is an int-sized out-buffer of `size` bytes.
+    let r = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            2,
+            (&mut max as *mut c_int).cast(),
+            &mut size,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r != 0 || max <= 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; usize::try_from(max).ok()?];
+    let mut size = buf.len();
+    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
+    // SAFETY: a three-element MIB; `buf` has `size` writable bytes.
+    let r = unsafe {
+        libc::sysctl(
+            mib.as_mut_ptr(),
+            3,
+            buf.as_mut_ptr().cast(),
+            &mut size,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    buf.truncate(size);
+    Some(buf)
+}
+
+/// Send `sig` to `pid`; false when it is gone or not ours.
+pub(super) fn signal(pid: i32, sig: c_int) -> bool {
+    // SAFETY: kill(2) has no memory effects; the caller names a process it found
+    // in a listing just before (pid and start time).
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// This process's pid and real user id.
+pub(super) fn me() -> (i32, u32) {
+    // SAFETY: getpid and getuid have no preconditions.
+    unsafe { (libc::getpid(), libc::getuid()) }
+}
