@@ -179,3 +179,23 @@ fn entries_hold_in_unrestricted_mode_too() {
     assert!(sandpit_policy::decide_datagram(&p, "1.1.1.1:53".parse().unwrap()).is_denied());
     assert!(sandpit_policy::decide_datagram(&p, "1.0.0.1:53".parse().unwrap()).is_allowed());
 }
+
+/// `askable`: which refusals for a host missing from `network.allow` may be put to
+/// the user: names only, in filtered mode, not `localhost` names, and not a host a
+/// program entry limits (an answer would bypass the entry).
+#[test]
+fn only_unlisted_names_in_filtered_mode_may_be_asked_about() {
+    let p = load(&options(USER, None)).unwrap();
+    assert!(sandpit_policy::askable(&p, &host("example.test"), 443));
+    // github.com and its port-less pattern: limited to git by the entry.
+    assert!(!sandpit_policy::askable(&p, &host("github.com"), 443));
+    assert!(!sandpit_policy::askable(&p, &host("raw.githubusercontent.com"), 80));
+    assert!(!sandpit_policy::askable(&p, &host("localhost"), 443));
+    assert!(!sandpit_policy::askable(&p, &host("a.localhost"), 443));
+    assert!(sandpit_policy::askable(&p, &host("localhost.test"), 443));
+    assert!(!sandpit_policy::askable(&p, &host("192.0.2.7"), 443));
+    for mode in ["offline", "unrestricted"] {
+        let p = load(&options(&format!("[network]\nmode = \"{mode}\"\n"), None)).unwrap();
+        assert!(!sandpit_policy::askable(&p, &host("example.test"), 443), "{mode}");
+    }
+}
