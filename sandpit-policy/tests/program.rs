@@ -100,6 +100,12 @@ fn a_project_entry_narrows_and_never_widens() {
     let p = load(&options(USER, Some(widen))).unwrap();
     let py = program("/usr/bin/python3.12");
     assert!(decide_connect_by(&p, &host("github.com"), 443, Some(&py)).is_denied());
+    // Named by neither: the verdict names the user's entry (the user's layers are
+    // judged first).
+    let curl = program("/usr/bin/curl");
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&curl));
+    assert!(v.is_denied() && v.reason.contains("git only"), "{v:?}");
+    assert!(v.rule.as_ref().unwrap().file.ends_with("config.toml"), "{v:?}");
     let git = program("/usr/bin/git");
     // git is not named by the project's entry: narrowed away.
     let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git));
