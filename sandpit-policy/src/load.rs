@@ -205,6 +205,7 @@ struct RawLimits {
     connections: Option<Spanned<i64>>,
     connections_per_second: Option<Spanned<i64>>,
     memory: Option<Spanned<i64>>,
+    cache_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -652,7 +653,7 @@ impl Builder {
                 ));
             }
         }
-        let keys: [LimitKey; 8] = [
+        let keys: [LimitKey; 9] = [
             (
                 "limits.tmp_bytes",
                 &l.tmp_bytes,
@@ -704,6 +705,13 @@ impl Builder {
                 Limits::MIN_MEMORY,
                 "bytes",
                 |l| &mut l.memory,
+            ),
+            (
+                "limits.cache_bytes",
+                &l.cache_bytes,
+                Limits::MIN_CACHE_BYTES,
+                "bytes",
+                |l| &mut l.cache_bytes,
             ),
         ];
         for (key, raw, min, unit, slot) in keys {
