@@ -178,9 +178,21 @@ pub fn usage(dir: &Path) -> u64 {
     total
 }
 
-/// The cache at or past `limit` (`limits.cache_bytes`; 0: none), as the error that
-/// stops the run before it starts.
-pub fn check(cache: &Path, limit: &Rule<u64>) -> Result<(), CacheError> {
+/// Where the launcher notes that a run ended with the cache at or past its limit:
+/// under sandpit's state directory, which the sandbox cannot write.
+fn marker(state_dir: &Path, cache: &Path) -> PathBuf {
+    let name = cache.file_name().unwrap_or_default();
+    state_dir.join("cache-full").join(name)
+}
+
+/// The start of a run: a cache that the last run left at or past `limit`
+/// (`limits.cache_bytes`; 0: none), and still is, stops this run. Only then is the
+/// cache walked: a start costs nothing when the last run left it below the limit.
+pub fn check(cache: &Path, limit: &Rule<u64>, state_dir: &Path) -> Result<(), CacheError> {
+    let mark = marker(state_dir, cache);
+    if !mark.exists() {
+        return Ok(());
+    }
     match full(cache, limit.value) {
         Some(used) => Err(CacheError::Full {
             path: cache.display().to_string(),
@@ -188,7 +200,10 @@ pub fn check(cache: &Path, limit: &Rule<u64>) -> Result<(), CacheError> {
             limit: limit.value,
             origin: limit.origin.location(),
         }),
-        None => Ok(()),
+        None => {
+            let _ = std::fs::remove_file(&mark);
+            Ok(())
+        }
     }
 }
 
@@ -201,14 +216,24 @@ fn full(cache: &Path, limit: u64) -> Option<u64> {
     (used >= limit).then_some(used)
 }
 
-/// The line the user gets at the end of a run that filled the cache to `limit`.
-pub fn full_line(cache: &Path, limit: &Rule<u64>) -> Option<String> {
+/// The end of a run: walk the cache; at or past `limit`, note it for the next
+/// run's `check` and return the line for the user.
+pub fn full_line(cache: &Path, limit: &Rule<u64>, state_dir: &Path) -> Option<String> {
     let used = full(cache, limit.value)?;
+    let mark = marker(state_dir, cache);
+    let noted = mark
+        .parent()
+        .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+        && std::fs::write(&mark, used.to_string()).is_ok();
+    let next = if noted {
+        "the next run in this workspace stops until it is emptied"
+    } else {
+        "empty it"
+    };
     Some(format!(
         "sandpit: the run filled the package cache {} to {used} bytes, at or past \
-         limits.cache_bytes = {} ({}): the next run in this workspace stops until it is \
-         emptied (rm -rf {}) or the limit is raised under [limits] in \
-         ~/.sandpit/config.toml (0: no limit)",
+         limits.cache_bytes = {} ({}): {next} (rm -rf {}) or raise the limit under \
+         [limits] in ~/.sandpit/config.toml (0: no limit)",
         cache.display(),
         limit.value,
         limit.origin.location(),
@@ -322,19 +347,25 @@ mod tests {
             value: v,
             origin: Origin::builtin("limits.cache_bytes", &v.to_string()),
         };
-        check(&c, &rule(1 << 20)).unwrap();
-        check(&c, &rule(0)).unwrap();
-        assert!(full_line(&c, &rule(1 << 20)).is_none());
-        let e = check(&c, &rule(256 << 10)).unwrap_err().to_string();
-        assert!(
-            e.contains("limits.cache_bytes = 262144") && e.contains("rm -rf"),
-            "{e}"
-        );
-        let line = full_line(&c, &rule(256 << 10)).unwrap();
+        let state = t.path().join("state");
+        assert!(full_line(&c, &rule(1 << 20), &state).is_none());
+        assert!(full_line(&c, &rule(0), &state).is_none());
+        // Not noted full by a run: the start does not walk, whatever the size.
+        check(&c, &rule(256 << 10), &state).unwrap();
+        let line = full_line(&c, &rule(256 << 10), &state).unwrap();
         assert!(
             line.contains("limits.cache_bytes") && line.contains("[limits]"),
             "{line}"
         );
+        assert!(line.contains("the next run"), "{line}");
+        let e = check(&c, &rule(256 << 10), &state).unwrap_err().to_string();
+        assert!(
+            e.contains("limits.cache_bytes = 262144") && e.contains("rm -rf"),
+            "{e}"
+        );
+        // Raised (or emptied), the start walks once more and forgets the note.
+        check(&c, &rule(1 << 20), &state).unwrap();
+        check(&c, &rule(256 << 10), &state).unwrap();
         assert_eq!(usage(&t.path().join("absent")), 0);
     }
 
