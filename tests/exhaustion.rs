@@ -589,6 +589,80 @@ fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
     w.log("disk filler");
 }
 
+/// A disk filler in the package cache sandpit mounts (`$PIP_CACHE_DIR`, on the
+/// host's disk): each file stops at limits.cache_bytes with EFBIG (RLIMIT_FSIZE, the
+/// filler is not killed by SIGXFSZ), the machine keeps answering, the run ends with
+/// one line naming the limit, and the next run stops before it starts until the
+/// cache is emptied (then it runs: the positive control).
+#[test]
+fn a_disk_filler_in_the_package_cache_stops_at_limits_cache_bytes() {
+    let limit: u64 = 32 << 20;
+    let w = World::new(&format!("cache_bytes = {limit}\n"));
+    w.file(
+        "fill.sh",
+        "echo \"$PIP_CACHE_DIR\" > cache.out\n\
+         mkdir -p \"$PIP_CACHE_DIR\"\n\
+         dd if=/dev/zero of=\"$PIP_CACHE_DIR/fill1\" bs=1M count=4096 2> dd1.err; r1=$?\n\
+         dd if=/dev/zero of=\"$PIP_CACHE_DIR/fill2\" bs=1M count=4096 2> dd2.err; r2=$?\n\
+         echo $r1 $r2 $(stat -c %s \"$PIP_CACHE_DIR/fill1\" \"$PIP_CACHE_DIR/fill2\") > fill.tmp && mv fill.tmp fill.out\n\
+         while :; do sleep 1; done\n",
+    );
+    let ws = w.h.workspace();
+    let mut child = w.start(&[], &format!("sh {}/fill.sh", ws.display()), None);
+    w.assert_control(&mut child, "cache filler");
+    let out = ws.join("fill.out");
+    assert!(
+        common::wait_for(60, || out.exists()),
+        "the cache filler never ended"
+    );
+    let fields: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    eprintln!("cache filler: dd exit codes and file sizes {fields:?}");
+    assert_eq!(fields.len(), 4, "{fields:?}");
+    // dd failed (not killed by a signal: that would be 128+), each file at the limit.
+    assert_eq!(&fields[..2], &[1, 1], "{fields:?}");
+    assert_eq!(&fields[2..], &[limit, limit], "{fields:?}");
+    let err = std::fs::read_to_string(ws.join("dd1.err")).unwrap();
+    assert!(err.contains("File too large"), "{err}");
+    // The files are on the host's disk, in the workspace's cache, and no bigger.
+    let cache = PathBuf::from(
+        std::fs::read_to_string(ws.join("cache.out"))
+            .unwrap()
+            .trim(),
+    );
+    assert!(
+        cache.starts_with(w.h.home().join(".cache/sandpit")),
+        "{cache:?}"
+    );
+    assert_eq!(std::fs::metadata(cache.join("fill1")).unwrap().len(), limit);
+    let stderr = w.terminate(child, "cache filler");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("limits.cache_bytes"))
+        .unwrap_or_else(|| panic!("no line naming limits.cache_bytes in {stderr}"));
+    assert!(
+        line.contains("[limits]") && line.contains(".sandpit/config.toml:"),
+        "{line}"
+    );
+    w.log("cache filler");
+    // The next run stops before it starts, saying why and what to do.
+    let o = w.h.sandpit().args(["run", "--", "true"]).output().unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("limits.cache_bytes") && t.contains("rm -rf"),
+        "{t}"
+    );
+    // Emptied, the cache lets the run start again.
+    std::fs::remove_file(cache.join("fill1")).unwrap();
+    std::fs::remove_file(cache.join("fill2")).unwrap();
+    let o = w.h.sandpit().args(["run", "--", "true"]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 /// Crash consistency: the launcher killed with SIGKILL in the middle of a denial
 /// flood leaves a log whose every line is a whole record, the sandbox goes with it,
 /// and the next `sandpit log` says the run ended abnormally.

@@ -436,6 +436,12 @@ pub struct Limits {
     /// weaker. `0`: no limit.
     #[serde(default = "Limits::default_memory")]
     pub memory: Rule<u64>,
+    /// Bytes of disk the package cache sandpit mounts for the workspace may hold
+    /// (`~/.cache/sandpit/<workspace>-<hash>`): a cache at or past it stops the next
+    /// run before it starts, and no file the sandbox writes (cache, workspace or
+    /// scratch on disk) may grow past it (`RLIMIT_FSIZE`: `EFBIG`). `0`: no limit.
+    #[serde(default = "Limits::default_cache_bytes")]
+    pub cache_bytes: Rule<u64>,
 }
 
 impl Limits {
@@ -471,6 +477,10 @@ impl Limits {
     /// The smallest `limits.memory` other than 0: a shell and a Python start well
     /// within it.
     pub const MIN_MEMORY: u64 = 64 << 20;
+    /// The built-in default of `limits.cache_bytes`: 16 GiB.
+    pub const CACHE_BYTES: u64 = 16 << 30;
+    /// The smallest `limits.cache_bytes` other than 0.
+    pub const MIN_CACHE_BYTES: u64 = 1 << 20;
 
     /// `key`'s built-in default `v`.
     fn builtin(key: &str, v: u64) -> Rule<u64> {
@@ -503,6 +513,9 @@ impl Limits {
     fn default_memory() -> Rule<u64> {
         Limits::builtin("limits.memory", Limits::MEMORY)
     }
+    fn default_cache_bytes() -> Rule<u64> {
+        Limits::builtin("limits.cache_bytes", Limits::CACHE_BYTES)
+    }
 }
 
 /// Every limit at its built-in default, each with that as its origin.
@@ -517,6 +530,7 @@ impl Default for Limits {
             connections: Limits::default_connections(),
             connections_per_second: Limits::default_connections_per_second(),
             memory: Limits::default_memory(),
+            cache_bytes: Limits::default_cache_bytes(),
         }
     }
 }

@@ -217,6 +217,7 @@ struct RawLimits {
     connections: Option<Spanned<i64>>,
     connections_per_second: Option<Spanned<i64>>,
     memory: Option<Spanned<i64>>,
+    cache_bytes: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -673,7 +674,7 @@ impl Builder {
                 ));
             }
         }
-        let keys: [LimitKey; 8] = [
+        let keys: [LimitKey; 9] = [
             (
                 "limits.tmp_bytes",
                 &l.tmp_bytes,
@@ -725,6 +726,13 @@ impl Builder {
                 Limits::MIN_MEMORY,
                 "bytes",
                 |l| &mut l.memory,
+            ),
+            (
+                "limits.cache_bytes",
+                &l.cache_bytes,
+                Limits::MIN_CACHE_BYTES,
+                "bytes",
+                |l| &mut l.cache_bytes,
             ),
         ];
         for (key, raw, min, unit, slot) in keys {

@@ -1437,6 +1437,28 @@ fn connections_and_memory_limits_default_and_only_tighten_from_a_project() {
     );
 }
 
+#[test]
+fn the_cache_limit_defaults_to_16_gib_and_only_tightens_from_a_project() {
+    let p = user("").unwrap();
+    assert_eq!(p.limits.cache_bytes.value, 16 << 30);
+    assert_eq!(p.limits.cache_bytes.origin.key, "limits.cache_bytes");
+    let p = user("[limits]\ncache_bytes = 33554432\n").unwrap();
+    assert_eq!(
+        (p.limits.cache_bytes.value, p.limits.cache_bytes.origin.line),
+        (32 << 20, 2)
+    );
+    let d = err("[limits]\ncache_bytes = 1000\n");
+    assert!(d.message.contains("is not a limit") && d.line == 2, "{d}");
+    project_err("", "[limits]\ncache_bytes = 0\n", "may only lower it");
+    project_err(
+        "[limits]\ncache_bytes = 33554432\n",
+        "[limits]\ncache_bytes = 67108864\n",
+        "raises the limit of 33554432",
+    );
+    let p = project_over_user("", "[limits]\ncache_bytes = 2097152\n").unwrap();
+    assert_eq!(p.limits.cache_bytes.value, 2 << 20);
+}
+
 const CRED: &str = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:REAL_KEY\"\nhosts = [\"API.OpenAI.com.\", \"api.openai.com\"]\n";
 
 #[test]

@@ -137,6 +137,111 @@ pub enum CacheError {
          remove it and run again"
     )]
     NotOurs(String),
+    #[error(
+        "the package cache {path} holds {used} bytes, at or past limits.cache_bytes = \
+         {limit} ({origin}); empty it (rm -rf {path}) or raise limits.cache_bytes under \
+         [limits] in ~/.sandpit/config.toml (0: no limit)"
+    )]
+    Full {
+        path: String,
+        used: u64,
+        limit: u64,
+        origin: String,
+    },
+}
+
+/// Bytes `dir` takes on disk: the blocks allocated to everything under it, symlinks
+/// not followed, other file systems mounted inside not entered (a hard link is
+/// counted once per name: never less than the truth). What cannot be read counts 0.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub fn usage(dir: &Path) -> u64 {
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return 0;
+    };
+    let dev = top.dev();
+    let mut total = top.blocks() * 512;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.dev() != dev {
+                continue;
+            }
+            total += m.blocks() * 512;
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+        }
+    }
+    total
+}
+
+/// Where the launcher notes that a run ended with the cache at or past its limit:
+/// under sandpit's state directory, which the sandbox cannot write.
+fn marker(state_dir: &Path, cache: &Path) -> PathBuf {
+    let name = cache.file_name().unwrap_or_default();
+    state_dir.join("cache-full").join(name)
+}
+
+/// The start of a run: a cache that the last run left at or past `limit`
+/// (`limits.cache_bytes`; 0: none), and still is, stops this run. Only then is the
+/// cache walked: a start costs nothing when the last run left it below the limit.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub fn check(cache: &Path, limit: &Rule<u64>, state_dir: &Path) -> Result<(), CacheError> {
+    let mark = marker(state_dir, cache);
+    if !mark.exists() {
+        return Ok(());
+    }
+    match full(cache, limit.value) {
+        Some(used) => Err(CacheError::Full {
+            path: cache.display().to_string(),
+            used,
+            limit: limit.value,
+            origin: limit.origin.location(),
+        }),
+        None => {
+            let _ = std::fs::remove_file(&mark);
+            Ok(())
+        }
+    }
+}
+
+/// The cache's usage when it is at or past `limit` (0: none).
+fn full(cache: &Path, limit: u64) -> Option<u64> {
+    if limit == 0 {
+        return None;
+    }
+    let used = usage(cache);
+    (used >= limit).then_some(used)
+}
+
+/// The end of a run: walk the cache; at or past `limit`, note it for the next
+/// run's `check` and return the line for the user.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub fn full_line(cache: &Path, limit: &Rule<u64>, state_dir: &Path) -> Option<String> {
+    let used = full(cache, limit.value)?;
+    let mark = marker(state_dir, cache);
+    let noted = mark
+        .parent()
+        .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+        && std::fs::write(&mark, used.to_string()).is_ok();
+    let next = if noted {
+        "the next run in this workspace stops until it is emptied"
+    } else {
+        "empty it"
+    };
+    Some(format!(
+        "sandpit: the run filled the package cache {} to {used} bytes, at or past \
+         limits.cache_bytes = {} ({}): {next} (rm -rf {}) or raise the limit under \
+         [limits] in ~/.sandpit/config.toml (0: no limit)",
+        cache.display(),
+        limit.value,
+        limit.origin.location(),
+        cache.display(),
+    ))
 }
 
 /// Create the cache directory (and `~/.cache`) if missing, mode 0700, and check it
@@ -229,6 +334,42 @@ mod tests {
         assert!(!grant(&mut p) && !granted(&p));
         let mut p = load(Some("[files]\nblock_read = [\"~/.cache/sandpit\"]\n"));
         assert!(!grant(&mut p));
+    }
+
+    #[test]
+    fn usage_counts_blocks_and_the_limit_stops_a_full_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let c = t.path().join("cache");
+        std::fs::create_dir_all(c.join("pip/http")).unwrap();
+        std::fs::write(c.join("pip/http/a"), vec![1u8; 300 << 10]).unwrap();
+        std::os::unix::fs::symlink("/usr", c.join("pip/usr")).unwrap();
+        let used = usage(&c);
+        // 300 KiB of data, a few directories; the symlink's target is not counted.
+        assert!((300 << 10..400 << 10).contains(&used), "{used}");
+        let rule = |v: u64| Rule {
+            value: v,
+            origin: Origin::builtin("limits.cache_bytes", &v.to_string()),
+        };
+        let state = t.path().join("state");
+        assert!(full_line(&c, &rule(1 << 20), &state).is_none());
+        assert!(full_line(&c, &rule(0), &state).is_none());
+        // Not noted full by a run: the start does not walk, whatever the size.
+        check(&c, &rule(256 << 10), &state).unwrap();
+        let line = full_line(&c, &rule(256 << 10), &state).unwrap();
+        assert!(
+            line.contains("limits.cache_bytes") && line.contains("[limits]"),
+            "{line}"
+        );
+        assert!(line.contains("the next run"), "{line}");
+        let e = check(&c, &rule(256 << 10), &state).unwrap_err().to_string();
+        assert!(
+            e.contains("limits.cache_bytes = 262144") && e.contains("rm -rf"),
+            "{e}"
+        );
+        // Raised (or emptied), the start walks once more and forgets the note.
+        check(&c, &rule(1 << 20), &state).unwrap();
+        check(&c, &rule(256 << 10), &state).unwrap();
+        assert_eq!(usage(&t.path().join("absent")), 0);
     }
 
     #[test]

@@ -231,6 +231,7 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         ("connections", &p.limits.connections),
         ("connections_per_second", &p.limits.connections_per_second),
         ("memory", &p.limits.memory),
+        ("cache_bytes", &p.limits.cache_bytes),
     ] {
         let _ = writeln!(o, "{key} = {}  # {}", r.value, r.origin.location());
     }

@@ -1,7 +1,17 @@
 //! The little of the DNS wire format (RFC 1035) sandpit needs: read a query's one
 //! question, write an answer with A/AAAA records or an error code, and read the A/AAAA
 //! records of an upstream answer. Pure.
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+//!
+//! Decoding and encoding are `hickory-proto`'s (`Message::from_vec` / `to_vec`); what
+//! stays here is sandpit's own, stricter acceptance on top: exactly one question, a
+//! question name written without compression pointers, printable-ASCII labels
+//! (lowercased, at most 253 characters), the query's opcode/RD/CD echoed, and the
+//! question's bytes echoed exactly as sent (case included, for 0x20 randomisation).
+use std::net::IpAddr;
+
+use hickory_proto::op::{Message, MessageType, OpCode, Query as WireQuery, ResponseCode};
+use hickory_proto::rr::rdata::{A, AAAA};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
 pub const TYPE_A: u16 = 1;
 pub const TYPE_AAAA: u16 = 28;
@@ -24,7 +34,7 @@ pub enum MessageError {
     Name,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Query {
     pub id: u16,
     /// Opcode, RD and CD bits of the query's flags, echoed in the answer.
@@ -33,63 +43,14 @@ pub struct Query {
     pub name: String,
     pub qtype: u16,
     pub qclass: u16,
-    /// The question section's raw bytes, echoed in the answer.
-    question: Vec<u8>,
+    /// The question as decoded (name in the case it was sent), echoed in the answer.
+    question: WireQuery,
 }
 
-fn u16_at(b: &[u8], i: usize) -> Result<u16, MessageError> {
-    b.get(i..i + 2)
-        .map(|x| u16::from_be_bytes([x[0], x[1]]))
-        .ok_or(MessageError::Truncated)
-}
+impl Eq for Query {}
 
-/// Read an uncompressed name at `pos`: (dotted lowercase name, next position).
-fn read_name(b: &[u8], mut pos: usize) -> Result<(String, usize), MessageError> {
-    let mut name = String::new();
-    loop {
-        let len = usize::from(*b.get(pos).ok_or(MessageError::Truncated)?);
-        pos += 1;
-        if len == 0 {
-            break;
-        }
-        if len > 63 {
-            // Compression pointers do not belong in a query's question.
-            return Err(MessageError::Name);
-        }
-        let label = b.get(pos..pos + len).ok_or(MessageError::Truncated)?;
-        if !label.iter().all(|c| c.is_ascii_graphic() && *c != b'.') {
-            return Err(MessageError::Name);
-        }
-        if !name.is_empty() {
-            name.push('.');
-        }
-        name.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
-        pos += len;
-        if name.len() > 253 {
-            return Err(MessageError::Name);
-        }
-    }
-    Ok((name, pos))
-}
-
-/// Skip a possibly compressed name, returning the next position.
-fn skip_name(b: &[u8], mut pos: usize) -> Result<usize, MessageError> {
-    loop {
-        let len = *b.get(pos).ok_or(MessageError::Truncated)?;
-        if len & 0xc0 == 0xc0 {
-            return Ok(pos + 2);
-        }
-        if len & 0xc0 != 0 {
-            return Err(MessageError::Name);
-        }
-        pos += 1 + usize::from(len);
-        if len == 0 {
-            return Ok(pos);
-        }
-        if pos > b.len() {
-            return Err(MessageError::Truncated);
-        }
-    }
+fn u16_at(b: &[u8], i: usize) -> Option<u16> {
+    b.get(i..i + 2).map(|x| u16::from_be_bytes([x[0], x[1]]))
 }
 
 /// Parse a standard query with exactly one question.
@@ -97,132 +58,129 @@ pub fn parse_query(b: &[u8]) -> Result<Query, MessageError> {
     if b.len() < 12 {
         return Err(MessageError::Truncated);
     }
-    let id = u16_at(b, 0)?;
-    let flags = u16_at(b, 2)?;
-    let qd = u16_at(b, 4)?;
-    if flags & 0x8000 != 0 || qd != 1 {
+    // The QR bit and the question count are checked on the raw header first: hickory
+    // decodes any message, sandpit answers only single-question queries.
+    let flags = u16_at(b, 2).ok_or(MessageError::Truncated)?;
+    if flags & 0x8000 != 0 || u16_at(b, 4) != Some(1) {
         return Err(MessageError::NotAQuery);
     }
-    let (name, pos) = read_name(b, 12)?;
-    let qtype = u16_at(b, pos)?;
-    let qclass = u16_at(b, pos + 2)?;
+    // hickory follows compression pointers anywhere; in a query's question (the first
+    // name of the message) one can only point back into the header, so refuse it.
+    if b.get(12).is_some_and(|l| l & 0xc0 != 0) {
+        return Err(MessageError::Name);
+    }
+    let msg = Message::from_vec(b).map_err(|_| MessageError::Truncated)?;
+    if msg.metadata.message_type != MessageType::Query || msg.queries.len() != 1 {
+        return Err(MessageError::NotAQuery);
+    }
+    let question = msg.queries[0].clone();
+    let name = dotted_name(question.name())?;
     Ok(Query {
-        id,
+        id: msg.metadata.id,
         flags: flags & 0x7910,
         name,
-        qtype,
-        qclass,
-        question: b[12..pos + 4].to_vec(),
+        qtype: u16::from(question.query_type()),
+        qclass: u16::from(question.query_class()),
+        question,
     })
+}
+
+/// The name's labels, printable ASCII without dots, lowercased and joined by '.'.
+fn dotted_name(n: &Name) -> Result<String, MessageError> {
+    let mut name = String::new();
+    for label in n.iter() {
+        if label.is_empty() || !label.iter().all(|c| c.is_ascii_graphic() && *c != b'.') {
+            return Err(MessageError::Name);
+        }
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
+        if name.len() > 253 {
+            return Err(MessageError::Name);
+        }
+    }
+    Ok(name)
 }
 
 /// The header id of any message, when it has one (for FORMERR answers).
 pub fn message_id(b: &[u8]) -> Option<u16> {
-    u16_at(b, 0).ok()
+    u16_at(b, 0)
 }
 
 /// An answer to `q` with `rcode` and the given addresses (those matching the
 /// question type are written).
 pub fn answer(q: &Query, rcode: u8, addrs: &[IpAddr], ttl: u32) -> Vec<u8> {
-    let records: Vec<&IpAddr> = addrs
-        .iter()
-        .filter(|a| {
-            matches!(
-                (a, q.qtype),
-                (IpAddr::V4(_), TYPE_A) | (IpAddr::V6(_), TYPE_AAAA)
-            )
-        })
-        .collect();
-    let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(&q.id.to_be_bytes());
-    // QR, the query's opcode/RD/CD, AA, RA, rcode.
-    let flags = 0x8000 | q.flags | 0x0400 | 0x0080 | u16::from(rcode & 0x0f);
-    out.extend_from_slice(&flags.to_be_bytes());
-    out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&(records.len() as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(&q.question);
-    for a in records {
-        out.extend_from_slice(&[0xc0, 0x0c]);
-        let (ty, data): (u16, Vec<u8>) = match a {
-            IpAddr::V4(v4) => (TYPE_A, v4.octets().to_vec()),
-            IpAddr::V6(v6) => (TYPE_AAAA, v6.octets().to_vec()),
+    let op_code = OpCode::from_u8(((q.flags >> 11) & 0x0f) as u8);
+    let mut m = Message::response(q.id, op_code);
+    m.metadata.authoritative = true;
+    m.metadata.recursion_available = true;
+    m.metadata.recursion_desired = q.flags & 0x0100 != 0;
+    m.metadata.checking_disabled = q.flags & 0x0010 != 0;
+    m.metadata.response_code = ResponseCode::from_low(rcode & 0x0f);
+    m.add_query(q.question.clone());
+    let owner = q.question.name().clone();
+    for a in addrs {
+        let rdata = match (a, q.qtype) {
+            (IpAddr::V4(v4), TYPE_A) => RData::A(A(*v4)),
+            (IpAddr::V6(v6), TYPE_AAAA) => RData::AAAA(AAAA(*v6)),
+            _ => continue,
         };
-        out.extend_from_slice(&ty.to_be_bytes());
-        out.extend_from_slice(&CLASS_IN.to_be_bytes());
-        out.extend_from_slice(&ttl.to_be_bytes());
-        out.extend_from_slice(&(data.len() as u16).to_be_bytes());
-        out.extend_from_slice(&data);
+        m.add_answer(Record::from_rdata(owner.clone(), ttl, rdata));
     }
-    out
+    // Encoding a question hickory decoded itself plus address records cannot fail;
+    // should it ever, the client gets the header-only SERVFAIL below.
+    m.to_vec()
+        .unwrap_or_else(|_| header_only(q.id, RCODE_SERVFAIL))
 }
 
-/// A FORMERR answer for an unparseable message.
-pub fn format_error(id: u16) -> Vec<u8> {
+fn header_only(id: u16, rcode: u8) -> Vec<u8> {
     let mut out = id.to_be_bytes().to_vec();
-    out.extend_from_slice(&(0x8080u16 | u16::from(RCODE_FORMERR)).to_be_bytes());
+    out.extend_from_slice(&(0x8080u16 | u16::from(rcode & 0x0f)).to_be_bytes());
     out.extend_from_slice(&[0; 8]);
     out
 }
 
+/// A FORMERR answer for an unparseable message. Written by hand: hickory's encoder
+/// needs a decoded message, and this answers one it could not decode.
+pub fn format_error(id: u16) -> Vec<u8> {
+    header_only(id, RCODE_FORMERR)
+}
+
 /// A recursive query for `name`/`qtype` (what sandpit sends upstream).
 pub fn build_query(id: u16, name: &str, qtype: u16) -> Result<Vec<u8>, MessageError> {
-    let mut out = id.to_be_bytes().to_vec();
-    out.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return Err(MessageError::Name);
-        }
-        out.push(label.len() as u8);
-        out.extend_from_slice(label.as_bytes());
+    if name.split('.').any(|l| l.is_empty() || l.len() > 63) {
+        return Err(MessageError::Name);
     }
-    out.push(0);
-    out.extend_from_slice(&qtype.to_be_bytes());
-    out.extend_from_slice(&CLASS_IN.to_be_bytes());
-    Ok(out)
+    let wire_name = Name::from_ascii(name).map_err(|_| MessageError::Name)?;
+    let mut q = WireQuery::query(wire_name, RecordType::from(qtype));
+    q.set_query_class(DNSClass::IN);
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
+    m.metadata.recursion_desired = true;
+    m.add_query(q);
+    m.to_vec().map_err(|_| MessageError::Name)
 }
 
 /// The rcode and A/AAAA addresses of an upstream answer with id `id`.
 pub fn parse_answer(b: &[u8], id: u16) -> Result<(u8, Vec<IpAddr>), MessageError> {
-    if b.len() < 12 || u16_at(b, 0)? != id {
+    if b.len() < 12 || u16_at(b, 0) != Some(id) {
         return Err(MessageError::Truncated);
     }
-    let flags = u16_at(b, 2)?;
-    if flags & 0x8000 == 0 {
+    let m = Message::from_vec(b).map_err(|_| MessageError::Truncated)?;
+    if m.metadata.message_type != MessageType::Response {
         return Err(MessageError::NotAQuery);
     }
-    let rcode = (flags & 0x0f) as u8;
-    let qd = u16_at(b, 4)?;
-    let an = u16_at(b, 6)?;
-    let mut pos = 12;
-    for _ in 0..qd {
-        pos = skip_name(b, pos)? + 4;
-    }
-    let mut addrs = Vec::new();
-    for _ in 0..an {
-        pos = skip_name(b, pos)?;
-        let ty = u16_at(b, pos)?;
-        let class = u16_at(b, pos + 2)?;
-        let len = usize::from(u16_at(b, pos + 8)?);
-        let data = b
-            .get(pos + 10..pos + 10 + len)
-            .ok_or(MessageError::Truncated)?;
-        pos += 10 + len;
-        if class != CLASS_IN {
-            continue;
-        }
-        match (ty, data.len()) {
-            (TYPE_A, 4) => addrs.push(IpAddr::V4(Ipv4Addr::new(
-                data[0], data[1], data[2], data[3],
-            ))),
-            (TYPE_AAAA, 16) => {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(data);
-                addrs.push(IpAddr::V6(Ipv6Addr::from(o)));
-            }
-            _ => {}
-        }
-    }
+    let rcode = m.metadata.response_code.low();
+    let addrs = m
+        .answers
+        .iter()
+        .filter(|r| r.dns_class == DNSClass::IN)
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(IpAddr::V4(a.0)),
+            RData::AAAA(a) => Some(IpAddr::V6(a.0)),
+            _ => None,
+        })
+        .collect();
     Ok((rcode, addrs))
 }
 
@@ -242,6 +200,8 @@ mod tests {
             &["127.0.0.2".parse().unwrap(), "::1".parse().unwrap()],
             60,
         );
+        // The question comes back exactly as sent, case included.
+        assert_eq!(&a[12..q.len()], &q[12..]);
         let (rcode, addrs) = parse_answer(&a, 0x1234).unwrap();
         assert_eq!(rcode, RCODE_NOERROR);
         assert_eq!(addrs, vec!["127.0.0.2".parse::<IpAddr>().unwrap()]);
@@ -250,10 +210,28 @@ mod tests {
     }
 
     #[test]
+    fn answer_echoes_flags_and_sets_aa_ra() {
+        let mut q = build_query(7, "a.test", TYPE_AAAA).unwrap();
+        q[3] |= 0x10; // CD
+        let parsed = parse_query(&q).unwrap();
+        let a = answer(&parsed, RCODE_NXDOMAIN, &[], 5);
+        let flags = u16::from_be_bytes([a[2], a[3]]);
+        assert_eq!(flags, 0x8000 | 0x0400 | 0x0100 | 0x0080 | 0x0010 | 3);
+    }
+
+    #[test]
     fn rejects_garbage() {
         assert!(parse_query(&[0; 5]).is_err());
         let mut q = build_query(1, "a.test", TYPE_A).unwrap();
         q[12] = 0xc0;
         assert!(parse_query(&q).is_err());
+        let mut q = build_query(1, "a.test", TYPE_A).unwrap();
+        q[13] = b' ';
+        assert_eq!(parse_query(&q), Err(MessageError::Name));
+        assert!(build_query(1, "a..test", TYPE_A).is_err());
+        assert!(build_query(1, "", TYPE_A).is_err());
+        let mut two = build_query(1, "a.test", TYPE_A).unwrap();
+        two[5] = 2;
+        assert_eq!(parse_query(&two), Err(MessageError::NotAQuery));
     }
 }

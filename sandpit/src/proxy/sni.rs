@@ -24,6 +24,8 @@ pub enum Sni {
     Malformed(&'static str),
 }
 
+use tls_parser::{SNIType, TlsExtension, TlsExtensionType};
+
 const EXT_SERVER_NAME: u16 = 0;
 const EXT_ECH: u16 = 0xfe0d;
 const EXT_ECH_OUTER: u16 = 0xfd00;
@@ -89,77 +91,48 @@ fn u24(b: &[u8]) -> usize {
     (usize::from(b[0]) << 16) | (usize::from(b[1]) << 8) | usize::from(b[2])
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.b.len() < n {
-            return None;
-        }
-        let (h, t) = self.b.split_at(n);
-        self.b = t;
-        Some(h)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-    fn u16(&mut self) -> Option<u16> {
-        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
-    }
-    fn vec8(&mut self) -> Option<&'a [u8]> {
-        let n = self.u8()?;
-        self.take(usize::from(n))
-    }
-    fn vec16(&mut self) -> Option<&'a [u8]> {
-        let n = self.u16()?;
-        self.take(usize::from(n))
-    }
-}
-
+/// The ClientHello body (after the 4-byte handshake header) → SNI verdict.
+///
+/// The ClientHello and its extensions are decoded by `tls-parser` (rusticata); the
+/// record framing above stays here because tls-parser reads one record at a time and
+/// leaves reassembling a handshake message split across records to its caller.
+/// sandpit's own checks on top: nothing after the extensions, no extension twice,
+/// exactly one printable-ASCII host_name, any ECH/ESNI extension makes it unreadable.
 fn parse_client_hello(body: &[u8]) -> Sni {
-    let mut r = Reader { b: body };
-    let bad = Sni::Malformed("truncated ClientHello");
-    let Some(_version) = r.take(2) else {
-        return bad;
+    let Ok((rest, ch)) = tls_parser::parse_tls_handshake_client_hello(body) else {
+        return Sni::Malformed("truncated ClientHello");
     };
-    let Some(_random) = r.take(32) else {
-        return bad;
-    };
-    let Some(sid) = r.vec8() else { return bad };
-    if sid.len() > 32 {
-        return Sni::Malformed("session id too long");
-    }
-    let Some(_suites) = r.vec16() else { return bad };
-    let Some(_compression) = r.vec8() else {
-        return bad;
-    };
-    if r.b.is_empty() {
-        return Sni::Missing;
-    }
-    let Some(exts) = r.vec16() else { return bad };
-    if !r.b.is_empty() {
+    if !rest.is_empty() {
         return Sni::Malformed("bytes after extensions");
     }
-    let mut e = Reader { b: exts };
+    let Some(ext) = ch.ext else {
+        return Sni::Missing;
+    };
+    let Ok((rest, exts)) = tls_parser::parse_tls_client_hello_extensions(ext) else {
+        return Sni::Malformed("truncated extension");
+    };
+    if !rest.is_empty() {
+        return Sni::Malformed("truncated extension");
+    }
     let mut name: Option<String> = None;
-    let mut seen: Vec<u16> = Vec::new();
+    let mut seen: Vec<u16> = Vec::with_capacity(exts.len());
     let mut ech = false;
-    while !e.b.is_empty() {
-        let (Some(ty), Some(data)) = (e.u16(), e.vec16()) else {
-            return Sni::Malformed("truncated extension");
+    for e in &exts {
+        let ty = match e {
+            TlsExtension::Grease(ty, _) => *ty,
+            other => TlsExtensionType::from(other).0,
         };
         if seen.contains(&ty) {
             return Sni::Malformed("duplicate extension");
         }
         seen.push(ty);
-        match ty {
-            EXT_SERVER_NAME => match parse_server_name(data) {
+        match e {
+            TlsExtension::SNI(list) => match server_name(list) {
                 Ok(n) => name = Some(n),
                 Err(why) => return Sni::Malformed(why),
             },
-            EXT_ECH | EXT_ECH_OUTER => ech = true,
+            TlsExtension::EncryptedServerName { .. } => ech = true,
+            TlsExtension::Unknown(t, _) if t.0 == EXT_ECH || t.0 == EXT_ECH_OUTER => ech = true,
             _ => {}
         }
     }
@@ -172,18 +145,10 @@ fn parse_client_hello(body: &[u8]) -> Sni {
     }
 }
 
-fn parse_server_name(data: &[u8]) -> Result<String, &'static str> {
-    let mut r = Reader { b: data };
-    let list = r.vec16().ok_or("truncated server_name list")?;
-    if !r.b.is_empty() {
-        return Err("bytes after server_name list");
-    }
-    let mut l = Reader { b: list };
+fn server_name(list: &[(SNIType, &[u8])]) -> Result<String, &'static str> {
     let mut found: Option<String> = None;
-    while !l.b.is_empty() {
-        let ty = l.u8().ok_or("truncated server_name entry")?;
-        let v = l.vec16().ok_or("truncated server_name entry")?;
-        if ty != 0 {
+    for (ty, v) in list {
+        if *ty != SNIType::HostName {
             return Err("unknown server_name type");
         }
         if found.is_some() {

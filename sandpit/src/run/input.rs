@@ -242,6 +242,7 @@ pub fn plan_input(
         host_sockets,
         nested_user_namespaces: policy.isolation.nested_user_namespaces(),
         tmp_bytes: policy.limits.tmp_bytes.value,
+        file_bytes: policy.limits.cache_bytes.value,
         memory: policy.limits.memory.value,
         memory_cgroup: crate::sandbox::linux::memory::probe(),
         read_if_present: policy

@@ -223,6 +223,10 @@ fn carry_out(
     // Package caches of sandpit's own, writable (the host's stay read-only).
     if let Some(cache) = &run.caches {
         crate::caches::ensure(cache, crate::sys::uid())?;
+        // limits.cache_bytes: a cache the last run left full (and still full) stops
+        // the run here; during the run each file is bounded by RLIMIT_FSIZE (the
+        // plan's `file_bytes`); at the end the cache is walked.
+        crate::caches::check(cache, &policy.limits.cache_bytes, &policy.context.state_dir)?;
     }
     super::make_state_dirs(run)?;
     let input = &run.kernel;
@@ -329,6 +333,11 @@ fn carry_out(
     let result = running.wait();
     crate::timing::mark("command and its supervisors exited");
     for line in services.finish() {
+        eprintln!("{line}");
+    }
+    if let Some(line) = run.caches.as_deref().and_then(|c| {
+        crate::caches::full_line(c, &policy.limits.cache_bytes, &policy.context.state_dir)
+    }) {
         eprintln!("{line}");
     }
     for p in &plan.absent_git_files {

@@ -172,6 +172,9 @@ pub struct Input {
     /// Policy `limits.tmp_bytes`: the size of the private `/tmp` and `/dev/shm`
     /// each (0: the kernel's default).
     pub tmp_bytes: u64,
+    /// Policy `limits.cache_bytes`: no file the sandbox writes may grow past it
+    /// (`RLIMIT_FSIZE`; 0: none).
+    pub file_bytes: u64,
     /// Policy `limits.memory` (0: none).
     pub memory: u64,
     /// The launcher's cgroup when the run's may go under it (`memory::probe`), or
@@ -505,6 +508,9 @@ pub struct Plan {
     /// notification filter on the path-taking calls, answered by the launcher. Off
     /// here; the run turns it on where a program of the run lacks the interposer.
     pub report_refusals: bool,
+    /// `limits.cache_bytes`: `RLIMIT_FSIZE` of each process, `SIGXFSZ` ignored, so
+    /// a write past it fails with `EFBIG`.
+    pub file_bytes: Option<u64>,
 }
 
 impl Plan {
@@ -1034,6 +1040,7 @@ pub fn plan(input: &Input, fs: &dyn FsView) -> Result<Plan, PlanError> {
         processes: (input.processes != 0 && why_no_limit.is_none()).then_some(input.processes),
         memory,
         report_refusals: false,
+        file_bytes: (input.file_bytes != 0).then_some(input.file_bytes),
     })
 }
 
@@ -1124,6 +1131,7 @@ mod tests {
             host_sockets: vec![],
             nested_user_namespaces: false,
             tmp_bytes: 0,
+            file_bytes: 0,
             loopback: vec![],
             cwd: "/home/u/proj".into(),
         }

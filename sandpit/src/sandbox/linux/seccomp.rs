@@ -8,6 +8,12 @@
 //! global, new user namespaces would give back the capabilities the sandbox dropped,
 //! TIOCSTI injects keystrokes into the user's terminal). Syscalls from a foreign
 //! architecture (i386 `int 0x80`, x32) never reach the table: they are refused first.
+//!
+//! Not compiled by `seccompiler` (issue #33): its `SeccompAction` offers Allow,
+//! Errno, KillThread, KillProcess, Log, Trace and Trap (0.5.0) — no
+//! `SECCOMP_RET_USER_NOTIF`, which the kernel-refusal reporting rule needs — and it
+//! has no x32 refusal of its own; the rest (masked 32-bit argument compares, errno
+//! per rule) it could express.
 use super::sys::SockFilter;
 
 /// Which table: the full sandbox (namespaces on), or the fallback without network

@@ -1371,6 +1371,15 @@ fn exec_command(
             )
         }
     }
+    if let Some(bytes) = plan.file_bytes {
+        if let Err(e) = sys::limit_file_size(bytes) {
+            fail(
+                ctl,
+                Layer::Process,
+                &format!("limiting each file to {bytes} bytes (limits.cache_bytes): {e}"),
+            )
+        }
+    }
     if layers.landlock_abi.is_some() {
         if let Err(e) = landlock::apply(&plan.landlock, layers.landlock_abi) {
             fail(ctl, Layer::Landlock, &e.to_string())

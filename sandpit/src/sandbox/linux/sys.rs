@@ -405,6 +405,31 @@ pub fn limit_data(bytes: u64) -> io::Result<()> {
     cvt(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &new) }).map(drop)
 }
 
+/// `RLIMIT_FSIZE` of this process (and what it starts): no file it writes may grow
+/// past `bytes` (`limits.cache_bytes`), or the hard limit already in force if lower.
+/// `SIGXFSZ` is ignored (kept across `execve`), so such a write fails with `EFBIG`
+/// instead of the signal ending the process with a core dump.
+pub fn limit_file_size(bytes: u64) -> io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `cur` is a valid out-parameter.
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut cur) })?;
+    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: `new` is a valid rlimit.
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &new) })?;
+    // SAFETY: SIG_IGN is a valid disposition for SIGXFSZ; no handler runs.
+    if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Make this process (and what it starts) the OOM killer's first choice: a memory
 /// flood in the sandbox then ends the sandbox, not the user's other programs. Raising
 /// it needs no privilege; the sandbox may lower it again, to 0 and no further.
