@@ -105,7 +105,10 @@ fn a_project_entry_narrows_and_never_widens() {
     let curl = program("/usr/bin/curl");
     let v = decide_connect_by(&p, &host("github.com"), 443, Some(&curl));
     assert!(v.is_denied() && v.reason.contains("git only"), "{v:?}");
-    assert!(v.rule.as_ref().unwrap().file.ends_with("config.toml"), "{v:?}");
+    assert!(
+        v.rule.as_ref().unwrap().file.ends_with("config.toml"),
+        "{v:?}"
+    );
     let git = program("/usr/bin/git");
     // git is not named by the project's entry: narrowed away.
     let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git));
@@ -195,13 +198,20 @@ fn only_unlisted_names_in_filtered_mode_may_be_asked_about() {
     assert!(sandpit_policy::askable(&p, &host("example.test"), 443));
     // github.com and its port-less pattern: limited to git by the entry.
     assert!(!sandpit_policy::askable(&p, &host("github.com"), 443));
-    assert!(!sandpit_policy::askable(&p, &host("raw.githubusercontent.com"), 80));
+    assert!(!sandpit_policy::askable(
+        &p,
+        &host("raw.githubusercontent.com"),
+        80
+    ));
     assert!(!sandpit_policy::askable(&p, &host("localhost"), 443));
     assert!(!sandpit_policy::askable(&p, &host("a.localhost"), 443));
     assert!(sandpit_policy::askable(&p, &host("localhost.test"), 443));
     assert!(!sandpit_policy::askable(&p, &host("192.0.2.7"), 443));
     for mode in ["offline", "unrestricted"] {
         let p = load(&options(&format!("[network]\nmode = \"{mode}\"\n"), None)).unwrap();
-        assert!(!sandpit_policy::askable(&p, &host("example.test"), 443), "{mode}");
+        assert!(
+            !sandpit_policy::askable(&p, &host("example.test"), 443),
+            "{mode}"
+        );
     }
 }
