@@ -87,6 +87,24 @@ impl Terminal {
     fn keys(&mut self, keys: &[u8]) {
         self.master.write_all(keys).unwrap();
     }
+    /// Answer the question up with `key` and Enter, until the terminal shows
+    /// `echo` after it: the question drops keys typed in its first moments
+    /// (meant for the command), so the first try may be one of those.
+    fn answer(&mut self, key: u8, echo: &str) {
+        const END: &str = "A letter, then Enter:";
+        let at = self.text().rfind(END).expect("no question up") + END.len();
+        for _ in 0..60 {
+            self.keys(&[key, b'\r']);
+            if common::wait_for(1, || self.text()[at..].contains(echo)) {
+                return;
+            }
+        }
+        panic!(
+            "the question never took {:?}:\n{}",
+            key as char,
+            self.text()
+        );
+    }
     fn finish(mut self) -> String {
         assert!(
             common::wait_for(120, || self.child.try_wait().unwrap().is_some()),
@@ -146,7 +164,7 @@ fn this_run_lets_the_second_connection_through_without_asking() {
         0,
         "the connection went through before the answer"
     );
-    t.keys(b"r");
+    t.answer(b'r', "this run");
     t.must_show("end", 60);
     let out = t.finish();
     assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
@@ -173,12 +191,12 @@ fn t_result(out: &str, label: &str) -> String {
 
 #[test]
 fn deny_and_no_answer_deny_with_the_reason_logged() {
-    for (answer, reason) in [
-        (Some(b'd'), "asked, denied by the user"),
-        (None, "asked, no answer in 2s"),
+    for (answer, secs, reason) in [
+        (Some(b'd'), 20, "asked, denied by the user"),
+        (None, 2, "asked, no answer in 2s"),
     ] {
         let h = TestHome::new();
-        config(&h, "ask_timeout = 2\n");
+        config(&h, &format!("ask_timeout = {secs}\n"));
         let sink = Sink::start("127.0.0.1", "ask");
         h.write(
             &h.workspace().join("work.sh"),
@@ -187,7 +205,7 @@ fn deny_and_no_answer_deny_with_the_reason_logged() {
         let mut t = Terminal::run(&h);
         t.must_show(&question(sink.port), 60);
         if let Some(k) = answer {
-            t.keys(&[k]);
+            t.answer(k, "denied");
         }
         t.must_show("end", 60);
         let out = t.finish();
@@ -210,7 +228,7 @@ fn always_writes_the_users_config_and_the_next_run_does_not_ask() {
     );
     let mut t = Terminal::run(&h);
     t.must_show(&question(sink.port), 60);
-    t.keys(b"a");
+    t.answer(b'a', "always");
     t.must_show("end", 60);
     let out = t.finish();
     assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
@@ -276,7 +294,7 @@ fn forge_run(answer: bool) {
     let mut t = Terminal::run(&h);
     t.must_show(&question(sink.port), 60);
     if answer {
-        t.keys(b"r");
+        t.answer(b'r', "this run");
     }
     t.must_show("end", 60);
     let out = t.finish();

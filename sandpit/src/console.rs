@@ -8,6 +8,14 @@
 //! the user's keystrokes to the question instead of the pty, so nothing the
 //! sandboxed program writes (to its `/dev/tty`, or pushes into its own input with
 //! `TIOCSTI`) can answer it or draw over it.
+//!
+//! Nor can the user answer by accident. Keys typed in the first [`GRACE`] after the
+//! question shows were meant for the command and are dropped, and an answer is a
+//! line of exactly one offered letter ended by Enter: text typed or pasted on (a
+//! sentence the agent prompted for, "please add…") answers nothing. Ctrl-C, Ctrl-D
+//! and Escape deny at once. Before the question, the terminal gets CAN, ST and an
+//! attribute reset, so an escape sequence or string the command left open (hidden
+//! text, a title string swallowing what follows) cannot hide or fake it.
 #![forbid(unsafe_code)]
 use std::io::Write;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -32,7 +40,27 @@ struct State {
     keys: Vec<u8>,
     /// The answer, once typed.
     answer: Option<u8>,
+    /// When the question up was shown: keys before `shown + GRACE` are dropped.
+    shown: Option<Instant>,
+    /// The line typed since: one offered letter so far, or `Garbled` (anything
+    /// else, until Enter or a backspace starts it again).
+    line: Line,
 }
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    #[default]
+    Empty,
+    Letter(u8),
+    Garbled,
+}
+
+/// Keys typed this soon after a question shows were meant for the command.
+pub const GRACE: Duration = Duration::from_millis(400);
+
+/// Ends any escape sequence (CAN) or string (ST) the command left open and resets
+/// colours and attributes, so the question shows as written.
+const RESET: &str = "\x18\x1b\\\x1b[0m";
 
 impl std::fmt::Debug for Console {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,29 +108,54 @@ impl Console {
     }
 
     /// The relay read `bytes` from the user's terminal: true when they go on to the
-    /// command, false when a question is up and took them (a key it offers, in
-    /// either case, answers it; Ctrl-C, Ctrl-D and Escape answer "deny" when the
-    /// question offers `d`; anything else is dropped).
+    /// command, false when a question is up and took them. An offered letter alone
+    /// on a line, ended by Enter, answers it; Ctrl-C, Ctrl-D and Escape answer
+    /// "deny" when the question offers `d`; keys in the first [`GRACE`] and any
+    /// other line are dropped (see the module's comment).
     pub fn keystrokes(&self, bytes: &[u8]) -> bool {
         let mut s = self.lock();
         if !s.asking {
             return true;
         }
-        if s.answer.is_none() {
-            for &b in bytes {
-                let k = b.to_ascii_lowercase();
-                let k = match k {
-                    0x03 | 0x04 | 0x1b if s.keys.contains(&b'd') => b'd',
-                    k => k,
-                };
-                if s.keys.contains(&k) {
-                    s.answer = Some(k);
-                    self.changed.notify_all();
-                    break;
+        if s.answer.is_some() {
+            return false;
+        }
+        if s.keys.contains(&b'd') && bytes.iter().any(|b| matches!(b, 0x03 | 0x04 | 0x1b)) {
+            s.answer = Some(b'd');
+            self.changed.notify_all();
+            return false;
+        }
+        if s.shown.is_some_and(|t| t.elapsed() < GRACE) {
+            return false;
+        }
+        for &b in bytes {
+            match b {
+                b'\r' | b'\n' => match std::mem::take(&mut s.line) {
+                    Line::Letter(k) => {
+                        s.answer = Some(k);
+                        break;
+                    }
+                    _ => continue,
+                },
+                0x7f | 0x08 => s.line = Line::Empty,
+                b => {
+                    let k = b.to_ascii_lowercase();
+                    s.line = match s.line {
+                        Line::Empty if s.keys.contains(&k) => Line::Letter(k),
+                        _ => Line::Garbled,
+                    };
                 }
             }
         }
+        if s.answer.is_some() {
+            self.changed.notify_all();
+        }
         false
+    }
+
+    #[cfg(test)]
+    fn answered(&self) -> Option<u8> {
+        self.lock().answer
     }
 
     /// Run `f` (the relay writing the command's output to the terminal) once no
@@ -146,10 +199,12 @@ impl Console {
         }
         s.asking = true;
         s.answer = None;
+        s.line = Line::Empty;
         s.keys = keys.iter().map(u8::to_ascii_lowercase).collect();
         // The terminal is in raw mode: "\r\n" ends a line. A line of its own, past
-        // whatever the command left on the current one.
-        write_out(&format!("\r\n{question} "));
+        // whatever the command left on the current one, in plain text.
+        write_out(&format!("{RESET}\r\n{question} "));
+        s.shown = Some(Instant::now());
         let end = Instant::now() + timeout;
         let reply = loop {
             if let Some(k) = s.answer {
@@ -170,6 +225,8 @@ impl Console {
         write_out(&format!("{}\r\n", echo(reply)));
         s.asking = false;
         s.answer = None;
+        s.shown = None;
+        s.line = Line::Empty;
         s.keys.clear();
         drop(s);
         self.changed.notify_all();
@@ -211,11 +268,29 @@ mod tests {
                 |_| String::new(),
             )
         });
-        // The question takes the keys once it is up; "x" is no answer.
+        // The question takes the keys once it is up. Keys in its first moments
+        // were meant for the command: dropped, however they look.
         while c.keystrokes(b"") {
             std::thread::yield_now();
         }
-        assert!(!c.keystrokes(b"xR"));
+        assert!(!c.keystrokes(b"d\r"));
+        assert_eq!(c.answered(), None, "answered in the grace");
+        // Waiting out the grace is the condition under test.
+        std::thread::sleep(GRACE);
+        // A line that is not one offered letter answers nothing: typed or pasted
+        // text ("please add"), a letter among others, one not offered.
+        assert!(!c.keystrokes(b"please add\r"));
+        assert!(!c.keystrokes(b"xR\r"));
+        assert!(!c.keystrokes(b"a\r"));
+        assert!(!c.keystrokes(b"o"));
+        assert!(!c.keystrokes(b"\x7f"));
+        assert!(!c.keystrokes(b"R"));
+        assert_eq!(
+            c.answered(),
+            None,
+            "answered by a line that was not one letter"
+        );
+        assert!(!c.keystrokes(b"\r"));
         assert_eq!(t.join().unwrap(), Ok(Reply::Key(b'r')));
         assert!(c.keystrokes(b"r"));
         let r = c.ask(
@@ -226,6 +301,22 @@ mod tests {
             |_| String::new(),
         );
         assert_eq!(r, Ok(Reply::Timeout));
+        // Ctrl-C denies at once, grace or not.
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || {
+            c2.ask(
+                || None::<()>,
+                "q?",
+                b"ord",
+                Duration::from_secs(20),
+                |_| String::new(),
+            )
+        });
+        while c.keystrokes(b"") {
+            std::thread::yield_now();
+        }
+        assert!(!c.keystrokes(b"\x03"));
+        assert_eq!(t.join().unwrap(), Ok(Reply::Key(b'd')));
         assert_eq!(
             c.ask(
                 || Some(7),

@@ -2,7 +2,7 @@
 //! deny only because `network.allow` does not name its host waits while the
 //! launcher asks the user on the terminal it relays ([`crate::console`]):
 //!
-//! `sandpit: PROGRAM (pid N) wants HOST:PORT (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in 30s)`
+//! `sandpit: PROGRAM (pid N) wants HOST:PORT (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in 30s) A letter, then Enter:`
 //!
 //! once lets this connection through; this run changes the [`Live`] rules, as
 //! `sandpit allow` does; always does that and adds the host to `[network] allow`
@@ -126,9 +126,11 @@ impl Inner {
     fn question(&self, host: &Host, port: u16, denied: &Verdict, who: Option<&str>) -> Verdict {
         let dest = format!("{host}:{port}");
         let secs = self.timeout.as_secs();
+        // The program's path is the sandbox's choice of bytes (a file name may hold
+        // escape sequences): shown with its control characters escaped.
+        let who = who.map_or_else(|| "the command".to_string(), crate::audit::summary::shown);
         let question = format!(
-            "sandpit: {} wants {dest} (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in {secs}s)",
-            who.unwrap_or("the command")
+            "sandpit: {who} wants {dest} (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in {secs}s) A letter, then Enter:"
         );
         // An answer given while this one waited its turn ("this run", "always")
         // may cover it already.

@@ -49,8 +49,15 @@ impl Run {
 }
 
 /// The program of the process `pid` (launcher's view): a unix socket's peer.
+/// None when the executable has no name a rule could match: deleted since, or an
+/// anonymous file (`memfd_create` takes a name with slashes in it, and its
+/// `/memfd:NAME (deleted)` could otherwise end like an allowed program's path).
 pub fn program_of(pid: u32) -> Option<Program> {
     let path = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let raw = path.as_os_str().as_encoded_bytes();
+    if raw.starts_with(b"/memfd:") || raw.ends_with(b" (deleted)") {
+        return None;
+    }
     Some(Program {
         path,
         pid: Some(pid),
@@ -111,8 +118,10 @@ fn hex_addr(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-/// The run's processes (`root` and its descendants, at most [`MAX_PROCESSES`])
-/// that hold `socket:[inode]`.
+/// The run's processes (`root` and its descendants) that hold `socket:[inode]`.
+/// Empty — no program known, which refuses a host a program rule limits — when the
+/// walk passes [`MAX_PROCESSES`] or a holder's program cannot be named: a partial
+/// list could leave out the holder that would be refused.
 #[cfg(target_os = "linux")]
 fn holders(root: u32, inode: u64) -> Vec<Program> {
     let mut out = vec![];
@@ -121,11 +130,12 @@ fn holders(root: u32, inode: u64) -> Vec<Program> {
     while let Some(pid) = todo.pop() {
         seen += 1;
         if seen > MAX_PROCESSES {
-            break;
+            return vec![];
         }
         if holds(pid, inode) {
-            if let Some(p) = program_of(pid) {
-                out.push(p);
+            match program_of(pid) {
+                Some(p) => out.push(p),
+                None => return vec![],
             }
         }
         todo.extend(children(pid));
