@@ -448,3 +448,33 @@ fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
     assert!(follow.wait().unwrap().success());
     assert!(seen.lock().unwrap().contains("ended (exit 0)"));
 }
+
+/// A run whose questions go unanswered stops asking: after three, a connection to a
+/// host missing from network.allow is refused at once, and the log says why.
+#[test]
+fn three_unanswered_questions_end_the_asking() {
+    let h = TestHome::new();
+    config(&h, "ask_timeout = 1\n");
+    let sink = Sink::start("127.0.0.1", "ask");
+    let tries: String = (1..=4)
+        .map(|i| curl(&format!("try{i}"), sink.port))
+        .collect();
+    h.write(
+        &h.workspace().join("work.sh"),
+        &format!("echo ready\n{tries}echo end\n"),
+    );
+    let t = Terminal::run(&h);
+    t.must_show("end", 120);
+    let out = t.finish();
+    assert_eq!(
+        out.matches(&question(sink.port)).count(),
+        3,
+        "asked other than three times:\n{out}"
+    );
+    assert_eq!(sink.seen(), (0, 0), "the listener was reached: {out}");
+    let log = log(&h);
+    assert!(
+        log.contains("3 questions of this run went unanswered, so it asks no more"),
+        "{log}"
+    );
+}

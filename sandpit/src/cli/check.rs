@@ -172,6 +172,10 @@ fn seatbelt_report(args: &CheckArgs, program: &str) -> anyhow::Result<SeatbeltRe
         input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
             &command,
             &loaded.policy.context.home,
+            |p| {
+                !sandpit_policy::decide(&loaded.policy, &sandpit_policy::Request::Write(p))
+                    .is_denied()
+            },
         )?);
     }
     let profile = seatbelt::compile(&input)?;

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,9 +38,20 @@ struct Inner {
     rule: String,
     /// The user's config file, where "always" adds the host.
     user_config: PathBuf,
-    /// The connections waiting for the question about each `host:port`.
+    /// The connections waiting for the question about each `host:port` from each
+    /// program (a "once" answers the program named in the question, no other).
     waiting: Mutex<HashMap<String, Vec<tokio::sync::oneshot::Sender<Verdict>>>>,
+    /// Questions that went unanswered in this run: at [`MAX_UNANSWERED`] asking
+    /// stops for the rest of the run.
+    unanswered: AtomicU32,
 }
+
+/// Most questions waiting at once: a sandbox that tries host after host cannot
+/// queue the user a question per host (each holding the terminal for a timeout).
+const MAX_WAITING: usize = 8;
+/// After this many questions without an answer, the run asks no more: nobody is
+/// there, or the questions come faster than a person answers them.
+const MAX_UNANSWERED: u32 = 3;
 
 impl Asker {
     pub fn new(
@@ -60,6 +72,7 @@ impl Asker {
                 rule,
                 user_config,
                 waiting: Mutex::default(),
+                unanswered: AtomicU32::new(0),
             }),
         }
     }
@@ -88,13 +101,31 @@ impl Ask for Asker {
             if !self.inner.console.attached() {
                 return denied.clone();
             }
-            let key = format!("{host}:{port}");
+            if self.inner.unanswered.load(Ordering::Relaxed) >= MAX_UNANSWERED {
+                return Verdict::deny(
+                    denied.rule.clone(),
+                    format!(
+                        "{}; not asked: {MAX_UNANSWERED} questions of this run went unanswered, so it asks no more",
+                        denied.reason
+                    ),
+                );
+            }
+            let key = format!("{host}:{port} {}", who.as_deref().unwrap_or(""));
             let (tx, rx) = tokio::sync::oneshot::channel();
             let first = {
                 let mut w = match self.inner.waiting.lock() {
                     Ok(w) => w,
                     Err(e) => e.into_inner(),
                 };
+                if !w.contains_key(&key) && w.len() >= MAX_WAITING {
+                    return Verdict::deny(
+                        denied.rule.clone(),
+                        format!(
+                            "{}; not asked: {MAX_WAITING} questions already wait for an answer",
+                            denied.reason
+                        ),
+                    );
+                }
                 let list = w.entry(key.clone()).or_default();
                 list.push(tx);
                 list.len() == 1
@@ -201,7 +232,10 @@ impl Inner {
                         "blocked connection to {dest}: the host is not in network.allow; asked, no answer in {secs}s"
                     ),
                 ),
-                format!("no answer in {secs}s"),
+                {
+                    self.unanswered.fetch_add(1, Ordering::Relaxed);
+                    format!("no answer in {secs}s")
+                },
             ),
             Reply::NoTerminal => return denied.clone(),
         };

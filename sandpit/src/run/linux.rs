@@ -506,7 +506,26 @@ fn kernel_refusals(
         let program = a.program();
         let Ok(mut seen) = seen.lock() else { return };
         let key = (program.clone(), a.op, a.path.clone());
-        if seen.contains(&key) || seen.len() >= DISTINCT {
+        if seen.contains(&key) {
+            return;
+        }
+        if seen.len() >= DISTINCT {
+            // Said once, when the first one goes unrecorded.
+            if seen.len() == DISTINCT {
+                seen.insert(key);
+                drop(seen);
+                let mut r = Record::new(
+                    log.run(),
+                    Layer::Kernel,
+                    "note",
+                    String::new(),
+                    Decision::Info,
+                );
+                r.reason = format!(
+                    "{DISTINCT} distinct refusals of the kernel layer recorded; later ones are refused as ever but not recorded one by one"
+                );
+                log.record(r);
+            }
             return;
         }
         seen.insert(key);

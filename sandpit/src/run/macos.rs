@@ -113,6 +113,7 @@ fn run_with_scratch(
         input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
             &args.command,
             &policy.context.home,
+            |p| !sandpit_policy::decide(policy, &sandpit_policy::Request::Write(p)).is_denied(),
         )?);
     }
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;

@@ -28,14 +28,26 @@ pub fn app_id_of(program: &Path) -> Option<String> {
 
 /// The GUI allowance for `command`: the app data of the bundle its program (followed
 /// through symlinks) is the executable of — a wrapped app's launcher names the
-/// original bundle's executable — for the user whose home is `home`.
+/// original bundle's executable — for the user whose home is `home`. Not when
+/// `writable` (the policy: may the sandbox write this path?) says the bundle's
+/// `Info.plist` may be written from inside: the sandbox could then name any app's
+/// identifier (Terminal's, whose preferences run commands) and be given its data.
+/// The app then gets the GUI services without data of its own.
 pub fn gui_allowance(
     command: &[std::ffi::OsString],
     home: &Path,
+    writable: impl Fn(&Path) -> bool,
 ) -> super::Result<super::seatbelt::Gui> {
     let id = command
         .first()
         .and_then(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| {
+            let info = p
+                .parent()
+                .and_then(Path::parent)
+                .map(|c| c.join("Info.plist"));
+            !info.is_some_and(|i| writable(&i))
+        })
         .and_then(|p| app_id_of(&p));
     let app = match id {
         Some(id) => Some(super::seatbelt::App::new(&id, home)?),
@@ -66,6 +78,16 @@ mod tests {
         assert_eq!(app_id_of(&app.join("Resources/tool")), None);
         assert_eq!(app_id_of(&d.path().join("Demo/Contents/MacOS/Demo")), None);
         assert_eq!(app_id_of(Path::new("/usr/bin/true")), None);
+        // The allowance names the app only where the sandbox cannot rewrite its
+        // Info.plist (else it could claim another app's identifier and data).
+        std::fs::write(&exe, "").unwrap();
+        let command = [exe.clone().into_os_string()];
+        let home = d.path().join("home");
+        let plist = std::fs::canonicalize(app.join("Info.plist")).unwrap();
+        let fixed = gui_allowance(&command, &home, |_| false).unwrap();
+        assert_eq!(fixed.app.as_ref().map(|a| a.id()), Some("com.example.demo"));
+        let writable = gui_allowance(&command, &home, |p| p == plist).unwrap();
+        assert!(writable.app.is_none(), "{writable:?}");
         // A bundle without a readable Info.plist: none either.
         std::fs::write(app.join("Info.plist"), "not a plist").unwrap();
         assert_eq!(app_id_of(&exe), None);
