@@ -92,7 +92,7 @@ impl Ask for Asker {
         host: &'a Host,
         port: u16,
         denied: &'a Verdict,
-        who: Option<String>,
+        who: crate::service::decide::Who<'a>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>> {
         Box::pin(async move {
             if !askable(&self.inner.live, host, port, denied) {
@@ -110,6 +110,7 @@ impl Ask for Asker {
                     ),
                 );
             }
+            let who = who();
             let key = format!("{host}:{port} {}", who.as_deref().unwrap_or(""));
             let (tx, rx) = tokio::sync::oneshot::channel();
             let first = {

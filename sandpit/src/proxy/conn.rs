@@ -170,11 +170,13 @@ impl Proxy {
         let mut asked = false;
         if !v.allow {
             if let Some(a) = &self.cfg.ask {
-                // A person reads the question: the lookup's milliseconds are
-                // nothing beside it.
-                let who = super::peer_programs().first().map(|p| match p.pid {
-                    Some(pid) => format!("{} (pid {pid})", p.path.display()),
-                    None => p.path.display().to_string(),
+                // Looked up only if a question is asked: a person reads it, and
+                // the lookup's milliseconds are nothing beside that.
+                let who: super::decide::Who = Box::new(|| {
+                    super::peer_programs().first().map(|p| match p.pid {
+                        Some(pid) => format!("{} (pid {pid})", p.path.display()),
+                        None => p.path.display().to_string(),
+                    })
                 });
                 v = a.0.ask(host, port, &v, who).await;
                 asked = v.allow;

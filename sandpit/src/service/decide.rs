@@ -61,15 +61,19 @@ impl std::fmt::Debug for Reviewing {
 /// terminal is there to ask on; the user's allow or deny otherwise.
 pub trait Ask: Send + Sync + 'static {
     /// `who`: the program behind the connection, as the question names it (the
-    /// kernel's word: see `service::peer`), when known.
+    /// kernel's word: see `service::peer`), when known. Called only when a question
+    /// is to be asked: the lookup costs milliseconds, and most denials are not.
     fn ask<'a>(
         &'a self,
         host: &'a Host,
         port: u16,
         denied: &'a Verdict,
-        who: Option<String>,
+        who: Who<'a>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>>;
 }
+
+/// [`Ask::ask`]'s way to name the program behind a connection, on demand.
+pub type Who<'a> = Box<dyn FnOnce() -> Option<String> + Send + 'a>;
 
 /// [`ProxyConfig::ask`](super::ProxyConfig::ask)'s value.
 #[derive(Clone)]
