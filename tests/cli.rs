@@ -267,6 +267,7 @@ fn every_profile_loads_allows_its_api_host_and_denies_ssh() {
         ("aider", "api.openai.com"),
         ("opencode", "api.anthropic.com"),
         ("gemini", "generativelanguage.googleapis.com"),
+        ("mini", "api.openai.com"),
     ] {
         let o = run(&h, &["explain", "connect", host, "--profile", name]);
         assert!(text(&o).0.starts_with("ALLOW"), "{name}: {:?}", text(&o));

@@ -23,10 +23,16 @@ use kernel_support::build_probe;
 /// What one operation does to a real process: allowed, or refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A read by a command the agent spawned (`cat`); explained for the agent, as
+    /// the two agree wherever `files.agent_read` names nothing.
     Read,
     Write,
     Env,
     Exec,
+    /// A read by the agent itself (the shell's own redirect): `explain read`.
+    ReadAgent,
+    /// A read by a command the agent spawned: `explain read --spawned`.
+    ReadSpawned,
 }
 
 struct Op {
@@ -65,6 +71,14 @@ fn ops(h: &TestHome, cache: &Path) -> Vec<Op> {
         p(Kind::Read, home.join(".aws/credentials")),
         p(Kind::Read, w.join("deep/er/.env")),
         p(Kind::Read, w.join(".env.example")),
+        // The agent's own login (`files.agent_read` in the user config): the agent
+        // reads it, no command it spawns does.
+        Op {
+            kind: Kind::ReadAgent,
+            target: home.join(".agentlogin").display().to_string(),
+            for_static: false,
+        },
+        p(Kind::ReadSpawned, home.join(".agentlogin")),
         p(Kind::Write, w.join("out.txt")),
         p(Kind::Write, w.join(".git/hooks/pre-commit")),
         p(Kind::Write, w.join(".sandpit.toml")),
@@ -119,13 +133,14 @@ fn setup(net: &str) -> TestHome {
         (w.join(".git/HEAD"), "ref: refs/heads/main\n"),
         (w.join(".git/hooks/README"), "hooks\n"),
         (home.join(".bashrc"), "# rc\n"),
+        (home.join(".agentlogin"), "LOGIN\n"),
     ] {
         h.write(&p, c);
     }
     h.write(
         &home.join(".sandpit/config.toml"),
         &format!(
-            "[network]\n{net}\n[files]\nblock_read = [\"{}/**/.env\"]\n[exec]\nblock = [\"{EXEC_BLOCKED}\"]\n",
+            "[network]\n{net}\n[files]\nblock_read = [\"{}/**/.env\"]\nagent_read = [\"~/.agentlogin\"]\n[exec]\nblock = [\"{EXEC_BLOCKED}\"]\n",
             w.display()
         ),
     );
@@ -137,7 +152,8 @@ fn explain(h: &TestHome, fallback: bool, op: &Op) -> String {
     let mut c = h.sandpit();
     c.arg("explain");
     match op.kind {
-        Kind::Read => c.args(["read", &op.target]),
+        Kind::Read | Kind::ReadAgent => c.args(["read", &op.target]),
+        Kind::ReadSpawned => c.args(["read", "--spawned", &op.target]),
         Kind::Write => c.args(["write", &op.target]),
         Kind::Env => c.args(["env", &op.target]),
         Kind::Exec => c.args(["exec", "--"]).args(op.target.split(' ')),
@@ -158,8 +174,13 @@ fn explain(h: &TestHome, fallback: bool, op: &Op) -> String {
 fn dynamic_line(i: usize, op: &Op) -> String {
     let t = &op.target;
     match op.kind {
-        Kind::Read => {
+        Kind::Read | Kind::ReadSpawned => {
             format!("if cat '{t}' >/dev/null 2>&1; then echo OP {i} yes; else echo OP {i} no; fi")
+        }
+        Kind::ReadAgent => {
+            format!(
+                "if read -r _ < '{t}' 2>/dev/null; then echo OP {i} yes; else echo OP {i} no; fi"
+            )
         }
         Kind::Write => format!(
             "if (printf x >> '{t}') 2>/dev/null; then echo OP {i} yes; else echo OP {i} no; fi"
@@ -246,7 +267,7 @@ fn explain_and_a_run_agree_on_files_env_and_exec_in_every_mode_and_linkage() {
                     for (i, op) in ops.iter().enumerate().filter(|(_, o)| o.for_static) {
                         let t = &op.target;
                         s.push(match op.kind {
-                            Kind::Read => format!(
+                            Kind::Read | Kind::ReadSpawned => format!(
                                 "if {} '{t}' | grep -q '^static-read {t}:'; then echo OP {i} yes; else echo OP {i} no; fi",
                                 read_probe.display()
                             ),
@@ -258,7 +279,7 @@ fn explain_and_a_run_agree_on_files_env_and_exec_in_every_mode_and_linkage() {
                                 "if {} show {t} | grep -v '=absent$' | grep -q '^- {t}='; then echo OP {i} yes; else echo OP {i} no; fi",
                                 env_probe.display()
                             ),
-                            Kind::Exec => unreachable!(),
+                            Kind::Exec | Kind::ReadAgent => unreachable!(),
                         });
                     }
                     s.join("\n")
@@ -292,13 +313,17 @@ fn explain_and_a_run_agree_on_files_env_and_exec_in_every_mode_and_linkage() {
                     if allowed == expected {
                         continue;
                     }
-                    // The fallback's one stated weakness for static programs.
-                    let stated = *fallback
+                    // The fallback's one stated weakness for static programs, and
+                    // the kernel layer's alone: it cannot tell the agent apart.
+                    let stated = (*fallback
                         && is_static
                         && op.kind == Kind::Write
                         && Path::new(&op.target).starts_with(h.workspace())
                         && out
-                            .contains("weaker: protected paths inside the workspace stay writable");
+                            .contains("weaker: protected paths inside the workspace stay writable"))
+                        || (is_static
+                            && op.kind == Kind::ReadSpawned
+                            && out.contains("weaker: ~/.agentlogin (files.agent_read) readable by every process of the run"));
                     if !stated {
                         wrong.push(format!(
                             "{net_label}/{kernel_label}/{linkage}: explain says {} for {:?} {}, the run {}",
@@ -317,8 +342,8 @@ fn explain_and_a_run_agree_on_files_env_and_exec_in_every_mode_and_linkage() {
         "explain and the run disagree:\n{}",
         wrong.join("\n")
     );
-    // 3 network modes x 2 kernel modes x (19 dynamic + 17 static) operations.
-    assert_eq!(checked, 3 * 2 * (19 + 17));
+    // 3 network modes x 2 kernel modes x (21 dynamic + 18 static) operations.
+    assert_eq!(checked, 3 * 2 * (21 + 18));
 }
 
 /// Both verdicts appear in the table: a policy that allowed (or refused) everything

@@ -315,6 +315,9 @@ pub struct Engine {
     /// `adversary.review` names writes: a write outside these two directories (the
     /// workspace, the scratch `$TMPDIR`) is not allowed on the fast path.
     review_write: Option<(Vec<u8>, Vec<u8>)>,
+    /// This process is a command the agent spawned (`crate::state::Hide::Spawned`):
+    /// `files.agent_read` is not for it.
+    spawned: bool,
 }
 
 impl Engine {
@@ -384,7 +387,21 @@ impl Engine {
             learn: policy.learn,
             policy,
             adversary_socket: None,
+            spawned: false,
         }
+    }
+
+    /// This process is a command the agent spawned.
+    pub fn set_spawned(&mut self) {
+        self.spawned = true;
+    }
+
+    /// Whether `p` is, or lies below, one of the agent's own files that this
+    /// process may not touch.
+    fn hidden(&self, p: &[u8]) -> bool {
+        self.spawned
+            && (self.policy.files.agent_read.iter())
+                .any(|r| under(p, r.value.as_os_str().as_bytes()))
     }
 
     pub fn set_adversary_socket(&mut self, socket: Option<std::ffi::OsString>) {
@@ -427,6 +444,9 @@ impl Engine {
     /// Allocation-free: true only when `decide` would certainly allow. `Write`
     /// includes `Read`'s check (a read-only path is never written on the fast path).
     pub fn path_allowed_fast(&self, access: Access, p: &[u8]) -> bool {
+        if self.hidden(p) {
+            return false;
+        }
         let found = self.paths.deepest(p);
         match access {
             Access::Read => Self::read_ok(&found),
@@ -446,9 +466,11 @@ impl Engine {
             return Ok(());
         }
         let path = Path::new(OsStr::from_bytes(p));
-        let (req, action): (_, &[u8]) = match access {
-            Access::Read => (Request::Read(path), b"read"),
-            Access::Write => (Request::Write(path), b"write"),
+        let (req, action): (_, &[u8]) = match (access, self.spawned) {
+            (Access::Read, false) => (Request::Read(path), b"read"),
+            (Access::Write, false) => (Request::Write(path), b"write"),
+            (Access::Read, true) => (Request::ReadSpawned(path), b"read"),
+            (Access::Write, true) => (Request::WriteSpawned(path), b"write"),
         };
         let v = sandpit_policy::decide(&self.policy, &req);
         let r = if v.decision == Decision::Review && access == Access::Write {

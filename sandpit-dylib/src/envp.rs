@@ -150,6 +150,9 @@ pub fn names_lib(value: &[u8], lib: &[u8]) -> bool {
         .any(|e| !e.is_empty() && e == lib)
 }
 
+/// `SANDPIT_AGENT_FILES_HIDDEN=1` (`sandpit_policy::vars::HIDDEN_VAR`).
+pub const HIDDEN_MARK: &std::ffi::CStr = c"SANDPIT_AGENT_FILES_HIDDEN=1";
+
 impl Envp {
     pub fn new() -> Envp {
         Envp {
@@ -165,11 +168,14 @@ impl Envp {
     ///
     /// `agent`: the program that runs is the agent (an exec in place by a process
     /// that is, or one of `env.agent_programs`): the variables of `env.agent` pass.
+    /// `hidden`: it holds the layer that hides `files.agent_read` already (the mark
+    /// that it takes no second one).
     pub unsafe fn compose(
         &mut self,
         st: &State,
         envp: *const *const c_char,
         agent: bool,
+        hidden: bool,
     ) -> Result<*const *const c_char, libc::c_int> {
         if st.lib.is_empty() {
             return Err(libc::EPERM);
@@ -193,6 +199,9 @@ impl Envp {
         }
         for e in &st.reinject {
             self.ptrs.push(e.as_ptr())?;
+        }
+        if hidden {
+            self.ptrs.push(HIDDEN_MARK.as_ptr())?;
         }
         let old = old_preload
             // SAFETY: one of the caller's NUL-terminated strings.
@@ -235,6 +244,17 @@ impl Envp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hidden_mark_names_the_variable() {
+        let mark = HIDDEN_MARK.to_str().unwrap();
+        assert_eq!(mark, format!("{}=1", sandpit_policy::vars::HIDDEN_VAR));
+        // The name the agent's library unsets.
+        assert_eq!(
+            c"SANDPIT_AGENT_FILES_HIDDEN".to_str().unwrap(),
+            sandpit_policy::vars::HIDDEN_VAR
+        );
+    }
 
     #[test]
     fn scratch_spills_to_mapping() {

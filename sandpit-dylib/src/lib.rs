@@ -32,6 +32,8 @@ pub mod envp;
 pub mod exec;
 pub mod files;
 pub mod guard;
+#[cfg(target_os = "linux")]
+pub mod hide;
 pub mod net;
 pub mod path;
 pub mod report;

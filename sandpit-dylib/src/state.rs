@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub use sandpit_policy::vars::{
-    AUDIT_VAR, DNS_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR, STATE_DIR_VAR, TOKEN_VAR,
+    AGENT_PID_VAR, AUDIT_VAR, DNS_VAR, HIDDEN_VAR, PRELOAD_VAR, PROXY_VAR, SNAPSHOT_VAR,
+    STATE_DIR_VAR, TOKEN_VAR,
 };
 /// The adversary's control socket (see `sandpit_review::SOCKET_VAR`).
 pub const ADVERSARY_VAR: &str = sandpit_review::SOCKET_VAR;
@@ -39,6 +40,32 @@ pub struct State {
     /// The process this library was loaded into (at its exec): an exec from the
     /// same process is one in place, from any other a child's (after fork/vfork).
     pub pid: libc::pid_t,
+    /// `files.agent_read` in this process.
+    pub hide: Hide,
+}
+
+/// Where this process stands with the agent's own files (`files.agent_read`).
+pub enum Hide {
+    /// None are named, or this system cannot tell the agent from what it spawns.
+    Off,
+    /// This process is the agent; the layer for the programs it starts by `fork` and
+    /// `exec`, taken between the two.
+    #[cfg(target_os = "linux")]
+    Agent(crate::hide::Hiding),
+    /// A command the agent spawned: the kernel hides them from it already.
+    #[cfg(target_os = "linux")]
+    Spawned,
+}
+
+impl Hide {
+    /// Whether this process is the agent and hides the files from what it starts.
+    pub fn is_agent(&self) -> bool {
+        match self {
+            #[cfg(target_os = "linux")]
+            Hide::Agent(_) => true,
+            _ => false,
+        }
+    }
 }
 
 #[allow(clippy::large_enum_variant)] // one instance, leaked for the process lifetime
@@ -78,6 +105,8 @@ pub enum LoadError {
     },
     #[error("{var}: bad address {value:?}")]
     Addr { var: &'static str, value: String },
+    #[error("could not hide the agent's own files (files.agent_read) from this command: {0}")]
+    Hide(String),
 }
 
 /// The state, or `Err(EPERM)` when the library is broken (already reported).
@@ -319,10 +348,11 @@ fn load() -> Result<State, LoadError> {
             state_dir: declared.to_path_buf(),
         });
     }
-    let reinject = env()
+    let mut reinject: Vec<CString> = env()
         .filter(|e| e.starts_with(b"SANDPIT_") && e.contains(&b'='))
         .filter_map(|e| CString::new(e).ok())
         .collect();
+    let hide = hide_agent_files(&mut engine, &mut reinject)?;
     Ok(State {
         decider: engine,
         reinject,
@@ -333,7 +363,68 @@ fn load() -> Result<State, LoadError> {
         audit: cpath(AUDIT_VAR)?,
         // SAFETY: getpid has no preconditions.
         pid: unsafe { libc::getpid() },
+        hide,
     })
+}
+
+/// Tell the agent from a command it spawned, and hide `files.agent_read` from the
+/// latter in the kernel (see `crate::hide`). The agent is the command sandpit started
+/// (`SANDPIT_AGENT_PID`, whatever it execs in place) or a program of
+/// `env.agent_programs`; every other process is one it spawned. Fails closed: a
+/// spawned command that cannot take the layer does not run.
+#[cfg(target_os = "linux")]
+fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<Hide, LoadError> {
+    let hidden: Vec<PathBuf> = (engine.policy().files.agent_read.iter())
+        .map(|r| r.value.clone())
+        .collect();
+    let Some(agent_pid) = var(AGENT_PID_VAR) else {
+        return Ok(Hide::Off);
+    };
+    if hidden.is_empty() {
+        return Ok(Hide::Off);
+    }
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+    let agent = agent_pid.as_bytes() == me.to_string().as_bytes()
+        || engine.agent_program(exe.as_os_str().as_bytes());
+    if agent {
+        // The mark says "hidden already": never the agent's to pass on (whoever
+        // set it in sandpit's own environment).
+        let mark = format!("{HIDDEN_VAR}=");
+        reinject.retain(|e| !e.as_bytes().starts_with(mark.as_bytes()));
+        // SAFETY: at load, before the program's own code runs.
+        unsafe { libc::unsetenv(c"SANDPIT_AGENT_FILES_HIDDEN".as_ptr()) };
+        let layer = crate::hide::Hiding::new(&hidden).map_err(LoadError::Hide)?;
+        return Ok(Hide::Agent(layer));
+    }
+    engine.set_spawned();
+    if var(HIDDEN_VAR).is_none() {
+        let taken = crate::hide::Hiding::new(&hidden).and_then(|l| {
+            l.restrict()
+                .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())
+        });
+        if let Err(e) = taken {
+            // Not a broken library that answers EPERM: a program could still read
+            // with its own system calls. It does not run.
+            crate::report::other(format_args!("sandpit: {}", LoadError::Hide(e)));
+            // SAFETY: ends the process at once, as exec failing would.
+            unsafe { libc::_exit(126) }
+        }
+        let marker = crate::envp::HIDDEN_MARK.to_owned();
+        // SAFETY: at load, before the program's own code runs: no other thread reads
+        // the environment yet. The string stays where it is for good (it moves into
+        // `reinject`, which is never freed). Programs that copy `environ` for their
+        // children (not through this library) pass the mark on too.
+        unsafe { libc::putenv(marker.as_ptr().cast_mut()) };
+        reinject.push(marker);
+    }
+    Ok(Hide::Spawned)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn hide_agent_files(_: &mut Engine, _: &mut Vec<CString>) -> Result<Hide, LoadError> {
+    Ok(Hide::Off)
 }
 
 /// The path the loader opened this library from.

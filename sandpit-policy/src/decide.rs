@@ -22,8 +22,15 @@ pub enum Decision {
 /// What is being asked. Paths are absolute; they are normalized before matching.
 #[derive(Debug, Clone, Copy)]
 pub enum Request<'a> {
+    /// A read by the agent: the command sandpit starts (and what it execs in place),
+    /// or one of `env.agent_programs`. Where no agent is told apart (a plain
+    /// command), every process is.
     Read(&'a Path),
     Write(&'a Path),
+    /// A read by a command the agent spawned: `files.agent_read` is not for it.
+    ReadSpawned(&'a Path),
+    /// A write by a command the agent spawned.
+    WriteSpawned(&'a Path),
     /// A TCP connection by host alone: `[[network.program]]` entries are not judged
     /// (the proxy, which enforces them, attributes each connection itself and asks
     /// with [`Request::ConnectFrom`]).
@@ -127,6 +134,8 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
     match *req {
         Request::Read(p) => decide_read(policy, &normalize(p)),
         Request::Write(p) => decide_write(policy, &normalize(p)),
+        Request::ReadSpawned(p) => decide_spawned(policy, &normalize(p), false),
+        Request::WriteSpawned(p) => decide_spawned(policy, &normalize(p), true),
         Request::Connect { host, port } => match canonical_host(host) {
             Ok(h) => decide_connect(policy, &h, port),
             Err(e) => Verdict::new(
@@ -509,6 +518,28 @@ fn decide_read(policy: &Policy, p: &Path) -> Verdict {
         ),
         (None, _) => Verdict::new(Decision::Allow, None, format!("read of {shown} is not restricted")),
     }
+}
+
+/// An access by a command the agent spawned: the agent's own files
+/// (`files.agent_read`, and what lies below one) are not for it; everything else is
+/// decided as for the agent.
+fn decide_spawned(policy: &Policy, p: &Path, write: bool) -> Verdict {
+    let Some(a) = deepest(&policy.files.agent_read, p) else {
+        return match write {
+            true => decide_write(policy, p),
+            false => decide_read(policy, p),
+        };
+    };
+    let shown = display(p, &policy.context);
+    let what = match write {
+        true => "blocked write to",
+        false => "blocked read of",
+    };
+    Verdict::new(
+        Decision::Deny,
+        Some(&a.origin),
+        format!("{what} {shown} ({}): the agent's own login, which the commands it spawns may not touch; {NOT_RETRY}", a.origin),
+    )
 }
 
 fn decide_write(policy: &Policy, p: &Path) -> Verdict {

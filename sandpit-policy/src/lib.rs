@@ -72,6 +72,12 @@ pub struct Files {
     pub block_write: Vec<Rule<PathBuf>>,
     /// The only writable roots.
     pub allow_write: Vec<Rule<PathBuf>>,
+    /// The agent's own files (its login): readable by the agent (the command sandpit
+    /// starts, and `env.agent_programs`), never by the commands it spawns. Each is in
+    /// `allow_read` too, with the same origin: the kernel layer cannot tell the two
+    /// apart, the interposer can (see `Request::ReadSpawned`).
+    #[serde(default)]
+    pub agent_read: Vec<Rule<PathBuf>>,
     /// Host devices passed through into the sandbox's own minimal `/dev` (beside
     /// null, zero, full, random, urandom and tty): `/dev/kvm`, `/dev/dri`. Weaker
     /// isolation, so only the user's own layers may name one, never a project file.

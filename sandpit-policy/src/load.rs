@@ -26,6 +26,7 @@ pub const BUILTIN_PROFILES: &[(&str, &str)] = &[
     ("codex", include_str!("../../profiles/codex.toml")),
     ("gemini", include_str!("../../profiles/gemini.toml")),
     ("goose", include_str!("../../profiles/goose.toml")),
+    ("mini", include_str!("../../profiles/mini.toml")),
     ("opencode", include_str!("../../profiles/opencode.toml")),
     ("pi", include_str!("../../profiles/pi.toml")),
 ];
@@ -145,6 +146,7 @@ struct RawFiles {
     allow_read: Entries,
     block_write: Entries,
     allow_write: Entries,
+    agent_read: Entries,
     devices: Entries,
 }
 
@@ -838,6 +840,7 @@ impl Builder {
 
     fn apply_files(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
         self.apply_devices(cx, f, project)?;
+        self.apply_agent_read(cx, f, project)?;
         let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;
         let allow_read = self.paths(cx, "files.allow_read", &f.allow_read)?;
@@ -891,6 +894,31 @@ impl Builder {
             for r in allow_write {
                 push_path_rule(&mut files.allow_write, r);
             }
+        }
+        Ok(())
+    }
+
+    /// `files.agent_read`: paths (no globs) the agent reads and what it spawns does
+    /// not. Each is also an `allow_read` carve-out (a default `block_read` hides the
+    /// agents' login files), so a project file, which may only narrow, cannot name one.
+    fn apply_agent_read(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
+        if project {
+            if let Some((_, span)) = entries(&f.agent_read).next() {
+                return Err(cx.diag(span, "files.agent_read makes a file readable to the agent: a project file may only narrow the policy", "set it in ~/.sandpit/config.toml, or leave it to the agent's profile"));
+            }
+            return Ok(());
+        }
+        for r in self.paths(cx, "files.agent_read", &f.agent_read)? {
+            if crate::glob::is_glob(r.value.as_os_str().as_encoded_bytes()) {
+                let span = span_of(cx, &r.origin);
+                return Err(cx.diag(
+                    span,
+                    format!("files.agent_read entry {:?} is a glob", r.origin.entry),
+                    "name the agent's files themselves: \"~/.codex/auth.json\"",
+                ));
+            }
+            push_path_rule(&mut self.policy.files.allow_read, r.clone());
+            push_path_rule(&mut self.policy.files.agent_read, r);
         }
         Ok(())
     }

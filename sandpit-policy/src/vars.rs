@@ -18,3 +18,10 @@ pub const TOKEN_VAR: &str = "SANDPIT_PROXY_TOKEN";
 pub const DNS_VAR: &str = "SANDPIT_DNS";
 /// The audit session's datagram socket.
 pub const AUDIT_VAR: &str = "SANDPIT_AUDIT";
+/// The pid of the command sandpit starts, as it sees itself (Linux): the process the
+/// interposer takes for the agent, with `env.agent_programs`. Without it every process
+/// counts as the agent (`files.agent_read` is then the interposer's alone nowhere).
+pub const AGENT_PID_VAR: &str = "SANDPIT_AGENT_PID";
+/// Set in a command the agent spawned once it holds the layer that hides
+/// `files.agent_read` (it is inherited: its descendants take no second one).
+pub const HIDDEN_VAR: &str = "SANDPIT_AGENT_FILES_HIDDEN";

@@ -280,8 +280,9 @@ pub enum How {
 /// process this library was loaded into, or a program of `env.agent_programs` that
 /// the sandbox cannot write. Allocation-free (runs after `fork`).
 fn runs_as_agent(st: &State, program: Option<&[u8]>, find: Find, how: How) -> bool {
-    // Without env.agent there is nothing to keep: no lookup on any exec.
-    if !st.decider.keeps_any() {
+    // Without env.agent there is nothing to keep, and without the agent's own files
+    // nothing to hide: no lookup on any exec.
+    if !st.decider.keeps_any() && !st.hide.is_agent() {
         return false;
     }
     // SAFETY: getpid has no preconditions.
@@ -345,8 +346,26 @@ pub unsafe fn prepare(
         }
     }
     let agent = runs_as_agent(st, program, find, how);
+    let hidden = hide_before_exec(st, how, agent)?;
     // SAFETY: per the contract.
-    unsafe { env_out.compose(st, envp, agent) }
+    unsafe { env_out.compose(st, envp, agent, hidden) }
+}
+
+/// A program the agent starts by `fork` + `exec` that is not the agent takes the
+/// layer that hides `files.agent_read` here, between the two (it may be static, and
+/// this library never load into it). Returns whether it did. Allocation-free.
+fn hide_before_exec(st: &State, how: How, agent: bool) -> Result<bool, libc::c_int> {
+    #[cfg(target_os = "linux")]
+    if let crate::state::Hide::Agent(layer) = &st.hide {
+        // SAFETY: getpid has no preconditions.
+        let child = how == How::Exec && unsafe { libc::getpid() } != st.pid;
+        if child && !agent {
+            layer.restrict()?;
+            return Ok(true);
+        }
+    }
+    let _ = (st, how, agent);
+    Ok(false)
 }
 
 /// The process environment (`environ`).

@@ -118,8 +118,14 @@ fn rejudge_repeated(
 fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Option<RuleRef> {
     use sandpit_policy::{decide, Decision as D, Request};
     let v = match (action, subject) {
-        ("read", [path, ..]) => decide(p, &Request::Read(Path::new(path))),
-        ("write", [path, ..]) => decide(p, &Request::Write(Path::new(path))),
+        // What the agent may read or write and a command denies came from a command
+        // the agent spawned (`files.agent_read`).
+        ("read", [path, ..]) => Some(decide(p, &Request::Read(Path::new(path))))
+            .filter(|v| !v.is_allowed())
+            .unwrap_or_else(|| decide(p, &Request::ReadSpawned(Path::new(path)))),
+        ("write", [path, ..]) => Some(decide(p, &Request::Write(Path::new(path))))
+            .filter(|v| !v.is_allowed())
+            .unwrap_or_else(|| decide(p, &Request::WriteSpawned(Path::new(path)))),
         ("exec", argv) if !argv.is_empty() => decide(p, &Request::Exec(argv)),
         ("connect", [host, port, ..]) => decide(
             p,

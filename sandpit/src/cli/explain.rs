@@ -23,9 +23,20 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum What {
     /// Would reading PATH be allowed?
-    Read { path: PathBuf },
+    Read {
+        path: PathBuf,
+        /// Judge it for a command the agent spawned rather than the agent itself
+        /// (`files.agent_read`: the agent's own files are not for those).
+        #[arg(long)]
+        spawned: bool,
+    },
     /// Would writing PATH (creating, changing, renaming, deleting) be allowed?
-    Write { path: PathBuf },
+    Write {
+        path: PathBuf,
+        /// Judge it for a command the agent spawned.
+        #[arg(long)]
+        spawned: bool,
+    },
     /// Would a connection to HOST[:PORT] be allowed? (port 443 when omitted)
     Connect {
         host: String,
@@ -164,19 +175,40 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
     #[allow(unused_mut)]
     let mut reached: Option<String> = None;
     let (subject, verdicts, layers): (String, Vec<Verdict>, &[&str]) = match &args.what {
-        What::Read { path } => {
+        What::Read { path, spawned } | What::Write { path, spawned } => {
             let abs = absolute(path)?;
+            let write = matches!(args.what, What::Write { .. });
+            let req = match (write, spawned) {
+                (false, false) => Request::Read(&abs),
+                (true, false) => Request::Write(&abs),
+                (false, true) => Request::ReadSpawned(&abs),
+                (true, true) => Request::WriteSpawned(&abs),
+            };
+            let v = decide(p, &req);
+            if !spawned {
+                let other = match write {
+                    false => Request::ReadSpawned(&abs),
+                    true => Request::WriteSpawned(&abs),
+                };
+                let by_spawned = decide(p, &other);
+                if by_spawned.decision != v.decision {
+                    reached = Some(format!(
+                        "for the agent; a command it spawns: {} (--spawned)",
+                        by_spawned.reason
+                    ));
+                }
+            }
+            let (verb, by) = (
+                if write { "write" } else { "read" },
+                if *spawned {
+                    " by a spawned command"
+                } else {
+                    ""
+                },
+            );
             (
-                format!("read {}", abs.display()),
-                vec![decide(p, &Request::Read(&abs))],
-                FILE_LAYERS,
-            )
-        }
-        What::Write { path } => {
-            let abs = absolute(path)?;
-            (
-                format!("write {}", abs.display()),
-                vec![decide(p, &Request::Write(&abs))],
+                format!("{verb} {}{by}", abs.display()),
+                vec![v],
                 FILE_LAYERS,
             )
         }

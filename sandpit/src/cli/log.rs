@@ -216,7 +216,7 @@ fn matches(r: &Record, what: &crate::cli::explain::What) -> anyhow::Result<bool>
         })
     };
     Ok(match what {
-        What::Read { path } | What::Write { path } => {
+        What::Read { path, .. } | What::Write { path, .. } => {
             let want = if matches!(what, What::Read { .. }) {
                 "read"
             } else {
@@ -335,19 +335,22 @@ mod tests {
         let read = rec("read", "/h/.ssh/id_rsa");
         let dir = What::Read {
             path: "/h/.ssh".into(),
+            spawned: false,
         };
         assert!(matches(&read, &dir).unwrap());
         assert!(!matches(
             &read,
             &What::Write {
-                path: "/h/.ssh".into()
+                path: "/h/.ssh".into(),
+                spawned: false,
             }
         )
         .unwrap());
         assert!(!matches(
             &read,
             &What::Read {
-                path: "/h/.ss".into()
+                path: "/h/.ss".into(),
+                spawned: false,
             }
         )
         .unwrap());

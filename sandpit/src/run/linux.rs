@@ -267,11 +267,15 @@ fn carry_out(
         .as_deref()
         .map(|p| format!(" [profile {p}]"))
         .unwrap_or_default();
-    let line = format!(
+    let mut line = format!(
         "layers: {}{profile}; {}; {asking}",
         launch.describe(&plan, support),
         describe(&plan, support)
     );
+    if let Some(files) = run.agent_files() {
+        line.push_str("; ");
+        line.push_str(&files);
+    }
     eprintln!("sandpit: {line}");
     session.kernel_layer(&line);
     session.set_unrecorded(launch.unrecorded());

@@ -169,7 +169,11 @@ fn run_with_scratch(
         .as_deref()
         .map(|p| format!(" [profile {p}]"))
         .unwrap_or_default();
-    let line = format!("layers: {}{profile_name}", parts.join(", "));
+    let mut line = format!("layers: {}{profile_name}", parts.join(", "));
+    if let Some(files) = run.agent_files() {
+        line.push_str("; ");
+        line.push_str(&files);
+    }
     eprintln!("sandpit: {line}");
     session.kernel_layer(&line);
     session.set_unrecorded(launch.unrecorded());

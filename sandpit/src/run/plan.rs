@@ -271,6 +271,32 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
 }
 
 impl RunPlan {
+    /// What `files.agent_read` comes to in this run, for its layers line: the
+    /// interposer tells the agent from the commands it spawns (and has the kernel
+    /// hide the files from those, `sandpit-dylib`'s `hide`); without it nothing can.
+    pub fn agent_files(&self) -> Option<String> {
+        let files = &self.policy.files.agent_read;
+        if files.is_empty() {
+            return None;
+        }
+        let list: Vec<&str> = files.iter().map(|r| r.origin.entry.as_str()).collect();
+        let list = list.join(", ");
+        let every = |why: &str| {
+            format!("weaker: {list} (files.agent_read) readable by every process of the run: {why}")
+        };
+        Some(if cfg!(not(target_os = "linux")) {
+            every("this system cannot tell the agent from the commands it spawns")
+        } else if let Some(why) = self.interposer_off() {
+            every(&format!(
+                "without the interposer ({why}) the agent cannot be told from the commands it spawns"
+            ))
+        } else if !self.static_agent.is_empty() {
+            format!("{list} for the agent only (files.agent_read), but for a static program its static agent program starts itself")
+        } else {
+            format!("{list} for the agent only (files.agent_read)")
+        })
+    }
+
     /// Why the interposer stays out, `None` when it goes in.
     pub fn interposer_off(&self) -> Option<&str> {
         match &self.interposer {

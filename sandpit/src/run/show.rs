@@ -60,6 +60,7 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             Interposition::Off(why) => json!({"on": false, "why": why}),
         },
         "agent_programs_without_interposer": plan.static_agent,
+        "agent_files": plan.agent_files(),
         "kernel_refusals_reported": plan.kernel_refusals_reported,
         "shims": plan.shims,
         "learn": plan.policy.learn,
@@ -127,6 +128,9 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
             "  agent program {} is static: no interposer in it, only in what it spawns",
             a.display()
         ));
+    }
+    if let Some(files) = plan.agent_files() {
+        line(format!("agent's own files: {files}"));
     }
     if plan.kernel_refusals_reported {
         line("kernel refusals: reported with their rule (seccomp notifier on path calls)".into());

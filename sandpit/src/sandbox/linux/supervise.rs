@@ -31,6 +31,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sandpit_policy::vars::{AGENT_PID_VAR, HIDDEN_VAR};
+
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
@@ -196,9 +198,11 @@ fn prepare(plan: &Plan, argv: &[OsString]) -> Result<Prepared, SpawnError> {
     let overridden: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
     let mut envp = vec![];
     for (k, v) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| overridden.contains(&k) || plan.env_withheld.iter().any(|w| w == k))
-        {
+        if k.to_str().is_some_and(|k| {
+            overridden.contains(&k)
+                || plan.env_withheld.iter().any(|w| w == k)
+                || [AGENT_PID_VAR, HIDDEN_VAR].contains(&k)
+        }) {
             continue;
         }
         let mut kv = k.as_bytes().to_vec();
@@ -1430,7 +1434,11 @@ fn exec_command(
     if let Err(e) = sys::cloexec_from(3) {
         fail(ctl, Layer::Process, &format!("close_range: {e}"))
     }
-    let e = sys::execvpe(&prep.argv[0], &prep.argv, &prep.envp);
+    // The interposer takes this process for the agent (`files.agent_read`): its pid
+    // is known only now.
+    let mut envp = prep.envp.clone();
+    envp.extend(CString::new(format!("{AGENT_PID_VAR}={}", sys::getpid())));
+    let e = sys::execvpe(&prep.argv[0], &prep.argv, &envp);
     let mut m = b"X".to_vec();
     m.extend_from_slice(
         format!("{}: {e}", String::from_utf8_lossy(prep.argv[0].as_bytes())).as_bytes(),

@@ -1,0 +1,282 @@
+// Linux only: the layer that hides the files is Landlock's (macOS: not held, and the
+// run says so).
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `files.agent_read`: the agent's own login file is read by the agent and by no
+//! command it spawns, by any route. The agent is the command sandpit starts (here
+//! `sh -c SCRIPT` under `--profile codex`, whose `~/.codex/auth.json` holds the
+//! canary); every attack runs in a process the agent spawned. Each case runs bare
+//! first (the attack must reach the canary or change the file: the control) and then
+//! under sandpit, where the agent itself still reads the file (the positive control:
+//! `AGENT-OK`) and the attack gets nothing and changes nothing.
+mod common;
+mod kernel_support;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{text, TestHome};
+use kernel_support::build_probe;
+
+const CANARY: &str = "CANARY-login-7c1e44";
+const AUTH: &str = ".codex/auth.json";
+
+struct Stage {
+    h: TestHome,
+}
+
+impl Stage {
+    fn new() -> Stage {
+        let h = TestHome::new();
+        h.write(
+            &h.home().join(AUTH),
+            &format!("{{\"OPENAI_API_KEY\": \"{CANARY}\"}}\n"),
+        );
+        h.write(&h.home().join(".codex/history.jsonl"), "SIBLING-OK\n");
+        h.write(&h.home().join(".codex/sessions/old.jsonl"), "");
+        build_probe(&h, "static_read", true);
+        build_probe(&h, "static_write", true);
+        let probe = |n: &str| {
+            let to = h.workspace().join(n);
+            std::fs::copy(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                    .join("../tests/kernel_support")
+                    .join(n),
+                &to,
+            )
+            .unwrap();
+            h.give_to_test_user(&to);
+        };
+        probe("rawread.py");
+        Stage { h }
+    }
+
+    fn auth(&self) -> PathBuf {
+        self.h.home().join(AUTH)
+    }
+
+    fn auth_intact(&self) -> bool {
+        std::fs::read_to_string(self.auth()).is_ok_and(|s| s.contains(CANARY))
+    }
+
+    /// The agent (`sh`) reads its file itself, then runs `attack` in a child.
+    fn run(&self, sandboxed: bool, attack: &str, extra: &[&str]) -> Output {
+        let script = format!(
+            "F={f}; read -r l < \"$F\"; case $l in *{CANARY}*) echo AGENT-OK;; esac; sh -c '{attack}'",
+            f = self.auth().display()
+        );
+        let mut c = if sandboxed {
+            let mut c = self.h.sandpit();
+            c.args(["run", "--profile", "codex"]).args(extra).arg("--");
+            c
+        } else {
+            self.h.command("env")
+        };
+        c.args(["sh", "-c", &script]).env("F", self.auth());
+        c.output().unwrap()
+    }
+}
+
+/// Reads by a spawned command: each leaks bare, none under sandpit.
+const READS: &[(&str, &str)] = &[
+    ("cat", "cat $F"),
+    ("raw system calls", "python3 rawread.py $F"),
+    ("static binary", "./static_read $F"),
+    ("static grandchild", "sh -c \"./static_read $F\""),
+    ("through /proc/PID/root", "./static_read /proc/$$/root$F"),
+    ("symlink", "ln -s $F sl && ./static_read sl"),
+    ("copy", "cp $F copied; cat copied"),
+    ("hard link", "ln $F hl; ./static_read hl"),
+    (
+        "hard link by raw system call",
+        "python3 -c \"import ctypes,os; ctypes.CDLL(None).syscall(265, -100, os.environ[\\\"F\\\"].encode(), -100, b\\\"hl2\\\", 0)\"; ./static_read hl2",
+    ),
+    ("rename into the workspace", "mv $F moved; ./static_read moved"),
+    (
+        "a spawned shell execs the agent program",
+        "exec /usr/bin/head -c 200 $F",
+    ),
+];
+
+/// Changes by a spawned command: each changes the file bare, none under sandpit.
+const WRITES: &[(&str, &str)] = &[
+    ("shell redirect", "echo evil > $F"),
+    ("static binary", "./static_write $F"),
+    ("truncate", "truncate -s 0 $F"),
+    ("remove", "rm -f $F"),
+];
+
+#[test]
+fn no_command_the_agent_spawns_reads_its_login() {
+    // `head` is an agent program here (as codex's native binary is): started by the
+    // agent it reads the file; exec'd by a command the agent spawned it does not.
+    let agent_programs =
+        "[env]\nagent = [\"OPENAI_API_KEY\"]\nagent_programs = [\"/usr/bin/head\"]\n";
+    let mut failures = vec![];
+    for (name, attack) in READS {
+        let s = Stage::new();
+        s.h.write(&s.h.home().join(".sandpit/config.toml"), agent_programs);
+        let bare = text(&s.run(false, attack, &[]));
+        assert!(
+            bare.contains(CANARY),
+            "control {name}: the attack does not reach the file without sandpit: {bare}"
+        );
+        let s = Stage::new();
+        s.h.write(&s.h.home().join(".sandpit/config.toml"), agent_programs);
+        let o = s.run(true, attack, &[]);
+        let t = text(&o);
+        if !t.contains("AGENT-OK") || t.contains(CANARY) || !s.auth_intact() {
+            failures.push(format!("{name}: {t}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn no_command_the_agent_spawns_changes_its_login() {
+    let mut failures = vec![];
+    for (name, attack) in WRITES {
+        let s = Stage::new();
+        let bare = text(&s.run(false, attack, &[]));
+        assert!(
+            !s.auth_intact(),
+            "control {name}: the file is unchanged without sandpit: {bare}"
+        );
+        let s = Stage::new();
+        let t = text(&s.run(true, attack, &[]));
+        if !t.contains("AGENT-OK") || !s.auth_intact() {
+            failures.push(format!("{name}: {t}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// What the spawned commands keep: the rest of the agent's directory, their own
+/// renames across directories, the agent program started by the agent itself. (Not
+/// a file made directly beside the login after the command started: docs/agents.md.)
+#[test]
+fn spawned_commands_keep_everything_else() {
+    let s = Stage::new();
+    s.h.write(
+        &s.h.home().join(".sandpit/config.toml"),
+        "[env]\nagent = [\"OPENAI_API_KEY\"]\nagent_programs = [\"/usr/bin/head\"]\n",
+    );
+    let o = s.run(
+        true,
+        "./static_read ~/.codex/history.jsonl; echo made > ~/.codex/sessions/new.jsonl && cat ~/.codex/sessions/new.jsonl; \
+         mkdir -p a b && echo moved-ok > a/f && mv a/f b/f && cat b/f",
+        &[],
+    );
+    let t = text(&o);
+    assert!(t.contains("AGENT-OK"), "{t}");
+    assert!(t.contains("SIBLING-OK"), "a sibling of the login file: {t}");
+    assert!(
+        t.contains("made"),
+        "a new file in the agent's sessions: {t}"
+    );
+    assert!(t.contains("moved-ok"), "a rename across directories: {t}");
+    // The agent program, started by the agent itself (not through a spawned shell).
+    let script = format!(
+        "/usr/bin/head -c 200 {} | grep -c {CANARY}",
+        s.auth().display()
+    );
+    let o =
+        s.h.sandpit()
+            .args(["run", "--profile", "codex", "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+    assert_eq!(common::stdout(&o).trim(), "1", "{}", text(&o));
+}
+
+/// The refusal is in the summary with its rule, `explain` says the same for the agent
+/// and for a spawned command, and the run's start line says who reads the file.
+#[test]
+fn explain_and_the_summary_say_what_the_run_does() {
+    let s = Stage::new();
+    let o = s.run(true, "cat $F", &[]);
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("sandpit: blocked read of ~/.codex/auth.json (files.agent_read"),
+        "the spawned command's message: {err}"
+    );
+    let summary = err.split("denials").nth(1).unwrap_or_default();
+    assert!(
+        summary.contains("deny read ~/.codex/auth.json")
+            && summary
+                .contains("rule: files.agent_read \"~/.codex/auth.json\" in profiles/codex.toml"),
+        "the summary: {err}"
+    );
+    assert!(
+        err.contains("~/.codex/auth.json for the agent only (files.agent_read)"),
+        "the layers line: {err}"
+    );
+    let explain = |spawned: bool| {
+        let mut c = s.h.sandpit();
+        c.args(["explain", "--profile", "codex", "read"])
+            .arg(s.auth());
+        if spawned {
+            c.arg("--spawned");
+        }
+        text(&c.output().unwrap())
+    };
+    let agent = explain(false);
+    assert!(
+        agent.contains("ALLOW") && agent.contains("a command it spawns: blocked read"),
+        "{agent}"
+    );
+    let spawned = explain(true);
+    assert!(
+        spawned.contains("DENY") && spawned.contains("files.agent_read"),
+        "{spawned}"
+    );
+    // Without the interposer nothing tells the agent apart: the run says so.
+    let o = s.run(true, "true", &["--kernel-only"]);
+    let err = common::stderr(&o);
+    assert!(
+        err.contains("weaker: ~/.codex/auth.json (files.agent_read) readable by every process of the run: without the interposer (--kernel-only)"),
+        "{err}"
+    );
+}
+
+/// An agent in Python: its subprocess module closes every descriptor in the child
+/// before `exec` (the layer's ruleset among them), and starts a static program the
+/// library never loads into. The layer is taken all the same.
+#[test]
+fn a_python_agent_hides_them_from_the_static_programs_it_starts() {
+    let script = "import os, subprocess\n\
+        f = os.environ['F']\n\
+        if 'CANARY' in open(f).read(): print('AGENT-OK', flush=True)\n\
+        subprocess.run(['./static_read', f])\n\
+        subprocess.run(['./static_read', f], close_fds=True, pass_fds=())\n\
+        subprocess.run(['cat', f])\n";
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        let mut c = if sandboxed {
+            let mut c = s.h.sandpit();
+            c.args(["run", "--profile", "codex", "--"]);
+            c
+        } else {
+            s.h.command("env")
+        };
+        let o = c
+            .args(["python3", "-c", script])
+            .env("F", s.auth())
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(t.contains("AGENT-OK"), "{t}");
+        assert_eq!(
+            t.contains(CANARY),
+            !sandboxed,
+            "sandboxed: {sandboxed}: {t}"
+        );
+        // The static program ran (the layer did not stop the exec): refused by the
+        // kernel, both times.
+        let refused = format!("static-open {}: Permission denied", s.auth().display());
+        assert_eq!(
+            t.matches(&refused).count(),
+            if sandboxed { 2 } else { 0 },
+            "{t}"
+        );
+    }
+}
