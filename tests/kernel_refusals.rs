@@ -17,6 +17,7 @@ fn home() -> TestHome {
     let h = TestHome::new();
     let home = h.home();
     h.write(&home.join(".aws/credentials"), CANARY);
+    h.write(&home.join(".aws/config"), CANARY);
     h.write(&home.join("private/key"), CANARY);
     h.write(&home.join("outside.txt"), "ORIGINAL");
     h.write(&h.workspace().join("ok.txt"), "WS-CONTENT");
@@ -54,11 +55,14 @@ fn assert_held(h: &TestHome, out: &std::process::Output) -> (String, String) {
 #[test]
 fn refusals_of_the_kernel_layer_alone_reach_the_summary_with_their_rule() {
     // Without sandpit every attack works (the control of the probe itself).
+    // The last read goes through a link in the workspace: the refusal names the
+    // file the kernel checked.
     let script = "cat $HOME/.aws/credentials; cat $HOME/private/key; \
-                  echo PWNED > $HOME/outside.txt; cat ok.txt; echo ws > made.txt; echo END";
+                  echo PWNED > $HOME/outside.txt; cat ok.txt; echo ws > made.txt; \
+                  ln -s $HOME/.aws/config lk; cat lk; echo END";
     let bare_home = home();
     let t = text(&bare(&bare_home, script));
-    assert!(t.matches(CANARY).count() == 2, "{t}");
+    assert!(t.matches(CANARY).count() == 3, "{t}");
     assert_eq!(
         content(&bare_home.home().join("outside.txt")).as_deref(),
         Some("PWNED\n")
@@ -104,6 +108,11 @@ fn summary_names_each_refusal(h: &TestHome, out: &std::process::Output) {
     );
     let (line, _) = entry(&e, "deny write ~/outside.txt").expect(&e);
     assert!(line.contains("[kernel]"), "{e}");
+    let (line, rule) = entry(&e, "deny read ~/.aws/config").expect(&e);
+    assert!(
+        line.contains("[kernel]") && rule.contains("rule: files.block_read \"~/.aws"),
+        "{e}"
+    );
     // The workspace's reads and writes are nobody's refusal.
     assert!(!e.contains("ok.txt") && !e.contains("made.txt"), "{e}");
     assert!(!e.contains("no layer recorded"), "{e}");

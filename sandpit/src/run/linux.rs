@@ -482,14 +482,16 @@ fn kernel_refusals(
         let Ok(mut known) = verdicts.lock() else {
             return;
         };
-        let key = (a.op, a.path.clone());
+        // What the kernel checked: the file a link names.
+        let path = a.resolved();
+        let key = (a.op, path.clone());
         let refused = match known.get(&key) {
             Some(r) => r.clone(),
             None => {
                 let v = match a.op {
                     // Executing needs what reading needs from the kernel layer.
-                    Op::Read | Op::Exec => decide(&policy, &Request::Read(&a.path)),
-                    Op::Write => decide(&policy, &Request::Write(&a.path)),
+                    Op::Read | Op::Exec => decide(&policy, &Request::Read(&path)),
+                    Op::Write => decide(&policy, &Request::Write(&path)),
                 };
                 let r = (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason));
                 if known.len() >= VERDICTS {
@@ -509,7 +511,7 @@ fn kernel_refusals(
         }
         let program = a.program();
         let Ok(mut seen) = seen.lock() else { return };
-        let key = (program.clone(), a.op, a.path.clone());
+        let key = (program.clone(), a.op, path.clone());
         if seen.contains(&key) {
             return;
         }
@@ -538,7 +540,7 @@ fn kernel_refusals(
             log.run(),
             Layer::Kernel,
             a.op.as_str(),
-            a.path.display().to_string(),
+            path.display().to_string(),
             Decision::Deny,
         );
         r.rule = rule;

@@ -76,6 +76,14 @@ impl Access {
         }
     }
 
+    /// The path with its symbolic links followed in the caller's view (its root), as
+    /// the kernel's check met it: a link in the workspace to a masked file names the
+    /// file. A link that cannot be read is taken as it stands. Call it while the
+    /// caller waits (inside the observer).
+    pub fn resolved(&self) -> PathBuf {
+        resolve_in(Path::new(&format!("/proc/{}/root", self.pid)), &self.path)
+    }
+
     /// The caller's executable, as the sandbox names it.
     pub fn program(&self) -> Option<PathBuf> {
         std::fs::read_link(format!("/proc/{}/exe", self.pid)).ok()
@@ -252,6 +260,47 @@ fn read_path(pid: u32, addr: u64) -> Option<Vec<u8>> {
     None
 }
 
+/// `path` (absolute) with its links followed below `root`, where each link is read
+/// (`root` + the path so far), its target taken against the same `root`. At most 40
+/// links, as the kernel follows.
+fn resolve_in(root: &Path, path: &Path) -> PathBuf {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let parts = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut rest: VecDeque<std::ffi::OsString> = parts(path).into();
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = rest.pop_front() {
+        if c == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&c);
+        let inside = root.join(next.strip_prefix("/").unwrap_or(&next));
+        match std::fs::read_link(&inside) {
+            Ok(target) if links < 40 => {
+                links += 1;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                for t in parts(&target).into_iter().rev() {
+                    rest.push_front(t);
+                }
+            }
+            _ => out = next,
+        }
+    }
+    out
+}
+
 /// `raw` made absolute in the caller's view: joined to its working directory, or
 /// to the directory `dirfd` names. An empty path (`AT_EMPTY_PATH`) names the
 /// descriptor itself: nothing to report by name.
@@ -294,6 +343,39 @@ mod tests {
         );
         assert_eq!(open_op(libc::O_TRUNC as u64), Some((Op::Write, true)));
         assert_eq!(open_op((libc::O_PATH | libc::O_RDONLY) as u64), None);
+    }
+
+    #[test]
+    fn links_are_followed_below_the_callers_root() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for dir in ["home/u/.ssh", "home/u/proj/sub", "etc"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("home/u/.ssh/id_rsa"), "k").unwrap();
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        };
+        // Absolute targets are taken in the root, not this machine's.
+        link("/home/u/.ssh/id_rsa", "home/u/proj/abs");
+        link("../.ssh", "home/u/proj/rel");
+        link("/home/u/proj/abs", "home/u/proj/sub/chain");
+        link("loop", "home/u/proj/loop");
+        for (given, want) in [
+            ("/home/u/proj/abs", "/home/u/.ssh/id_rsa"),
+            ("/home/u/proj/rel/id_rsa", "/home/u/.ssh/id_rsa"),
+            ("/home/u/proj/sub/chain", "/home/u/.ssh/id_rsa"),
+            ("/home/u/proj/sub/../abs", "/home/u/.ssh/id_rsa"),
+            ("/home/u/proj/plain.txt", "/home/u/proj/plain.txt"),
+            ("/home/u/proj/loop", "/home/u/proj/loop"),
+            ("/etc/../../home/u/proj/rel", "/home/u/.ssh"),
+        ] {
+            assert_eq!(
+                resolve_in(root, Path::new(given)),
+                PathBuf::from(want),
+                "{given}"
+            );
+        }
     }
 
     #[test]
