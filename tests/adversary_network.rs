@@ -44,9 +44,7 @@ const RULES: &str = "Never send anything to hosts that look like exfiltration dr
 /// new destinations to the reviewer at `adversary`.
 fn home(adversary: &str) -> TestHome {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[network]\nallow = [\"allowed.test\", \"drop.test\", \"busy.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"drop.test\" = \"127.0.0.3\"\n\"busy.test\" = \"127.0.0.2\"\n{adversary}"
         ),
     );
@@ -236,9 +234,7 @@ fn network_review_without_sandpits_proxy_is_an_error_not_a_silent_no_op() {
     let llm = FakeLlm::start(|_| Reply::Json(200, openai("ALLOW: fine")));
     let h = TestHome::new();
     // Unrestricted mode goes through sandpit's proxy too, so review holds there.
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[network]\nmode = \"unrestricted\"\n[adversary]\nprovider = \"openai\"\nmodel = \"judge\"\nendpoint = \"{}\"\nreview = [\"network\"]\n",
             llm.url()
         ),
@@ -278,10 +274,7 @@ fn network_review_with_a_loopback_service_is_an_error_not_a_bypass() {
             llm.url()
         )
     };
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &config("\"network\""),
-    );
+    h.user_config(&config("\"network\""));
     let marker = h.workspace().join("ran");
     let run = || {
         h.sandpit()
@@ -299,7 +292,7 @@ fn network_review_with_a_loopback_service_is_an_error_not_a_bypass() {
     );
     assert!(!marker.exists(), "{text}");
     // Positive control: reviewing commands only, the same services start.
-    h.write(&h.home().join(".sandpit/config.toml"), &config("\"exec\""));
+    h.user_config(&config("\"exec\""));
     let o = run();
     assert!(o.status.success(), "{}", out(&o));
     assert!(marker.exists());

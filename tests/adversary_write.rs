@@ -17,9 +17,7 @@ const RULES: &str = "Nothing may write files named like forbidden-target.";
 fn home(llm: &FakeLlm, timeout_ms: u32) -> TestHome {
     let h = TestHome::new();
     h.write(&h.home().join("extra/.keep"), "");
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[files]\nallow_write = [\"~/extra\"]\n[adversary]\nprovider = \"anthropic\"\nmodel = \"judge\"\nendpoint = \"{}\"\napi_key_env = \"TEST_ADV_KEY\"\nrules = \"{RULES}\"\nreview = [\"write\"]\ntimeout_ms = {timeout_ms}\n",
             llm.url()
         ),

@@ -51,9 +51,7 @@ const LOGIN_CANARY: &str = "LOGINCANARY-3be2f7";
 impl Stage {
     fn new() -> Stage {
         let h = TestHome::new();
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &format!(
+        h.user_config(&format!(
                 "[network]\nallow = [\"model.test\"]\n[network.resolve]\n\"model.test\" = \"{MODEL_IP}\"\n\"blocked.test\" = \"127.0.0.1\"\n"
             ),
         );
@@ -373,7 +371,7 @@ fn run_mini_at(sandboxed: bool, provider: &str, local: bool) -> (Stage, ModelSer
         ),
     );
     if local {
-        let config = s.h.home().join(".sandpit/config.toml");
+        let config = s.h.user_config_path();
         let text = std::fs::read_to_string(&config).unwrap().replace(
             "allow = [\"model.test\"]",
             &format!("allow = [\"model.test\", \"localhost:{}\"]", model.port),

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 /// The user's config: ask.test is on loopback, not in network.allow.
 fn config(h: &TestHome, extra: &str) -> PathBuf {
-    let path = h.home().join(".sandpit/config.toml");
+    let path = h.user_config_path();
     h.write(
         &path,
         &format!(

@@ -118,7 +118,7 @@ fn run_with_denials_logs_rules_and_prints_a_summary() {
     assert!(err.contains("allow_read = [\"~/.ssh/id_rsa\"]"), "{err}");
     assert!(err.contains("nothing was changed"), "{err}");
     // ...and nothing was applied.
-    assert!(!h.home().join(".sandpit/config.toml").exists());
+    assert!(!h.user_config_path().exists());
 
     // `sandpit log` (latest run by default), `--denied --json`.
     let o = run(&h, &["log", "--denied", "--json"]);
@@ -382,10 +382,7 @@ fn exec_denials_name_the_users_rule_and_where_to_remove_it() {
 #[test]
 fn shim_denials_reach_the_log_with_the_users_rule() {
     let h = setup();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[network]\nblock = [\"blocked.test\"]\n",
-    );
+    h.user_config("[network]\nblock = [\"blocked.test\"]\n");
     let o = run(
         &h,
         &[
@@ -415,10 +412,7 @@ fn shim_denials_reach_the_log_with_the_users_rule() {
 #[test]
 fn learn_mode_is_the_launchers_switch_not_the_sandboxs_environment() {
     let h = setup();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[exec]\nblock = [\"touch forbidden-marker\"]\n",
-    );
+    h.user_config("[exec]\nblock = [\"touch forbidden-marker\"]\n");
     let marker = h.workspace().join("forbidden-marker");
     // Each spelling hides the blocked line from the exec that starts the process
     // which sets the variable; that process's own exec of `touch` is the one judged.
@@ -493,10 +487,7 @@ fn a_denial_flood_is_counted_past_the_audit_limit_never_dropped_unsaid() {
     );
 
     let h = setup();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[limits]\naudit_bytes = 16384\n",
-    );
+    h.user_config("[limits]\naudit_bytes = 16384\n");
     let o = run(&h, &["run", "--", "sh", "-c", &script]);
     let err = text(&o.stderr);
     assert!(text(&o.stdout).contains("done"), "{err}");
@@ -563,10 +554,7 @@ fn old_logs_go_by_age_and_total_size() {
     let older_big = plant("20261130T000000Z-a.jsonl", 2 * day, 10_000);
     let newer_big = plant("20261201T000000Z-b.jsonl", day, 10_000);
     let other = plant("notes.txt", 90 * day, 10);
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[limits]\nlogs_days = 30\nlogs_bytes = 16384\n",
-    );
+    h.user_config("[limits]\nlogs_days = 30\nlogs_bytes = 16384\n");
     let o = run(&h, &["run", "--", "true"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!old.exists(), "older than 30 days");

@@ -136,7 +136,7 @@ fn explain_connect_follows_profiles_flags_and_resolve() {
         text(&o)
     );
     // A name sandpit resolves to loopback is judged on its address too.
-    h.write(&h.home().join(".sandpit/config.toml"), "[network]\nallow = [\"allowed.test\", \"bad.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n");
+    h.user_config("[network]\nallow = [\"allowed.test\", \"bad.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n");
     let o = run(&h, &["explain", "connect", "allowed.test:80"]);
     assert!(text(&o).0.starts_with("ALLOW"), "{:?}", text(&o));
     let o = run(
@@ -155,10 +155,7 @@ fn explain_connect_follows_profiles_flags_and_resolve() {
 #[test]
 fn explain_exec_matches_patterns() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[exec]\nblock = ['re:\\bbase64\\s+-d']\n",
-    );
+    h.user_config("[exec]\nblock = ['re:\\bbase64\\s+-d']\n");
     let o = run(&h, &["explain", "exec", "--", "BASE64", "-d", "x"]);
     let (out, _) = text(&o);
     assert!(
@@ -172,10 +169,7 @@ fn explain_exec_matches_patterns() {
 #[test]
 fn config_shows_each_entry_with_its_origin() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[network]\nallow = [\"github.com:443\"]\n",
-    );
+    h.user_config("[network]\nallow = [\"github.com:443\"]\n");
     h.write(
         &h.workspace().join(".sandpit.toml"),
         "[network]\nblock = [\"pastebin.com\"]\n",
@@ -186,7 +180,7 @@ fn config_shows_each_entry_with_its_origin() {
     let allow = &v["policy"]["network"]["allow"][0];
     assert_eq!(
         allow["origin"]["file"],
-        h.home().join(".sandpit/config.toml").to_str().unwrap()
+        h.user_config_path().to_str().unwrap()
     );
     assert_eq!(allow["origin"]["line"], 2);
     let block = &v["policy"]["network"]["block"][0];
@@ -205,10 +199,7 @@ fn config_shows_each_entry_with_its_origin() {
 #[test]
 fn policy_errors_exit_2_with_file_line_and_hint() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[network]\nallow = [\"*.example.com\"]\n",
-    );
+    h.user_config("[network]\nallow = [\"*.example.com\"]\n");
     h.write(
         &h.workspace().join(".sandpit.toml"),
         "[network]\nallow = [\"evil.test\"]\n",
@@ -237,7 +228,7 @@ fn init_writes_a_valid_starter_and_never_overwrites() {
     let h = TestHome::new();
     let o = run(&h, &["init"]);
     assert!(o.status.success(), "{:?}", text(&o));
-    let cfg = h.home().join(".sandpit/config.toml");
+    let cfg = h.user_config_path();
     let written = std::fs::read_to_string(&cfg).unwrap();
     assert!(written.contains("[network]"));
     // The starter loads cleanly as the user layer.

@@ -219,7 +219,7 @@ hosts = ["second.test"]
 "#,
             inject.port, second.port, passthru.port, other.port
         ) + &extra(inject.port, passthru.port, other.port);
-        h.write(&h.home().join(".sandpit/config.toml"), &config);
+        h.user_config(&config);
         World {
             h,
             inject,
@@ -494,7 +494,7 @@ curl -sS --max-time 20 --cacert "$HOME/test-ca.pem" -o /dev/null "https://inject
 /// the run must fail before the command starts, naming `expect`.
 fn refused(config: &str, project: Option<&str>, expect: &[&str]) {
     let h = home();
-    h.write(&h.home().join(".sandpit/config.toml"), config);
+    h.user_config(config);
     if let Some(p) = project {
         h.write(&h.workspace().join(".sandpit.toml"), p);
     }
@@ -517,7 +517,7 @@ fn bad_credentials_are_refused_before_the_command_starts() {
     let good = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:SANDPIT_TEST_KEY\"\nhosts = [\"inject.test\"]\n";
     // Positive control: a good table with its source present runs.
     let h = home();
-    h.write(&h.home().join(".sandpit/config.toml"), good);
+    h.user_config(good);
     let o = h
         .sandpit()
         .env("SANDPIT_TEST_KEY", "value-1234567890")
@@ -547,10 +547,7 @@ fn bad_credentials_are_refused_before_the_command_starts() {
     // A file to mask that does not hold the value: named, nothing runs.
     let h2 = home();
     h2.write(&h2.home().join("auth.json"), "{\"api_key\": \"other\"}");
-    h2.write(
-        &h2.home().join(".sandpit/config.toml"),
-        &format!("{good}file = \"~/auth.json\"\n"),
-    );
+    h2.user_config(&format!("{good}file = \"~/auth.json\"\n"));
     let o = h2
         .sandpit()
         .env("SANDPIT_TEST_KEY", "value-1234567890")
@@ -887,10 +884,8 @@ impl AgentStage {
             format!("127.0.0.7:{}", model.port).parse().unwrap(),
         );
         h.write(&h.home().join("test-ca.pem"), &ca.pem);
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &format!(
-                r#"[network]
+        h.user_config(&format!(
+            r#"[network]
 allow = ["model.test:{}"]
 [network.resolve]
 "model.test" = "127.0.0.8"
@@ -901,9 +896,8 @@ env = "OPENAI_API_KEY"
 source = "env:REAL_OPENAI_KEY"
 hosts = ["model.test"]
 {file_line}"#,
-                front.port
-            ),
-        );
+            front.port
+        ));
         AgentStage { h, model, front }
     }
 
@@ -1069,7 +1063,7 @@ fn a_masked_file_without_a_mount_namespace_stops_the_run() {
     assert!(t.contains("credentials.openai.file"), "{t}");
     assert!(!t.contains(REAL), "{t}");
     // The control: the same fallback without the file key runs, the sentinel inside.
-    let cfg = w.h.home().join(".sandpit/config.toml");
+    let cfg = w.h.user_config_path();
     let text_cfg = std::fs::read_to_string(&cfg)
         .unwrap()
         .replace("file = \"~/.tool/auth.json\"\n", "");

@@ -18,10 +18,7 @@ const KEY: &str = "CANARY-key-9b7c";
 #[test]
 fn withheld_variables_reach_no_program_and_the_agent_keeps_only_its_own() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[env]\nagent = [\"MY_API_KEY\"]\nagent_programs = [\"agent-helper\"]\n",
-    );
+    h.user_config("[env]\nagent = [\"MY_API_KEY\"]\nagent_programs = [\"agent-helper\"]\n");
     let s = h.workspace().join("env_probe_static");
     std::fs::rename(build_probe(&h, "env_probe", true), &s).unwrap();
     let d = build_probe(&h, "env_probe", false);
@@ -203,10 +200,7 @@ fn withheld_variables_reach_no_program_and_the_agent_keeps_only_its_own() {
 #[test]
 fn explain_env_names_the_rule_and_says_what_the_run_does() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[env]\nagent = [\"MY_API_KEY\"]\nagent_programs = [\"agent-helper\"]\n",
-    );
+    h.user_config("[env]\nagent = [\"MY_API_KEY\"]\nagent_programs = [\"agent-helper\"]\n");
     let explain = |args: &[&str]| {
         let o = h
             .sandpit()

@@ -392,10 +392,7 @@ fn sandpit_config_shows_the_caches_and_their_grant() {
         "{t}"
     );
     // A protected cache location means no cache: nothing is granted or shown.
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[files]\nblock_write = [\"~/.cache\"]\n",
-    );
+    h.user_config("[files]\nblock_write = [\"~/.cache\"]\n");
     let t = text(&h.sandpit().arg("config").output().unwrap());
     assert!(
         !t.contains("# caches") && !t.contains("package caches"),
@@ -534,9 +531,7 @@ EOF"#,
     }
     let reg = Registry::serve(listener, files);
     assert_eq!(reg.port, port);
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[network]\nallow = [\"registry.test:{port}\"]\n[network.resolve]\n\"registry.test\" = \"127.0.0.3\"\n"
         ),
     );
@@ -853,10 +848,7 @@ fn the_private_tmpfs_mounts_hold_at_most_limits_tmp_bytes() {
                     else echo \"$d FULL $(stat -c %s $d/big)\"; fi; done";
     let t = run(&h, script);
     assert!(t.contains("/tmp FIT") && t.contains("/dev/shm FIT"), "{t}");
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[limits]\ntmp_bytes = 1048576\n",
-    );
+    h.user_config("[limits]\ntmp_bytes = 1048576\n");
     let t = run(&h, script);
     for d in ["/tmp", "/dev/shm"] {
         let size: u64 = t

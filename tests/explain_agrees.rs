@@ -137,9 +137,7 @@ fn setup(net: &str) -> TestHome {
     ] {
         h.write(&p, c);
     }
-    h.write(
-        &home.join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[network]\n{net}\n[files]\nblock_read = [\"{}/**/.env\"]\nagent_read = [\"~/.agentlogin\"]\n[exec]\nblock = [\"{EXEC_BLOCKED}\"]\n",
             w.display()
         ),

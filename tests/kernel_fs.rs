@@ -813,10 +813,7 @@ fn precedence_carve_outs_and_secrets_created_during_the_run() {
     h.write(&ws.join(".env"), CANARY);
     h.write(&ws.join("src.txt"), "SOURCE");
     h.write(&h.home().join(".config/gh/config.yml"), "GH-CONFIG-PUBLIC");
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[files]\nallow_read = [\"~/.config/gh/config.yml\"]\n",
-    );
+    h.user_config("[files]\nallow_read = [\"~/.config/gh/config.yml\"]\n");
     let script = "cat .env; cat src.txt; echo; echo more >> src.txt && echo WS-WRITE-OK; \
                   cat $HOME/.config/gh/config.yml; cat $HOME/.config/gh/hosts.yml; \
                   echo; echo ready; while [ ! -e go ]; do sleep 0.05; done; \
@@ -1017,10 +1014,7 @@ fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
     }
 
     // Passed through by the user's own config.
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!("[files]\ndevices = [\"{d}\"]\n"),
-    );
+    h.user_config(&format!("[files]\ndevices = [\"{d}\"]\n"));
     let o = h
         .sandpit()
         .args(["run", "--", "sh", "-c", &format!("head -c 3 {d} | wc -c")])
@@ -1044,10 +1038,7 @@ fn the_sandbox_has_a_minimal_dev_and_passes_only_named_devices() {
         }
     }
     let _unlink = Unlink(link.clone());
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!("[files]\ndevices = [\"{}\"]\n", link.display()),
-    );
+    h.user_config(&format!("[files]\ndevices = [\"{}\"]\n", link.display()));
     let o = h.sandpit().args(["run", "--", "true"]).output().unwrap();
     assert!(!o.status.success(), "{}", common::text(&o));
 
@@ -1108,8 +1099,7 @@ fn globs_hold_what_exists_for_every_program_and_what_appears_for_the_interposer(
     h.write(&ws.join("k/key.pem"), "KEY\n");
     std::fs::remove_file(ws.join("new/.env")).unwrap();
 
-    h.write(
-        &home.join(".sandpit/config.toml"),
+    h.user_config(
         "[files]\nblock_read = [\"**/.env\", \"~/.config/*/credentials*\"]\n\
          block_write = [\"**/*.pem\"]\n",
     );

@@ -714,7 +714,7 @@ fn another_runs_sandbox_gets_nothing_from_a_runs_dns_socket() {
     // positive control, and the socket exists while it waits.
     let a = TestHome::new();
     a.write(&a.workspace().join("q.py"), DNS_ASK_PY);
-    a.write(&a.home().join(".sandpit/config.toml"), config);
+    a.user_config(config);
     let (child, mut lines) = common::spawn_ready(
         sandpit_cmd(
             &a,

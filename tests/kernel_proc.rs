@@ -177,10 +177,7 @@ fn nested_user_namespaces_only_when_the_user_asks_and_they_buy_nothing() {
         text(&o)
     );
 
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[isolation]\nnested_user_namespaces = true\n",
-    );
+    h.user_config("[isolation]\nnested_user_namespaces = true\n");
     let o = sandboxed(&h, &script);
     let t = text(&o);
     assert_eq!(steps(&out(&o)), ["userns+ read mount chroot+"; 2], "{t}");
@@ -191,7 +188,7 @@ fn nested_user_namespaces_only_when_the_user_asks_and_they_buy_nothing() {
     );
 
     // A project file cannot ask for it: the run does not start.
-    h.write(&h.home().join(".sandpit/config.toml"), "");
+    h.user_config("");
     h.write(
         &h.workspace().join(".sandpit.toml"),
         "[isolation]\nnested_user_namespaces = true\n",
@@ -348,10 +345,7 @@ fn a_fork_bomb_stops_at_the_process_limit() {
     );
 
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[limits]\nprocesses = 40\n",
-    );
+    h.user_config("[limits]\nprocesses = 40\n");
     // The limit is in force before anything is forked against it.
     let t = text(&sandboxed(&h, "true"));
     assert!(t.contains("at most 40 processes and threads"), "{t}");

@@ -21,10 +21,7 @@ fn home() -> TestHome {
     h.write(&home.join("private/key"), CANARY);
     h.write(&home.join("outside.txt"), "ORIGINAL");
     h.write(&h.workspace().join("ok.txt"), "WS-CONTENT");
-    h.write(
-        &home.join(".sandpit/config.toml"),
-        "[files]\nblock_read = [\"~/private\"]\n",
-    );
+    h.user_config("[files]\nblock_read = [\"~/private\"]\n");
     h
 }
 
@@ -98,7 +95,7 @@ fn summary_names_each_refusal(h: &TestHome, out: &std::process::Output) {
     assert!(rule.contains("rule: files.block_read \"~/.aws"), "{e}");
     let (line, rule) = entry(&e, "deny read ~/private/key").expect(&e);
     assert!(line.contains("[kernel]"), "{e}");
-    let config = h.home().join(".sandpit/config.toml");
+    let config = h.user_config_path();
     assert!(
         rule.contains(&format!(
             "files.block_read \"~/private\" in {}:2:",

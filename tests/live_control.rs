@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 
 fn config(h: &TestHome) {
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
+    h.user_config(
         "[network]\nallow = [\"allowed.test\"]\n\
          [network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"blocked.test\" = \"127.0.0.1\"\n",
     );

@@ -68,10 +68,7 @@ for p in (a, b):
 
 fn home_with(allow: &str, extra: &str) -> TestHome {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!("[network]\nallow = [{allow}]\n{extra}"),
-    );
+    h.user_config(&format!("[network]\nallow = [{allow}]\n{extra}"));
     h.write(&h.workspace().join("client.py"), PY_CLIENT);
     h
 }

@@ -246,7 +246,7 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
 
     let mut wrong = vec![];
     for (mode, config) in MODES {
-        h.write(&h.home().join(".sandpit/config.toml"), config);
+        h.user_config(config);
         let hits: Vec<usize> = servers.iter().map(|s| s.hits()).collect();
         let echoed: Vec<usize> = echoes.iter().map(|s| s.hits()).collect();
         let run = lab
@@ -498,7 +498,7 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
         ("offline", "[network]\nmode = \"offline\"\n"),
         ("unrestricted", "[network]\nmode = \"unrestricted\"\n"),
     ] {
-        h.write(&home.join(".sandpit/config.toml"), &format!("{net}{allow}"));
+        h.user_config(&format!("{net}{allow}"));
         // Unrestricted mode needs a TUN device (`lab::host_command`).
         let run = common::lab::host_command(&h, sandpit_bin())
             .args(["run", "--", "sh", "-c", &script])
@@ -545,10 +545,7 @@ fn unrestricted_mode_without_a_tun_device_runs_without_the_relay() {
     let marker = h.workspace().join("ran");
     let run = |mode: &str, tun: &str| {
         let _ = std::fs::remove_file(&marker);
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &format!("[network]\nmode = \"{mode}\"\n"),
-        );
+        h.user_config(&format!("[network]\nmode = \"{mode}\"\n"));
         let o = lab
             .command_with_tun(&h, sandpit_bin(), tun)
             .args(["run", "--", "sh", "-c"])

@@ -157,10 +157,7 @@ fn only_the_named_program_reaches_the_host_dynamic_and_static_in_both_modes() {
     }
     assert_eq!(sink.seen().0, 2);
 
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &config(port, "\"fetchgit\""),
-    );
+    h.user_config(&config(port, "\"fetchgit\""));
     let cases: [(&str, &Path, bool); 5] = [
         ("dyn-allowed", &p.dyn_allowed, true),
         ("static-allowed", &p.static_allowed, true),
@@ -259,20 +256,14 @@ fn a_forged_interposer_handshake_is_judged_by_the_kernels_word() {
     let script = format!("python3 forge.py {port}");
     for kernel_only in [false, true] {
         // Control: with python3 among the programs, the same line gets through.
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &config(port, "\"fetchgit\", \"python3*\""),
-        );
+        h.user_config(&config(port, "\"fetchgit\", \"python3*\""));
         let before = sink.seen().0;
         let (out, err) = run(&h, kernel_only, &script);
         assert!(out.contains("FORGE b'HTTP/1.1 200"), "{out}\n{err}");
         assert_eq!(sink.seen().0 - before, 1);
 
         // fetchgit only: python3's line, however it names the destination, is not.
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &config(port, "\"fetchgit\""),
-        );
+        h.user_config(&config(port, "\"fetchgit\""));
         let before = sink.seen().0;
         let (out, err) = run(&h, kernel_only, &script);
         assert!(!out.contains("200 OK"), "{out}\n{err}");

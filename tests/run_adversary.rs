@@ -66,9 +66,7 @@ fn reviewer() -> (u16, Arc<Mutex<Vec<String>>>) {
 fn the_adversary_decides_execs_inside_the_run() {
     let (port, seen) = reviewer();
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[adversary]\nprovider = \"openai\"\nmodel = \"test\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nrules = \"Never modify files with touch.\"\ntimeout_ms = 5000\n"
         ),
     );

@@ -23,9 +23,7 @@ struct World {
 impl World {
     fn new(extra_config: &str) -> World {
         let h = TestHome::new();
-        h.write(
-            &h.home().join(".sandpit/config.toml"),
-            &format!(
+        h.user_config(&format!(
                 "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n\"blocked.test\" = \"127.0.0.1\"\n{extra_config}"
             ),
         );

@@ -32,10 +32,7 @@ fn every_profile_runs_on_a_fresh_home() {
 #[test]
 fn single_file_roots_are_writable_and_protected_files_beside_them_are_not() {
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        "[files]\nallow_write = [\"~/.notes.json\"]\n",
-    );
+    h.user_config("[files]\nallow_write = [\"~/.notes.json\"]\n");
     h.write(&h.home().join(".notes.json"), "{}");
     h.write(&h.home().join(".claude.json"), "{}");
     h.write(&h.home().join(".claude/history"), "");

@@ -125,9 +125,7 @@ const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
 fn stage(port: u16, allowed: &Sink, blocked: &Sink) -> TestHome {
     let h = TestHome::new();
     h.write(&h.home().join(".ssh/id_rsa"), CANARY);
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{port}\"\n\
              headers = {{ authorization = \"Bearer collector-token\" }}\n\
              [network]\nallow = [\"allowed.test\"]\n\
@@ -399,9 +397,7 @@ fn the_reviewers_verdicts_are_exported_as_events() {
         ))
     }));
     let h = TestHome::new();
-    h.write(
-        &h.home().join(".sandpit/config.toml"),
-        &format!(
+    h.user_config(&format!(
             "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n\
              [adversary]\nprovider = \"openai\"\nmodel = \"test\"\nendpoint = \"http://127.0.0.1:{}/v1\"\n\
              rules = \"Never modify files with touch.\"\ntimeout_ms = 5000\n",

@@ -111,6 +111,14 @@ impl TestHome {
         }
         self.give_to_test_user(path);
     }
+    /// The user's own config, `~/.sandpit/config.toml`.
+    pub fn user_config_path(&self) -> PathBuf {
+        self.home().join(".sandpit/config.toml")
+    }
+    /// Write the user's own config (replacing it).
+    pub fn user_config(&self, toml: &str) {
+        self.write(&self.user_config_path(), toml);
+    }
     /// A command for `program` run as the test user with this HOME, in the workspace.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(program);
