@@ -280,3 +280,37 @@ fn a_python_agent_hides_them_from_the_static_programs_it_starts() {
         );
     }
 }
+
+/// The mark that says "hidden already" is no pass: a command the agent starts with
+/// its own system calls (no hook of the library composes its environment), the mark
+/// forged in it, still takes the layer.
+#[test]
+fn a_forged_mark_does_not_spare_the_layer() {
+    let script = "import ctypes, os\n\
+        f = os.environ['F']\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        def arr(xs):\n    return (ctypes.c_char_p * (len(xs) + 1))(*[x.encode() for x in xs], None)\n\
+        env = [k + '=' + v for k, v in os.environ.items()] + ['SANDPIT_AGENT_FILES_HIDDEN=1']\n\
+        pid = os.fork()\n\
+        if pid == 0:\n    libc.syscall(59, b'/usr/bin/python3', arr(['python3', 'rawread.py', f]), arr(env))\n    os._exit(127)\n\
+        os.waitpid(pid, 0)\n";
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        let mut c = if sandboxed {
+            let mut c = s.h.sandpit();
+            c.args(["run", "--profile", "codex", "--"]);
+            c
+        } else {
+            s.h.command("env")
+        };
+        let o = c
+            .args(["python3", "-c", script])
+            .env("F", s.auth())
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert_eq!(t.contains(CANARY), !sandboxed, "sandboxed: {sandboxed}: {t}");
+        let refused = format!("raw-abs {}: Permission denied", s.auth().display());
+        assert_eq!(t.contains(&refused), sandboxed, "{t}");
+    }
+}

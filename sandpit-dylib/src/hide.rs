@@ -184,6 +184,29 @@ fn make_ruleset(
     Ok(ruleset)
 }
 
+/// Whether this process can still open one of the hidden files for reading: it
+/// holds no layer that hides them (a mark in its environment notwithstanding). Raw
+/// system calls (not this library's own hooks); a file that is not there, or is no
+/// regular file, proves nothing either way.
+pub fn exposed(hidden: &[PathBuf]) -> bool {
+    hidden.iter().any(|p| {
+        let Ok(c) = CString::new(p.as_os_str().as_bytes()) else {
+            return false;
+        };
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let fd = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c.as_ptr(), flags, 0) };
+        if fd < 0 {
+            return false;
+        }
+        // SAFETY: the descriptor just opened, owned here.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        std::fs::File::from(fd)
+            .metadata()
+            .is_ok_and(|m| m.is_file())
+    })
+}
+
 /// `p` with the links of its longest existing prefix resolved.
 fn resolved(p: &Path) -> PathBuf {
     let mut rest = vec![];

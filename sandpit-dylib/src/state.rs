@@ -385,10 +385,17 @@ fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<
     }
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
+    let started = agent_pid.as_bytes() == me.to_string().as_bytes();
+    // The mark is taken at its word only where the kernel agrees: a process that
+    // can still open a hidden file takes the layer, mark or not.
+    let marked = !started && var(HIDDEN_VAR).is_some() && !crate::hide::exposed(&hidden);
+    if marked {
+        // An agent program started below a command the agent spawned is held too.
+        engine.set_spawned();
+        return Ok(Hide::Spawned);
+    }
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    let agent = agent_pid.as_bytes() == me.to_string().as_bytes()
-        || engine.agent_program(exe.as_os_str().as_bytes());
-    if agent {
+    if started || engine.agent_program(exe.as_os_str().as_bytes()) {
         // The mark says "hidden already": never the agent's to pass on (whoever
         // set it in sandpit's own environment).
         let mark = format!("{HIDDEN_VAR}=");
@@ -399,7 +406,7 @@ fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<
         return Ok(Hide::Agent(layer));
     }
     engine.set_spawned();
-    if var(HIDDEN_VAR).is_none() {
+    {
         let taken = crate::hide::Hiding::new(&hidden).and_then(|l| {
             l.restrict()
                 .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())
