@@ -59,6 +59,19 @@ impl Stage {
         std::fs::read_to_string(self.auth()).is_ok_and(|s| s.contains(CANARY))
     }
 
+    /// `python3 -c script` as the agent, bare or under `--profile codex`.
+    fn python_agent(&self, sandboxed: bool, script: &str) -> Output {
+        let mut c = if sandboxed {
+            let mut c = self.h.sandpit();
+            c.args(["run", "--profile", "codex", "--"]);
+            c
+        } else {
+            self.h.command("env")
+        };
+        c.args(["python3", "-c", script]).env("F", self.auth());
+        c.output().unwrap()
+    }
+
     /// The agent (`sh`) reads its file itself, then runs `attack` in a child.
     fn run(&self, sandboxed: bool, attack: &str, extra: &[&str]) -> Output {
         let script = format!(
@@ -115,14 +128,14 @@ fn no_command_the_agent_spawns_reads_its_login() {
     let mut failures = vec![];
     for (name, attack) in READS {
         let s = Stage::new();
-        s.h.write(&s.h.home().join(".sandpit/config.toml"), agent_programs);
+        s.h.user_config(agent_programs);
         let bare = text(&s.run(false, attack, &[]));
         assert!(
             bare.contains(CANARY),
             "control {name}: the attack does not reach the file without sandpit: {bare}"
         );
         let s = Stage::new();
-        s.h.write(&s.h.home().join(".sandpit/config.toml"), agent_programs);
+        s.h.user_config(agent_programs);
         let o = s.run(true, attack, &[]);
         let t = text(&o);
         if !t.contains("AGENT-OK") || t.contains(CANARY) || !s.auth_intact() {
@@ -157,10 +170,7 @@ fn no_command_the_agent_spawns_changes_its_login() {
 #[test]
 fn spawned_commands_keep_everything_else() {
     let s = Stage::new();
-    s.h.write(
-        &s.h.home().join(".sandpit/config.toml"),
-        "[env]\nagent = [\"OPENAI_API_KEY\"]\nagent_programs = [\"/usr/bin/head\"]\n",
-    );
+    s.h.user_config("[env]\nagent = [\"OPENAI_API_KEY\"]\nagent_programs = [\"/usr/bin/head\"]\n");
     let o = s.run(
         true,
         "./static_read ~/.codex/history.jsonl; echo made > ~/.codex/sessions/new.jsonl && cat ~/.codex/sessions/new.jsonl; \
@@ -251,19 +261,7 @@ fn a_python_agent_hides_them_from_the_static_programs_it_starts() {
         subprocess.run(['cat', f])\n";
     for sandboxed in [false, true] {
         let s = Stage::new();
-        let mut c = if sandboxed {
-            let mut c = s.h.sandpit();
-            c.args(["run", "--profile", "codex", "--"]);
-            c
-        } else {
-            s.h.command("env")
-        };
-        let o = c
-            .args(["python3", "-c", script])
-            .env("F", s.auth())
-            .output()
-            .unwrap();
-        let t = text(&o);
+        let t = text(&s.python_agent(sandboxed, script));
         assert!(t.contains("AGENT-OK"), "{t}");
         assert_eq!(
             t.contains(CANARY),
@@ -296,20 +294,12 @@ fn a_forged_mark_does_not_spare_the_layer() {
         os.waitpid(pid, 0)\n";
     for sandboxed in [false, true] {
         let s = Stage::new();
-        let mut c = if sandboxed {
-            let mut c = s.h.sandpit();
-            c.args(["run", "--profile", "codex", "--"]);
-            c
-        } else {
-            s.h.command("env")
-        };
-        let o = c
-            .args(["python3", "-c", script])
-            .env("F", s.auth())
-            .output()
-            .unwrap();
-        let t = text(&o);
-        assert_eq!(t.contains(CANARY), !sandboxed, "sandboxed: {sandboxed}: {t}");
+        let t = text(&s.python_agent(sandboxed, script));
+        assert_eq!(
+            t.contains(CANARY),
+            !sandboxed,
+            "sandboxed: {sandboxed}: {t}"
+        );
         let refused = format!("raw-abs {}: Permission denied", s.auth().display());
         assert_eq!(t.contains(&refused), sandboxed, "{t}");
     }

@@ -2,29 +2,20 @@
 //! by no command it spawns (`Request::ReadSpawned`, `WriteSpawned`), with the entry
 //! named in the verdict; who may set it, and how.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use std::path::Path;
 
-use sandpit_policy::{decide, load, Context, Decision, Layer, LoadOptions, Request, Source};
-
-fn ctx() -> Context {
-    Context {
-        home: "/nonexistent-home/u".into(),
-        workspace: "/nonexistent-home/u/proj".into(),
-        scratch: "/nonexistent-tmp/run".into(),
-        state_dir: "/nonexistent-home/u/.sandpit".into(),
-    }
-}
+use sandpit_policy::{decide, load, Decision, Layer, LoadOptions, Request, Source};
 
 const PROFILE: &str = r#"[files]
 agent_read = ["~/.codex/auth.json", "~/.agentdir"]
 allow_write = ["~/.codex", "~/.agentdir"]
 "#;
 
+/// `common::options` under a profile that names two agent files.
 fn options(user: &str, project: Option<&str>) -> LoadOptions {
-    let mut o = LoadOptions::new(ctx());
+    let mut o = common::options(user, project);
     o.profile = Some(Source::new(Layer::Profile, "profiles/codex.toml", PROFILE));
-    o.user = Some(Source::new(Layer::User, "config.toml", user));
-    o.project = project.map(|p| Source::new(Layer::Project, ".sandpit.toml", p));
     o
 }
 

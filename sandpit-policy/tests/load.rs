@@ -1,19 +1,13 @@
 //! Validation, layering and tighten-only rules of the policy loader.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use sandpit_policy::{
     decide, load, Context, Decision, Diagnostic, Layer, LoadOptions, NetMode, Policy, Request,
     Source,
 };
 use std::path::{Path, PathBuf};
 
-fn ctx() -> Context {
-    Context {
-        home: "/nonexistent-home/u".into(),
-        workspace: "/nonexistent-home/u/proj".into(),
-        scratch: "/nonexistent-tmp/run".into(),
-        state_dir: "/nonexistent-home/u/.sandpit".into(),
-    }
-}
+use common::ctx;
 
 fn with(layer: Layer, text: &str) -> LoadOptions {
     let mut o = LoadOptions::new(ctx());

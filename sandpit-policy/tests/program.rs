@@ -1,16 +1,9 @@
 //! `[[network.program]]`: loading with file:line diagnostics, and the decision that
 //! limits a host to the programs an entry names.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use sandpit_policy::{decide_connect_by, load, Context, Host, Layer, LoadOptions, Program, Source};
-
-fn ctx() -> Context {
-    Context {
-        home: "/nonexistent-home/u".into(),
-        workspace: "/nonexistent-home/u/proj".into(),
-        scratch: "/nonexistent-tmp/run".into(),
-        state_dir: "/nonexistent-home/u/.sandpit".into(),
-    }
-}
+mod common;
+use common::options;
+use sandpit_policy::{decide_connect_by, load, Host, Program};
 
 const USER: &str = r#"[network]
 allow = ["github.com", "*.githubusercontent.com", "pypi.org"]
@@ -20,13 +13,6 @@ name = "git only"
 programs = ["git", "/usr/lib/git-core/git-remote-*"]
 hosts = ["github.com", "*.githubusercontent.com"]
 "#;
-
-fn options(user: &str, project: Option<&str>) -> LoadOptions {
-    let mut o = LoadOptions::new(ctx());
-    o.user = Some(Source::new(Layer::User, "config.toml", user));
-    o.project = project.map(|p| Source::new(Layer::Project, ".sandpit.toml", p));
-    o
-}
 
 fn program(path: &str) -> Program {
     Program {
