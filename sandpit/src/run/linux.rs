@@ -304,6 +304,7 @@ fn carry_out(
         refusal_observer: plan
             .report_refusals
             .then(|| kernel_refusals(policy, session.sink())),
+        launcher_cpu: Some(session.launcher_cpu()),
     };
     let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
         Ok(r) => r,

@@ -164,6 +164,8 @@ pub struct Layers {
     /// Told about each path the command's calls use, where `Plan::report_refusals`
     /// asks for it (the audit log's kernel refusals).
     pub refusal_observer: Option<notify::Observer>,
+    /// `limits.launcher_cpu`: the refusal reports' thread paces itself on it.
+    pub launcher_cpu: Option<Arc<crate::cpu::Share>>,
 }
 
 /// Everything the children need, converted before fork.
@@ -727,7 +729,11 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             // The reporting filter's listener: served at once, since the command's
             // own exec is the first call it stops (every fork is behind us).
             (Some(b'K'), Some(fd)) => {
-                if let Err(e) = notify::serve(fd, layers.refusal_observer.clone()) {
+                if let Err(e) = notify::serve(
+                    fd,
+                    layers.refusal_observer.clone(),
+                    layers.launcher_cpu.clone(),
+                ) {
                     setup_error.get_or_insert((
                         Layer::Seccomp,
                         format!("starting the refusal reports' thread: {e}"),
