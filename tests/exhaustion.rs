@@ -454,7 +454,9 @@ fn accounted(recs: &[Value]) -> (u64, u64, u64) {
 #[test]
 fn a_denial_flood_is_logged_whole_or_counted() {
     let w = World::new("");
-    let (recs, _, _, _) = denial_flood(&w, &[], "denial flood");
+    let (recs, err, _, _) = denial_flood(&w, &[], "denial flood");
+    // Nothing filled the private /tmp: no line says so.
+    assert!(!err.contains("to limits.tmp_bytes ="), "{err}");
     let (logged, counted, lost) = accounted(&recs);
     eprintln!("denial flood: {logged} logged, {counted} summarised, {lost} not logged");
     assert!(
@@ -692,7 +694,8 @@ fn a_memory_balloon_stops_at_limits_memory() {
 
 /// A disk filler in `$TMPDIR` (the run's scratch dir) and `/tmp`: each is a tmpfs of
 /// limits.tmp_bytes, so the filler meets ENOSPC there and the host's disk under the
-/// scratch dir gets nothing.
+/// scratch dir gets nothing; the run ends with one line naming both, the limit,
+/// where it was set and how to raise it.
 #[test]
 fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
     let w = World::new(&format!("tmp_bytes = {}\n", 32u64 << 20));
@@ -732,7 +735,26 @@ fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(host.is_empty(), "the host's scratch dir got {host:?}");
-    w.terminate(child, "disk filler");
+    let err = w.terminate(child, "disk filler");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("to limits.tmp_bytes ="))
+        .collect();
+    assert_eq!(lines.len(), 1, "disk filler: {err}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("sandpit: the run filled /tmp and ")
+            && line.contains(&format!(
+                "$TMPDIR ({}) to limits.tmp_bytes = 33554432 (",
+                tmpdir.trim()
+            ))
+            && line.contains(".sandpit/config.toml:")
+            && line.contains("ENOSPC")
+            && line.contains("raise it under [limits]"),
+        "disk filler: {line}"
+    );
+    // /dev/shm, bounded alike, was not filled: not named.
+    assert!(!line.contains("/dev/shm"), "disk filler: {line}");
     w.log("disk filler");
 }
 

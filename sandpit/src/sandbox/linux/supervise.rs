@@ -34,7 +34,7 @@ use std::sync::Arc;
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, guard, landlock, loopback, namespaces, notify, seccomp, udp};
+use super::{bridge, guard, landlock, loopback, namespaces, notify, seccomp, tmpfs, udp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -166,6 +166,9 @@ pub struct Layers {
     pub refusal_observer: Option<notify::Observer>,
     /// `limits.launcher_cpu`: the refusal reports' thread paces itself on it.
     pub launcher_cpu: Option<Arc<crate::cpu::Share>>,
+    /// `limits.tmp_bytes`, for the end's line when a private tmpfs was full
+    /// (`None`: no line).
+    pub tmp_limit: Option<tmpfs::Limit>,
 }
 
 /// Everything the children need, converted before fork.
@@ -263,6 +266,10 @@ pub struct Running {
     tender: Option<libc::pid_t>,
     /// The run's memory cgroup (`limits.memory`), removed once the sandbox is gone.
     cgroup: Option<super::memory::RunCgroup>,
+    /// The private tmpfs mounts of `limits.tmp_bytes`, held open to see at the end
+    /// whether one was full.
+    tmpfs: tmpfs::Watch,
+    tmp_limit: Option<tmpfs::Limit>,
 }
 
 impl Running {
@@ -311,6 +318,11 @@ impl Running {
                      processes; raise it under [limits] in ~/.sandpit/config.toml (0: no limit) \
                      if the command needs more"
                 );
+            }
+        }
+        if let Some(l) = &self.tmp_limit {
+            if let Some(line) = tmpfs::full_line(&self.tmpfs.full(), &l.scratch, &l.origin) {
+                eprintln!("{line}");
             }
         }
         status.map_err(io_err("waiting for the sandboxed command"))
@@ -698,6 +710,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let mut tun: Option<OwnedFd> = None;
     let mut services: Vec<TcpListener> = vec![];
     let mut factory: Option<OwnedFd> = None;
+    let mut tmpfs_mounts: Vec<(PathBuf, OwnedFd)> = vec![];
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
     loop {
@@ -720,6 +733,10 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             (Some(b'T'), Some(fd)) => tun = Some(fd),
             (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
             (Some(b'F'), Some(fd)) => factory = Some(fd),
+            (Some(b'M'), Some(fd)) => tmpfs_mounts.push((
+                PathBuf::from(std::ffi::OsStr::from_bytes(&buf[1..n])),
+                fd,
+            )),
             (Some(b'E'), _) if n >= 2 && setup_error.is_none() => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -810,6 +827,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let relay = master
         .as_ref()
         .and_then(|m| Relay::start(m, layers.console.clone()).ok());
+    let tmpfs = tmpfs::Watch::new(tmpfs_mounts);
     Ok(Running {
         child,
         guard,
@@ -824,6 +842,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         bridge: handed,
         tender: layers.tender,
         cgroup,
+        tmpfs,
+        tmp_limit: layers.tmp_limit.clone(),
     })
 }
 
@@ -1178,6 +1198,13 @@ fn child_init(
         fail(&ctl, Layer::Mounts, &e.to_string())
     }
     crate::timing::mark("init: mounts built");
+    // The bounded tmpfs mounts, for the launcher to see at the end whether one was
+    // full (limits.tmp_bytes): it cannot open them itself.
+    for (path, fd) in tmpfs::open(plan) {
+        let mut msg = b"M".to_vec();
+        msg.extend_from_slice(path.as_os_str().as_bytes());
+        let _ = sys::send_fd(ctl.as_fd(), &msg, fd.as_fd());
+    }
     if let Some(from_helper) = net {
         let joined = match sys::recv_msg(from_helper.as_fd(), &mut [0u8; 1]) {
             Ok((_, Some(ns))) => namespaces::join_network(ns.as_fd()).map_err(|e| e.to_string()),
