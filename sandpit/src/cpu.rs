@@ -96,14 +96,18 @@ impl Share {
         if waited.is_zero() {
             return None;
         }
+        // A single short wait is said too, in milliseconds.
+        let held = match waited.as_secs_f64() {
+            s if s >= 1.0 => format!("{s:.1} s"),
+            _ => format!("{} ms", waited.as_millis()),
+        };
         Some(format!(
             "sandpit: the run reached limits.launcher_cpu = {} ({}): the launcher held back \
-             the sandbox's refusal reports for {:.1} s in all, so the processes making them \
+             the sandbox's refusal reports for {held} in all, so the processes making them \
              ran slower (no record was dropped); raise it under [limits] in \
              ~/.sandpit/config.toml (percent of one core; 0: no limit) if the run should go faster",
             self.limit.value,
             self.limit.origin.location(),
-            waited.as_secs_f64()
         ))
     }
 
@@ -225,6 +229,10 @@ mod tests {
         // would be near 100%.
         assert!(ratio < 0.5, "{ratio}");
         let line = s.reached_line().unwrap();
+        assert!(
+            line.contains(" ms in all") || line.contains(" s in all"),
+            "{line}"
+        );
         assert!(
             line.contains("limits.launcher_cpu = 20 (built-in default)")
                 && line.contains("no record was dropped")
