@@ -197,6 +197,47 @@ fn config_shows_each_entry_with_its_origin() {
 }
 
 #[test]
+fn config_shows_the_launcher_cpu_share_with_its_origin() {
+    let h = TestHome::new();
+    let o = run(&h, &["config"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l == "launcher_cpu = 50  # built-in default"),
+        "{out}"
+    );
+    // The user's share, lowered by the project.
+    h.write(
+        &h.home().join(".sandpit/config.toml"),
+        "[limits]\nlauncher_cpu = 20\n",
+    );
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[limits]\nlauncher_cpu = 10\n",
+    );
+    let o = run(&h, &["config"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("launcher_cpu = "))
+        .unwrap();
+    assert!(
+        line.starts_with("launcher_cpu = 10  # ") && line.ends_with(".sandpit.toml:2:16"),
+        "{line}"
+    );
+    // A project may not raise it.
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[limits]\nlauncher_cpu = 40\n",
+    );
+    let o = run(&h, &["config"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("may only lower it"), "{:?}", text(&o));
+}
+
+#[test]
 fn policy_errors_exit_2_with_file_line_and_hint() {
     let h = TestHome::new();
     h.user_config("[network]\nallow = [\"*.example.com\"]\n");

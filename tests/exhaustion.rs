@@ -322,36 +322,105 @@ fn a_fork_bomb_stops_at_the_process_limit_and_the_run_still_ends() {
     w.log("fork bomb");
 }
 
-#[test]
-fn a_denial_flood_is_logged_whole_or_counted() {
-    const N: usize = 100_000;
-    let w = World::new("");
+/// CPU seconds process `pid` has used (its threads, user and system), from
+/// `/proc/PID/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start with the state;
+    // utime and stime are fields 14 and 15 of the whole line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf with a constant name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks as f64 / hz as f64)
+}
+
+/// The launcher's CPU time over wall time while `busy` holds, sampled every
+/// 100 ms from a thread: (CPU seconds, wall seconds) between the first and the last
+/// sample taken while the flood ran.
+struct CpuSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(Instant, f64)>>,
+}
+
+impl CpuSampler {
+    fn start(pid: u32) -> CpuSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let theirs = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut out = vec![];
+            while !theirs.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(c) = cpu_seconds(pid) {
+                    out.push((Instant::now(), c));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            out
+        });
+        CpuSampler { stop, thread }
+    }
+
+    /// CPU and wall seconds between the first sample at or after `from` and the
+    /// last one.
+    fn finish(self, from: Instant) -> (f64, f64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let s = self.thread.join().unwrap();
+        let first = s.iter().find(|(t, _)| *t >= from).unwrap();
+        let last = s.last().unwrap();
+        (last.1 - first.1, (last.0 - first.0).as_secs_f64())
+    }
+}
+
+/// A denial flood: `N` denied opens of `~/.ssh/id_rsa` by one Python process, with
+/// every layer (the interposer reports each denial to the audit socket) or with the
+/// kernel layer alone (the launcher's notifier reads each stopped open). Returns the
+/// run's log and stderr, and the launcher's CPU and wall seconds while it ran.
+fn denial_flood(w: &World, flags: &[&str], what: &str) -> (Vec<Value>, String, f64, f64) {
     w.h.write(&w.h.home().join(".ssh/id_rsa"), "CANARY-exhaustion");
     w.file(
         "deny.py",
         &format!(
-            "import os\nn = 0\nfor i in range({N}):\n    try:\n        open(os.path.expanduser('~/.ssh/id_rsa')).read()\n    except OSError:\n        n += 1\nopen('deny.out', 'w').write(str(n))\n"
+            "import os\nn = 0\nfor i in range({FLOOD}):\n    try:\n        open(os.path.expanduser('~/.ssh/id_rsa')).read()\n    except OSError:\n        n += 1\nopen('deny.out', 'w').write(str(n))\n"
         ),
     );
     let ws = w.h.workspace();
     let mut child = w.start(
-        &[],
+        flags,
         &format!("python3 {}/deny.py 2>/dev/null", ws.display()),
         None,
     );
-    w.assert_control(&mut child, "denial flood");
+    // The flood starts with the run; the first second (the launcher's own start)
+    // is left out of the figure.
+    let sampler = CpuSampler::start(child.id());
+    let from = Instant::now() + Duration::from_secs(1);
+    w.assert_control(&mut child, what);
     let out = ws.join("deny.out");
     let start = Instant::now();
     while !out.exists() {
         assert!(
-            start.elapsed() < Duration::from_secs(240),
-            "denial flood never ended"
+            start.elapsed() < Duration::from_secs(300),
+            "{what}: the flood never ended"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), N.to_string());
-    w.terminate(child, "denial flood");
-    let recs = w.log("denial flood");
+    let (cpu, wall) = sampler.finish(from);
+    eprintln!(
+        "{what}: the launcher used {cpu:.2} s of CPU in {wall:.2} s ({:.0}% of one core)",
+        100.0 * cpu / wall
+    );
+    // Every open was refused: the canary never came through.
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), FLOOD.to_string());
+    let err = w.terminate(child, what);
+    (w.log(what), err, cpu, wall)
+}
+
+/// Denied opens in [`denial_flood`].
+const FLOOD: usize = 100_000;
+
+/// The interposer's denials of `~/.ssh/id_rsa` in `recs`: (written, summarised past
+/// limits.audit_bytes, counted as not delivered or past the socket's bound).
+fn accounted(recs: &[Value]) -> (u64, u64, u64) {
     let logged = recs
         .iter()
         .filter(|r| {
@@ -360,9 +429,7 @@ fn a_denial_flood_is_logged_whole_or_counted() {
                 && r["subject"].as_str().unwrap().ends_with("/.ssh/id_rsa")
         })
         .count() as u64;
-    // Whatever was not written is counted: past limits.audit_bytes, or lost on the
-    // way (the log says how many).
-    let counted = summarised(&recs, "interposer read deny");
+    let counted = summarised(recs, "interposer read deny");
     // Past the socket's own bound (one launcher record), or never delivered (the
     // library's `lost` counts).
     let dropped: u64 = recs
@@ -381,10 +448,92 @@ fn a_denial_flood_is_logged_whole_or_counted() {
             .filter(|r| r["layer"] == "interposer" && r["action"] == "lost")
             .map(|r| r["subject"].as_str().unwrap().parse::<u64>().unwrap())
             .sum::<u64>();
+    (logged, counted, lost)
+}
+
+#[test]
+fn a_denial_flood_is_logged_whole_or_counted() {
+    let w = World::new("");
+    let (recs, err, _, _) = denial_flood(&w, &[], "denial flood");
+    // Nothing filled the private /tmp: no line says so.
+    assert!(!err.contains("to limits.tmp_bytes ="), "{err}");
+    let (logged, counted, lost) = accounted(&recs);
     eprintln!("denial flood: {logged} logged, {counted} summarised, {lost} not logged");
     assert!(
-        logged + counted + lost >= N as u64,
-        "denial flood: {logged} logged + {counted} summarised + {lost} counted as lost < {N}"
+        logged + counted + lost >= FLOOD as u64,
+        "denial flood: {logged} logged + {counted} summarised + {lost} counted as lost < {FLOOD}"
+    );
+}
+
+/// limits.launcher_cpu in the flood tests: a tenth of a core. Unlimited, the
+/// launcher took 42% of a core for the interposer's flood and 49% for the kernel
+/// layer's (debug build, this 2-core machine).
+const SHARE: u64 = 10;
+
+/// The launcher's CPU over the flood stayed near [`SHARE`]: within 2.5 times it
+/// (what else the launcher does — the proxy answering the control, the main
+/// thread — is not paced, and a tick of the kernel's accounting is 10 ms), and the
+/// run's end said in one line which limit held it back, where it was set and how
+/// to raise it, and recorded it.
+fn assert_held(what: &str, recs: &[Value], err: &str, cpu: f64, wall: f64) {
+    let ratio = cpu / wall;
+    assert!(
+        ratio < SHARE as f64 * 2.5 / 100.0,
+        "{what}: the launcher used {cpu:.2} s of CPU in {wall:.2} s past limits.launcher_cpu = {SHARE}"
+    );
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("limits.launcher_cpu"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{what}: {err}");
+    let line = lines[0];
+    assert!(
+        line.contains(&format!("limits.launcher_cpu = {SHARE} ("))
+            && line.contains(".sandpit/config.toml:")
+            && line.contains("no record was dropped")
+            && line.contains("raise it under [limits]"),
+        "{what}: {line}"
+    );
+    assert!(
+        recs.iter().any(|r| r["layer"] == "launcher"
+            && r["action"] == "limit"
+            && r["subject"] == "limits.launcher_cpu"),
+        "{what}: no limit record"
+    );
+}
+
+/// A denial flood through the interposer with limits.launcher_cpu low: the audit
+/// socket's reader reads later, the interposer's sends wait, the flood slows to
+/// the launcher's share; the control is answered meanwhile and every denial is
+/// still in the log or counted.
+#[test]
+fn a_denial_flood_is_held_to_limits_launcher_cpu() {
+    let w = World::new(&format!("launcher_cpu = {SHARE}\n"));
+    let what = "held denial flood";
+    let (recs, err, cpu, wall) = denial_flood(&w, &[], what);
+    assert_held(what, &recs, &err, cpu, wall);
+    let (logged, counted, lost) = accounted(&recs);
+    eprintln!("{what}: {logged} logged, {counted} summarised, {lost} not logged");
+    assert!(
+        logged + counted + lost >= FLOOD as u64,
+        "{what}: {logged} logged + {counted} summarised + {lost} counted as lost < {FLOOD}"
+    );
+}
+
+/// The same flood under the kernel layer alone (as a static program meets it):
+/// the notifier reads each stopped open, and past the share it answers later.
+/// The refusal is recorded (once per program and path, by design).
+#[test]
+fn a_kernel_only_denial_flood_is_held_to_limits_launcher_cpu() {
+    let w = World::new(&format!("launcher_cpu = {SHARE}\n"));
+    let what = "held kernel-only denial flood";
+    let (recs, err, cpu, wall) = denial_flood(&w, &["--kernel-only"], what);
+    assert_held(what, &recs, &err, cpu, wall);
+    assert!(
+        recs.iter().any(|r| r["layer"] == "kernel"
+            && r["decision"] == "deny"
+            && r["subject"].as_str().unwrap().ends_with("/.ssh/id_rsa")),
+        "{what}: the refusal was not recorded"
     );
 }
 
@@ -545,7 +694,8 @@ fn a_memory_balloon_stops_at_limits_memory() {
 
 /// A disk filler in `$TMPDIR` (the run's scratch dir) and `/tmp`: each is a tmpfs of
 /// limits.tmp_bytes, so the filler meets ENOSPC there and the host's disk under the
-/// scratch dir gets nothing.
+/// scratch dir gets nothing; the run ends with one line naming both, the limit,
+/// where it was set and how to raise it.
 #[test]
 fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
     let w = World::new(&format!("tmp_bytes = {}\n", 32u64 << 20));
@@ -585,7 +735,26 @@ fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(host.is_empty(), "the host's scratch dir got {host:?}");
-    w.terminate(child, "disk filler");
+    let err = w.terminate(child, "disk filler");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("to limits.tmp_bytes ="))
+        .collect();
+    assert_eq!(lines.len(), 1, "disk filler: {err}");
+    let line = lines[0];
+    assert!(
+        line.starts_with("sandpit: the run filled /tmp and ")
+            && line.contains(&format!(
+                "$TMPDIR ({}) to limits.tmp_bytes = 33554432 (",
+                tmpdir.trim()
+            ))
+            && line.contains(".sandpit/config.toml:")
+            && line.contains("ENOSPC")
+            && line.contains("raise it under [limits]"),
+        "disk filler: {line}"
+    );
+    // /dev/shm, bounded alike, was not filled: not named.
+    assert!(!line.contains("/dev/shm"), "disk filler: {line}");
     w.log("disk filler");
 }
 

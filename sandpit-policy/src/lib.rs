@@ -448,6 +448,13 @@ pub struct Limits {
     /// scratch on disk) may grow past it (`RLIMIT_FSIZE`: `EFBIG`). `0`: no limit.
     #[serde(default = "Limits::default_cache_bytes")]
     pub cache_bytes: Rule<u64>,
+    /// CPU the launcher may spend on what the sandbox makes it do unasked — the
+    /// audit socket's records and the kernel layer's refusal reports — in percent
+    /// of one core. Past it the launcher answers later (the notifier lets the
+    /// stopped call wait, the audit reader lets the senders block): the workload
+    /// slows, no record is dropped, and the run says so at its end. `0`: no limit.
+    #[serde(default = "Limits::default_launcher_cpu")]
+    pub launcher_cpu: Rule<u64>,
 }
 
 impl Limits {
@@ -487,6 +494,14 @@ impl Limits {
     pub const CACHE_BYTES: u64 = 16 << 30;
     /// The smallest `limits.cache_bytes` other than 0.
     pub const MIN_CACHE_BYTES: u64 = 1 << 20;
+    /// The built-in default of `limits.launcher_cpu`: half of one core. A flood
+    /// of 100k denied opens took 42–49% of a core (debug build), an open-heavy
+    /// `--kernel-only` build less: ordinary runs stay under it, and a flood
+    /// leaves the rest of the machine at least half a core more than it would.
+    pub const LAUNCHER_CPU: u64 = 50;
+    /// The smallest `limits.launcher_cpu` other than 0: below it one report's
+    /// own cost would make the callers wait whole scheduler ticks.
+    pub const MIN_LAUNCHER_CPU: u64 = 5;
 
     /// `key`'s built-in default `v`.
     fn builtin(key: &str, v: u64) -> Rule<u64> {
@@ -522,6 +537,9 @@ impl Limits {
     fn default_cache_bytes() -> Rule<u64> {
         Limits::builtin("limits.cache_bytes", Limits::CACHE_BYTES)
     }
+    fn default_launcher_cpu() -> Rule<u64> {
+        Limits::builtin("limits.launcher_cpu", Limits::LAUNCHER_CPU)
+    }
 }
 
 /// Every limit at its built-in default, each with that as its origin.
@@ -537,6 +555,7 @@ impl Default for Limits {
             connections_per_second: Limits::default_connections_per_second(),
             memory: Limits::default_memory(),
             cache_bytes: Limits::default_cache_bytes(),
+            launcher_cpu: Limits::default_launcher_cpu(),
         }
     }
 }

@@ -220,6 +220,7 @@ struct RawLimits {
     connections_per_second: Option<Spanned<i64>>,
     memory: Option<Spanned<i64>>,
     cache_bytes: Option<Spanned<i64>>,
+    launcher_cpu: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -676,7 +677,7 @@ impl Builder {
                 ));
             }
         }
-        let keys: [LimitKey; 9] = [
+        let keys: [LimitKey; 10] = [
             (
                 "limits.tmp_bytes",
                 &l.tmp_bytes,
@@ -735,6 +736,13 @@ impl Builder {
                 Limits::MIN_CACHE_BYTES,
                 "bytes",
                 |l| &mut l.cache_bytes,
+            ),
+            (
+                "limits.launcher_cpu",
+                &l.launcher_cpu,
+                Limits::MIN_LAUNCHER_CPU,
+                "percent of one core",
+                |l| &mut l.launcher_cpu,
             ),
         ];
         for (key, raw, min, unit, slot) in keys {

@@ -1453,6 +1453,45 @@ fn the_cache_limit_defaults_to_16_gib_and_only_tightens_from_a_project() {
     assert_eq!(p.limits.cache_bytes.value, 2 << 20);
 }
 
+#[test]
+fn the_launcher_cpu_share_defaults_to_half_a_core_and_only_tightens_from_a_project() {
+    let p = user("").unwrap();
+    assert_eq!(p.limits.launcher_cpu.value, 50);
+    assert_eq!(p.limits.launcher_cpu.origin.key, "limits.launcher_cpu");
+    let p = user("[limits]\nlauncher_cpu = 20\n").unwrap();
+    assert_eq!(
+        (
+            p.limits.launcher_cpu.value,
+            p.limits.launcher_cpu.origin.line
+        ),
+        (20, 2)
+    );
+    // More than one core is a share too; below the smallest is not.
+    assert_eq!(
+        user("[limits]\nlauncher_cpu = 150\n")
+            .unwrap()
+            .limits
+            .launcher_cpu
+            .value,
+        150
+    );
+    let d = err("[limits]\nlauncher_cpu = 2\n");
+    assert!(
+        d.message.contains("is not a limit")
+            && d.line == 2
+            && d.hint.contains("percent of one core"),
+        "{d}"
+    );
+    project_err("", "[limits]\nlauncher_cpu = 0\n", "may only lower it");
+    project_err(
+        "[limits]\nlauncher_cpu = 20\n",
+        "[limits]\nlauncher_cpu = 40\n",
+        "raises the limit of 20",
+    );
+    let p = project_over_user("", "[limits]\nlauncher_cpu = 10\n").unwrap();
+    assert_eq!(p.limits.launcher_cpu.value, 10);
+}
+
 const CRED: &str = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:REAL_KEY\"\nhosts = [\"API.OpenAI.com.\", \"api.openai.com\"]\n";
 
 #[test]

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod control;
+pub mod cpu;
 pub mod credentials;
 pub mod dns;
 pub mod gitcfg;

@@ -69,7 +69,7 @@ impl Ocsf {
             "udp" => ((4001, "Network Activity"), NETWORK, (6, "Traffic")),
             "resolve" => ((4003, "DNS Activity"), NETWORK, (1, "Query")),
             "setup" => ((6002, "Application Lifecycle"), APPLICATION, (3, "Start")),
-            "summarised" | "telemetry" => {
+            "summarised" | "telemetry" | "limit" => {
                 ((6002, "Application Lifecycle"), APPLICATION, (99, "Other"))
             }
             _ => ((0, "Base Event"), UNCATEGORIZED, (99, "Other")),

@@ -46,6 +46,9 @@ pub struct Session {
     /// Why refusals of this run may go unrecorded (the interposer is off, or the
     /// agent itself is static): said when the command fails with none recorded.
     unrecorded: Option<String>,
+    /// `limits.launcher_cpu`, which the audit socket's reader and the kernel
+    /// layer's refusal reports pace themselves on.
+    launcher_cpu: Arc<crate::cpu::Share>,
 }
 
 impl Session {
@@ -109,6 +112,7 @@ impl Session {
             home: ctx.home.clone(),
             state_dir: ctx.state_dir.clone(),
             unrecorded: None,
+            launcher_cpu: crate::cpu::Share::new(&policy.limits.launcher_cpu),
         };
         let shown: Vec<String> = argv
             .iter()
@@ -127,7 +131,7 @@ impl Session {
         // The socket is there for every run, so any layer inside (the interposer,
         // `sandpit exec` shims) can report; SANDPIT_AUDIT names it.
         let sock = s.run_dir.join("audit.sock");
-        match Listener::start(&sock, s.log.clone()) {
+        match Listener::start(&sock, s.log.clone(), Some(s.launcher_cpu.clone())) {
             Ok(l) => {
                 s.listener = Some(l);
                 s.audit_sock = Some(sock);
@@ -199,6 +203,12 @@ impl Session {
         }
     }
 
+    /// The run's share of the launcher's CPU (`limits.launcher_cpu`), for the
+    /// threads that do work the sandbox asks for unasked (the refusal reports).
+    pub fn launcher_cpu(&self) -> Arc<crate::cpu::Share> {
+        self.launcher_cpu.clone()
+    }
+
     /// The log, as the proxy's and DNS responder's audit sink.
     pub fn sink(&self) -> Arc<AuditLog> {
         self.log.clone()
@@ -249,6 +259,19 @@ impl Session {
             l.finish();
         }
         if let Some(line) = self.log.close_summarised() {
+            eprintln!("{line}");
+        }
+        // Recorded and said once: the limit slowed the workload.
+        if let Some(line) = self.launcher_cpu.reached_line() {
+            let mut r = Record::new(
+                self.log.run(),
+                Layer::Launcher,
+                "limit",
+                "limits.launcher_cpu".into(),
+                Decision::Info,
+            );
+            r.reason = line.trim_start_matches("sandpit: ").to_string();
+            self.log.record(r);
             eprintln!("{line}");
         }
         let mut r = Record::new(

@@ -8,7 +8,11 @@
 //! action (`read`, `write`, `exec`, `connect`), then the subject (one path; the
 //! argv; host and port). Anything inside the
 //! sandbox can send here, so each record is re-judged: the rule comes from the
-//! launcher's own policy, and a run can add at most [`MAX_RECORDS`].
+//! launcher's own policy, and a run can add at most [`MAX_RECORDS`]. The reading
+//! thread paces itself on `limits.launcher_cpu` ([`crate::cpu`]): past the share it
+//! reads later, the socket's queue stays full and the senders wait (the interposer
+//! waits up to a second per record, longer than one pause), so a flood slows
+//! instead of losing records.
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -173,6 +177,8 @@ pub fn send(path: &Path, layer: &str, action: &str, message: &str, subject: &[&s
 pub struct Listener {
     path: PathBuf,
     shared: Arc<Shared>,
+    /// `limits.launcher_cpu`, which the reading thread paces itself on.
+    share: Option<Arc<crate::cpu::Share>>,
 }
 
 /// What the listener's thread and `finish` share.
@@ -193,7 +199,11 @@ struct Reader {
 
 impl Listener {
     /// Bind `path` (mode 0666 is not needed: the sandbox runs as this user).
-    pub fn start(path: &Path, log: Arc<AuditLog>) -> Result<Listener> {
+    pub fn start(
+        path: &Path,
+        log: Arc<AuditLog>,
+        share: Option<Arc<crate::cpu::Share>>,
+    ) -> Result<Listener> {
         if path.as_os_str().len() >= 108 {
             return Err(AuditError::SocketPath(path.to_path_buf()));
         }
@@ -219,15 +229,17 @@ impl Listener {
         Ok(Listener {
             path: path.to_path_buf(),
             shared,
+            share,
         })
     }
 
     /// Start the thread that records what arrives while the command runs.
     pub fn read(&self) -> std::io::Result<()> {
         let theirs = self.shared.clone();
+        let share = self.share.clone();
         std::thread::Builder::new()
             .name("sandpit-audit".into())
-            .spawn(move || theirs.read_loop())
+            .spawn(move || theirs.read_loop(share.map(|s| s.pacer())))
             .map(drop)
     }
 
@@ -259,10 +271,14 @@ impl Shared {
     }
 
     /// Wait for datagrams, record them; end once `finish` has taken the reading.
-    fn read_loop(&self) {
+    /// Paced between batches, outside the lock (`finish` never waits for a pause).
+    fn read_loop(&self, mut pacer: Option<crate::cpu::Pacer>) {
         loop {
             if crate::sys::readable(self.sock.as_fd(), -1).is_err() {
                 return;
+            }
+            if let Some(p) = pacer.as_mut() {
+                p.pace();
             }
             // A batch at a time, so that `finish` never waits long for the lock.
             match self.lock().as_mut() {
@@ -386,7 +402,7 @@ mod tests {
         let state = d.path().join("state");
         let log = Arc::new(AuditLog::create(&state, "r1").unwrap());
         let sock = d.path().join("a.sock");
-        let l = Listener::start(&sock, log.clone()).unwrap();
+        let l = Listener::start(&sock, log.clone(), None).unwrap();
         // More than the socket queues (net.unix.max_dgram_qlen, 10 by default): the
         // thread reads while they are sent, `finish` what is left.
         l.read().unwrap();

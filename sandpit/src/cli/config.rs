@@ -232,6 +232,7 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         ("connections_per_second", &p.limits.connections_per_second),
         ("memory", &p.limits.memory),
         ("cache_bytes", &p.limits.cache_bytes),
+        ("launcher_cpu", &p.limits.launcher_cpu),
     ] {
         let _ = writeln!(o, "{key} = {}  # {}", r.value, r.origin.location());
     }

@@ -308,6 +308,11 @@ fn carry_out(
         refusal_observer: plan
             .report_refusals
             .then(|| kernel_refusals(policy, session.sink())),
+        launcher_cpu: Some(session.launcher_cpu()),
+        tmp_limit: Some(linux::tmpfs::Limit {
+            origin: policy.limits.tmp_bytes.origin.location(),
+            scratch: input.scratch.clone(),
+        }),
     };
     let mut running = match linux::spawn(&plan, &launch.command(&args.command), &layers) {
         Ok(r) => r,

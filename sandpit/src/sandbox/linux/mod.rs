@@ -18,6 +18,7 @@ pub mod sockets;
 mod spare;
 pub mod supervise;
 mod sys;
+pub mod tmpfs;
 pub mod udp;
 
 pub use guard::move_aside;

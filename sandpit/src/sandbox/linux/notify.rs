@@ -14,6 +14,10 @@
 //! let anything through: a call this thread has not answered waits, and one it
 //! answered goes to Landlock unchanged.
 //!
+//! Paced (`limits.launcher_cpu`, [`crate::cpu`]): when the run's share of the
+//! launcher's CPU is spent, the thread sleeps before it reads the next call, so a
+//! flood of stopped calls waits in the kernel instead of keeping a core busy.
+//!
 //! Fail-safe: the launcher holds the listener until it exits (the sandbox dies with
 //! it). Should this thread stop, the kernel answers every stopped call with ENOSYS
 //! once the listener is closed: the call fails, nothing passes that Landlock would
@@ -103,18 +107,32 @@ impl std::fmt::Debug for Observer {
 /// Answer the calls the reporting filter stops, on a thread of its own, until the
 /// launcher exits. The launcher must start it as soon as it holds the listener: the
 /// command's own `execve` is the first call it stops.
-pub fn serve(listener: OwnedFd, observer: Option<Observer>) -> io::Result<()> {
+pub fn serve(
+    listener: OwnedFd,
+    observer: Option<Observer>,
+    share: Option<Arc<crate::cpu::Share>>,
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name("kernel-refusals".into())
-        .spawn(move || answer_all(listener, observer))
+        .spawn(move || answer_all(listener, observer, share))
         .map(drop)
 }
 
-fn answer_all(listener: OwnedFd, observer: Option<Observer>) {
+fn answer_all(
+    listener: OwnedFd,
+    observer: Option<Observer>,
+    share: Option<Arc<crate::cpu::Share>>,
+) {
     let fd = listener.as_fd();
     // Best effort: older kernels wake this thread the ordinary way.
     let _ = sys::seccomp_notif_sync_wake(fd);
+    let mut pacer = share.map(|s| s.pacer());
     loop {
+        // Before the next call is read: while this thread waits for the share,
+        // the callers wait stopped in the kernel.
+        if let Some(p) = pacer.as_mut() {
+            p.pace();
+        }
         let n = match sys::seccomp_notif_recv(fd) {
             Ok(n) => n,
             // Interrupted, or the caller died before its call was read.

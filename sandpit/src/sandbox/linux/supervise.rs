@@ -36,7 +36,7 @@ use sandpit_policy::vars::{AGENT_PID_VAR, HIDDEN_VAR};
 use super::plan::{Mode, NetPlan, Plan};
 use super::spare::Spares;
 use super::sys::{self, Exit, Fork, SigSet};
-use super::{bridge, guard, landlock, loopback, namespaces, notify, seccomp, udp};
+use super::{bridge, guard, landlock, loopback, namespaces, notify, seccomp, tmpfs, udp};
 
 /// Signals the launcher and the inits pass on to the command.
 const FORWARD: [libc::c_int; 7] = [
@@ -166,6 +166,11 @@ pub struct Layers {
     /// Told about each path the command's calls use, where `Plan::report_refusals`
     /// asks for it (the audit log's kernel refusals).
     pub refusal_observer: Option<notify::Observer>,
+    /// `limits.launcher_cpu`: the refusal reports' thread paces itself on it.
+    pub launcher_cpu: Option<Arc<crate::cpu::Share>>,
+    /// `limits.tmp_bytes`, for the end's line when a private tmpfs was full
+    /// (`None`: no line).
+    pub tmp_limit: Option<tmpfs::Limit>,
 }
 
 /// Everything the children need, converted before fork.
@@ -265,6 +270,10 @@ pub struct Running {
     tender: Option<libc::pid_t>,
     /// The run's memory cgroup (`limits.memory`), removed once the sandbox is gone.
     cgroup: Option<super::memory::RunCgroup>,
+    /// The private tmpfs mounts of `limits.tmp_bytes`, held open to see at the end
+    /// whether one was full.
+    tmpfs: tmpfs::Watch,
+    tmp_limit: Option<tmpfs::Limit>,
 }
 
 impl Running {
@@ -313,6 +322,11 @@ impl Running {
                      processes; raise it under [limits] in ~/.sandpit/config.toml (0: no limit) \
                      if the command needs more"
                 );
+            }
+        }
+        if let Some(l) = &self.tmp_limit {
+            if let Some(line) = tmpfs::full_line(&self.tmpfs.full(), &l.scratch, &l.origin) {
+                eprintln!("{line}");
             }
         }
         status.map_err(io_err("waiting for the sandboxed command"))
@@ -700,6 +714,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let mut tun: Option<OwnedFd> = None;
     let mut services: Vec<TcpListener> = vec![];
     let mut factory: Option<OwnedFd> = None;
+    let mut tmpfs_mounts: Vec<(PathBuf, OwnedFd)> = vec![];
     let mut exec_error: Option<String> = None;
     let mut buf = vec![0u8; 4096];
     loop {
@@ -722,6 +737,10 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             (Some(b'T'), Some(fd)) => tun = Some(fd),
             (Some(b'L'), Some(fd)) => services.push(TcpListener::from(fd)),
             (Some(b'F'), Some(fd)) => factory = Some(fd),
+            (Some(b'M'), Some(fd)) => tmpfs_mounts.push((
+                PathBuf::from(std::ffi::OsStr::from_bytes(&buf[1..n])),
+                fd,
+            )),
             (Some(b'E'), _) if n >= 2 && setup_error.is_none() => {
                 setup_error = Some((
                     Layer::from_tag(buf[1]),
@@ -731,7 +750,11 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
             // The reporting filter's listener: served at once, since the command's
             // own exec is the first call it stops (every fork is behind us).
             (Some(b'K'), Some(fd)) => {
-                if let Err(e) = notify::serve(fd, layers.refusal_observer.clone()) {
+                if let Err(e) = notify::serve(
+                    fd,
+                    layers.refusal_observer.clone(),
+                    layers.launcher_cpu.clone(),
+                ) {
                     setup_error.get_or_insert((
                         Layer::Seccomp,
                         format!("starting the refusal reports' thread: {e}"),
@@ -808,6 +831,7 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
     let relay = master
         .as_ref()
         .and_then(|m| Relay::start(m, layers.console.clone()).ok());
+    let tmpfs = tmpfs::Watch::new(tmpfs_mounts);
     Ok(Running {
         child,
         guard,
@@ -822,6 +846,8 @@ fn start(plan: &Plan, prep: &mut Prepared, layers: &Layers) -> Result<Running, S
         bridge: handed,
         tender: layers.tender,
         cgroup,
+        tmpfs,
+        tmp_limit: layers.tmp_limit.clone(),
     })
 }
 
@@ -1176,6 +1202,13 @@ fn child_init(
         fail(&ctl, Layer::Mounts, &e.to_string())
     }
     crate::timing::mark("init: mounts built");
+    // The bounded tmpfs mounts, for the launcher to see at the end whether one was
+    // full (limits.tmp_bytes): it cannot open them itself.
+    for (path, fd) in tmpfs::open(plan) {
+        let mut msg = b"M".to_vec();
+        msg.extend_from_slice(path.as_os_str().as_bytes());
+        let _ = sys::send_fd(ctl.as_fd(), &msg, fd.as_fd());
+    }
     if let Some(from_helper) = net {
         let joined = match sys::recv_msg(from_helper.as_fd(), &mut [0u8; 1]) {
             Ok((_, Some(ns))) => namespaces::join_network(ns.as_fd()).map_err(|e| e.to_string()),
