@@ -239,6 +239,22 @@ fn explain_and_the_summary_say_what_the_run_does() {
         spawned.contains("DENY") && spawned.contains("files.agent_read"),
         "{spawned}"
     );
+    // `sandpit config` lists it with where it was set.
+    let config = text(
+        &s.h.sandpit()
+            .args(["config", "--profile", "codex"])
+            .output()
+            .unwrap(),
+    );
+    let listed = config
+        .lines()
+        .skip_while(|l| !l.starts_with("agent_read"))
+        .nth(1);
+    assert!(
+        listed
+            .is_some_and(|l| l.contains("~/.codex/auth.json") && l.contains("profiles/codex.toml")),
+        "{config}"
+    );
     // Without the interposer nothing tells the agent apart: the run says so.
     let o = s.run(true, "true", &["--kernel-only"]);
     let err = common::stderr(&o);

@@ -95,6 +95,7 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     let _ = writeln!(o, "\n[files]");
     list(&mut o, "block_read", &p.files.block_read, path);
     list(&mut o, "allow_read", &p.files.allow_read, path);
+    list(&mut o, "agent_read", &p.files.agent_read, path);
     list(&mut o, "allow_write", &p.files.allow_write, path);
     list(&mut o, "block_write", &p.files.block_write, path);
     list(&mut o, "devices", &p.files.devices, path);
