@@ -65,6 +65,11 @@ impl Stage {
             "F={f}; read -r l < \"$F\"; case $l in *{CANARY}*) echo AGENT-OK;; esac; sh -c '{attack}'",
             f = self.auth().display()
         );
+        self.agent(sandboxed, &script, extra)
+    }
+
+    /// The agent `sh -c script`, `$F` naming its login, bare or under sandpit.
+    fn agent(&self, sandboxed: bool, script: &str, extra: &[&str]) -> Output {
         let mut c = if sandboxed {
             let mut c = self.h.sandpit();
             c.args(["run", "--profile", "codex"]).args(extra).arg("--");
@@ -72,7 +77,7 @@ impl Stage {
         } else {
             self.h.command("env")
         };
-        c.args(["sh", "-c", &script]).env("F", self.auth());
+        c.args(["sh", "-c", script]).env("F", self.auth());
         c.output().unwrap()
     }
 }
@@ -277,6 +282,102 @@ fn a_python_agent_hides_them_from_the_static_programs_it_starts() {
             t.matches(&refused).count(),
             if sandboxed { 2 } else { 0 },
             "{t}"
+        );
+    }
+}
+
+/// The login is yet to be written (the agent signs in during the run): a spawned
+/// command cannot put a symbolic link at its name, which the agent's write would
+/// follow into the workspace, where every command reads it.
+#[test]
+fn a_login_yet_to_be_written_cannot_be_redirected() {
+    let script = format!(
+        "sh -c './static_fs symlink \"$PWD/leak\" \"$F\"'; \
+         echo '{{\"token\": \"{CANARY}\"}}' > \"$F\" && echo AGENT-WROTE; \
+         sh -c 'cat leak'"
+    );
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        std::fs::remove_file(s.auth()).unwrap();
+        build_probe(&s.h, "static_fs", true);
+        let o = s.agent(sandboxed, &script, &[]);
+        let t = text(&o);
+        assert!(t.contains("AGENT-WROTE"), "the agent writes its login: {t}");
+        let leaked = std::fs::read_to_string(s.h.workspace().join("leak"));
+        if !sandboxed {
+            assert!(
+                t.contains(CANARY) && leaked.is_ok_and(|l| l.contains(CANARY)),
+                "control: the link does not lead the login into the workspace bare: {t}"
+            );
+            continue;
+        }
+        assert!(!t.contains(CANARY), "a spawned command read the login: {t}");
+        assert!(leaked.is_err(), "the login went into the workspace: {t}");
+        let kind = std::fs::symlink_metadata(s.auth()).unwrap().file_type();
+        assert!(kind.is_file() && s.auth_intact(), "the login: {t}");
+        assert!(
+            t.contains("static-fs symlink") && t.contains("Permission denied"),
+            "the link is refused by the kernel: {t}"
+        );
+    }
+}
+
+/// A directory on the way to the login (`~/.pi/agent` for pi's `auth.json`) may not
+/// be renamed or exchanged by a spawned command: a layer listed later (a program the
+/// agent starts by `posix_spawn` takes its own in its constructor) and the next run
+/// would grant it under its new name. Where sandpit's mounts make that directory a
+/// mount point the kernel refuses the rename anyway (EBUSY); the fallback mode has no
+/// mounts, so the layer alone holds it there.
+#[test]
+fn a_directory_on_the_way_to_the_login_stays_in_place() {
+    const PI_AUTH: &str = ".pi/agent/auth.json";
+    let agent = format!(
+        "import os, subprocess\n\
+         f = os.path.expanduser('~/{PI_AUTH}')\n\
+         if '{CANARY}' in open(f).read(): print('AGENT-OK', flush=True)\n\
+         subprocess.run(['sh', '-c', './static_fs rename ~/.pi/agent ~/.pi/moved; \
+         ./static_fs exchange ~/.pi/agent ~/.pi/cache'])\n\
+         subprocess.run(['/bin/sh', '-c', 'cat ~/.pi/moved/auth.json ~/.pi/cache/auth.json'], \
+         close_fds=False)\n"
+    );
+    let next_run = "sh -c 'cat ~/.pi/moved/auth.json ~/.pi/cache/auth.json'";
+    for (sandboxed, fallback) in [(false, false), (true, false), (true, true)] {
+        let h = TestHome::new();
+        h.write(
+            &h.home().join(PI_AUTH),
+            &format!("{{\"anthropic\": {{\"refresh\": \"{CANARY}\"}}}}\n"),
+        );
+        h.write(&h.home().join(".pi/agent/sessions/old.jsonl"), "");
+        h.write(&h.home().join(".pi/cache/x"), "");
+        build_probe(&h, "static_fs", true);
+        let run = |args: &[&str]| {
+            let mut c = if sandboxed {
+                let mut c = h.sandpit();
+                c.args(["run", "--profile", "pi", "--allow-degraded", "--"]);
+                if fallback {
+                    c.env("SANDPIT_FORCE_FALLBACK", "1");
+                }
+                c
+            } else {
+                h.command("env")
+            };
+            text(&c.args(args).output().unwrap())
+        };
+        let first = run(&["python3", "-c", &agent]);
+        let second = run(&["sh", "-c", next_run]);
+        assert!(first.contains("AGENT-OK"), "{first}");
+        if !sandboxed {
+            assert!(
+                first.contains(CANARY) && second.contains(CANARY),
+                "control: the renamed directory is not read bare: {first}\n{second}"
+            );
+            continue;
+        }
+        let intact =
+            std::fs::read_to_string(h.home().join(PI_AUTH)).is_ok_and(|s| s.contains(CANARY));
+        assert!(
+            !first.contains(CANARY) && !second.contains(CANARY) && intact,
+            "fallback: {fallback}: the login left its name: {first}\n{second}"
         );
     }
 }
