@@ -381,3 +381,52 @@ fn a_directory_on_the_way_to_the_login_stays_in_place() {
         );
     }
 }
+
+/// What a Python agent starts by `posix_spawn` (`subprocess` with `close_fds=False`):
+/// no hook runs between its `fork` and `exec`. A static program started so, and a
+/// dynamic one after a spawned command made the interposer unloadable (in the
+/// fallback mode nothing keeps a command from changing the library's mode: the
+/// loader then starts the program without it, and without the layer it would take),
+/// read nothing all the same.
+#[test]
+fn what_the_agent_starts_by_posix_spawn_is_hidden_from_too() {
+    let script = "import os, subprocess\n\
+        f = os.environ['F']\n\
+        if 'CANARY' in open(f).read(): print('AGENT-OK', flush=True)\n\
+        subprocess.run(['./static_read', f], close_fds=False)\n\
+        subprocess.run(['sh', '-c', './static_fs chmod ~/.sandpit/lib/*/libsandpit.so 0'])\n\
+        subprocess.run(['/bin/cat', f], close_fds=False)\n\
+        subprocess.run(['/bin/sh', '-c', 'echo SPAWNED-RAN'], close_fds=False)\n";
+    for (sandboxed, fallback) in [(false, false), (true, false), (true, true)] {
+        let s = Stage::new();
+        build_probe(&s.h, "static_fs", true);
+        let mut c = if sandboxed {
+            let mut c = s.h.sandpit();
+            c.args(["run", "--profile", "codex", "--allow-degraded", "--"]);
+            if fallback {
+                c.env("SANDPIT_FORCE_FALLBACK", "1");
+            }
+            c
+        } else {
+            s.h.command("env")
+        };
+        let o = c
+            .args(["python3", "-c", script])
+            .env("F", s.auth())
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(t.contains("AGENT-OK") && t.contains("SPAWNED-RAN"), "{t}");
+        let leaks = t.matches(CANARY).count();
+        if !sandboxed {
+            assert_eq!(leaks, 2, "control: both programs read the login bare: {t}");
+            continue;
+        }
+        assert_eq!(
+            leaks, 0,
+            "fallback: {fallback}: a spawned program read it: {t}"
+        );
+        let refused = format!("static-open {}: Permission denied", s.auth().display());
+        assert!(t.contains(&refused), "the static program ran: {t}");
+    }
+}

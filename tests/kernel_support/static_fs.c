@@ -1,11 +1,12 @@
 // A static binary (no dynamic loader, so no LD_PRELOAD interposer) that changes the
 // file tree with raw system calls, as only the kernel layer can refuse:
-//   static_fs symlink TARGET LINK | rename FROM TO | exchange A B
+//   static_fs symlink TARGET LINK | rename FROM TO | exchange A B | chmod PATH MODE
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@ int main(int argc, char **argv) {
         r = syscall(SYS_renameat2, AT_FDCWD, argv[2], AT_FDCWD, argv[3], 0);
     else if (!strcmp(op, "exchange"))
         r = syscall(SYS_renameat2, AT_FDCWD, argv[2], AT_FDCWD, argv[3], RENAME_EXCHANGE);
+    else if (!strcmp(op, "chmod"))
+        r = syscall(SYS_fchmodat, AT_FDCWD, argv[2], (mode_t)strtol(argv[3], 0, 8));
     else
         return 2;
     if (r != 0) {
