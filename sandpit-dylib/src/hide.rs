@@ -23,7 +23,9 @@
 //! never takes it: a dynamic command the agent spawns takes it in its own
 //! constructor (this library loads first), a program the agent starts by
 //! `fork` + `exec` takes it between the two (static ones included, which this library
-//! never loads into), from a ruleset the agent made at start.
+//! never loads into), from a ruleset the agent made at start, and one it starts by
+//! `posix_spawn`, `system` or `popen` inherits it from a thread of the agent's that
+//! took it for that call alone (`crate::exec::start`).
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
