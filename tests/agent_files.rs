@@ -430,3 +430,28 @@ fn what_the_agent_starts_by_posix_spawn_is_hidden_from_too() {
         assert!(t.contains(&refused), "the static program ran: {t}");
     }
 }
+
+/// A spawned command cannot change another process's resource limits. A static agent
+/// (codex's) starts its commands with no hook before their `exec`: they take the
+/// layer in the interposer's constructor, and the loader only warns when it cannot
+/// map the library. A command that lowered the next one's address-space limit while
+/// the loader ran, and raised it again after, had that one start bare and read the
+/// login (done by hand: `prlimit64` on the next pid as soon as it exists). Here the
+/// limit changed is the agent's own (its core size), read back from the agent; the
+/// command still sets its own limits.
+#[test]
+fn a_spawned_command_changes_no_other_process_limits() {
+    let script = "sh -c 'prlimit --pid $PPID --core=12345 && echo OTHER-SET; \
+                  ulimit -c 0 && echo OWN-SET'; \
+                  grep 'Max core file size' /proc/$$/limits";
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        let t = text(&s.agent(sandboxed, script, &[]));
+        assert!(t.contains("OWN-SET"), "a command sets its own limits: {t}");
+        assert_eq!(
+            t.contains("OTHER-SET") && t.contains("12345"),
+            !sandboxed,
+            "sandboxed: {sandboxed}: the agent's limit: {t}"
+        );
+    }
+}
