@@ -61,15 +61,7 @@ impl Stage {
 
     /// `python3 -c script` as the agent, bare or under `--profile codex`.
     fn python_agent(&self, sandboxed: bool, script: &str) -> Output {
-        let mut c = if sandboxed {
-            let mut c = self.h.sandpit();
-            c.args(["run", "--profile", "codex", "--"]);
-            c
-        } else {
-            self.h.command("env")
-        };
-        c.args(["python3", "-c", script]).env("F", self.auth());
-        c.output().unwrap()
+        self.launch(sandboxed, &["python3", "-c", script], &[])
     }
 
     /// The agent (`sh`) reads its file itself, then runs `attack` in a child.
@@ -78,6 +70,17 @@ impl Stage {
             "F={f}; read -r l < \"$F\"; case $l in *{CANARY}*) echo AGENT-OK;; esac; sh -c '{attack}'",
             f = self.auth().display()
         );
+        self.agent(sandboxed, &script, extra)
+    }
+
+    /// The agent `sh -c script`, `$F` naming its login, bare or under sandpit.
+    fn agent(&self, sandboxed: bool, script: &str, extra: &[&str]) -> Output {
+        self.launch(sandboxed, &["sh", "-c", script], extra)
+    }
+
+    /// `argv` as the agent, `$F` naming its login: bare, or under `sandpit run
+    /// --profile codex EXTRA…`.
+    fn launch(&self, sandboxed: bool, argv: &[&str], extra: &[&str]) -> Output {
         let mut c = if sandboxed {
             let mut c = self.h.sandpit();
             c.args(["run", "--profile", "codex"]).args(extra).arg("--");
@@ -85,7 +88,7 @@ impl Stage {
         } else {
             self.h.command("env")
         };
-        c.args(["sh", "-c", &script]).env("F", self.auth());
+        c.args(argv).env("F", self.auth());
         c.output().unwrap()
     }
 }
@@ -318,5 +321,175 @@ fn a_forged_mark_does_not_spare_the_layer() {
         );
         let refused = format!("raw-abs {}: Permission denied", s.auth().display());
         assert_eq!(t.contains(&refused), sandboxed, "{t}");
+    }
+}
+
+/// The login is yet to be written (the agent signs in during the run): a spawned
+/// command cannot put a symbolic link at its name, which the agent's write would
+/// follow into the workspace, where every command reads it.
+#[test]
+fn a_login_yet_to_be_written_cannot_be_redirected() {
+    let script = format!(
+        "sh -c './static_fs symlink \"$PWD/leak\" \"$F\"'; \
+         echo '{{\"token\": \"{CANARY}\"}}' > \"$F\" && echo AGENT-WROTE; \
+         sh -c 'cat leak'"
+    );
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        std::fs::remove_file(s.auth()).unwrap();
+        build_probe(&s.h, "static_fs", true);
+        let o = s.agent(sandboxed, &script, &[]);
+        let t = text(&o);
+        assert!(t.contains("AGENT-WROTE"), "the agent writes its login: {t}");
+        let leaked = std::fs::read_to_string(s.h.workspace().join("leak"));
+        if !sandboxed {
+            assert!(
+                t.contains(CANARY) && leaked.is_ok_and(|l| l.contains(CANARY)),
+                "control: the link does not lead the login into the workspace bare: {t}"
+            );
+            continue;
+        }
+        assert!(!t.contains(CANARY), "a spawned command read the login: {t}");
+        assert!(leaked.is_err(), "the login went into the workspace: {t}");
+        let kind = std::fs::symlink_metadata(s.auth()).unwrap().file_type();
+        assert!(kind.is_file() && s.auth_intact(), "the login: {t}");
+        assert!(
+            t.contains("static-fs symlink") && t.contains("Permission denied"),
+            "the link is refused by the kernel: {t}"
+        );
+    }
+}
+
+/// A directory on the way to the login (`~/.pi/agent` for pi's `auth.json`) may not
+/// be renamed or exchanged by a spawned command: a layer listed later (a program the
+/// agent starts by `posix_spawn` takes its own in its constructor) and the next run
+/// would grant it under its new name. Where sandpit's mounts make that directory a
+/// mount point the kernel refuses the rename anyway (EBUSY); the fallback mode has no
+/// mounts, so the layer alone holds it there.
+#[test]
+fn a_directory_on_the_way_to_the_login_stays_in_place() {
+    const PI_AUTH: &str = ".pi/agent/auth.json";
+    let agent = format!(
+        "import os, subprocess\n\
+         f = os.path.expanduser('~/{PI_AUTH}')\n\
+         if '{CANARY}' in open(f).read(): print('AGENT-OK', flush=True)\n\
+         subprocess.run(['sh', '-c', './static_fs rename ~/.pi/agent ~/.pi/moved; \
+         ./static_fs exchange ~/.pi/agent ~/.pi/cache'])\n\
+         subprocess.run(['/bin/sh', '-c', 'cat ~/.pi/moved/auth.json ~/.pi/cache/auth.json'], \
+         close_fds=False)\n"
+    );
+    let next_run = "sh -c 'cat ~/.pi/moved/auth.json ~/.pi/cache/auth.json'";
+    for (sandboxed, fallback) in [(false, false), (true, false), (true, true)] {
+        let h = TestHome::new();
+        h.write(
+            &h.home().join(PI_AUTH),
+            &format!("{{\"anthropic\": {{\"refresh\": \"{CANARY}\"}}}}\n"),
+        );
+        h.write(&h.home().join(".pi/agent/sessions/old.jsonl"), "");
+        h.write(&h.home().join(".pi/cache/x"), "");
+        build_probe(&h, "static_fs", true);
+        let run = |args: &[&str]| {
+            let mut c = if sandboxed {
+                let mut c = h.sandpit();
+                c.args(["run", "--profile", "pi", "--allow-degraded", "--"]);
+                if fallback {
+                    c.env("SANDPIT_FORCE_FALLBACK", "1");
+                }
+                c
+            } else {
+                h.command("env")
+            };
+            text(&c.args(args).output().unwrap())
+        };
+        let first = run(&["python3", "-c", &agent]);
+        let second = run(&["sh", "-c", next_run]);
+        assert!(first.contains("AGENT-OK"), "{first}");
+        if !sandboxed {
+            assert!(
+                first.contains(CANARY) && second.contains(CANARY),
+                "control: the renamed directory is not read bare: {first}\n{second}"
+            );
+            continue;
+        }
+        let intact =
+            std::fs::read_to_string(h.home().join(PI_AUTH)).is_ok_and(|s| s.contains(CANARY));
+        assert!(
+            !first.contains(CANARY) && !second.contains(CANARY) && intact,
+            "fallback: {fallback}: the login left its name: {first}\n{second}"
+        );
+    }
+}
+
+/// What a Python agent starts by `posix_spawn` (`subprocess` with `close_fds=False`):
+/// no hook runs between its `fork` and `exec`. A static program started so, and a
+/// dynamic one after a spawned command made the interposer unloadable (in the
+/// fallback mode nothing keeps a command from changing the library's mode: the
+/// loader then starts the program without it, and without the layer it would take),
+/// read nothing all the same.
+#[test]
+fn what_the_agent_starts_by_posix_spawn_is_hidden_from_too() {
+    let script = "import os, subprocess\n\
+        f = os.environ['F']\n\
+        if 'CANARY' in open(f).read(): print('AGENT-OK', flush=True)\n\
+        subprocess.run(['./static_read', f], close_fds=False)\n\
+        subprocess.run(['sh', '-c', './static_fs chmod ~/.sandpit/lib/*/libsandpit.so 0'])\n\
+        subprocess.run(['/bin/cat', f], close_fds=False)\n\
+        subprocess.run(['/bin/sh', '-c', 'echo SPAWNED-RAN'], close_fds=False)\n";
+    for (sandboxed, fallback) in [(false, false), (true, false), (true, true)] {
+        let s = Stage::new();
+        build_probe(&s.h, "static_fs", true);
+        let mut c = if sandboxed {
+            let mut c = s.h.sandpit();
+            c.args(["run", "--profile", "codex", "--allow-degraded", "--"]);
+            if fallback {
+                c.env("SANDPIT_FORCE_FALLBACK", "1");
+            }
+            c
+        } else {
+            s.h.command("env")
+        };
+        let o = c
+            .args(["python3", "-c", script])
+            .env("F", s.auth())
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(t.contains("AGENT-OK") && t.contains("SPAWNED-RAN"), "{t}");
+        let leaks = t.matches(CANARY).count();
+        if !sandboxed {
+            assert_eq!(leaks, 2, "control: both programs read the login bare: {t}");
+            continue;
+        }
+        assert_eq!(
+            leaks, 0,
+            "fallback: {fallback}: a spawned program read it: {t}"
+        );
+        let refused = format!("static-open {}: Permission denied", s.auth().display());
+        assert!(t.contains(&refused), "the static program ran: {t}");
+    }
+}
+
+/// A spawned command cannot change another process's resource limits. A static agent
+/// (codex's) starts its commands with no hook before their `exec`: they take the
+/// layer in the interposer's constructor, and the loader only warns when it cannot
+/// map the library. A command that lowered the next one's address-space limit while
+/// the loader ran, and raised it again after, had that one start bare and read the
+/// login (done by hand: `prlimit64` on the next pid as soon as it exists). Here the
+/// limit changed is the agent's own (its core size), read back from the agent; the
+/// command still sets its own limits.
+#[test]
+fn a_spawned_command_changes_no_other_process_limits() {
+    let script = "sh -c 'prlimit --pid $PPID --core=12345 && echo OTHER-SET; \
+                  ulimit -c 0 && echo OWN-SET'; \
+                  grep 'Max core file size' /proc/$$/limits";
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        let t = text(&s.agent(sandboxed, script, &[]));
+        assert!(t.contains("OWN-SET"), "a command sets its own limits: {t}");
+        assert_eq!(
+            t.contains("OTHER-SET") && t.contains("12345"),
+            !sandboxed,
+            "sandboxed: {sandboxed}: the agent's limit: {t}"
+        );
     }
 }

@@ -11,12 +11,21 @@
 //! granted directory's file into its place. What is made later beside a hidden file
 //! (a directory on the way) has no rule, so it is out of reach too.
 //!
+//! It handles making and removing directories and making every kind of entry as
+//! well, so nothing is made, removed or renamed directly in a directory on the way.
+//! Without that, a spawned command could put a symbolic link where the agent's login
+//! is yet to be written (the agent's write follows it into the workspace), or rename
+//! a directory on the way (a layer listed later, or the next run's, then grants it
+//! under its new name, and the file leaves the name the policy hides).
+//!
 //! A layer is the calling thread's and its descendants' for good: a spawned command
 //! cannot lift it, and what it runs (static programs included) keeps it. The agent
 //! never takes it: a dynamic command the agent spawns takes it in its own
 //! constructor (this library loads first), a program the agent starts by
 //! `fork` + `exec` takes it between the two (static ones included, which this library
-//! never loads into), from a ruleset the agent made at start.
+//! never loads into), from a ruleset the agent made at start, and one it starts by
+//! `posix_spawn`, `system` or `popen` inherits it from a thread of the agent's that
+//! took it for that call alone (`crate::exec::start`).
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -24,7 +33,11 @@ use std::path::{Path, PathBuf};
 
 const ACCESS_FS_WRITE_FILE: u64 = 1 << 1;
 const ACCESS_FS_READ_FILE: u64 = 1 << 2;
+const ACCESS_FS_REMOVE_DIR: u64 = 1 << 4;
 const ACCESS_FS_REMOVE_FILE: u64 = 1 << 5;
+/// Making a character device, directory, regular file, socket, FIFO, block device
+/// and symbolic link (`MAKE_CHAR` … `MAKE_SYM`, bits 6 to 12).
+const ACCESS_FS_MAKE_ANY: u64 = 0x7f << 6;
 const ACCESS_FS_REFER: u64 = 1 << 13;
 const ACCESS_FS_TRUNCATE: u64 = 1 << 14;
 /// The rights a rule may grant on a file (the others are a directory's).
@@ -44,9 +57,10 @@ struct PathBeneathAttr {
 }
 
 /// The rights the layer handles on this kernel's Landlock: reading, writing and
-/// removing files everywhere; linking or renaming across directories from ABI 2
-/// (`REFER`; before it a Landlock domain may never do that); truncating from ABI 3
-/// (before it a command could empty the file, not read it).
+/// removing files, making entries and removing directories everywhere; linking or
+/// renaming across directories from ABI 2 (`REFER`; before it a Landlock domain may
+/// never do that); truncating from ABI 3 (before it a command could empty the file,
+/// not read it).
 fn handled() -> Result<u64, String> {
     // SAFETY: the version query takes no attribute (NULL, size 0).
     let abi = unsafe {
@@ -63,7 +77,11 @@ fn handled() -> Result<u64, String> {
             std::io::Error::last_os_error()
         ));
     }
-    let mut rights = ACCESS_FS_READ_FILE | ACCESS_FS_WRITE_FILE | ACCESS_FS_REMOVE_FILE;
+    let mut rights = ACCESS_FS_READ_FILE
+        | ACCESS_FS_WRITE_FILE
+        | ACCESS_FS_REMOVE_FILE
+        | ACCESS_FS_REMOVE_DIR
+        | ACCESS_FS_MAKE_ANY;
     if abi >= 2 {
         rights |= ACCESS_FS_REFER;
     }

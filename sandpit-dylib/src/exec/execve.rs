@@ -27,7 +27,7 @@ pub unsafe fn execve_impl(
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
     let mut env = Envp::new();
     // SAFETY: per the contract.
-    let envp = unsafe { prepare(Some(p), Find::Path, How::Exec, argv, envp, &mut env) }?;
+    let envp = unsafe { prepare(Some(p), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
     let real = real_execve()?;
     // SAFETY: arguments valid per the contract; `envp` lives in `env`.
     Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
@@ -71,7 +71,7 @@ hook! {
         }
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }))
     }
@@ -86,7 +86,7 @@ hook! {
         fd_link(fd, &mut link)?;
         let mut env = Envp::new();
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?;
+        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
         // SAFETY: the caller's arguments; `envp` lives in `env`.
         Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }))
     }

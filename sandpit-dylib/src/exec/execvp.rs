@@ -22,7 +22,7 @@ pub unsafe fn execvpe_impl(
     }
     let mut env = Envp::new();
     // SAFETY: the caller's arrays.
-    let envp = unsafe { prepare(Some(f), Find::Search, How::Exec, argv, envp, &mut env) }?;
+    let envp = unsafe { prepare(Some(f), Find::Search, How::Exec, argv, envp, &mut env) }?.envp;
     let real = real_execve()?;
     if f.contains(&b'/') {
         // SAFETY: the caller's arguments; `envp` lives in `env`.

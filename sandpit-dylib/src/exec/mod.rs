@@ -321,6 +321,15 @@ fn runs_as_agent(st: &State, program: Option<&[u8]>, find: Find, how: How) -> bo
     ) && st.decider.agent_program(real.as_bytes())
 }
 
+/// What [`prepare`] decided for a program about to start.
+pub struct Prepared {
+    /// The child's environment (it lives in the `Envp` passed to `prepare`).
+    pub envp: *const *const c_char,
+    /// A spawn call (`posix_spawn`, `system`, `popen`) of the agent's starts a program
+    /// that must not see `files.agent_read`: the caller makes it through [`start`].
+    pub hide: bool,
+}
+
 /// Decide `program argv` and compose the child environment from `envp`.
 ///
 /// # Safety
@@ -332,7 +341,7 @@ pub unsafe fn prepare(
     argv: *const *const c_char,
     envp: *const *const c_char,
     env_out: &mut crate::envp::Envp,
-) -> Result<*const *const c_char, libc::c_int> {
+) -> Result<Prepared, libc::c_int> {
     let st = crate::state::get()?;
     let mut args = Argv::new();
     // SAFETY: per the contract.
@@ -346,9 +355,101 @@ pub unsafe fn prepare(
         }
     }
     let agent = runs_as_agent(st, program, find, how);
-    let hidden = hide_before_exec(st, how, agent)?;
+    let hide = how == How::Spawn && st.hide.is_agent() && !agent;
+    let hidden = hide_before_exec(st, how, agent)? || hide;
     // SAFETY: per the contract.
-    unsafe { env_out.compose(st, envp, agent, hidden) }
+    let envp = unsafe { env_out.compose(st, envp, agent, hidden) }?;
+    Ok(Prepared { envp, hide })
+}
+
+/// Make the call `f` that starts a program (`posix_spawn`, `system`, `popen`), on a
+/// thread of its own that takes the layer hiding `files.agent_read` first when
+/// `hide` says so. No hook runs in the child a spawn call makes before its `exec`,
+/// so the child would otherwise take the layer only in its own constructor: never
+/// when it is static, and not when the loader could not load this library (the
+/// loader only warns: a command that made the library unreadable, or a limit on the
+/// agent's memory, would start it bare). Landlock restricts the calling thread
+/// alone, and the child inherits that thread's layer at `clone`, before its first
+/// instruction; the agent's other threads keep their access. The thread ends when
+/// `f` returns (`system` returns when the command ends). Fails closed: no thread, no
+/// layer, no program.
+pub fn start<R>(hide: bool, f: impl FnOnce() -> R) -> Result<R, libc::c_int> {
+    if !hide {
+        return Ok(crate::guard::released(f));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let st = crate::state::get()?;
+        let crate::state::Hide::Agent(layer) = &st.hide else {
+            return Err(libc::EPERM);
+        };
+        let job = Unshared(f);
+        let ran = std::thread::scope(|s| {
+            let worker = std::thread::Builder::new()
+                .name("sandpit-spawn".into())
+                .spawn_scoped(s, move || {
+                    layer.restrict()?;
+                    Ok(Unshared(crate::guard::released(|| job.call())))
+                })
+                .map_err(|_| libc::EAGAIN)?;
+            // While it runs, SIGCHLD waits for this thread too, as it does for a
+            // single thread in `system` (a handler here that reaps every child would
+            // take the status `system` waits for). Blocked only now: the thread, and
+            // through it the program, inherit the caller's signal mask unchanged.
+            let held = BlockedChld::new();
+            let r = worker.join().map_err(|_| libc::EPERM);
+            drop(held);
+            r?
+        });
+        ran.map(|r: Unshared<R>| r.0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = f;
+        Err(libc::EPERM)
+    }
+}
+
+/// SIGCHLD blocked in the calling thread until dropped (then the mask it had).
+#[cfg(target_os = "linux")]
+struct BlockedChld(libc::sigset_t);
+
+#[cfg(target_os = "linux")]
+impl BlockedChld {
+    fn new() -> BlockedChld {
+        // SAFETY: sigset_t is plain data; the calls fill and read the sets given.
+        unsafe {
+            let mut chld: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut chld);
+            libc::sigaddset(&mut chld, libc::SIGCHLD);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &chld, &mut old);
+            BlockedChld(old)
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for BlockedChld {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// A value moved to the spawning thread and back: the call and its result hold raw
+/// pointers (argv, `FILE *`), which the calling thread does not touch meanwhile (it
+/// waits for the thread to end).
+struct Unshared<T>(T);
+
+// SAFETY: see the type's comment: one thread uses the value at a time.
+unsafe impl<T> Send for Unshared<T> {}
+
+impl<R, F: FnOnce() -> R> Unshared<F> {
+    /// Call it (a method, so that the closure moves the whole wrapper).
+    fn call(self) -> R {
+        (self.0)()
+    }
 }
 
 /// A program the agent starts by `fork` + `exec` that is not the agent takes the

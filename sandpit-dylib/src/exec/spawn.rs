@@ -1,13 +1,14 @@
 //! `posix_spawn`, `posix_spawnp`: judged and given a composed environment; glibc's
 //! spawned child then calls its internal execve, which needs no hook because the
-//! environment already carries the preload. (On macOS `posix_spawn` is a system
+//! environment already carries the preload. The agent's spawn runs on a thread that
+//! holds the layer hiding `files.agent_read` (`super::start`). (On macOS `posix_spawn` is a system
 //! call: this hook is the only place the interposer sees the new program.)
 //!
 //! macOS: `posix_spawn_file_actions_addopen` names a file the kernel opens in the
 //! child, where no hook runs: the path is judged like an `open` when the action is
 //! recorded. (It is resolved against the caller's current directory; a later
 //! `addchdir_np` action can change what the kernel opens — Seatbelt still holds.)
-use super::{prepare, Find, How};
+use super::{prepare, start, Find, How};
 use crate::envp::Envp;
 use libc::{c_char, c_int, pid_t, posix_spawn_file_actions_t, posix_spawnattr_t};
 
@@ -29,12 +30,16 @@ macro_rules! spawn_hooks {
                 let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
                 let mut env = Envp::new();
                 // SAFETY: the caller's arrays.
-                let envp = match unsafe { prepare(Some(p), $find, How::Spawn, argv, envp, &mut env) } {
+                let prep = match unsafe { prepare(Some(p), $find, How::Spawn, argv, envp, &mut env) } {
                     Ok(e) => e,
                     Err(e) => return Ok(e),
                 };
+                let envp = prep.envp;
                 // SAFETY: the caller's arguments; `envp` lives in `env`.
-                Ok(crate::guard::released(|| unsafe { real(pid, path, actions, attr, argv, envp) }))
+                match start(prep.hide, || unsafe { real(pid, path, actions, attr, argv, envp) }) {
+                    Ok(r) => Ok(r),
+                    Err(e) => Ok(e),
+                }
             }
         }
     )*};

@@ -27,11 +27,12 @@ unsafe fn with_child_env<R>(cmd: *const c_char, f: impl FnOnce() -> R) -> Result
     }?;
     let env = crate::sys::environ_ptr();
     // SAFETY: swapping libc's global environment pointer around the real call.
-    let old = unsafe { std::ptr::replace(env, child) };
-    let r = crate::guard::released(f);
+    let old = unsafe { std::ptr::replace(env, child.envp) };
+    // The agent's call runs on a thread holding the layer for `files.agent_read`.
+    let r = super::start(child.hide, f);
     // SAFETY: as above.
     unsafe { std::ptr::write(env, old) };
-    Ok(r)
+    r
 }
 
 hook! {

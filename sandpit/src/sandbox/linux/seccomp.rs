@@ -4,10 +4,11 @@
 //!
 //! The filter is a deny list on top of Landlock and the namespaces: it removes kernel
 //! surface that those layers do not mediate (io_uring bypasses the syscall-level hooks
-//! the interposer sees, ptrace/process_vm reach other processes, keyrings and bpf are
-//! global, new user namespaces would give back the capabilities the sandbox dropped,
-//! TIOCSTI injects keystrokes into the user's terminal). Syscalls from a foreign
-//! architecture (i386 `int 0x80`, x32) never reach the table: they are refused first.
+//! the interposer sees, ptrace/process_vm/prlimit64 reach other processes, keyrings
+//! and bpf are global, new user namespaces would give back the capabilities the
+//! sandbox dropped, TIOCSTI injects keystrokes into the user's terminal). Syscalls
+//! from a foreign architecture (i386 `int 0x80`, x32) never reach the table: they are
+//! refused first.
 //!
 //! Not compiled by `seccompiler` (issue #33): its `SeccompAction` offers Allow,
 //! Errno, KillThread, KillProcess, Log, Trace and Trap (0.5.0) — no
@@ -122,6 +123,11 @@ pub fn table(profile: Profile, nested_user_namespaces: bool) -> Vec<Rule> {
         always("process_vm_writev", libc::SYS_process_vm_writev, eperm),
         always("pidfd_getfd", libc::SYS_pidfd_getfd, eperm),
         always("kcmp", libc::SYS_kcmp, eperm),
+        // Another process's limits (pid 0 is the caller's own, as libc's setrlimit
+        // passes it): a lowered address-space limit while the loader runs makes it
+        // skip the interposer, with the layer its constructor takes (a static
+        // agent's commands; docs/kernel.md, "The agent's own files").
+        when("prlimit64", libc::SYS_prlimit64, vec![low(0, Op::Ne(0))]),
         always("keyctl", libc::SYS_keyctl, eperm),
         always("add_key", libc::SYS_add_key, eperm),
         always("request_key", libc::SYS_request_key, eperm),
@@ -772,7 +778,7 @@ mod tests {
         assert_eq!(
             names.join(" "),
             "io_uring_setup io_uring_enter io_uring_register ptrace process_vm_readv \
-             process_vm_writev pidfd_getfd kcmp keyctl add_key request_key bpf \
+             process_vm_writev pidfd_getfd kcmp prlimit64 keyctl add_key request_key bpf \
              perf_event_open userfaultfd open_by_handle_at name_to_handle_at mount umount2 \
              pivot_root chroot move_mount open_tree fsopen fsconfig fsmount fspick \
              mount_setattr setns clone3 unshare clone ioctl ioctl socket socketpair"
