@@ -493,3 +493,34 @@ fn a_spawned_command_changes_no_other_process_limits() {
         );
     }
 }
+
+/// A program tried on every directory of a long `PATH` (Python's subprocess calls
+/// `execve` once a directory): the child takes the layer once, not once a try
+/// (Landlock allows 16), and the program starts, held.
+#[test]
+fn a_long_path_search_takes_one_layer() {
+    let script = "import os, subprocess\n\
+        f = os.environ['F']\n\
+        path = ':'.join('/nonexistent-%d' % i for i in range(24)) + ':/usr/bin:/bin'\n\
+        r = subprocess.run(['cat', f], env=dict(os.environ, PATH=path), capture_output=True, text=True)\n\
+        print('RC', r.returncode, r.stdout, r.stderr)\n";
+    for sandboxed in [false, true] {
+        let s = Stage::new();
+        let t = text(&s.python_agent(sandboxed, script));
+        assert!(
+            !t.contains("Argument list too long") && t.contains("RC "),
+            "{t}"
+        );
+        assert_eq!(
+            t.contains(CANARY),
+            !sandboxed,
+            "sandboxed: {sandboxed}: {t}"
+        );
+        if sandboxed {
+            assert!(
+                t.contains("RC 1 ") && t.contains("blocked read of ~/.codex/auth.json"),
+                "{t}"
+            );
+        }
+    }
+}

@@ -490,7 +490,7 @@ fn assert_held(what: &str, recs: &[Value], err: &str, cpu: f64, wall: f64) {
     assert!(
         line.contains(&format!("limits.launcher_cpu = {SHARE} ("))
             && line.contains(".sandpit/config.toml:")
-            && line.contains("no record was dropped")
+            && line.contains("pacing drops no record")
             && line.contains("raise it under [limits]"),
         "{what}: {line}"
     );

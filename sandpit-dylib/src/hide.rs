@@ -61,6 +61,11 @@ struct PathBeneathAttr {
 /// renaming across directories from ABI 2 (`REFER`; before it a Landlock domain may
 /// never do that); truncating from ABI 3 (before it a command could empty the file,
 /// not read it).
+/// Whether this kernel has Landlock (the layer can be taken at all).
+pub fn available() -> bool {
+    handled().is_ok()
+}
+
 fn handled() -> Result<u64, String> {
     // SAFETY: the version query takes no attribute (NULL, size 0).
     let abi = unsafe {
@@ -99,7 +104,14 @@ pub struct Hiding {
     /// Each entry beside the hidden files and what it is granted.
     grants: Vec<(CString, u64)>,
     handled: u64,
+    /// The hidden files, links resolved.
+    hidden: Vec<CString>,
 }
+
+/// The process that last took the layer between `fork` and `exec` ([`Hiding::
+/// restrict_once`]): a program that tries one `exec` after another (a `PATH`
+/// search) takes it once, not once a try — Landlock allows 16 layers.
+static TOOK: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 impl Hiding {
     /// The layer that grants everything but `hidden` (absolute paths; links in the
@@ -115,11 +127,31 @@ impl Hiding {
                 std::io::Error::from_raw_os_error(e)
             )
         })?;
+        let hidden = (hidden.iter())
+            .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+            .collect();
         Ok(Hiding {
             ruleset,
             grants,
             handled,
+            hidden,
         })
+    }
+
+    /// [`Hiding::restrict`] for a child between `fork` and `exec`, once: a later
+    /// `exec` try of the same process takes no second layer — unless a hidden file
+    /// opens (a `vfork` child shares the mark with its parent, and a pid comes back).
+    /// Allocation-free.
+    pub fn restrict_once(&self) -> Result<(), libc::c_int> {
+        use std::sync::atomic::Ordering;
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        if TOOK.load(Ordering::Relaxed) == me && !exposed_c(&self.hidden) {
+            return Ok(());
+        }
+        self.restrict()?;
+        TOOK.store(me, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Take the layer: for good, for this thread and what it starts. Allocation-free
@@ -195,8 +227,12 @@ fn make_ruleset(
                 0u32,
             )
         };
-        if r != 0 {
-            return Err(("granting what lies beside the files", crate::sys::errno()));
+        match (r, crate::sys::errno()) {
+            (0, _) => {}
+            // A directory listed then, a file now (or the other way round): its
+            // rights do not fit; granting it nothing is safe.
+            (_, libc::EINVAL) => {}
+            (_, e) => return Err(("granting what lies beside the files", e)),
         }
     }
     Ok(ruleset)
@@ -207,21 +243,28 @@ fn make_ruleset(
 /// system calls (not this library's own hooks); a file that is not there, or is no
 /// regular file, proves nothing either way.
 pub fn exposed(hidden: &[PathBuf]) -> bool {
-    hidden.iter().any(|p| {
-        let Ok(c) = CString::new(p.as_os_str().as_bytes()) else {
-            return false;
-        };
+    let hidden: Vec<CString> = (hidden.iter())
+        .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+        .collect();
+    exposed_c(&hidden)
+}
+
+/// [`exposed`], allocation-free.
+fn exposed_c(hidden: &[CString]) -> bool {
+    hidden.iter().any(|c| {
         let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
         // SAFETY: a NUL-terminated path; the descriptor is closed below.
         let fd = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c.as_ptr(), flags, 0) };
         if fd < 0 {
             return false;
         }
-        // SAFETY: the descriptor just opened, owned here.
+        // SAFETY: the descriptor just opened, owned here (closed on drop).
         let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
-        std::fs::File::from(fd)
-            .metadata()
-            .is_ok_and(|m| m.is_file())
+        // SAFETY: plain data, filled by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: an open descriptor and a valid out-parameter.
+        let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+        r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
     })
 }
 
@@ -244,17 +287,20 @@ fn resolved(p: &Path) -> PathBuf {
 }
 
 /// Grant `handled` on every entry of `dir` but the hidden paths; recurse into the
-/// entries that lead to one.
+/// entries that lead to one. What cannot be listed is granted nothing: safe, as the
+/// layer only ever takes away (a directory the policy masks, the user's own
+/// `block_read` over an agent's directory, holds nothing a command may read anyway).
 fn grant_beside(
     grants: &mut Vec<(CString, u64)>,
     dir: &Path,
     hidden: &[PathBuf],
     handled: u64,
 ) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("listing {} to hide the agent's files: {e}", dir.display()))?;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
     for e in entries {
-        let e = e.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        let Ok(e) = e else { continue };
         let p = dir.join(e.file_name());
         if hidden.contains(&p) {
             continue;

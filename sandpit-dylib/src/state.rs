@@ -386,6 +386,15 @@ fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     let started = agent_pid.as_bytes() == me.to_string().as_bytes();
+    if !crate::hide::available() {
+        // No Landlock (a degraded run): this library's own refusals alone, for the
+        // dynamic programs it loads into; the run's layers line says so.
+        let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+        if !started && !engine.agent_program(exe.as_os_str().as_bytes()) {
+            engine.set_spawned();
+        }
+        return Ok(Hide::Off);
+    }
     // The mark is taken at its word only where the kernel agrees: a process that
     // can still open a hidden file takes the layer, mark or not.
     let marked = !started && var(HIDDEN_VAR).is_some() && !crate::hide::exposed(&hidden);

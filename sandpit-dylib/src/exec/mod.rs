@@ -461,7 +461,7 @@ fn hide_before_exec(st: &State, how: How, agent: bool) -> Result<bool, libc::c_i
         // SAFETY: getpid has no preconditions.
         let child = how == How::Exec && unsafe { libc::getpid() } != st.pid;
         if child && !agent {
-            layer.restrict()?;
+            layer.restrict_once()?;
             return Ok(true);
         }
     }

@@ -479,7 +479,8 @@ fn kernel_refusals(
     /// Verdicts remembered (a build opens the same headers again and again): the
     /// policy does not change during the run, so a remembered one is exact.
     const VERDICTS: usize = 4096;
-    type Refused = Option<(Option<RuleRef>, String)>;
+    /// The rule, the reason and the path the kernel checked (links followed).
+    type Refused = Option<(Option<RuleRef>, String, std::path::PathBuf)>;
     let policy = policy.clone();
     let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, Refused>::new());
     let seen = std::sync::Mutex::new(std::collections::HashSet::new());
@@ -487,18 +488,21 @@ fn kernel_refusals(
         let Ok(mut known) = verdicts.lock() else {
             return;
         };
-        // What the kernel checked: the file a link names.
-        let path = a.resolved();
-        let key = (a.op, path.clone());
+        // Remembered by the path as the call gave it: following its links costs a
+        // readlink a component, once.
+        let key = (a.op, a.path.clone());
         let refused = match known.get(&key) {
             Some(r) => r.clone(),
             None => {
+                // What the kernel checked: the file a link names.
+                let path = a.resolved();
                 let v = match a.op {
                     // Executing needs what reading needs from the kernel layer.
                     Op::Read | Op::Exec => decide(&policy, &Request::Read(&path)),
                     Op::Write => decide(&policy, &Request::Write(&path)),
                 };
-                let r = (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason));
+                let r =
+                    (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason, path));
                 if known.len() >= VERDICTS {
                     known.clear();
                 }
@@ -508,7 +512,7 @@ fn kernel_refusals(
         };
         drop(known);
         // A path that is not there fails with ENOENT before any check.
-        let Some((rule, reason)) = refused else {
+        let Some((rule, reason, path)) = refused else {
             return;
         };
         if a.must_exist && !a.exists() {

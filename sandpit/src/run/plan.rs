@@ -59,6 +59,9 @@ pub struct RunPlan {
     pub interposer: Interposition,
     /// Agent programs (behind a wrapper script) the interposer cannot enter.
     pub static_agent: Vec<PathBuf>,
+    /// The kernel has Landlock (Linux), which hides `files.agent_read` from what the
+    /// agent spawns.
+    pub landlock: bool,
     /// What the kernel layer refuses alone is reported with its rule (Linux: the
     /// launcher's seccomp notifier, `sandbox/linux/notify.rs`): where a program of
     /// the run lacks the interposer, which would otherwise have reported it.
@@ -258,6 +261,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         command: req.command.clone(),
         interposer,
         static_agent,
+        landlock: cfg!(target_os = "linux") && facts.support.landlock_abi.is_some(),
         kernel_refusals_reported,
         shims,
         proxy,
@@ -290,10 +294,24 @@ impl RunPlan {
             every(&format!(
                 "without the interposer ({why}) the agent cannot be told from the commands it spawns"
             ))
+        } else if !self.landlock {
+            format!("weaker: {list} (files.agent_read) hidden from what the agent spawns by the interposer alone: without Landlock a static program or a raw system call reads them")
         } else if !self.static_agent.is_empty() {
             format!("{list} for the agent only (files.agent_read), but for a static program its static agent program starts itself")
         } else {
-            format!("{list} for the agent only (files.agent_read)")
+            // A bare name (gemini's `node`) makes any such program the agent starts
+            // itself (an MCP server) the agent too.
+            let named: Vec<&str> = (self.policy.env.agent_programs.iter())
+                .map(|r| r.value.as_str())
+                .filter(|v| !v.contains('/'))
+                .collect();
+            match named.is_empty() {
+                true => format!("{list} for the agent only (files.agent_read)"),
+                false => format!(
+                    "{list} for the agent only (files.agent_read), and for every {} the agent starts itself (env.agent_programs)",
+                    named.join(", ")
+                ),
+            }
         })
     }
 

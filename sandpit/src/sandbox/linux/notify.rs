@@ -60,6 +60,10 @@ pub struct Access {
     /// The call fails with ENOENT before any Landlock check when the path does not
     /// exist (a read, an unlink): only then was something refused.
     pub must_exist: bool,
+    /// The call follows a link at the path's last component (an open without
+    /// `O_NOFOLLOW`, an exec), rather than acting on the link itself (an unlink, a
+    /// rename, a mkdir).
+    pub follow: bool,
 }
 
 impl Access {
@@ -85,7 +89,8 @@ impl Access {
     /// file. A link that cannot be read is taken as it stands. Call it while the
     /// caller waits (inside the observer).
     pub fn resolved(&self) -> PathBuf {
-        resolve_in(Path::new(&format!("/proc/{}/root", self.pid)), &self.path)
+        let root = format!("/proc/{}/root", self.pid);
+        resolve_call(Path::new(&root), &self.path, self.follow)
     }
 
     /// The caller's executable, as the sandbox names it.
@@ -168,28 +173,33 @@ struct PathArg {
     addr: u64,
     op: Op,
     must_exist: bool,
+    follow: bool,
 }
 
 /// The paths a stopped call uses, read from its memory.
 fn accesses(n: &Notif) -> Vec<Access> {
     let a = n.args;
     let nr = libc::c_long::from(n.nr);
+    // Only opens, execs and truncate follow a link at the last component.
     let at = |dirfd: u64, addr: u64, op: Op, must_exist: bool| PathArg {
         dirfd: Some(dirfd as i32 as i64),
         addr,
         op,
         must_exist,
+        follow: false,
     };
     let cwd = |addr: u64, op: Op, must_exist: bool| PathArg {
         dirfd: None,
         addr,
         op,
         must_exist,
+        follow: false,
     };
+    let following = |p: PathArg, follow: bool| PathArg { follow, ..p };
     let w = Op::Write;
     let args: Vec<PathArg> = match nr {
         libc::SYS_openat => open_op(a[2])
-            .map(|(o, m)| at(a[0], a[1], o, m))
+            .map(|(o, m, f)| following(at(a[0], a[1], o, m), f))
             .into_iter()
             .collect(),
         libc::SYS_openat2 => {
@@ -197,14 +207,14 @@ fn accesses(n: &Notif) -> Vec<Access> {
             let mut how = [0u8; 8];
             match sys::read_remote(n.pid, a[2], &mut how) {
                 Ok(8) => open_op(u64::from_ne_bytes(how))
-                    .map(|(o, m)| at(a[0], a[1], o, m))
+                    .map(|(o, m, f)| following(at(a[0], a[1], o, m), f))
                     .into_iter()
                     .collect(),
                 _ => vec![],
             }
         }
-        libc::SYS_execve => vec![cwd(a[0], Op::Exec, true)],
-        libc::SYS_execveat => vec![at(a[0], a[1], Op::Exec, true)],
+        libc::SYS_execve => vec![following(cwd(a[0], Op::Exec, true), true)],
+        libc::SYS_execveat => vec![following(at(a[0], a[1], Op::Exec, true), true)],
         libc::SYS_mkdirat | libc::SYS_mknodat => vec![at(a[0], a[1], w, false)],
         libc::SYS_unlinkat => vec![at(a[0], a[1], w, true)],
         libc::SYS_renameat | libc::SYS_renameat2 => {
@@ -212,10 +222,10 @@ fn accesses(n: &Notif) -> Vec<Access> {
         }
         libc::SYS_linkat => vec![at(a[2], a[3], w, false)],
         libc::SYS_symlinkat => vec![at(a[1], a[2], w, false)],
-        libc::SYS_truncate => vec![cwd(a[0], w, true)],
+        libc::SYS_truncate => vec![following(cwd(a[0], w, true), true)],
         #[cfg(target_arch = "x86_64")]
         libc::SYS_open => open_op(a[1])
-            .map(|(o, m)| cwd(a[0], o, m))
+            .map(|(o, m, f)| following(cwd(a[0], o, m), f))
             .into_iter()
             .collect(),
         #[cfg(target_arch = "x86_64")]
@@ -236,21 +246,26 @@ fn accesses(n: &Notif) -> Vec<Access> {
                 op: p.op,
                 path: absolute(n.pid, p.dirfd, &raw)?,
                 must_exist: p.must_exist,
+                follow: p.follow,
             })
         })
         .collect()
 }
 
-/// What an open with `flags` does: `None` for `O_PATH` (no access Landlock checks).
-fn open_op(flags: u64) -> Option<(Op, bool)> {
+/// What an open with `flags` does: `None` for `O_PATH` (no access Landlock checks);
+/// else the operation, whether the path must exist, and whether a link at its last
+/// component is followed (not with `O_NOFOLLOW`, nor `O_CREAT | O_EXCL`).
+fn open_op(flags: u64) -> Option<(Op, bool, bool)> {
     let f = flags as i32;
     if f & libc::O_PATH != 0 {
         return None;
     }
     let writes = f & libc::O_ACCMODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0;
+    let exclusive = f & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
+    let follow = f & libc::O_NOFOLLOW == 0 && !exclusive;
     Some(match writes {
-        true => (Op::Write, f & libc::O_CREAT == 0),
-        false => (Op::Read, true),
+        true => (Op::Write, f & libc::O_CREAT == 0, follow),
+        false => (Op::Read, true, follow),
     })
 }
 
@@ -276,6 +291,15 @@ fn read_path(pid: u32, addr: u64) -> Option<Vec<u8>> {
         at += n as u64;
     }
     None
+}
+
+/// What a call on `path` (absolute) acts on, below `root`: its links followed, but for
+/// the last component's when the call does not `follow` it.
+fn resolve_call(root: &Path, path: &Path, follow: bool) -> PathBuf {
+    match (follow, path.parent(), path.file_name()) {
+        (false, Some(dir), Some(name)) => resolve_in(root, dir).join(name),
+        _ => resolve_in(root, path),
+    }
 }
 
 /// `path` (absolute) with its links followed below `root`, where each link is read
@@ -348,19 +372,45 @@ mod tests {
 
     #[test]
     fn opens_are_reads_unless_they_write_create_or_truncate() {
-        assert_eq!(open_op(libc::O_RDONLY as u64), Some((Op::Read, true)));
+        let o = |f: i32| open_op(f as u64);
+        assert_eq!(o(libc::O_RDONLY), Some((Op::Read, true, true)));
         assert_eq!(
-            open_op((libc::O_RDONLY | libc::O_CLOEXEC) as u64),
-            Some((Op::Read, true))
+            o(libc::O_RDONLY | libc::O_CLOEXEC),
+            Some((Op::Read, true, true))
         );
-        assert_eq!(open_op(libc::O_WRONLY as u64), Some((Op::Write, true)));
-        assert_eq!(open_op(libc::O_RDWR as u64), Some((Op::Write, true)));
+        assert_eq!(o(libc::O_WRONLY), Some((Op::Write, true, true)));
+        assert_eq!(o(libc::O_RDWR), Some((Op::Write, true, true)));
         assert_eq!(
-            open_op((libc::O_WRONLY | libc::O_CREAT) as u64),
-            Some((Op::Write, false))
+            o(libc::O_WRONLY | libc::O_CREAT),
+            Some((Op::Write, false, true))
         );
-        assert_eq!(open_op(libc::O_TRUNC as u64), Some((Op::Write, true)));
-        assert_eq!(open_op((libc::O_PATH | libc::O_RDONLY) as u64), None);
+        assert_eq!(o(libc::O_TRUNC), Some((Op::Write, true, true)));
+        assert_eq!(o(libc::O_PATH | libc::O_RDONLY), None);
+        // A link at the last component is the file's own unless these say not.
+        assert_eq!(
+            o(libc::O_RDONLY | libc::O_NOFOLLOW),
+            Some((Op::Read, true, false))
+        );
+        let excl = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        assert_eq!(o(excl), Some((Op::Write, false, false)));
+        assert_eq!(
+            o(libc::O_WRONLY | libc::O_EXCL),
+            Some((Op::Write, true, true))
+        );
+    }
+
+    #[test]
+    fn a_call_that_does_not_follow_the_last_link_names_the_link() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("home/u/.ssh")).unwrap();
+        std::fs::create_dir_all(root.join("home/u/proj")).unwrap();
+        std::os::unix::fs::symlink("/home/u/.ssh/id_rsa", root.join("home/u/proj/lk")).unwrap();
+        std::os::unix::fs::symlink("/home/u/proj", root.join("home/u/p")).unwrap();
+        let access = |follow: bool| resolve_call(root, Path::new("/home/u/p/lk"), follow);
+        assert_eq!(access(true), PathBuf::from("/home/u/.ssh/id_rsa"));
+        // An unlink of the link: its directory's links followed, not the link.
+        assert_eq!(access(false), PathBuf::from("/home/u/proj/lk"));
     }
 
     #[test]

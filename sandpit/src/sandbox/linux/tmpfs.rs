@@ -96,7 +96,7 @@ pub fn full_line(full: &[Full], scratch: &Path, origin: &str) -> Option<String> 
         .collect();
     Some(format!(
         "sandpit: the run filled {} to limits.tmp_bytes = {} ({origin}): writes there \
-         failed with ENOSPC (\"No space left on device\"); raise it under [limits] in \
+         likely failed with ENOSPC (\"No space left on device\"); raise it under [limits] in \
          ~/.sandpit/config.toml (0: half the machine's memory each) if the command needs more",
         names.join(" and "),
         first.size
