@@ -36,6 +36,24 @@ pub enum LandlockError {
 
 /// Apply `plan` to the calling thread (and so to everything it execs). `abi` is the
 /// version the kernel reported; every right asked for is a hard requirement.
+/// A rule for an entry listed from a directory of the host (the fallback mode's
+/// reads): one that changed since it was listed — gone (Landlock answers EBADFD for
+/// a file no longer there), or now a file where it was a directory (EINVAL) — gets
+/// none, which only takes access away. Any other refusal stops the setup.
+fn grant_listed<T>(added: Result<T, landlock::RulesetError>) -> Result<(), LandlockError> {
+    let Err(e) = added else { return Ok(()) };
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::EBADFD | libc::EINVAL)) {
+                return Ok(());
+            }
+        }
+        source = s.source();
+    }
+    Err(e.into())
+}
+
 pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockError> {
     let have = abi.ok_or(LandlockError::Unavailable)?;
     let abi = ABI::from(have as i32);
@@ -101,12 +119,12 @@ pub fn apply(plan: &LandlockPlan, abi: Option<u32>) -> Result<Applied, LandlockE
                 } else {
                     read & AccessFs::from_file(abi)
                 };
-                created = created.add_rule(PathBeneath::new(f, access))?;
+                grant_listed((&mut created).add_rule(PathBeneath::new(f, access)))?;
             }
         }
         for p in &reads.list_only {
             if let Ok(f) = fd(p) {
-                created = created.add_rule(PathBeneath::new(f, AccessFs::ReadDir))?;
+                grant_listed((&mut created).add_rule(PathBeneath::new(f, AccessFs::ReadDir)))?;
             }
         }
     }
