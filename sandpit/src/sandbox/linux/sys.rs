@@ -9,6 +9,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
+use rustix::process::{Pid, Signal};
+
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -336,16 +338,24 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::unshare(flags) }).map(drop)
 }
 
+/// `pid` as rustix takes it: 0 is `None` (the caller, or a new group). A negative
+/// number (a process group, or every process) is no argument of these wrappers.
+fn pid_arg(pid: libc::pid_t) -> io::Result<Option<Pid>> {
+    if pid < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok(Pid::from_raw(pid))
+}
+
 /// setpgid(2): `pid` (0: the caller) into process group `pgid` (0: a new one of its
 /// own).
 pub fn setpgid(pid: libc::pid_t, pgid: libc::pid_t) -> io::Result<()> {
-    // SAFETY: setpgid takes only integers.
-    cvt(unsafe { libc::setpgid(pid, pgid) }).map(drop)
+    Ok(rustix::process::setpgid(pid_arg(pid)?, pid_arg(pgid)?)?)
 }
 
 pub fn setsid() -> io::Result<()> {
-    // SAFETY: setsid takes no arguments.
-    cvt(unsafe { libc::setsid() }).map(drop)
+    rustix::process::setsid()?;
+    Ok(())
 }
 
 pub fn set_no_new_privs() -> io::Result<()> {
@@ -355,16 +365,8 @@ pub fn set_no_new_privs() -> io::Result<()> {
 
 /// The running kernel's `major.minor`, from `uname`.
 pub fn kernel_release() -> Option<(u32, u32)> {
-    // SAFETY: a zeroed utsname is a valid out-parameter.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    // SAFETY: uname wrote a NUL-terminated string into `release`.
-    let r = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
-        .to_str()
-        .ok()?;
+    let u = rustix::system::uname();
+    let r = u.release().to_str().ok()?;
     let mut it = r.split(|c: char| !c.is_ascii_digit());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
@@ -464,29 +466,33 @@ pub fn set_child_subreaper() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
 }
 
+/// The parent's pid, 0 when the parent is outside this pid namespace.
 pub fn getppid() -> libc::pid_t {
-    // SAFETY: getppid has no preconditions.
-    unsafe { libc::getppid() }
+    Pid::as_raw(rustix::process::getppid())
 }
 
 pub fn getpid() -> libc::pid_t {
-    // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() }
+    rustix::process::getpid().as_raw_pid()
 }
 
 pub fn getuid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 pub fn getgid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::getgid() }
+    rustix::process::getgid().as_raw()
 }
 
+/// A named signal from its number (EINVAL for 0 and the real-time ones, which
+/// sandpit never sends).
+fn signal_arg(sig: libc::c_int) -> io::Result<Signal> {
+    Signal::from_named_raw(sig).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// kill(2) to one process (`pid` > 0; a group or every process is EINVAL).
 pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill takes only integers.
-    cvt(unsafe { libc::kill(pid, sig) }).map(drop)
+    let pid = pid_arg(pid)?.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::kill_process(pid, signal_arg(sig)?)?)
 }
 
 /// How a waited-for child ended, or `None` if it has not (WNOHANG).
@@ -1118,13 +1124,11 @@ pub fn kill_proc_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 pub fn chdir(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated.
-    cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+    Ok(rustix::process::chdir(path)?)
 }
 
 pub fn sethostname(name: &[u8]) -> io::Result<()> {
-    // SAFETY: name points to name.len() readable bytes.
-    cvt(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+    Ok(rustix::system::sethostname(name)?)
 }
 
 // --- terminal ------------------------------------------------------------------------
