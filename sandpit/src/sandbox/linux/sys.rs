@@ -359,8 +359,7 @@ pub fn setsid() -> io::Result<()> {
 }
 
 pub fn set_no_new_privs() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+    Ok(rustix::thread::set_no_new_privs(true)?)
 }
 
 /// The running kernel's `major.minor`, from `uname`.
@@ -440,8 +439,9 @@ pub fn prefer_for_oom_kill() -> io::Result<()> {
 }
 
 pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+    Ok(rustix::process::set_parent_process_death_signal(Some(
+        signal_arg(sig)?,
+    ))?)
 }
 
 /// A pidfd of the calling process (`pidfd_open`, close-on-exec).
@@ -457,13 +457,19 @@ pub fn has_exited(pidfd: BorrowedFd<'_>) -> bool {
 }
 
 pub fn set_dumpable(on: bool) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on as libc::c_ulong, 0, 0, 0) }).map(drop)
+    use rustix::process::{set_dumpable_behavior, DumpableBehavior};
+    Ok(set_dumpable_behavior(if on {
+        DumpableBehavior::Dumpable
+    } else {
+        DumpableBehavior::NotDumpable
+    })?)
 }
 
 pub fn set_child_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+    // rustix passes the pid as the (non-zero: on) flag.
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
 }
 
 /// The parent's pid, 0 when the parent is outside this pid namespace.
@@ -785,8 +791,7 @@ pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Is seccomp filtering available (`prctl(PR_GET_SECCOMP)` answers)?
 pub fn seccomp_available() -> bool {
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+    rustix::thread::secure_computing_mode().is_ok()
 }
 
 /// The Landlock ABI version the kernel offers, `None` when unsupported.
@@ -1017,59 +1022,32 @@ pub fn install_noop_handlers(signals: &[libc::c_int]) -> io::Result<()> {
 /// Drop every capability for good: bounding set, ambient set, securebits so that a
 /// uid 0 inside the namespace regains nothing on exec, then the effective sets.
 pub fn drop_all_capabilities() -> io::Result<()> {
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
-    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
-    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments; EINVAL past the last cap is expected.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-    }
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    })?;
-    let bits = SECBIT_NOROOT
-        | SECBIT_NOROOT_LOCKED
-        | SECBIT_NO_SETUID_FIXUP
-        | SECBIT_NO_SETUID_FIXUP_LOCKED
-        | SECBIT_NO_CAP_AMBIENT_RAISE
-        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
-    #[repr(C)]
-    struct CapHeader {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct CapData {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
+    use rustix::thread::{
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+        set_capabilities_secure_bits, CapabilitiesSecureBits as Sec, CapabilitySet, CapabilitySets,
     };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and a two-element data array as capset v3 requires.
-    cvt_long(unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) })
-        .map(drop)
+    // By number, not by rustix's names: a capability newer than rustix is dropped
+    // too. EINVAL past the kernel's last capability is expected.
+    for cap in 0..64 {
+        let _ = remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << cap));
+    }
+    clear_ambient_capability_set()?;
+    set_capabilities_secure_bits(
+        Sec::NO_ROOT
+            | Sec::NO_ROOT_LOCKED
+            | Sec::NO_SETUID_FIXUP
+            | Sec::NO_SETUID_FIXUP_LOCKED
+            | Sec::NO_CAP_AMBIENT_RAISE
+            | Sec::NO_CAP_AMBIENT_RAISE_LOCKED,
+    )?;
+    Ok(set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )?)
 }
 
 /// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
@@ -1365,8 +1343,7 @@ pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
 /// must not pass for it (or for the command, whose words are in the launcher's).
 pub fn set_title(title: &str) {
     let comm = std::ffi::CString::new(&title.as_bytes()[..title.len().min(15)]).unwrap_or_default();
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, comm.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    let _ = rustix::thread::set_name(&comm);
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return;
     };
