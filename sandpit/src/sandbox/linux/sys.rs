@@ -370,40 +370,31 @@ pub fn kernel_release() -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
+/// `resource` to `n` (soft and hard), or to the hard limit already in force if
+/// that is lower (raising it needs a privilege the command must not have).
+fn cap_limit(resource: rustix::process::Resource, n: u64) -> io::Result<()> {
+    use rustix::process::{getrlimit, setrlimit, Rlimit};
+    // `None` is RLIM_INFINITY.
+    let n = getrlimit(resource).maximum.map_or(n, |hard| n.min(hard));
+    Ok(setrlimit(
+        resource,
+        Rlimit {
+            current: Some(n),
+            maximum: Some(n),
+        },
+    )?)
+}
+
 /// `RLIMIT_NPROC` to `n` (soft and hard), or to the hard limit already in force if
 /// that is lower (raising it needs a privilege the command must not have).
 pub fn limit_tasks(n: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut cur) })?;
-    let n = (n as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &new) }).map(drop)
+    cap_limit(rustix::process::Resource::Nproc, n)
 }
 
 /// `RLIMIT_DATA` of this process (and what it starts): its heap and private
 /// writable mappings may take at most `bytes` (`limits.memory` without a cgroup).
 pub fn limit_data(bytes: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut cur) })?;
-    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &new) }).map(drop)
+    cap_limit(rustix::process::Resource::Data, bytes)
 }
 
 /// `RLIMIT_FSIZE` of this process (and what it starts): no file it writes may grow
@@ -411,19 +402,9 @@ pub fn limit_data(bytes: u64) -> io::Result<()> {
 /// `SIGXFSZ` is ignored (kept across `execve`), so such a write fails with `EFBIG`
 /// instead of the signal ending the process with a core dump.
 pub fn limit_file_size(bytes: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut cur) })?;
-    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &new) })?;
+    cap_limit(rustix::process::Resource::Fsize, bytes)?;
+    // By hand: rustix sets dispositions only in its `runtime` module, for programs
+    // without a C library; with glibc in the process they go through glibc.
     // SAFETY: SIG_IGN is a valid disposition for SIGXFSZ; no handler runs.
     if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
         return Err(io::Error::last_os_error());
