@@ -499,28 +499,38 @@ impl Exit {
     }
 }
 
-/// waitpid; returns `Ok(None)` when nothing changed (with `nohang`).
+/// waitpid for the child `pid`, or for any child with -1; returns `Ok(None)` when
+/// nothing changed (with `nohang`).
 pub fn wait(pid: libc::pid_t, nohang: bool) -> io::Result<Option<(libc::pid_t, Exit)>> {
-    let mut status: libc::c_int = 0;
-    let flags = if nohang { libc::WNOHANG } else { 0 };
+    use rustix::process::WaitOptions;
+    let flags = if nohang {
+        WaitOptions::NOHANG
+    } else {
+        WaitOptions::empty()
+    };
+    // rustix's `waitpid(None)` is waitpid(0) (the caller's process group): any
+    // child is `wait`.
+    let child = if pid == -1 {
+        None
+    } else {
+        Some(pid_arg(pid)?.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?)
+    };
     loop {
-        // SAFETY: status is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        let r = match child {
+            None => rustix::process::wait(flags),
+            Some(p) => rustix::process::waitpid(Some(p), flags),
+        };
+        let (who, status) = match r {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(None) => return Ok(None),
+            Ok(Some(r)) => r,
+        };
+        if let Some(code) = status.exit_status() {
+            return Ok(Some((who.as_raw_pid(), Exit::Code(code))));
         }
-        if r == 0 {
-            return Ok(None);
-        }
-        if libc::WIFEXITED(status) {
-            return Ok(Some((r, Exit::Code(libc::WEXITSTATUS(status)))));
-        }
-        if libc::WIFSIGNALED(status) {
-            return Ok(Some((r, Exit::Signal(libc::WTERMSIG(status)))));
+        if let Some(sig) = status.terminating_signal() {
+            return Ok(Some((who.as_raw_pid(), Exit::Signal(sig))));
         }
         if nohang {
             return Ok(None);
