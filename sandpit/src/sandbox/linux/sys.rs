@@ -6,7 +6,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use rustix::process::{Pid, Signal};
@@ -603,7 +603,8 @@ impl SigSet {
     }
 }
 
-/// Mark every descriptor from `first` up as close-on-exec.
+/// Mark every descriptor from `first` up as close-on-exec. By hand: rustix has no
+/// close_range.
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: close_range with integer arguments only.
@@ -885,10 +886,8 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Make `fd` non-blocking.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we hold.
-    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    Ok(fcntl_setfl(fd, fcntl_getfl(fd)? | OFlags::NONBLOCK)?)
 }
 
 /// Wait up to `timeout_ms` for any of `fds` to be readable; which are (errors and
@@ -1174,20 +1173,28 @@ pub fn set_controlling_tty(fd: RawFd) -> io::Result<()> {
     cvt(unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) }).map(drop)
 }
 
+/// dup2(2) of `from` onto descriptor `to`. Onto stdin, stdout or stderr through
+/// rustix; onto any other number by hand, since rustix's `dup2` takes its target as
+/// an open `OwnedFd`, and here it need not be open.
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: dup2 takes only integers.
-    cvt(unsafe { libc::dup2(from, to) }).map(drop)
+    // SAFETY: borrowed for this call only; a descriptor that is not open fails the
+    // call with EBADF, as dup2 itself would.
+    let fd = unsafe { BorrowedFd::borrow_raw(from) };
+    match to {
+        0 => Ok(rustix::stdio::dup2_stdin(fd)?),
+        1 => Ok(rustix::stdio::dup2_stdout(fd)?),
+        2 => Ok(rustix::stdio::dup2_stderr(fd)?),
+        // SAFETY: dup2 takes only integers.
+        _ => cvt(unsafe { libc::dup2(from, to) }).map(drop),
+    }
 }
 
 // --- splice (the launcher's bridge relay) ---------------------------------------
 
 /// A blocking pipe, both ends close-on-exec, of the kernel's usual size.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1 as libc::c_int; 2];
-    // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
-    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::pipe::{pipe_with, PipeFlags};
+    Ok(pipe_with(PipeFlags::CLOEXEC)?)
 }
 
 /// Whether `path` (not followed if a symlink) is the root of a mount: a bind or
@@ -1372,11 +1379,11 @@ pub fn quiet() -> io::Result<()> {
 /// helper process that must not keep the caller's pipes, terminal or locks open.
 pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> {
     let first = 3 + N as RawFd;
-    // Above every target first, so that moving one never closes another.
+    // Above every target first, so that moving one never closes another. (These
+    // copies are close-on-exec: dup2 below makes the kept ones plain again.)
     let mut high = [0 as RawFd; N];
     for (h, f) in high.iter_mut().zip(&fds) {
-        // SAFETY: F_DUPFD on a descriptor `fds` owns, with an integer argument.
-        *h = cvt(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD, first) })?;
+        *h = rustix::io::fcntl_dupfd_cloexec(f, first)?.into_raw_fd();
     }
     let null = std::fs::OpenOptions::new()
         .read(true)
