@@ -1101,85 +1101,66 @@ pub fn sethostname(name: &[u8]) -> io::Result<()> {
 
 // --- terminal ------------------------------------------------------------------------
 
+/// `fd` borrowed for one call. The terminal wrappers take the raw numbers their
+/// callers hold across fork (0, 1, 2, the pty's ends).
+fn borrow(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: each caller uses it for one system call only; a descriptor that is not
+    // open fails that call with EBADF, as the C library's wrapper would.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
 pub fn isatty(fd: RawFd) -> bool {
-    // SAFETY: isatty takes only an integer.
-    unsafe { libc::isatty(fd) == 1 }
+    rustix::termios::isatty(borrow(fd))
 }
 
 /// A new pseudo-terminal pair (master, slave), both close-on-exec, neither becoming
-/// our controlling terminal.
+/// our controlling terminal. The slave is opened from the master (TIOCGPTPEER), not
+/// by its name under /dev/pts.
 pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: posix_openpt takes only flags.
-    let m = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
-    let master = fd_from(m as libc::c_long)?;
-    // SAFETY: master is a pty master descriptor.
-    cvt(unsafe { libc::grantpt(master.as_raw_fd()) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
-    let mut name = [0 as libc::c_char; 128];
-    // SAFETY: name has the length passed; ptsname_r NUL-terminates on success.
-    let r = unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
-    }
-    // SAFETY: name was NUL-terminated by ptsname_r.
-    let s = unsafe {
-        libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    let slave = fd_from(s as libc::c_long)?;
+    use rustix::pty::{grantpt, ioctl_tiocgptpeer, openpt, unlockpt, OpenptFlags};
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = openpt(flags)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let slave = ioctl_tiocgptpeer(&master, flags)?;
     Ok((master, slave))
 }
 
 /// Saved terminal settings of an fd.
-pub struct Termios(libc::termios);
+pub struct Termios(rustix::termios::Termios);
 
 pub fn get_termios(fd: RawFd) -> io::Result<Termios> {
-    // SAFETY: termios is plain data; tcgetattr fills it.
-    let mut t: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: t is a valid out-pointer.
-    cvt(unsafe { libc::tcgetattr(fd, &mut t) })?;
-    Ok(Termios(t))
+    Ok(Termios(rustix::termios::tcgetattr(borrow(fd))?))
 }
 
 pub fn set_termios(fd: RawFd, t: &Termios) -> io::Result<()> {
-    // SAFETY: t points to a valid termios.
-    cvt(unsafe { libc::tcsetattr(fd, libc::TCSADRAIN, &t.0) }).map(drop)
+    use rustix::termios::{tcsetattr, OptionalActions};
+    Ok(tcsetattr(borrow(fd), OptionalActions::Drain, &t.0)?)
 }
 
 /// Put the terminal on `fd` in raw mode (input passes through untouched).
 pub fn set_raw(fd: RawFd, saved: &Termios) -> io::Result<()> {
-    let mut raw = Termios(saved.0);
-    // SAFETY: cfmakeraw edits the struct in place.
-    unsafe { libc::cfmakeraw(&mut raw.0) };
+    let mut raw = Termios(saved.0.clone());
+    raw.0.make_raw();
     set_termios(fd, &raw)
 }
 
 /// Copy the window size of terminal `from` to terminal `to`.
 pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: winsize is plain data.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: ws is a valid out-pointer for TIOCGWINSZ.
-    cvt(unsafe { libc::ioctl(from, libc::TIOCGWINSZ, &mut ws) })?;
-    // SAFETY: ws is a valid winsize for TIOCSWINSZ.
-    cvt(unsafe { libc::ioctl(to, libc::TIOCSWINSZ, &ws) }).map(drop)
+    use rustix::termios::{tcgetwinsize, tcsetwinsize};
+    Ok(tcsetwinsize(borrow(to), tcgetwinsize(borrow(from))?)?)
 }
 
 /// Make `fd` (a pty slave) the controlling terminal of this new session.
 pub fn set_controlling_tty(fd: RawFd) -> io::Result<()> {
-    // SAFETY: TIOCSCTTY takes an integer argument.
-    cvt(unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) }).map(drop)
+    Ok(rustix::process::ioctl_tiocsctty(borrow(fd))?)
 }
 
 /// dup2(2) of `from` onto descriptor `to`. Onto stdin, stdout or stderr through
 /// rustix; onto any other number by hand, since rustix's `dup2` takes its target as
 /// an open `OwnedFd`, and here it need not be open.
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: borrowed for this call only; a descriptor that is not open fails the
-    // call with EBADF, as dup2 itself would.
-    let fd = unsafe { BorrowedFd::borrow_raw(from) };
+    let fd = borrow(from);
     match to {
         0 => Ok(rustix::stdio::dup2_stdin(fd)?),
         1 => Ok(rustix::stdio::dup2_stdout(fd)?),
