@@ -35,30 +35,12 @@ fn fd_from(r: libc::c_long) -> io::Result<OwnedFd> {
 
 // --- new mount API (Linux >= 5.2 / 5.12 for mount_setattr) -----------------------
 
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
 const AT_EMPTY_PATH: libc::c_uint = 0x1000;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
-const FSOPEN_CLOEXEC: libc::c_uint = 1;
-const FSCONFIG_SET_STRING: libc::c_uint = 1;
-const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-const FSMOUNT_CLOEXEC: libc::c_uint = 1;
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_IN_ROOT: u64 = 0x10;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 #[repr(C)]
 struct MountAttr {
@@ -72,26 +54,19 @@ struct MountAttr {
 /// be a symlink (openat2 `RESOLVE_NO_SYMLINKS`): the object mounted on is exactly the
 /// one named, not one a planted link points to.
 pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: if no_symlinks {
-            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
-        } else {
-            0
-        },
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags, CWD};
+    let resolve = if no_symlinks {
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+    } else {
+        ResolveFlags::empty()
     };
-    // SAFETY: path is NUL-terminated, `how` is a valid open_how of the size passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    fd_from(r)
+    Ok(openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        resolve,
+    )?)
 }
 
 /// An `O_PATH` descriptor of `path` resolved inside the tree at `root`, as if `root`
@@ -99,45 +74,31 @@ pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
 /// `/run/systemd/resolve/stub-resolv.conf`) leads to that path beneath `root`, not
 /// beneath the caller's own root, and `..` never climbs out.
 pub fn open_path_in(root: &CStr, path: &CStr) -> io::Result<OwnedFd> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
     let dir = open_path(root, false)?;
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: RESOLVE_IN_ROOT,
-    };
-    // SAFETY: dir is a live descriptor, path is NUL-terminated, `how` is a valid
-    // open_how of the size passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    fd_from(r)
+    Ok(openat2(
+        &dir,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT,
+    )?)
 }
 
 /// A detached copy of the mount (tree) at `fd` (open_tree OPEN_TREE_CLONE).
 pub fn clone_mount(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
-    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+    use rustix::mount::{open_tree, OpenTreeFlags};
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_EMPTY_PATH;
     if recursive {
-        flags |= AT_RECURSIVE;
+        flags |= OpenTreeFlags::AT_RECURSIVE;
     }
-    // SAFETY: fd is a live descriptor; the empty path is a valid C string.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags as libc::c_uint,
-        )
-    };
-    fd_from(r)
+    Ok(open_tree(fd, c"", flags)?)
 }
 
-/// Change per-mount flags (mount_setattr) of the mount at `fd`.
+/// Change per-mount flags (mount_setattr) of the mount at `fd`. By hand: rustix has
+/// no mount_setattr.
 pub fn set_mount_attr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: set,
@@ -165,109 +126,67 @@ pub fn set_mount_attr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64)
 
 /// Attach the detached mount `tree` on top of the object `target` refers to.
 pub fn move_mount(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: both fds are live; empty paths are valid C strings.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
-    cvt_long(r).map(drop)
+    use rustix::mount::MoveMountFlags;
+    Ok(rustix::mount::move_mount(
+        tree,
+        c"",
+        target,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?)
 }
 
 /// A new detached filesystem mount (fsopen → fsconfig → fsmount) with `attrs`.
 pub fn new_mount(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
-    // SAFETY: fstype is NUL-terminated.
-    let fs = fd_from(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
-    for (k, v) in options {
-        // SAFETY: fs is live; key and value are NUL-terminated.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs.as_raw_fd(),
-                FSCONFIG_SET_STRING,
-                k.as_ptr(),
-                v.as_ptr(),
-                0,
-            )
-        };
-        cvt_long(r)?;
-    }
-    // SAFETY: fs is live; null key/value are what FSCONFIG_CMD_CREATE takes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        )
+    use rustix::mount::{
+        fsconfig_create, fsconfig_set_string, fsmount, fsopen, FsMountFlags, FsOpenFlags,
+        MountAttrFlags,
     };
-    cvt_long(r)?;
-    // SAFETY: fs is a configured filesystem context.
-    fd_from(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+    let attrs = u32::try_from(attrs).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fs = fsopen(fstype, FsOpenFlags::FSOPEN_CLOEXEC)?;
+    for (k, v) in options {
+        fsconfig_set_string(&fs, *k, *v)?;
+    }
+    fsconfig_create(&fs)?;
+    Ok(fsmount(
+        &fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::from_bits_retain(attrs),
+    )?)
 }
 
 /// Classic mount(2): used only for propagation changes.
 pub fn make_private_recursive(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated; null source/fstype/data are allowed for MS_PRIVATE.
-    cvt(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
+    use rustix::mount::{mount_change, MountPropagationFlags};
+    Ok(mount_change(
+        path,
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )?)
 }
 
 /// mount(2) of a fresh filesystem at a path (used for the staging tmpfs only, before
 /// any untrusted file could be in the way).
-pub fn mount_fs(fstype: &CStr, target: &CStr, flags: libc::c_ulong, data: &CStr) -> io::Result<()> {
-    // SAFETY: all strings are NUL-terminated.
-    cvt(unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            flags,
-            data.as_ptr().cast(),
-        )
-    })
-    .map(drop)
+pub fn mount_fs(
+    fstype: &CStr,
+    target: &CStr,
+    flags: rustix::mount::MountFlags,
+    data: &CStr,
+) -> io::Result<()> {
+    Ok(rustix::mount::mount(fstype, target, fstype, flags, data)?)
 }
 
 /// Recursive bind mount by path (staging only: source and target are sandpit's own).
 pub fn rbind(source: &CStr, target: &CStr) -> io::Result<()> {
-    // SAFETY: all strings are NUL-terminated; null fstype/data are allowed for MS_BIND.
-    cvt(unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
+    Ok(rustix::mount::mount_bind_recursive(source, target)?)
 }
 
 pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
-    // SAFETY: both strings are NUL-terminated.
-    cvt_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
-        .map(drop)
+    Ok(rustix::process::pivot_root(new_root, put_old)?)
 }
 
 pub fn umount_detach(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated.
-    cvt(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) }).map(drop)
+    use rustix::mount::{unmount, UnmountFlags};
+    Ok(unmount(path, UnmountFlags::DETACH)?)
 }
 
 // --- processes -----------------------------------------------------------------------
@@ -333,9 +252,18 @@ pub fn clone_into_namespaces() -> io::Result<Fork> {
     }
 }
 
+/// unshare(2) into new namespaces (`CLONE_NEW*` flags only).
 pub fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: unshare takes only flags.
-    cvt(unsafe { libc::unshare(flags) }).map(drop)
+    use rustix::thread::{unshare_unsafe, UnshareFlags};
+    let flags = UnshareFlags::from_bits_retain(flags as u32);
+    let own_tables = UnshareFlags::FILES | UnshareFlags::FS | UnshareFlags::SYSVSEM;
+    if flags.intersects(own_tables) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: rustix marks unshare unsafe for CLONE_FILES and CLONE_FS (a thread
+    // with tables of its own behind std's back), refused above; new namespaces
+    // change no memory.
+    Ok(unsafe { unshare_unsafe(flags) }?)
 }
 
 /// `pid` as rustix takes it: 0 is `None` (the caller, or a new group). A negative
@@ -1310,10 +1238,14 @@ pub fn open_namespaces(pid: libc::pid_t) -> io::Result<Namespaces> {
     })
 }
 
-/// setns(2): join the namespace `ns` refers to, which must be of type `nstype`.
+/// setns(2): join the namespace `ns` refers to, which must be of type `nstype` (a
+/// `CLONE_NEW*` flag; the kernel checks it).
 pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns takes a descriptor and a flag; the kernel checks the type.
-    cvt(unsafe { libc::setns(ns.as_raw_fd(), nstype) }).map(drop)
+    use rustix::thread::{move_into_thread_name_spaces, ThreadNameSpaceType};
+    Ok(move_into_thread_name_spaces(
+        ns,
+        ThreadNameSpaceType::from_bits_retain(nstype as u32),
+    )?)
 }
 
 /// Name this process `title` where `ps` and `/proc` show it: its command name (15
