@@ -968,25 +968,19 @@ pub fn drop_all_capabilities() -> io::Result<()> {
     )?)
 }
 
-/// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
+/// flock(2) on an open file: shared or exclusive, optionally non-blocking.
 pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Result<()> {
-    let mut op = if exclusive {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_SH
+    use rustix::fs::FlockOperation as Op;
+    let op = match (exclusive, nonblocking) {
+        (true, false) => Op::LockExclusive,
+        (true, true) => Op::NonBlockingLockExclusive,
+        (false, false) => Op::LockShared,
+        (false, true) => Op::NonBlockingLockShared,
     };
-    if nonblocking {
-        op |= libc::LOCK_NB;
-    }
     loop {
-        // SAFETY: fd is a live descriptor; flock takes only integers.
-        let r = unsafe { libc::flock(fd.as_raw_fd(), op) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::fs::flock(fd, op) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
         }
     }
 }
@@ -1109,115 +1103,78 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Whether `path` (not followed if a symlink) is the root of a mount: a bind or
 /// mask still in place (statx `STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
 pub fn is_mount_root(path: &CStr) -> io::Result<bool> {
-    // SAFETY: a zeroed statx is a valid out-parameter.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: path is NUL-terminated and `st` is writable.
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            0,
-            &mut st,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
-    if st.stx_attributes_mask & bit == 0 {
+    use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags, CWD};
+    let st = statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::empty())?;
+    if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
-    Ok(st.stx_attributes & bit != 0)
+    Ok(st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
 
 /// An inotify instance (close-on-exec, blocking reads).
 pub fn inotify() -> io::Result<OwnedFd> {
-    // SAFETY: no pointers; returns a new descriptor or -1.
-    let r = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-    fd_from(r as libc::c_long)
+    use rustix::fs::inotify::{init, CreateFlags};
+    Ok(init(CreateFlags::CLOEXEC)?)
 }
 
 /// Watch the directory `dir` for entries appearing, disappearing and being renamed.
 pub fn inotify_watch_dir(ino: BorrowedFd<'_>, dir: &CStr) -> io::Result<i32> {
-    let mask = libc::IN_CREATE
-        | libc::IN_MOVED_TO
-        | libc::IN_MOVED_FROM
-        | libc::IN_DELETE
-        | libc::IN_DELETE_SELF
-        | libc::IN_MOVE_SELF
-        | libc::IN_ONLYDIR
-        | libc::IN_DONT_FOLLOW;
-    // SAFETY: ino is an inotify descriptor, dir is NUL-terminated.
-    let r = unsafe { libc::inotify_add_watch(ino.as_raw_fd(), dir.as_ptr(), mask) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r)
+    use rustix::fs::inotify::{add_watch, WatchFlags as W};
+    let mask = W::CREATE
+        | W::MOVED_TO
+        | W::MOVED_FROM
+        | W::DELETE
+        | W::DELETE_SELF
+        | W::MOVE_SELF
+        | W::ONLYDIR
+        | W::DONT_FOLLOW;
+    Ok(add_watch(ino, dir, mask)?)
 }
 
 /// Block until inotify events arrive; returns `(watch descriptor, name)` of each.
 /// A queue overflow, or a watched directory itself moved, deleted or unwatched,
 /// comes as watch descriptor -1: look at everything again.
 pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
-    let mut buf = [0u8; 8192];
-    let n = loop {
-        // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::read(ino.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    let head = std::mem::size_of::<libc::inotify_event>();
+    use rustix::fs::inotify::{ReadFlags as R, Reader};
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+    let mut events = Reader::new(ino, &mut buf);
     let mut out = vec![];
-    let mut at = 0;
-    while at + head <= n {
-        // SAFETY: the kernel wrote a whole inotify_event header at `at` (read_unaligned
-        // copes with the byte buffer's alignment).
-        let ev: libc::inotify_event =
-            unsafe { std::ptr::read_unaligned(buf.as_ptr().add(at).cast()) };
-        let len = ev.len as usize;
-        let name = buf.get(at + head..at + head + len).unwrap_or_default();
-        let name = name.split(|&b| b == 0).next().unwrap_or_default().to_vec();
-        let whole =
-            libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
-        let wd = if ev.mask & whole != 0 { -1 } else { ev.wd };
+    // The first read blocks; what it brought is taken, and no more.
+    loop {
+        let ev = match events.next() {
+            Err(rustix::io::Errno::INTR) if out.is_empty() => continue,
+            r => r?,
+        };
+        let whole = R::QUEUE_OVERFLOW | R::IGNORED | R::DELETE_SELF | R::MOVE_SELF;
+        let wd = if ev.events().intersects(whole) {
+            -1
+        } else {
+            ev.wd()
+        };
+        let name = ev
+            .file_name()
+            .map(|n| n.to_bytes().to_vec())
+            .unwrap_or_default();
         out.push((wd, name));
-        at += head + len;
+        if events.is_buffer_empty() {
+            return Ok(out);
+        }
     }
-    Ok(out)
 }
 
 /// Create the file `name` (mode `mode`, exclusive) in the directory `dir`.
 pub fn create_at(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<OwnedFd> {
-    // SAFETY: dir is a live descriptor, name is NUL-terminated.
-    let r = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    };
-    fd_from(r as libc::c_long)
+    use rustix::fs::{openat, Mode, OFlags};
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+    Ok(openat(dir, name, flags, Mode::from_raw_mode(mode))?)
 }
 
 /// An `O_PATH` descriptor for `name` in the directory `dir` (not followed if a
 /// symlink).
 pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: dir is a live descriptor, name is NUL-terminated.
-    let r = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    fd_from(r as libc::c_long)
+    use rustix::fs::{openat, Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(openat(dir, name, flags, Mode::empty())?)
 }
 
 /// Join the user namespace, then the mount namespace, of process `pid`. The caller
@@ -1331,7 +1288,7 @@ pub fn ignore(signals: &[libc::c_int]) {
 
 /// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
 pub fn dev_major_minor(dev: u64) -> (u32, u32) {
-    (libc::major(dev), libc::minor(dev))
+    (rustix::fs::major(dev), rustix::fs::minor(dev))
 }
 
 /// A detached, read-only, inert (nosuid, nodev, noexec) copy of the single mount at
@@ -1364,13 +1321,11 @@ pub fn small_tmpfs(mode: &CStr, read_only: bool) -> io::Result<OwnedFd> {
 
 /// Device, inode, and whether it is a directory, of the object behind `fd`.
 pub fn fd_identity(fd: BorrowedFd<'_>) -> io::Result<((u64, u64), bool)> {
-    // SAFETY: a zeroed stat is a valid out-parameter; fd is live.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    use rustix::fs::{fstat, FileType};
+    let st = fstat(fd)?;
     Ok((
         (st.st_dev, st.st_ino),
-        st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+        FileType::from_raw_mode(st.st_mode) == FileType::Directory,
     ))
 }
 
