@@ -27,12 +27,6 @@ fn cvt_long(r: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
-fn fd_from(r: libc::c_long) -> io::Result<OwnedFd> {
-    let fd = cvt_long(r)? as RawFd;
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 // --- new mount API (Linux >= 5.2 / 5.12 for mount_setattr) -----------------------
 
 const AT_EMPTY_PATH: libc::c_uint = 0x1000;
@@ -731,13 +725,21 @@ pub fn landlock_abi() -> Option<u32> {
 
 // --- network -------------------------------------------------------------------------
 
-/// Bring the loopback interface of the current network namespace up.
+/// A UDP socket of the current network namespace, for interface ioctls.
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    Ok(socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// Bring the loopback interface of the current network namespace up. The flag
+/// ioctls by hand: rustix has no SIOCGIFFLAGS/SIOCSIFFLAGS.
 pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: plain socket creation.
-    let s = fd_from(
-        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
-            as libc::c_long,
-    )?;
+    let s = ioctl_socket()?;
     // SAFETY: ifreq is plain data; zeroed is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (i, b) in b"lo\0".iter().enumerate() {
@@ -754,15 +756,17 @@ pub fn loopback_up() -> io::Result<()> {
 
 /// A TUN device named `name` in the current network namespace (IFF_TUN|IFF_NO_PI:
 /// each read or write is one bare IP packet). Needs CAP_NET_ADMIN over the
-/// namespace, and `/dev/net/tun` open to this user.
+/// namespace, and `/dev/net/tun` open to this user. TUNSETIFF by hand: rustix has
+/// no TUN ioctls.
 pub fn tun_open(name: &str) -> io::Result<OwnedFd> {
+    use rustix::fs::{open, Mode, OFlags};
     if name.len() >= libc::IFNAMSIZ {
         return Err(io::ErrorKind::InvalidInput.into());
     }
-    // SAFETY: a constant NUL-terminated path.
-    let fd = fd_from(
-        unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
-            as libc::c_long,
+    let fd = open(
+        c"/dev/net/tun",
+        OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::empty(),
     )?;
     // SAFETY: ifreq is plain data; zeroed is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -777,39 +781,33 @@ pub fn tun_open(name: &str) -> io::Result<OwnedFd> {
 
 /// The index of the network interface `name` in the current network namespace.
 pub fn if_index(name: &str) -> io::Result<u32> {
-    let c =
-        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: a NUL-terminated name.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(io::Error::last_os_error()),
-        i => Ok(i),
-    }
+    Ok(rustix::net::netdevice::name_to_index(
+        ioctl_socket()?,
+        name,
+    )?)
 }
 
 /// A route netlink socket of the current network namespace.
 pub fn netlink_route() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket creation.
-    fd_from(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    } as libc::c_long)
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    // NETLINK_ROUTE is protocol 0, which rustix spells `None`.
+    Ok(socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Send `buf` on a socket (one netlink message).
 pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is readable for its length.
-    let r = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
-    cvt_long(r as libc::c_long).map(|n| n as usize)
+    Ok(rustix::net::send(fd, buf, rustix::net::SendFlags::empty())?)
 }
 
 /// Receive into `buf` from a socket.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is writable for its length.
-    let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    cvt_long(r as libc::c_long).map(|n| n as usize)
+    let (n, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::empty())?;
+    Ok(n)
 }
 
 /// Make `fd` non-blocking.
@@ -821,86 +819,62 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Wait up to `timeout_ms` for any of `fds` to be readable; which are (errors and
 /// hang-ups count: a read then reports them). Interrupted: none are.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut p: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|f| libc::pollfd {
-            fd: f.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|f| PollFd::from_borrowed_fd(*f, PollFlags::IN))
         .collect();
-    // SAFETY: `p` holds `p.len()` pollfd entries.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![false; fds.len()]);
-        }
-        return Err(e);
+    let timeout = (timeout_ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    });
+    match poll(&mut p, timeout.as_ref()) {
+        Err(rustix::io::Errno::INTR) => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(p.iter().map(|x| !x.revents().is_empty()).collect()),
     }
-    Ok(p.iter().map(|x| x.revents != 0).collect())
 }
 
-/// Send one descriptor with a short message over a unix socket (SCM_RIGHTS).
+/// Send one descriptor with a short message over a unix socket (SCM_RIGHTS). The
+/// control buffer is on the stack: children between fork and exec hand over
+/// descriptors with this.
 pub fn send_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr() as *mut libc::c_void,
-        iov_len: msg.len(),
-    };
-    // SAFETY: msghdr is plain data.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = space as _;
-    // SAFETY: hdr describes cbuf, which has room for one cmsg carrying one fd.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&hdr);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), raw);
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [fd];
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
     }
-    // SAFETY: hdr, iov and cbuf are valid for the duration of the call.
-    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sendmsg(
+        sock,
+        &[io::IoSlice::new(msg)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
     Ok(())
 }
 
-/// Receive one message (up to `buf.len()` bytes) and at most one descriptor.
+/// Receive one message (up to `buf.len()` bytes) and at most one descriptor
+/// (close-on-exec); a signal interrupting the wait is retried.
 pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let n = loop {
+        let mut iov = [io::IoSliceMut::new(buf)];
+        match recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?.bytes,
+        }
     };
-    // SAFETY: msghdr is plain data.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = space as _;
-    // SAFETY: hdr describes `buf` (through iov) and `cbuf`, valid and writable for
-    // the lengths it gives.
-    let n = unsafe { crate::sys::recvmsg(sock.as_raw_fd(), &mut hdr) }?;
     let mut fd = None;
-    // SAFETY: walking the control buffer the kernel filled, within controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
-                fd = Some(OwnedFd::from_raw_fd(raw));
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = m {
+            // Any but the last are closed as they are replaced.
+            for f in fds {
+                fd = Some(f);
             }
-            c = libc::CMSG_NXTHDR(&hdr, c);
         }
     }
     Ok((n, fd))
@@ -908,18 +882,13 @@ pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Opti
 
 /// A connected pair of `SOCK_SEQPACKET` unix sockets (message boundaries, EOF on close).
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid two-element out-array.
-    cvt(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: the kernel just returned both descriptors to us.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    Ok(socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 extern "C" fn noop_handler(_: libc::c_int) {}
