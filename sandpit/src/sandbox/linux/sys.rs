@@ -1,7 +1,18 @@
-//! The only place in the kernel layer that calls into libc directly. Every function
-//! here is a thin, safe wrapper over one system call; raw fds become `OwnedFd` at once.
-//! Constants are the kernel's uapi values (stable ABI), spelled out so the build does
-//! not depend on which libc release happens to export them.
+//! The only place in the kernel layer that makes system calls. Every function here is
+//! a thin, safe wrapper over one system call; raw fds become `OwnedFd` at once.
+//!
+//! Calls go through rustix wherever it has them: rustix's Linux backend issues the
+//! raw system call itself (no allocation, no C library lock), so its wrappers are as
+//! fit for a child between fork and exec as the C library's, and they carry the
+//! descriptor and flag types. What stays hand-written, each with a one-line reason
+//! where it is: calls rustix lacks (mount_setattr, close_range, seccomp and its
+//! notification ioctls, Landlock, process_vm_readv, the interface-flag and TUN
+//! ioctls, dup2 onto a descriptor number that need not be open); calls rustix offers
+//! only in its `runtime` module, for programs without a C library (fork and clone,
+//! execvpe, _exit, signal dispositions, masks and waits): with glibc in the process
+//! they must go through glibc. Constants rustix does not name are the kernel's uapi
+//! values (stable ABI), spelled out so the build does not depend on which libc
+//! release happens to export them.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -191,7 +202,8 @@ pub enum Fork {
 }
 
 /// fork(2). The caller must be single-threaded or only use async-signal-safe calls in
-/// the child until exec; sandpit forks before it starts any thread.
+/// the child until exec; sandpit forks before it starts any thread. By hand: rustix
+/// forks only in its `runtime` module, which skips glibc's fork handlers.
 pub fn fork() -> io::Result<Fork> {
     // SAFETY: fork has no memory-safety preconditions; see the doc comment on threads.
     let r = unsafe { libc::fork() };
@@ -217,7 +229,8 @@ pub fn debug_assert_single_threaded() {
 ///
 /// The raw system call skips the C library's fork handlers, so the caller must be
 /// single-threaded: the launcher clones before it starts any thread (the audit
-/// socket's reader, the proxy runtime), which debug builds check.
+/// socket's reader, the proxy runtime), which debug builds check. By hand: rustix
+/// has no clone into new namespaces.
 pub fn clone_into_namespaces() -> io::Result<Fork> {
     debug_assert_single_threaded();
     let flags = libc::CLONE_NEWUSER
@@ -460,12 +473,14 @@ pub fn wait(pid: libc::pid_t, nohang: bool) -> io::Result<Option<(libc::pid_t, E
     }
 }
 
+/// _exit(2). By hand: rustix exits only in its `runtime` module.
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and skips atexit handlers, as a forked child must.
     unsafe { libc::_exit(code) }
 }
 
-/// A set of signals for blocking and waiting.
+/// A set of signals for blocking and waiting. By hand: rustix has signal masks and
+/// sigwaitinfo only in its `runtime` module; glibc reserves signals of its own.
 pub struct SigSet(libc::sigset_t);
 
 impl SigSet {
@@ -534,7 +549,8 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
         .map(drop)
 }
 
-/// execvpe: returns only on failure.
+/// execvpe: returns only on failure. By hand: rustix's execve is in its `runtime`
+/// module and does no PATH search.
 pub fn execvpe(file: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     a.push(std::ptr::null());
@@ -564,7 +580,8 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-/// Install a seccomp filter on the calling thread (no_new_privs must be set).
+/// Install a seccomp filter on the calling thread (no_new_privs must be set). By
+/// hand, as every seccomp call here: rustix has no seccomp.
 pub fn seccomp_install(prog: &[SockFilter]) -> io::Result<()> {
     seccomp_set_filter(prog, 0).map(drop)
 }
@@ -682,7 +699,7 @@ pub fn seccomp_notif_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
 }
 
 /// Read another process's memory at `addr` into `buf` (`process_vm_readv`); the
-/// count read, short at an unmapped page.
+/// count read, short at an unmapped page. By hand: rustix has no process_vm_readv.
 pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -708,7 +725,8 @@ pub fn seccomp_available() -> bool {
     rustix::thread::secure_computing_mode().is_ok()
 }
 
-/// The Landlock ABI version the kernel offers, `None` when unsupported.
+/// The Landlock ABI version the kernel offers, `None` when unsupported. By hand:
+/// rustix has no Landlock.
 pub fn landlock_abi() -> Option<u32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: a version query takes a null attr and size 0.
@@ -894,7 +912,8 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
 extern "C" fn noop_handler(_: libc::c_int) {}
 
 /// Give each signal a no-op handler (pid 1 of a pid namespace only receives signals
-/// it handles; they stay blocked and are collected with `SigSet::wait`).
+/// it handles; they stay blocked and are collected with `SigSet::wait`). By hand:
+/// rustix has sigaction only in its `runtime` module.
 pub fn install_noop_handlers(signals: &[libc::c_int]) -> io::Result<()> {
     for s in signals {
         // SAFETY: sigaction is plain data; the handler is a valid extern "C" fn.
@@ -1237,6 +1256,7 @@ pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> 
     // replaced by dup2), as is `null`.
     std::mem::forget(fds);
     std::mem::forget(null);
+    // By hand: rustix has no close_range.
     // SAFETY: close_range with integer arguments only; descriptors 3.. first-1 stay.
     cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) })?;
     // SAFETY: each of 3.. first-1 was just made a copy of one of `fds`, owned by
@@ -1247,7 +1267,7 @@ pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> 
 }
 
 /// Ignore `signals` (a process that must finish what it does whatever the
-/// terminal sends its process group).
+/// terminal sends its process group). By hand: as `install_noop_handlers`.
 pub fn ignore(signals: &[libc::c_int]) {
     for &s in signals {
         // SAFETY: setting SIG_IGN is always valid.
