@@ -1326,8 +1326,7 @@ mod tests {
     /// user's pipe allowance, and a run's handshake pipes carry a byte or two.
     #[test]
     fn only_relay_pipes_are_grown() {
-        // SAFETY: F_GETPIPE_SZ on a pipe we own; the argument is ignored.
-        let size = |w: &OwnedFd| unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ, 0) };
+        let size = |w: &OwnedFd| rustix::pipe::fcntl_getpipe_size(w).unwrap();
         let (_r, plain) = pipe().unwrap();
         let grown = crate::splice::Pipe::new(false).unwrap();
         assert_eq!(size(&grown.write), 1 << 20, "a relay's pipe is grown");
