@@ -1,5 +1,5 @@
-//! Kernel layer, processes: ptrace/signals/process_vm on host processes, TIOCSTI,
-//! nested user namespaces, descendants outliving the run, exit status and signal
+//! Kernel layer, processes: ptrace/signals/process_vm on host processes, capabilities,
+//! TIOCSTI, nested user namespaces, descendants outliving the run, exit status and signal
 //! propagation, the terminal, and failing closed. Each probe is first shown to work
 //! without sandpit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -115,6 +115,45 @@ fn tiocsti_is_refused_other_tty_ioctls_work() {
         t.contains("winsize:8"),
         "positive control (TIOCGWINSZ): {t}"
     );
+}
+
+const CAPS_PY: &str = r#"
+import ctypes
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+for line in open("/proc/self/status"):
+    key, _, value = line.partition(":")
+    if key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"):
+        print(key + "=" + value.strip())
+print("securebits=" + str(libc.prctl(27, 0, 0, 0, 0)))  # PR_GET_SECUREBITS
+"#;
+
+/// The command holds no capability in any set, not even in its bounding set, cannot
+/// gain privileges on exec (no_new_privs), and its securebits are locked so that a
+/// uid 0 of its namespace would regain nothing by exec or setuid.
+#[test]
+fn the_command_holds_no_capabilities_and_cannot_regain_them() {
+    let control = TestHome::new();
+    control.write(&control.workspace().join("c.py"), CAPS_PY);
+    let t = text(&bare(&control, "python3 c.py"));
+    assert!(
+        t.contains("CapInh=") && t.contains("NoNewPrivs="),
+        "bare: {t}"
+    );
+    assert!(
+        !t.contains("CapBnd=0000000000000000"),
+        "bare: the host's bounding set is not empty: {t}"
+    );
+    assert!(t.contains("securebits=0"), "bare: {t}");
+
+    let h = TestHome::new();
+    h.write(&h.workspace().join("c.py"), CAPS_PY);
+    let t = text(&sandboxed(&h, "python3 c.py"));
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(t.contains(&format!("{set}=0000000000000000")), "{set}: {t}");
+    }
+    assert!(t.contains("NoNewPrivs=1"), "{t}");
+    // NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE, each with its lock.
+    assert!(t.contains("securebits=207"), "{t}");
 }
 
 #[test]

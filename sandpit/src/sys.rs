@@ -1,5 +1,8 @@
 //! The launcher's portable system calls, through rustix where it has them
 //! (platform-specific ones live in `sandbox/linux/sys.rs` and `sandbox/macos/sys.rs`).
+//! By hand: signal dispositions (rustix has them only in its `runtime` module),
+//! credentials whose pid may be 0 (rustix's `UCred` holds a non-zero `Pid`), and
+//! what each function says.
 
 /// Let SIGPIPE end this process, as it ends most programs (Rust ignores it, so a
 /// write to a closed pipe is an error, which `println!` turns into a panic).
@@ -54,27 +57,13 @@ pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout_ms: i32) -> std::io::Re
 /// receives (`SO_PASSCRED`), for [`recv_with_pid`].
 #[cfg(target_os = "linux")]
 pub fn pass_credentials(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt on an open descriptor with a pointer to a c_int and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            std::ptr::addr_of!(on).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::net::sockopt::set_socket_passcred(fd, true)?)
 }
 
 /// One datagram from a unix socket set up by [`pass_credentials`], and its
 /// sender's pid as the kernel gives it, in this process's pid namespace (`None`
-/// when none came, or the sender is not visible from here).
+/// when none came, or the sender is not visible from here). By hand, as
+/// [`peer_credentials`]: the pid may be 0, which rustix's `UCred` cannot hold.
 #[cfg(target_os = "linux")]
 pub fn recv_with_pid(
     fd: std::os::fd::BorrowedFd<'_>,
@@ -136,7 +125,9 @@ pub unsafe fn sender_pid(msg: &libc::msghdr) -> Option<libc::pid_t> {
 
 /// The pid and uid of the process at the other end of a unix stream socket, as
 /// the kernel recorded them when it connected (`SO_PEERCRED`; the pid in this
-/// process's pid namespace). Linux only: elsewhere an error.
+/// process's pid namespace). Linux only: elsewhere an error. By hand: rustix's
+/// `UCred` holds a non-zero `Pid`, and the kernel gives 0 for a peer this pid
+/// namespace cannot see.
 pub fn peer_credentials(s: &std::os::unix::net::UnixStream) -> std::io::Result<(u32, u32)> {
     #[cfg(target_os = "linux")]
     {
@@ -195,7 +186,6 @@ pub struct Mapped {
 
 impl Mapped {
     pub fn open(path: &std::path::Path) -> std::io::Result<Mapped> {
-        use std::os::fd::AsRawFd;
         let f = std::fs::File::open(path)?;
         let meta = f.metadata()?;
         if !meta.is_file() {
@@ -214,21 +204,19 @@ impl Mapped {
                 meta,
             });
         }
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
         // SAFETY: a fresh private read-only mapping of an open file; the kernel
         // picks the address. The descriptor may close afterwards.
         let ptr = unsafe {
-            libc::mmap(
+            mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                f.as_raw_fd(),
+                ProtFlags::READ,
+                MapFlags::PRIVATE,
+                &f,
                 0,
             )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        }?;
         Ok(Mapped { ptr, len, meta })
     }
 
@@ -252,7 +240,7 @@ impl Drop for Mapped {
     fn drop(&mut self) {
         if self.len != 0 {
             // SAFETY: the mapping made in `open`, unmapped once.
-            unsafe { libc::munmap(self.ptr, self.len) };
+            let _ = unsafe { rustix::mm::munmap(self.ptr, self.len) };
         }
     }
 }

@@ -5,61 +5,41 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 /// Raise the soft limit on open files to the hard limit (the proxy holds two
 /// descriptors per relayed connection). Returns the new soft limit.
 pub fn raise_nofile() -> std::io::Result<libc::rlim_t> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // rustix's `None` is RLIM_INFINITY.
+    let lim = getrlimit(Resource::Nofile);
+    let cur = lim.current.unwrap_or(libc::RLIM_INFINITY);
+    let max = lim.maximum.unwrap_or(libc::RLIM_INFINITY);
+    if cur < max {
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: lim.maximum,
+                maximum: lim.maximum,
+            },
+        )?;
+        return Ok(max);
     }
-    if lim.rlim_cur < lim.rlim_max {
-        let want = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: `want` is a valid rlimit; setrlimit only reads it.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        lim.rlim_cur = lim.rlim_max;
-    }
-    Ok(lim.rlim_cur)
+    Ok(cur)
 }
 
 /// Send SIGTERM to this process (the launcher forwards it to the command).
 pub fn terminate_self() {
-    // SAFETY: kill with our own pid and a valid signal number has no memory effects.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGTERM);
-    }
+    use rustix::process::{getpid, kill_process, Signal};
+    let _ = kill_process(getpid(), Signal::TERM);
 }
 
 /// Have the kernel attach each sender's credentials to the datagrams `sock` receives
 /// (`SO_PASSCRED`), for [`recv_with_pid`].
 #[cfg(target_os = "linux")]
 pub fn pass_credentials(sock: &UnixDatagram) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let on: libc::c_int = 1;
-    // SAFETY: `on` outlives the call and its size is the length passed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(rustix::net::sockopt::set_socket_passcred(sock, true)?)
 }
 
 /// Receive one datagram into `buf`: its length, the sender's pid as the kernel
 /// reports it (`None` when no credentials came with it: `SO_PASSCRED` was off when
-/// it was sent) and the sender's address (`None`: unnamed, nowhere to reply).
+/// it was sent) and the sender's address (`None`: unnamed, nowhere to reply). By
+/// hand: the pid may be 0, which rustix's `UCred` cannot hold.
 #[cfg(target_os = "linux")]
 pub fn recv_with_pid(
     sock: &UnixDatagram,

@@ -95,7 +95,7 @@ pub fn apply_mounts(plan: &Plan) -> Result<(), StepError> {
     sys::mount_fs(
         c"tmpfs",
         c"/tmp",
-        libc::MS_NOSUID | libc::MS_NODEV,
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
         c"mode=0700",
     )
     .ctx(|| "mounting staging tmpfs".into())?;

@@ -1,13 +1,26 @@
-//! The only place in the kernel layer that calls into libc directly. Every function
-//! here is a thin, safe wrapper over one system call; raw fds become `OwnedFd` at once.
-//! Constants are the kernel's uapi values (stable ABI), spelled out so the build does
-//! not depend on which libc release happens to export them.
+//! The only place in the kernel layer that makes system calls. Every function here is
+//! a thin, safe wrapper over one system call; raw fds become `OwnedFd` at once.
+//!
+//! Calls go through rustix wherever it has them: rustix's Linux backend issues the
+//! raw system call itself (no allocation, no C library lock), so its wrappers are as
+//! fit for a child between fork and exec as the C library's, and they carry the
+//! descriptor and flag types. What stays hand-written, each with a one-line reason
+//! where it is: calls rustix lacks (mount_setattr, close_range, seccomp and its
+//! notification ioctls, Landlock, process_vm_readv, the interface-flag and TUN
+//! ioctls, dup2 onto a descriptor number that need not be open); calls rustix offers
+//! only in its `runtime` module, for programs without a C library (fork and clone,
+//! execvpe, _exit, signal dispositions, masks and waits): with glibc in the process
+//! they must go through glibc. Constants rustix does not name are the kernel's uapi
+//! values (stable ABI), spelled out so the build does not depend on which libc
+//! release happens to export them.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
+
+use rustix::process::{Pid, Signal};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -25,38 +38,14 @@ fn cvt_long(r: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
-fn fd_from(r: libc::c_long) -> io::Result<OwnedFd> {
-    let fd = cvt_long(r)? as RawFd;
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 // --- new mount API (Linux >= 5.2 / 5.12 for mount_setattr) -----------------------
 
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
 const AT_EMPTY_PATH: libc::c_uint = 0x1000;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
-const FSOPEN_CLOEXEC: libc::c_uint = 1;
-const FSCONFIG_SET_STRING: libc::c_uint = 1;
-const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-const FSMOUNT_CLOEXEC: libc::c_uint = 1;
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_IN_ROOT: u64 = 0x10;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 #[repr(C)]
 struct MountAttr {
@@ -70,26 +59,19 @@ struct MountAttr {
 /// be a symlink (openat2 `RESOLVE_NO_SYMLINKS`): the object mounted on is exactly the
 /// one named, not one a planted link points to.
 pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: if no_symlinks {
-            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
-        } else {
-            0
-        },
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags, CWD};
+    let resolve = if no_symlinks {
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
+    } else {
+        ResolveFlags::empty()
     };
-    // SAFETY: path is NUL-terminated, `how` is a valid open_how of the size passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    fd_from(r)
+    Ok(openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        resolve,
+    )?)
 }
 
 /// An `O_PATH` descriptor of `path` resolved inside the tree at `root`, as if `root`
@@ -97,45 +79,31 @@ pub fn open_path(path: &CStr, no_symlinks: bool) -> io::Result<OwnedFd> {
 /// `/run/systemd/resolve/stub-resolv.conf`) leads to that path beneath `root`, not
 /// beneath the caller's own root, and `..` never climbs out.
 pub fn open_path_in(root: &CStr, path: &CStr) -> io::Result<OwnedFd> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
     let dir = open_path(root, false)?;
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: RESOLVE_IN_ROOT,
-    };
-    // SAFETY: dir is a live descriptor, path is NUL-terminated, `how` is a valid
-    // open_how of the size passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    fd_from(r)
+    Ok(openat2(
+        &dir,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT,
+    )?)
 }
 
 /// A detached copy of the mount (tree) at `fd` (open_tree OPEN_TREE_CLONE).
 pub fn clone_mount(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
-    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+    use rustix::mount::{open_tree, OpenTreeFlags};
+    let mut flags = OpenTreeFlags::OPEN_TREE_CLONE
+        | OpenTreeFlags::OPEN_TREE_CLOEXEC
+        | OpenTreeFlags::AT_EMPTY_PATH;
     if recursive {
-        flags |= AT_RECURSIVE;
+        flags |= OpenTreeFlags::AT_RECURSIVE;
     }
-    // SAFETY: fd is a live descriptor; the empty path is a valid C string.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags as libc::c_uint,
-        )
-    };
-    fd_from(r)
+    Ok(open_tree(fd, c"", flags)?)
 }
 
-/// Change per-mount flags (mount_setattr) of the mount at `fd`.
+/// Change per-mount flags (mount_setattr) of the mount at `fd`. By hand: rustix has
+/// no mount_setattr.
 pub fn set_mount_attr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: set,
@@ -163,109 +131,67 @@ pub fn set_mount_attr(fd: BorrowedFd<'_>, recursive: bool, set: u64, clear: u64)
 
 /// Attach the detached mount `tree` on top of the object `target` refers to.
 pub fn move_mount(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: both fds are live; empty paths are valid C strings.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            target.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
-    cvt_long(r).map(drop)
+    use rustix::mount::MoveMountFlags;
+    Ok(rustix::mount::move_mount(
+        tree,
+        c"",
+        target,
+        c"",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?)
 }
 
 /// A new detached filesystem mount (fsopen → fsconfig → fsmount) with `attrs`.
 pub fn new_mount(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
-    // SAFETY: fstype is NUL-terminated.
-    let fs = fd_from(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
-    for (k, v) in options {
-        // SAFETY: fs is live; key and value are NUL-terminated.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs.as_raw_fd(),
-                FSCONFIG_SET_STRING,
-                k.as_ptr(),
-                v.as_ptr(),
-                0,
-            )
-        };
-        cvt_long(r)?;
-    }
-    // SAFETY: fs is live; null key/value are what FSCONFIG_CMD_CREATE takes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        )
+    use rustix::mount::{
+        fsconfig_create, fsconfig_set_string, fsmount, fsopen, FsMountFlags, FsOpenFlags,
+        MountAttrFlags,
     };
-    cvt_long(r)?;
-    // SAFETY: fs is a configured filesystem context.
-    fd_from(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) })
+    let attrs = u32::try_from(attrs).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fs = fsopen(fstype, FsOpenFlags::FSOPEN_CLOEXEC)?;
+    for (k, v) in options {
+        fsconfig_set_string(&fs, *k, *v)?;
+    }
+    fsconfig_create(&fs)?;
+    Ok(fsmount(
+        &fs,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::from_bits_retain(attrs),
+    )?)
 }
 
 /// Classic mount(2): used only for propagation changes.
 pub fn make_private_recursive(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated; null source/fstype/data are allowed for MS_PRIVATE.
-    cvt(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
+    use rustix::mount::{mount_change, MountPropagationFlags};
+    Ok(mount_change(
+        path,
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )?)
 }
 
 /// mount(2) of a fresh filesystem at a path (used for the staging tmpfs only, before
 /// any untrusted file could be in the way).
-pub fn mount_fs(fstype: &CStr, target: &CStr, flags: libc::c_ulong, data: &CStr) -> io::Result<()> {
-    // SAFETY: all strings are NUL-terminated.
-    cvt(unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            flags,
-            data.as_ptr().cast(),
-        )
-    })
-    .map(drop)
+pub fn mount_fs(
+    fstype: &CStr,
+    target: &CStr,
+    flags: rustix::mount::MountFlags,
+    data: &CStr,
+) -> io::Result<()> {
+    Ok(rustix::mount::mount(fstype, target, fstype, flags, data)?)
 }
 
 /// Recursive bind mount by path (staging only: source and target are sandpit's own).
 pub fn rbind(source: &CStr, target: &CStr) -> io::Result<()> {
-    // SAFETY: all strings are NUL-terminated; null fstype/data are allowed for MS_BIND.
-    cvt(unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REC,
-            std::ptr::null(),
-        )
-    })
-    .map(drop)
+    Ok(rustix::mount::mount_bind_recursive(source, target)?)
 }
 
 pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
-    // SAFETY: both strings are NUL-terminated.
-    cvt_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
-        .map(drop)
+    Ok(rustix::process::pivot_root(new_root, put_old)?)
 }
 
 pub fn umount_detach(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated.
-    cvt(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) }).map(drop)
+    use rustix::mount::{unmount, UnmountFlags};
+    Ok(unmount(path, UnmountFlags::DETACH)?)
 }
 
 // --- processes -----------------------------------------------------------------------
@@ -276,7 +202,8 @@ pub enum Fork {
 }
 
 /// fork(2). The caller must be single-threaded or only use async-signal-safe calls in
-/// the child until exec; sandpit forks before it starts any thread.
+/// the child until exec; sandpit forks before it starts any thread. By hand: rustix
+/// forks only in its `runtime` module, which skips glibc's fork handlers.
 pub fn fork() -> io::Result<Fork> {
     // SAFETY: fork has no memory-safety preconditions; see the doc comment on threads.
     let r = unsafe { libc::fork() };
@@ -302,7 +229,8 @@ pub fn debug_assert_single_threaded() {
 ///
 /// The raw system call skips the C library's fork handlers, so the caller must be
 /// single-threaded: the launcher clones before it starts any thread (the audit
-/// socket's reader, the proxy runtime), which debug builds check.
+/// socket's reader, the proxy runtime), which debug builds check. By hand: rustix
+/// has no clone into new namespaces.
 pub fn clone_into_namespaces() -> io::Result<Fork> {
     debug_assert_single_threaded();
     let flags = libc::CLONE_NEWUSER
@@ -331,78 +259,77 @@ pub fn clone_into_namespaces() -> io::Result<Fork> {
     }
 }
 
+/// unshare(2) into new namespaces (`CLONE_NEW*` flags only).
 pub fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: unshare takes only flags.
-    cvt(unsafe { libc::unshare(flags) }).map(drop)
+    use rustix::thread::{unshare_unsafe, UnshareFlags};
+    let flags = UnshareFlags::from_bits_retain(flags as u32);
+    let own_tables = UnshareFlags::FILES | UnshareFlags::FS | UnshareFlags::SYSVSEM;
+    if flags.intersects(own_tables) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: rustix marks unshare unsafe for CLONE_FILES and CLONE_FS (a thread
+    // with tables of its own behind std's back), refused above; new namespaces
+    // change no memory.
+    Ok(unsafe { unshare_unsafe(flags) }?)
+}
+
+/// `pid` as rustix takes it: 0 is `None` (the caller, or a new group). A negative
+/// number (a process group, or every process) is no argument of these wrappers.
+fn pid_arg(pid: libc::pid_t) -> io::Result<Option<Pid>> {
+    if pid < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok(Pid::from_raw(pid))
 }
 
 /// setpgid(2): `pid` (0: the caller) into process group `pgid` (0: a new one of its
 /// own).
 pub fn setpgid(pid: libc::pid_t, pgid: libc::pid_t) -> io::Result<()> {
-    // SAFETY: setpgid takes only integers.
-    cvt(unsafe { libc::setpgid(pid, pgid) }).map(drop)
+    Ok(rustix::process::setpgid(pid_arg(pid)?, pid_arg(pgid)?)?)
 }
 
 pub fn setsid() -> io::Result<()> {
-    // SAFETY: setsid takes no arguments.
-    cvt(unsafe { libc::setsid() }).map(drop)
+    rustix::process::setsid()?;
+    Ok(())
 }
 
 pub fn set_no_new_privs() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }).map(drop)
+    Ok(rustix::thread::set_no_new_privs(true)?)
 }
 
 /// The running kernel's `major.minor`, from `uname`.
 pub fn kernel_release() -> Option<(u32, u32)> {
-    // SAFETY: a zeroed utsname is a valid out-parameter.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    // SAFETY: uname wrote a NUL-terminated string into `release`.
-    let r = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
-        .to_str()
-        .ok()?;
+    let u = rustix::system::uname();
+    let r = u.release().to_str().ok()?;
     let mut it = r.split(|c: char| !c.is_ascii_digit());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// `resource` to `n` (soft and hard), or to the hard limit already in force if
+/// that is lower (raising it needs a privilege the command must not have).
+fn cap_limit(resource: rustix::process::Resource, n: u64) -> io::Result<()> {
+    use rustix::process::{getrlimit, setrlimit, Rlimit};
+    // `None` is RLIM_INFINITY.
+    let n = getrlimit(resource).maximum.map_or(n, |hard| n.min(hard));
+    Ok(setrlimit(
+        resource,
+        Rlimit {
+            current: Some(n),
+            maximum: Some(n),
+        },
+    )?)
 }
 
 /// `RLIMIT_NPROC` to `n` (soft and hard), or to the hard limit already in force if
 /// that is lower (raising it needs a privilege the command must not have).
 pub fn limit_tasks(n: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut cur) })?;
-    let n = (n as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &new) }).map(drop)
+    cap_limit(rustix::process::Resource::Nproc, n)
 }
 
 /// `RLIMIT_DATA` of this process (and what it starts): its heap and private
 /// writable mappings may take at most `bytes` (`limits.memory` without a cgroup).
 pub fn limit_data(bytes: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut cur) })?;
-    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &new) }).map(drop)
+    cap_limit(rustix::process::Resource::Data, bytes)
 }
 
 /// `RLIMIT_FSIZE` of this process (and what it starts): no file it writes may grow
@@ -410,19 +337,9 @@ pub fn limit_data(bytes: u64) -> io::Result<()> {
 /// `SIGXFSZ` is ignored (kept across `execve`), so such a write fails with `EFBIG`
 /// instead of the signal ending the process with a core dump.
 pub fn limit_file_size(bytes: u64) -> io::Result<()> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `cur` is a valid out-parameter.
-    cvt(unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut cur) })?;
-    let n = (bytes as libc::rlim_t).min(cur.rlim_max);
-    let new = libc::rlimit {
-        rlim_cur: n,
-        rlim_max: n,
-    };
-    // SAFETY: `new` is a valid rlimit.
-    cvt(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &new) })?;
+    cap_limit(rustix::process::Resource::Fsize, bytes)?;
+    // By hand: rustix sets dispositions only in its `runtime` module, for programs
+    // without a C library; with glibc in the process they go through glibc.
     // SAFETY: SIG_IGN is a valid disposition for SIGXFSZ; no handler runs.
     if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
         return Err(io::Error::last_os_error());
@@ -438,8 +355,9 @@ pub fn prefer_for_oom_kill() -> io::Result<()> {
 }
 
 pub fn set_parent_death_signal(sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+    Ok(rustix::process::set_parent_process_death_signal(Some(
+        signal_arg(sig)?,
+    ))?)
 }
 
 /// A pidfd of the calling process (`pidfd_open`, close-on-exec).
@@ -455,38 +373,48 @@ pub fn has_exited(pidfd: BorrowedFd<'_>) -> bool {
 }
 
 pub fn set_dumpable(on: bool) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, on as libc::c_ulong, 0, 0, 0) }).map(drop)
+    use rustix::process::{set_dumpable_behavior, DumpableBehavior};
+    Ok(set_dumpable_behavior(if on {
+        DumpableBehavior::Dumpable
+    } else {
+        DumpableBehavior::NotDumpable
+    })?)
 }
 
 pub fn set_child_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+    // rustix passes the pid as the (non-zero: on) flag.
+    Ok(rustix::process::set_child_subreaper(Some(
+        rustix::process::getpid(),
+    ))?)
 }
 
+/// The parent's pid, 0 when the parent is outside this pid namespace.
 pub fn getppid() -> libc::pid_t {
-    // SAFETY: getppid has no preconditions.
-    unsafe { libc::getppid() }
+    Pid::as_raw(rustix::process::getppid())
 }
 
 pub fn getpid() -> libc::pid_t {
-    // SAFETY: getpid has no preconditions.
-    unsafe { libc::getpid() }
+    rustix::process::getpid().as_raw_pid()
 }
 
 pub fn getuid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::getuid() }
+    rustix::process::getuid().as_raw()
 }
 
 pub fn getgid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::getgid() }
+    rustix::process::getgid().as_raw()
 }
 
+/// A named signal from its number (EINVAL for 0 and the real-time ones, which
+/// sandpit never sends).
+fn signal_arg(sig: libc::c_int) -> io::Result<Signal> {
+    Signal::from_named_raw(sig).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// kill(2) to one process (`pid` > 0; a group or every process is EINVAL).
 pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill takes only integers.
-    cvt(unsafe { libc::kill(pid, sig) }).map(drop)
+    let pid = pid_arg(pid)?.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(rustix::process::kill_process(pid, signal_arg(sig)?)?)
 }
 
 /// How a waited-for child ended, or `None` if it has not (WNOHANG).
@@ -506,28 +434,38 @@ impl Exit {
     }
 }
 
-/// waitpid; returns `Ok(None)` when nothing changed (with `nohang`).
+/// waitpid for the child `pid`, or for any child with -1; returns `Ok(None)` when
+/// nothing changed (with `nohang`).
 pub fn wait(pid: libc::pid_t, nohang: bool) -> io::Result<Option<(libc::pid_t, Exit)>> {
-    let mut status: libc::c_int = 0;
-    let flags = if nohang { libc::WNOHANG } else { 0 };
+    use rustix::process::WaitOptions;
+    let flags = if nohang {
+        WaitOptions::NOHANG
+    } else {
+        WaitOptions::empty()
+    };
+    // rustix's `waitpid(None)` is waitpid(0) (the caller's process group): any
+    // child is `wait`.
+    let child = if pid == -1 {
+        None
+    } else {
+        Some(pid_arg(pid)?.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?)
+    };
     loop {
-        // SAFETY: status is a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        let r = match child {
+            None => rustix::process::wait(flags),
+            Some(p) => rustix::process::waitpid(Some(p), flags),
+        };
+        let (who, status) = match r {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(None) => return Ok(None),
+            Ok(Some(r)) => r,
+        };
+        if let Some(code) = status.exit_status() {
+            return Ok(Some((who.as_raw_pid(), Exit::Code(code))));
         }
-        if r == 0 {
-            return Ok(None);
-        }
-        if libc::WIFEXITED(status) {
-            return Ok(Some((r, Exit::Code(libc::WEXITSTATUS(status)))));
-        }
-        if libc::WIFSIGNALED(status) {
-            return Ok(Some((r, Exit::Signal(libc::WTERMSIG(status)))));
+        if let Some(sig) = status.terminating_signal() {
+            return Ok(Some((who.as_raw_pid(), Exit::Signal(sig))));
         }
         if nohang {
             return Ok(None);
@@ -535,12 +473,14 @@ pub fn wait(pid: libc::pid_t, nohang: bool) -> io::Result<Option<(libc::pid_t, E
     }
 }
 
+/// _exit(2). By hand: rustix exits only in its `runtime` module.
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns and skips atexit handlers, as a forked child must.
     unsafe { libc::_exit(code) }
 }
 
-/// A set of signals for blocking and waiting.
+/// A set of signals for blocking and waiting. By hand: rustix has signal masks and
+/// sigwaitinfo only in its `runtime` module; glibc reserves signals of its own.
 pub struct SigSet(libc::sigset_t);
 
 impl SigSet {
@@ -600,7 +540,8 @@ impl SigSet {
     }
 }
 
-/// Mark every descriptor from `first` up as close-on-exec.
+/// Mark every descriptor from `first` up as close-on-exec. By hand: rustix has no
+/// close_range.
 pub fn cloexec_from(first: u32) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: close_range with integer arguments only.
@@ -608,7 +549,8 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
         .map(drop)
 }
 
-/// execvpe: returns only on failure.
+/// execvpe: returns only on failure. By hand: rustix's execve is in its `runtime`
+/// module and does no PATH search.
 pub fn execvpe(file: &CStr, argv: &[CString], envp: &[CString]) -> io::Error {
     let mut a: Vec<*const libc::c_char> = argv.iter().map(|s| s.as_ptr()).collect();
     a.push(std::ptr::null());
@@ -638,7 +580,8 @@ struct SockFprog {
     filter: *const SockFilter,
 }
 
-/// Install a seccomp filter on the calling thread (no_new_privs must be set).
+/// Install a seccomp filter on the calling thread (no_new_privs must be set). By
+/// hand, as every seccomp call here: rustix has no seccomp.
 pub fn seccomp_install(prog: &[SockFilter]) -> io::Result<()> {
     seccomp_set_filter(prog, 0).map(drop)
 }
@@ -756,7 +699,7 @@ pub fn seccomp_notif_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
 }
 
 /// Read another process's memory at `addr` into `buf` (`process_vm_readv`); the
-/// count read, short at an unmapped page.
+/// count read, short at an unmapped page. By hand: rustix has no process_vm_readv.
 pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -779,11 +722,11 @@ pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Is seccomp filtering available (`prctl(PR_GET_SECCOMP)` answers)?
 pub fn seccomp_available() -> bool {
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+    rustix::thread::secure_computing_mode().is_ok()
 }
 
-/// The Landlock ABI version the kernel offers, `None` when unsupported.
+/// The Landlock ABI version the kernel offers, `None` when unsupported. By hand:
+/// rustix has no Landlock.
 pub fn landlock_abi() -> Option<u32> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: a version query takes a null attr and size 0.
@@ -800,13 +743,21 @@ pub fn landlock_abi() -> Option<u32> {
 
 // --- network -------------------------------------------------------------------------
 
-/// Bring the loopback interface of the current network namespace up.
+/// A UDP socket of the current network namespace, for interface ioctls.
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    Ok(socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// Bring the loopback interface of the current network namespace up. The flag
+/// ioctls by hand: rustix has no SIOCGIFFLAGS/SIOCSIFFLAGS.
 pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: plain socket creation.
-    let s = fd_from(
-        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) }
-            as libc::c_long,
-    )?;
+    let s = ioctl_socket()?;
     // SAFETY: ifreq is plain data; zeroed is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (i, b) in b"lo\0".iter().enumerate() {
@@ -823,15 +774,17 @@ pub fn loopback_up() -> io::Result<()> {
 
 /// A TUN device named `name` in the current network namespace (IFF_TUN|IFF_NO_PI:
 /// each read or write is one bare IP packet). Needs CAP_NET_ADMIN over the
-/// namespace, and `/dev/net/tun` open to this user.
+/// namespace, and `/dev/net/tun` open to this user. TUNSETIFF by hand: rustix has
+/// no TUN ioctls.
 pub fn tun_open(name: &str) -> io::Result<OwnedFd> {
+    use rustix::fs::{open, Mode, OFlags};
     if name.len() >= libc::IFNAMSIZ {
         return Err(io::ErrorKind::InvalidInput.into());
     }
-    // SAFETY: a constant NUL-terminated path.
-    let fd = fd_from(
-        unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
-            as libc::c_long,
+    let fd = open(
+        c"/dev/net/tun",
+        OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::empty(),
     )?;
     // SAFETY: ifreq is plain data; zeroed is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -846,132 +799,100 @@ pub fn tun_open(name: &str) -> io::Result<OwnedFd> {
 
 /// The index of the network interface `name` in the current network namespace.
 pub fn if_index(name: &str) -> io::Result<u32> {
-    let c =
-        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: a NUL-terminated name.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(io::Error::last_os_error()),
-        i => Ok(i),
-    }
+    Ok(rustix::net::netdevice::name_to_index(
+        ioctl_socket()?,
+        name,
+    )?)
 }
 
 /// A route netlink socket of the current network namespace.
 pub fn netlink_route() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket creation.
-    fd_from(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    } as libc::c_long)
+    use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
+    // NETLINK_ROUTE is protocol 0, which rustix spells `None`.
+    Ok(socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// Send `buf` on a socket (one netlink message).
 pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is readable for its length.
-    let r = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), 0) };
-    cvt_long(r as libc::c_long).map(|n| n as usize)
+    Ok(rustix::net::send(fd, buf, rustix::net::SendFlags::empty())?)
 }
 
 /// Receive into `buf` from a socket.
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is writable for its length.
-    let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-    cvt_long(r as libc::c_long).map(|n| n as usize)
+    let (n, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::empty())?;
+    Ok(n)
 }
 
 /// Make `fd` non-blocking.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we hold.
-    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    Ok(fcntl_setfl(fd, fcntl_getfl(fd)? | OFlags::NONBLOCK)?)
 }
 
 /// Wait up to `timeout_ms` for any of `fds` to be readable; which are (errors and
 /// hang-ups count: a read then reports them). Interrupted: none are.
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut p: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|f| libc::pollfd {
-            fd: f.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|f| PollFd::from_borrowed_fd(*f, PollFlags::IN))
         .collect();
-    // SAFETY: `p` holds `p.len()` pollfd entries.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![false; fds.len()]);
-        }
-        return Err(e);
+    let timeout = (timeout_ms >= 0).then(|| Timespec {
+        tv_sec: i64::from(timeout_ms / 1000),
+        tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+    });
+    match poll(&mut p, timeout.as_ref()) {
+        Err(rustix::io::Errno::INTR) => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(p.iter().map(|x| !x.revents().is_empty()).collect()),
     }
-    Ok(p.iter().map(|x| x.revents != 0).collect())
 }
 
-/// Send one descriptor with a short message over a unix socket (SCM_RIGHTS).
+/// Send one descriptor with a short message over a unix socket (SCM_RIGHTS). The
+/// control buffer is on the stack: children between fork and exec hand over
+/// descriptors with this.
 pub fn send_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: msg.as_ptr() as *mut libc::c_void,
-        iov_len: msg.len(),
-    };
-    // SAFETY: msghdr is plain data.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = space as _;
-    // SAFETY: hdr describes cbuf, which has room for one cmsg carrying one fd.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&hdr);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), raw);
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [fd];
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
     }
-    // SAFETY: hdr, iov and cbuf are valid for the duration of the call.
-    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sendmsg(
+        sock,
+        &[io::IoSlice::new(msg)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
     Ok(())
 }
 
-/// Receive one message (up to `buf.len()` bytes) and at most one descriptor.
+/// Receive one message (up to `buf.len()` bytes) and at most one descriptor
+/// (close-on-exec); a signal interrupting the wait is retried.
 pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cbuf = vec![0u8; space];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let n = loop {
+        let mut iov = [io::IoSliceMut::new(buf)];
+        match recvmsg(sock, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?.bytes,
+        }
     };
-    // SAFETY: msghdr is plain data.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = space as _;
-    // SAFETY: hdr describes `buf` (through iov) and `cbuf`, valid and writable for
-    // the lengths it gives.
-    let n = unsafe { crate::sys::recvmsg(sock.as_raw_fd(), &mut hdr) }?;
     let mut fd = None;
-    // SAFETY: walking the control buffer the kernel filled, within controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
-                fd = Some(OwnedFd::from_raw_fd(raw));
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = m {
+            // Any but the last are closed as they are replaced.
+            for f in fds {
+                fd = Some(f);
             }
-            c = libc::CMSG_NXTHDR(&hdr, c);
         }
     }
     Ok((n, fd))
@@ -979,24 +900,20 @@ pub fn recv_msg(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Opti
 
 /// A connected pair of `SOCK_SEQPACKET` unix sockets (message boundaries, EOF on close).
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds is a valid two-element out-array.
-    cvt(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: the kernel just returned both descriptors to us.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    Ok(socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 extern "C" fn noop_handler(_: libc::c_int) {}
 
 /// Give each signal a no-op handler (pid 1 of a pid namespace only receives signals
-/// it handles; they stay blocked and are collected with `SigSet::wait`).
+/// it handles; they stay blocked and are collected with `SigSet::wait`). By hand:
+/// rustix has sigaction only in its `runtime` module.
 pub fn install_noop_handlers(signals: &[libc::c_int]) -> io::Result<()> {
     for s in signals {
         // SAFETY: sigaction is plain data; the handler is a valid extern "C" fn.
@@ -1011,80 +928,47 @@ pub fn install_noop_handlers(signals: &[libc::c_int]) -> io::Result<()> {
 /// Drop every capability for good: bounding set, ambient set, securebits so that a
 /// uid 0 inside the namespace regains nothing on exec, then the effective sets.
 pub fn drop_all_capabilities() -> io::Result<()> {
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
-    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
-    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments; EINVAL past the last cap is expected.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
-    }
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    })?;
-    let bits = SECBIT_NOROOT
-        | SECBIT_NOROOT_LOCKED
-        | SECBIT_NO_SETUID_FIXUP
-        | SECBIT_NO_SETUID_FIXUP_LOCKED
-        | SECBIT_NO_CAP_AMBIENT_RAISE
-        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-    // SAFETY: prctl with integer arguments only.
-    cvt(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
-    #[repr(C)]
-    struct CapHeader {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct CapData {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let hdr = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
+    use rustix::thread::{
+        clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
+        set_capabilities_secure_bits, CapabilitiesSecureBits as Sec, CapabilitySet, CapabilitySets,
     };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and a two-element data array as capset v3 requires.
-    cvt_long(unsafe { libc::syscall(libc::SYS_capset, &hdr as *const CapHeader, data.as_ptr()) })
-        .map(drop)
+    // By number, not by rustix's names: a capability newer than rustix is dropped
+    // too. EINVAL past the kernel's last capability is expected.
+    for cap in 0..64 {
+        let _ = remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << cap));
+    }
+    clear_ambient_capability_set()?;
+    set_capabilities_secure_bits(
+        Sec::NO_ROOT
+            | Sec::NO_ROOT_LOCKED
+            | Sec::NO_SETUID_FIXUP
+            | Sec::NO_SETUID_FIXUP_LOCKED
+            | Sec::NO_CAP_AMBIENT_RAISE
+            | Sec::NO_CAP_AMBIENT_RAISE_LOCKED,
+    )?;
+    Ok(set_capabilities(
+        None,
+        CapabilitySets {
+            effective: CapabilitySet::empty(),
+            permitted: CapabilitySet::empty(),
+            inheritable: CapabilitySet::empty(),
+        },
+    )?)
 }
 
-/// flock(2) on an open file: shared, exclusive (optionally non-blocking), unlock.
+/// flock(2) on an open file: shared or exclusive, optionally non-blocking.
 pub fn flock(fd: BorrowedFd<'_>, exclusive: bool, nonblocking: bool) -> io::Result<()> {
-    let mut op = if exclusive {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_SH
+    use rustix::fs::FlockOperation as Op;
+    let op = match (exclusive, nonblocking) {
+        (true, false) => Op::LockExclusive,
+        (true, true) => Op::NonBlockingLockExclusive,
+        (false, false) => Op::LockShared,
+        (false, true) => Op::NonBlockingLockShared,
     };
-    if nonblocking {
-        op |= libc::LOCK_NB;
-    }
     loop {
-        // SAFETY: fd is a live descriptor; flock takes only integers.
-        let r = unsafe { libc::flock(fd.as_raw_fd(), op) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::fs::flock(fd, op) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
         }
     }
 }
@@ -1118,217 +1002,167 @@ pub fn kill_proc_dir(dir: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 pub fn chdir(path: &CStr) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated.
-    cvt(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+    Ok(rustix::process::chdir(path)?)
 }
 
 pub fn sethostname(name: &[u8]) -> io::Result<()> {
-    // SAFETY: name points to name.len() readable bytes.
-    cvt(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+    Ok(rustix::system::sethostname(name)?)
 }
 
 // --- terminal ------------------------------------------------------------------------
 
+/// `fd` borrowed for one call. The terminal wrappers take the raw numbers their
+/// callers hold across fork (0, 1, 2, the pty's ends).
+fn borrow(fd: RawFd) -> BorrowedFd<'static> {
+    // SAFETY: each caller uses it for one system call only; a descriptor that is not
+    // open fails that call with EBADF, as the C library's wrapper would.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
 pub fn isatty(fd: RawFd) -> bool {
-    // SAFETY: isatty takes only an integer.
-    unsafe { libc::isatty(fd) == 1 }
+    rustix::termios::isatty(borrow(fd))
 }
 
 /// A new pseudo-terminal pair (master, slave), both close-on-exec, neither becoming
-/// our controlling terminal.
+/// our controlling terminal. The slave is opened from the master (TIOCGPTPEER), not
+/// by its name under /dev/pts.
 pub fn open_pty() -> io::Result<(OwnedFd, OwnedFd)> {
-    // SAFETY: posix_openpt takes only flags.
-    let m = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
-    let master = fd_from(m as libc::c_long)?;
-    // SAFETY: master is a pty master descriptor.
-    cvt(unsafe { libc::grantpt(master.as_raw_fd()) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::unlockpt(master.as_raw_fd()) })?;
-    let mut name = [0 as libc::c_char; 128];
-    // SAFETY: name has the length passed; ptsname_r NUL-terminates on success.
-    let r = unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
-    }
-    // SAFETY: name was NUL-terminated by ptsname_r.
-    let s = unsafe {
-        libc::open(
-            name.as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    let slave = fd_from(s as libc::c_long)?;
+    use rustix::pty::{grantpt, ioctl_tiocgptpeer, openpt, unlockpt, OpenptFlags};
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = openpt(flags)?;
+    grantpt(&master)?;
+    unlockpt(&master)?;
+    let slave = ioctl_tiocgptpeer(&master, flags)?;
     Ok((master, slave))
 }
 
 /// Saved terminal settings of an fd.
-pub struct Termios(libc::termios);
+pub struct Termios(rustix::termios::Termios);
 
 pub fn get_termios(fd: RawFd) -> io::Result<Termios> {
-    // SAFETY: termios is plain data; tcgetattr fills it.
-    let mut t: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: t is a valid out-pointer.
-    cvt(unsafe { libc::tcgetattr(fd, &mut t) })?;
-    Ok(Termios(t))
+    Ok(Termios(rustix::termios::tcgetattr(borrow(fd))?))
 }
 
 pub fn set_termios(fd: RawFd, t: &Termios) -> io::Result<()> {
-    // SAFETY: t points to a valid termios.
-    cvt(unsafe { libc::tcsetattr(fd, libc::TCSADRAIN, &t.0) }).map(drop)
+    use rustix::termios::{tcsetattr, OptionalActions};
+    Ok(tcsetattr(borrow(fd), OptionalActions::Drain, &t.0)?)
 }
 
 /// Put the terminal on `fd` in raw mode (input passes through untouched).
 pub fn set_raw(fd: RawFd, saved: &Termios) -> io::Result<()> {
-    let mut raw = Termios(saved.0);
-    // SAFETY: cfmakeraw edits the struct in place.
-    unsafe { libc::cfmakeraw(&mut raw.0) };
+    let mut raw = Termios(saved.0.clone());
+    raw.0.make_raw();
     set_termios(fd, &raw)
 }
 
 /// Copy the window size of terminal `from` to terminal `to`.
 pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: winsize is plain data.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    // SAFETY: ws is a valid out-pointer for TIOCGWINSZ.
-    cvt(unsafe { libc::ioctl(from, libc::TIOCGWINSZ, &mut ws) })?;
-    // SAFETY: ws is a valid winsize for TIOCSWINSZ.
-    cvt(unsafe { libc::ioctl(to, libc::TIOCSWINSZ, &ws) }).map(drop)
+    use rustix::termios::{tcgetwinsize, tcsetwinsize};
+    Ok(tcsetwinsize(borrow(to), tcgetwinsize(borrow(from))?)?)
 }
 
 /// Make `fd` (a pty slave) the controlling terminal of this new session.
 pub fn set_controlling_tty(fd: RawFd) -> io::Result<()> {
-    // SAFETY: TIOCSCTTY takes an integer argument.
-    cvt(unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0) }).map(drop)
+    Ok(rustix::process::ioctl_tiocsctty(borrow(fd))?)
 }
 
+/// dup2(2) of `from` onto descriptor `to`. Onto stdin, stdout or stderr through
+/// rustix; onto any other number by hand, since rustix's `dup2` takes its target as
+/// an open `OwnedFd`, and here it need not be open.
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    // SAFETY: dup2 takes only integers.
-    cvt(unsafe { libc::dup2(from, to) }).map(drop)
+    let fd = borrow(from);
+    match to {
+        0 => Ok(rustix::stdio::dup2_stdin(fd)?),
+        1 => Ok(rustix::stdio::dup2_stdout(fd)?),
+        2 => Ok(rustix::stdio::dup2_stderr(fd)?),
+        // SAFETY: dup2 takes only integers.
+        _ => cvt(unsafe { libc::dup2(from, to) }).map(drop),
+    }
 }
 
 // --- splice (the launcher's bridge relay) ---------------------------------------
 
 /// A blocking pipe, both ends close-on-exec, of the kernel's usual size.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1 as libc::c_int; 2];
-    // SAFETY: `fds` is a writable array of two c_ints, as pipe2 requires.
-    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::pipe::{pipe_with, PipeFlags};
+    Ok(pipe_with(PipeFlags::CLOEXEC)?)
 }
 
 /// Whether `path` (not followed if a symlink) is the root of a mount: a bind or
 /// mask still in place (statx `STATX_ATTR_MOUNT_ROOT`, Linux 5.8).
 pub fn is_mount_root(path: &CStr) -> io::Result<bool> {
-    // SAFETY: a zeroed statx is a valid out-parameter.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: path is NUL-terminated and `st` is writable.
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            0,
-            &mut st,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
-    if st.stx_attributes_mask & bit == 0 {
+    use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags, CWD};
+    let st = statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::empty())?;
+    if !st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT) {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
-    Ok(st.stx_attributes & bit != 0)
+    Ok(st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT))
 }
 
 /// An inotify instance (close-on-exec, blocking reads).
 pub fn inotify() -> io::Result<OwnedFd> {
-    // SAFETY: no pointers; returns a new descriptor or -1.
-    let r = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-    fd_from(r as libc::c_long)
+    use rustix::fs::inotify::{init, CreateFlags};
+    Ok(init(CreateFlags::CLOEXEC)?)
 }
 
 /// Watch the directory `dir` for entries appearing, disappearing and being renamed.
 pub fn inotify_watch_dir(ino: BorrowedFd<'_>, dir: &CStr) -> io::Result<i32> {
-    let mask = libc::IN_CREATE
-        | libc::IN_MOVED_TO
-        | libc::IN_MOVED_FROM
-        | libc::IN_DELETE
-        | libc::IN_DELETE_SELF
-        | libc::IN_MOVE_SELF
-        | libc::IN_ONLYDIR
-        | libc::IN_DONT_FOLLOW;
-    // SAFETY: ino is an inotify descriptor, dir is NUL-terminated.
-    let r = unsafe { libc::inotify_add_watch(ino.as_raw_fd(), dir.as_ptr(), mask) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(r)
+    use rustix::fs::inotify::{add_watch, WatchFlags as W};
+    let mask = W::CREATE
+        | W::MOVED_TO
+        | W::MOVED_FROM
+        | W::DELETE
+        | W::DELETE_SELF
+        | W::MOVE_SELF
+        | W::ONLYDIR
+        | W::DONT_FOLLOW;
+    Ok(add_watch(ino, dir, mask)?)
 }
 
 /// Block until inotify events arrive; returns `(watch descriptor, name)` of each.
 /// A queue overflow, or a watched directory itself moved, deleted or unwatched,
 /// comes as watch descriptor -1: look at everything again.
 pub fn inotify_read(ino: BorrowedFd<'_>) -> io::Result<Vec<(i32, Vec<u8>)>> {
-    let mut buf = [0u8; 8192];
-    let n = loop {
-        // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::read(ino.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    let head = std::mem::size_of::<libc::inotify_event>();
+    use rustix::fs::inotify::{ReadFlags as R, Reader};
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
+    let mut events = Reader::new(ino, &mut buf);
     let mut out = vec![];
-    let mut at = 0;
-    while at + head <= n {
-        // SAFETY: the kernel wrote a whole inotify_event header at `at` (read_unaligned
-        // copes with the byte buffer's alignment).
-        let ev: libc::inotify_event =
-            unsafe { std::ptr::read_unaligned(buf.as_ptr().add(at).cast()) };
-        let len = ev.len as usize;
-        let name = buf.get(at + head..at + head + len).unwrap_or_default();
-        let name = name.split(|&b| b == 0).next().unwrap_or_default().to_vec();
-        let whole =
-            libc::IN_Q_OVERFLOW | libc::IN_IGNORED | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF;
-        let wd = if ev.mask & whole != 0 { -1 } else { ev.wd };
+    // The first read blocks; what it brought is taken, and no more.
+    loop {
+        let ev = match events.next() {
+            Err(rustix::io::Errno::INTR) if out.is_empty() => continue,
+            r => r?,
+        };
+        let whole = R::QUEUE_OVERFLOW | R::IGNORED | R::DELETE_SELF | R::MOVE_SELF;
+        let wd = if ev.events().intersects(whole) {
+            -1
+        } else {
+            ev.wd()
+        };
+        let name = ev
+            .file_name()
+            .map(|n| n.to_bytes().to_vec())
+            .unwrap_or_default();
         out.push((wd, name));
-        at += head + len;
+        if events.is_buffer_empty() {
+            return Ok(out);
+        }
     }
-    Ok(out)
 }
 
 /// Create the file `name` (mode `mode`, exclusive) in the directory `dir`.
 pub fn create_at(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<OwnedFd> {
-    // SAFETY: dir is a live descriptor, name is NUL-terminated.
-    let r = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-            mode as libc::c_uint,
-        )
-    };
-    fd_from(r as libc::c_long)
+    use rustix::fs::{openat, Mode, OFlags};
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+    Ok(openat(dir, name, flags, Mode::from_raw_mode(mode))?)
 }
 
 /// An `O_PATH` descriptor for `name` in the directory `dir` (not followed if a
 /// symlink).
 pub fn open_path_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: dir is a live descriptor, name is NUL-terminated.
-    let r = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    fd_from(r as libc::c_long)
+    use rustix::fs::{openat, Mode, OFlags};
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(openat(dir, name, flags, Mode::empty())?)
 }
 
 /// Join the user namespace, then the mount namespace, of process `pid`. The caller
@@ -1349,10 +1183,14 @@ pub fn open_namespaces(pid: libc::pid_t) -> io::Result<Namespaces> {
     })
 }
 
-/// setns(2): join the namespace `ns` refers to, which must be of type `nstype`.
+/// setns(2): join the namespace `ns` refers to, which must be of type `nstype` (a
+/// `CLONE_NEW*` flag; the kernel checks it).
 pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns takes a descriptor and a flag; the kernel checks the type.
-    cvt(unsafe { libc::setns(ns.as_raw_fd(), nstype) }).map(drop)
+    use rustix::thread::{move_into_thread_name_spaces, ThreadNameSpaceType};
+    Ok(move_into_thread_name_spaces(
+        ns,
+        ThreadNameSpaceType::from_bits_retain(nstype as u32),
+    )?)
 }
 
 /// Name this process `title` where `ps` and `/proc` show it: its command name (15
@@ -1361,8 +1199,7 @@ pub fn setns(ns: BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
 /// must not pass for it (or for the command, whose words are in the launcher's).
 pub fn set_title(title: &str) {
     let comm = std::ffi::CString::new(&title.as_bytes()[..title.len().min(15)]).unwrap_or_default();
-    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, comm.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    let _ = rustix::thread::set_name(&comm);
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return;
     };
@@ -1400,11 +1237,11 @@ pub fn quiet() -> io::Result<()> {
 /// helper process that must not keep the caller's pipes, terminal or locks open.
 pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> {
     let first = 3 + N as RawFd;
-    // Above every target first, so that moving one never closes another.
+    // Above every target first, so that moving one never closes another. (These
+    // copies are close-on-exec: dup2 below makes the kept ones plain again.)
     let mut high = [0 as RawFd; N];
     for (h, f) in high.iter_mut().zip(&fds) {
-        // SAFETY: F_DUPFD on a descriptor `fds` owns, with an integer argument.
-        *h = cvt(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_DUPFD, first) })?;
+        *h = rustix::io::fcntl_dupfd_cloexec(f, first)?.into_raw_fd();
     }
     let null = std::fs::OpenOptions::new()
         .read(true)
@@ -1419,6 +1256,7 @@ pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> 
     // replaced by dup2), as is `null`.
     std::mem::forget(fds);
     std::mem::forget(null);
+    // By hand: rustix has no close_range.
     // SAFETY: close_range with integer arguments only; descriptors 3.. first-1 stay.
     cvt_long(unsafe { libc::syscall(libc::SYS_close_range, first as u32, u32::MAX, 0u32) })?;
     // SAFETY: each of 3.. first-1 was just made a copy of one of `fds`, owned by
@@ -1429,7 +1267,7 @@ pub fn keep_only<const N: usize>(fds: [OwnedFd; N]) -> io::Result<[OwnedFd; N]> 
 }
 
 /// Ignore `signals` (a process that must finish what it does whatever the
-/// terminal sends its process group).
+/// terminal sends its process group). By hand: as `install_noop_handlers`.
 pub fn ignore(signals: &[libc::c_int]) {
     for &s in signals {
         // SAFETY: setting SIG_IGN is always valid.
@@ -1439,7 +1277,7 @@ pub fn ignore(signals: &[libc::c_int]) {
 
 /// `(major, minor)` of a device number, as `/proc/<pid>/maps` prints them.
 pub fn dev_major_minor(dev: u64) -> (u32, u32) {
-    (libc::major(dev), libc::minor(dev))
+    (rustix::fs::major(dev), rustix::fs::minor(dev))
 }
 
 /// A detached, read-only, inert (nosuid, nodev, noexec) copy of the single mount at
@@ -1472,13 +1310,11 @@ pub fn small_tmpfs(mode: &CStr, read_only: bool) -> io::Result<OwnedFd> {
 
 /// Device, inode, and whether it is a directory, of the object behind `fd`.
 pub fn fd_identity(fd: BorrowedFd<'_>) -> io::Result<((u64, u64), bool)> {
-    // SAFETY: a zeroed stat is a valid out-parameter; fd is live.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    use rustix::fs::{fstat, FileType};
+    let st = fstat(fd)?;
     Ok((
         (st.st_dev, st.st_ino),
-        st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+        FileType::from_raw_mode(st.st_mode) == FileType::Directory,
     ))
 }
 
@@ -1490,8 +1326,7 @@ mod tests {
     /// user's pipe allowance, and a run's handshake pipes carry a byte or two.
     #[test]
     fn only_relay_pipes_are_grown() {
-        // SAFETY: F_GETPIPE_SZ on a pipe we own; the argument is ignored.
-        let size = |w: &OwnedFd| unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ, 0) };
+        let size = |w: &OwnedFd| rustix::pipe::fcntl_getpipe_size(w).unwrap();
         let (_r, plain) = pipe().unwrap();
         let grown = crate::splice::Pipe::new(false).unwrap();
         assert_eq!(size(&grown.write), 1 << 20, "a relay's pipe is grown");
