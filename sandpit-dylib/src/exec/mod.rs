@@ -440,11 +440,14 @@ impl Drop for BlockedChld {
 /// A value moved to the spawning thread and back: the call and its result hold raw
 /// pointers (argv, `FILE *`), which the calling thread does not touch meanwhile (it
 /// waits for the thread to end).
+#[cfg(target_os = "linux")]
 struct Unshared<T>(T);
 
 // SAFETY: see the type's comment: one thread uses the value at a time.
+#[cfg(target_os = "linux")]
 unsafe impl<T> Send for Unshared<T> {}
 
+#[cfg(target_os = "linux")]
 impl<R, F: FnOnce() -> R> Unshared<F> {
     /// Call it (a method, so that the closure moves the whole wrapper).
     fn call(self) -> R {
