@@ -466,12 +466,9 @@ impl Engine {
             return Ok(());
         }
         let path = Path::new(OsStr::from_bytes(p));
-        let (req, action): (_, &[u8]) = match (access, self.spawned) {
-            (Access::Read, false) => (Request::Read(path), b"read"),
-            (Access::Write, false) => (Request::Write(path), b"write"),
-            (Access::Read, true) => (Request::ReadSpawned(path), b"read"),
-            (Access::Write, true) => (Request::WriteSpawned(path), b"write"),
-        };
+        let write = access == Access::Write;
+        let req = Request::path(path, write, self.spawned);
+        let action: &[u8] = if write { b"write" } else { b"read" };
         let v = sandpit_policy::decide(&self.policy, &req);
         let r = if v.decision == Decision::Review && access == Access::Write {
             // A write outside the workspace that the rules allowed: the adversary has

@@ -127,9 +127,7 @@ impl Hiding {
                 std::io::Error::from_raw_os_error(e)
             )
         })?;
-        let hidden = (hidden.iter())
-            .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
-            .collect();
+        let hidden = c_paths(&hidden);
         Ok(Hiding {
             ruleset,
             grants,
@@ -243,10 +241,14 @@ fn make_ruleset(
 /// system calls (not this library's own hooks); a file that is not there, or is no
 /// regular file, proves nothing either way.
 pub fn exposed(hidden: &[PathBuf]) -> bool {
-    let hidden: Vec<CString> = (hidden.iter())
+    exposed_c(&c_paths(hidden))
+}
+
+/// `paths` as C strings (one with a NUL byte names no file, and is left out).
+fn c_paths(paths: &[PathBuf]) -> Vec<CString> {
+    (paths.iter())
         .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
-        .collect();
-    exposed_c(&hidden)
+        .collect()
 }
 
 /// [`exposed`], allocation-free.

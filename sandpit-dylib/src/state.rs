@@ -374,23 +374,26 @@ fn load() -> Result<State, LoadError> {
 /// spawned command that cannot take the layer does not run.
 #[cfg(target_os = "linux")]
 fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<Hide, LoadError> {
-    let hidden: Vec<PathBuf> = (engine.policy().files.agent_read.iter())
-        .map(|r| r.value.clone())
-        .collect();
     let Some(agent_pid) = var(AGENT_PID_VAR) else {
         return Ok(Hide::Off);
     };
+    let hidden: Vec<PathBuf> = (engine.policy().files.agent_read.iter())
+        .map(|r| r.value.clone())
+        .collect();
     if hidden.is_empty() {
         return Ok(Hide::Off);
     }
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     let started = agent_pid.as_bytes() == me.to_string().as_bytes();
+    let is_agent = |engine: &Engine| {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+        started || engine.agent_program(exe.as_os_str().as_bytes())
+    };
     if !crate::hide::available() {
         // No Landlock (a degraded run): this library's own refusals alone, for the
         // dynamic programs it loads into; the run's layers line says so.
-        let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-        if !started && !engine.agent_program(exe.as_os_str().as_bytes()) {
+        if !is_agent(engine) {
             engine.set_spawned();
         }
         return Ok(Hide::Off);
@@ -403,8 +406,7 @@ fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<
         engine.set_spawned();
         return Ok(Hide::Spawned);
     }
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
-    if started || engine.agent_program(exe.as_os_str().as_bytes()) {
+    if is_agent(engine) {
         // The mark says "hidden already": never the agent's to pass on (whoever
         // set it in sandpit's own environment).
         let mark = format!("{HIDDEN_VAR}=");
@@ -415,26 +417,24 @@ fn hide_agent_files(engine: &mut Engine, reinject: &mut Vec<CString>) -> Result<
         return Ok(Hide::Agent(layer));
     }
     engine.set_spawned();
-    {
-        let taken = crate::hide::Hiding::new(&hidden).and_then(|l| {
-            l.restrict()
-                .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())
-        });
-        if let Err(e) = taken {
-            // Not a broken library that answers EPERM: a program could still read
-            // with its own system calls. It does not run.
-            crate::report::other(format_args!("sandpit: {}", LoadError::Hide(e)));
-            // SAFETY: ends the process at once, as exec failing would.
-            unsafe { libc::_exit(126) }
-        }
-        let marker = crate::envp::HIDDEN_MARK.to_owned();
-        // SAFETY: at load, before the program's own code runs: no other thread reads
-        // the environment yet. The string stays where it is for good (it moves into
-        // `reinject`, which is never freed). Programs that copy `environ` for their
-        // children (not through this library) pass the mark on too.
-        unsafe { libc::putenv(marker.as_ptr().cast_mut()) };
-        reinject.push(marker);
+    let taken = crate::hide::Hiding::new(&hidden).and_then(|l| {
+        l.restrict()
+            .map_err(|e| std::io::Error::from_raw_os_error(e).to_string())
+    });
+    if let Err(e) = taken {
+        // Not a broken library that answers EPERM: a program could still read with
+        // its own system calls. It does not run.
+        crate::report::other(format_args!("sandpit: {}", LoadError::Hide(e)));
+        // SAFETY: ends the process at once, as exec failing would.
+        unsafe { libc::_exit(126) }
     }
+    let marker = crate::envp::HIDDEN_MARK.to_owned();
+    // SAFETY: at load, before the program's own code runs: no other thread reads the
+    // environment yet. The string stays where it is for good (it moves into
+    // `reinject`, which is never freed). Programs that copy `environ` for their
+    // children (not through this library) pass the mark on too.
+    unsafe { libc::putenv(marker.as_ptr().cast_mut()) };
+    reinject.push(marker);
     Ok(Hide::Spawned)
 }
 

@@ -72,6 +72,18 @@ pub enum Request<'a> {
     },
 }
 
+impl<'a> Request<'a> {
+    /// A read or a write of `p`, by the agent or by a command it `spawned`.
+    pub fn path(p: &'a Path, write: bool, spawned: bool) -> Request<'a> {
+        match (write, spawned) {
+            (false, false) => Request::Read(p),
+            (true, false) => Request::Write(p),
+            (false, true) => Request::ReadSpawned(p),
+            (true, true) => Request::WriteSpawned(p),
+        }
+    }
+}
+
 /// Who a variable would reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EnvTo<'a> {

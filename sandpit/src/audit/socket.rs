@@ -124,12 +124,12 @@ fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Opti
     let v = match (action, subject) {
         // What the agent may read or write and a command denies came from a command
         // the agent spawned (`files.agent_read`).
-        ("read", [path, ..]) => Some(decide(p, &Request::Read(Path::new(path))))
-            .filter(|v| !v.is_allowed())
-            .unwrap_or_else(|| decide(p, &Request::ReadSpawned(Path::new(path)))),
-        ("write", [path, ..]) => Some(decide(p, &Request::Write(Path::new(path))))
-            .filter(|v| !v.is_allowed())
-            .unwrap_or_else(|| decide(p, &Request::WriteSpawned(Path::new(path)))),
+        (op @ ("read" | "write"), [path, ..]) => {
+            let (path, write) = (Path::new(path), op == "write");
+            Some(decide(p, &Request::path(path, write, false)))
+                .filter(|v| !v.is_allowed())
+                .unwrap_or_else(|| decide(p, &Request::path(path, write, true)))
+        }
         ("exec", argv) if !argv.is_empty() => decide(p, &Request::Exec(argv)),
         ("connect", [host, port, ..]) => decide(
             p,

@@ -178,19 +178,9 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
         What::Read { path, spawned } | What::Write { path, spawned } => {
             let abs = absolute(path)?;
             let write = matches!(args.what, What::Write { .. });
-            let req = match (write, spawned) {
-                (false, false) => Request::Read(&abs),
-                (true, false) => Request::Write(&abs),
-                (false, true) => Request::ReadSpawned(&abs),
-                (true, true) => Request::WriteSpawned(&abs),
-            };
-            let v = decide(p, &req);
+            let v = decide(p, &Request::path(&abs, write, *spawned));
             if !spawned {
-                let other = match write {
-                    false => Request::ReadSpawned(&abs),
-                    true => Request::WriteSpawned(&abs),
-                };
-                let by_spawned = decide(p, &other);
+                let by_spawned = decide(p, &Request::path(&abs, write, true));
                 if by_spawned.decision != v.decision {
                     reached = Some(format!(
                         "for the agent; a command it spawns: {} (--spawned)",
