@@ -699,9 +699,12 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
     // A second run that lasts is tended while it runs: the planted file is kept
     // where the trash is emptied, put aside.
     let trash = h.home().join(".sandpit/burn");
+    // Made by the tending process when it first moves an entry there: it may not
+    // be there yet while this waits.
     let kept = || -> Vec<PathBuf> {
         std::fs::read_dir(&trash)
-            .unwrap()
+            .into_iter()
+            .flatten()
             .map(|e| e.unwrap().path())
             .filter(|p| p.join("planted").exists())
             .collect()
