@@ -764,11 +764,98 @@ fn an_https_rule_sandpit_cannot_enforce_stops_the_run() {
         t.contains("network.http.allow") && t.contains("config.toml:"),
         "{t}"
     );
+    // `sandpit plan` refuses it with the same words: the run's plan decides.
+    let p = w.h.sandpit().args(["plan", "--", "true"]).output().unwrap();
+    assert!(!p.status.success(), "{}", text(&p));
+    let line = |t: &str| {
+        t.lines()
+            .find(|l| l.contains("network.http.allow"))
+            .map(str::to_string)
+    };
+    assert_eq!(line(&text(&p)), line(&t), "{}", text(&p));
     // The control: the same world without the entry runs.
     let w = World::new();
     let o = w.run("touch ran");
     assert!(o.status.success(), "{}", text(&o));
     assert!(w.h.workspace().join("ran").exists());
+}
+
+#[test]
+fn the_plan_lists_the_sentinels_and_the_ca_and_the_run_sets_them() {
+    let w = World::new();
+    let p =
+        w.h.sandpit()
+            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+            .args(["plan", "--json", "--", "true"])
+            .output()
+            .unwrap();
+    assert!(p.status.success(), "{}", text(&p));
+    let plan: serde_json::Value = serde_json::from_slice(&p.stdout).unwrap();
+    let c = &plan["credentials"];
+    let envs: Vec<&str> = (c["sentinels"].as_array().unwrap().iter())
+        .map(|s| s["env"].as_str().unwrap())
+        .collect();
+    assert_eq!(envs, ["OPENAI_API_KEY", "SECOND_TOKEN"], "{c}");
+    let planned: Vec<(String, String)> = (c["ca_env"].as_array().unwrap().iter())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap().to_string();
+            (s("name"), s("value"))
+        })
+        .collect();
+    // Planning reads no real value: nothing it prints holds one.
+    let shown = String::from_utf8_lossy(&p.stdout);
+    assert!(
+        !shown.contains(REAL) && !shown.contains(REAL_SECOND),
+        "{shown}"
+    );
+    // The run sets what the plan says: a sentinel in each variable, and each CA
+    // variable at the plan's file name in the run's own directory.
+    let o = w.run("env");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for env in envs {
+        assert!(
+            t.contains(&format!("{env}=sandpit-sentinel-")),
+            "{env}: {t}"
+        );
+    }
+    for (name, value) in &planned {
+        let file = std::path::Path::new(value)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let set = t
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} unset: {t}"));
+        assert!(
+            set.ends_with(&format!("/{file}")),
+            "{name}={set}, planned {value}"
+        );
+    }
+    assert!(
+        planned.iter().any(|(n, _)| n == "SSL_CERT_FILE"),
+        "{planned:?}"
+    );
+    // The default `AWS_*` withhold does not take the run's own CA variable, and
+    // explain says so, as the run did.
+    let o =
+        w.h.sandpit()
+            .args([
+                "explain",
+                "env",
+                "AWS_CA_BUNDLE",
+                "--program",
+                "/usr/bin/aws",
+            ])
+            .output()
+            .unwrap();
+    let e = text(&o);
+    assert!(
+        e.contains("ALLOW") && e.contains("certificate authority"),
+        "{e}"
+    );
 }
 
 /// A TLS front for the scripted model server (plain HTTP on loopback): terminates

@@ -531,18 +531,10 @@ impl Engine {
         // A name that is not UTF-8 is matched on its lossy form (borrowed, without a
         // copy, when it is UTF-8).
         let name = String::from_utf8_lossy(name);
-        // A credential's variable holds the run's sentinel (it reaches every
-        // program); the variable its real value comes from reaches none.
-        if self.policy.credential_for_env(&name).is_some() {
-            return false;
-        }
-        if self
-            .policy
-            .credentials
-            .iter()
-            .any(|c| matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name))
-        {
-            return true;
+        // A credential's variable and the run's CA variables reach every program;
+        // the variable a real value is read from reaches none.
+        if let Some(c) = sandpit_policy::credential_env(&self.policy, &name) {
+            return !c.reaches();
         }
         self.withhold.iter().any(|g| g.matches(name.as_bytes()))
     }
@@ -551,12 +543,7 @@ impl Engine {
     pub fn agent_keeps(&self, name: &[u8]) -> bool {
         let name = String::from_utf8_lossy(name);
         // A credential's real value is nobody's, the agent's neither.
-        if self
-            .policy
-            .credentials
-            .iter()
-            .any(|c| matches!(&c.source, sandpit_policy::CredentialSource::Env(v) if *v == *name))
-        {
+        if sandpit_policy::credential_env(&self.policy, &name).is_some_and(|c| !c.reaches()) {
             return false;
         }
         self.agent.iter().any(|g| g.matches(name.as_bytes()))
@@ -961,6 +948,16 @@ mod tests {
         assert!(e.withhold(b"GH_TOKEN"));
         assert!(e.withhold(b"AWS_SECRET_ACCESS_KEY"));
         assert!(!e.withhold(b"PATH"));
+        assert!(e.withhold(b"AWS_CA_BUNDLE"));
+        // With a credential: its variable and the run's CA variables pass, the
+        // variable its real value comes from does not, for the agent neither.
+        let e = engine("[env]\nwithhold = [\"*_TOKEN\", \"AWS_*\"]\nagent = [\"REAL_*\"]\n[credentials.gh]\nenv = \"GH_TOKEN\"\nsource = \"env:REAL_GH\"\nhosts = [\"api.github.com\"]\n");
+        assert!(!e.withhold(b"GH_TOKEN"));
+        assert!(!e.withhold(b"AWS_CA_BUNDLE"));
+        assert!(!e.withhold(b"NODE_EXTRA_CA_CERTS"));
+        assert!(e.withhold(b"AWS_SECRET_ACCESS_KEY"));
+        assert!(e.withhold(b"REAL_GH") && !e.agent_keeps(b"REAL_GH"));
+        assert!(e.agent_keeps(b"REAL_OTHER"));
         assert!(contains_joined(&[b"a", b"BC"], b"a bc"));
         assert!(!contains_joined(&[b"ab", b"c"], b"abc"));
         assert!(under(b"/a/b", b"/a"));

@@ -395,36 +395,80 @@ fn decide_http(
 /// passes; a withheld one never enters the sandbox, unless `env.agent` keeps it for
 /// the agent: then the command has it, and of the programs it spawns only those
 /// `env.agent_programs` names, where the sandbox cannot write them.
-fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
-    // A credential's variable holds this run's sentinel, never the secret: it reaches
-    // every program, whatever env.withhold says (the sentinel is useless elsewhere).
-    if let Some(c) = policy.credential_for_env(name) {
-        return Verdict::new(
-            Decision::Allow,
-            Some(&c.origin),
-            format!(
-                "{name} holds the sentinel of credentials.{} ({}): every program sees it; the proxy puts the real value into requests to {} only",
-                c.name,
-                c.origin.location(),
-                c.hosts.join(", ")
-            ),
-        );
+/// What `[credentials]` makes of a variable, before `env.withhold` is asked
+/// ([`credential_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialEnv<'a> {
+    /// The credential's variable: it holds the run's sentinel, never the secret,
+    /// and reaches every program (the sentinel is useless elsewhere).
+    Sentinel(&'a crate::Credential),
+    /// One of the run's CA variables ([`crate::CA_BUNDLE_ENV`]): it names a file,
+    /// never a secret, and reaches every program.
+    Ca(&'a crate::Credential),
+    /// The variable the credential's real value is read from: it reaches none.
+    Source(&'a crate::Credential),
+}
+
+impl CredentialEnv<'_> {
+    /// Whether the variable reaches the sandbox's programs.
+    pub fn reaches(self) -> bool {
+        !matches!(self, CredentialEnv::Source(_))
     }
-    // The variable a credential's real value is read from never enters the sandbox.
-    if let Some(c) = policy
-        .credentials
-        .iter()
+}
+
+/// What `[credentials]` says of the variable `name`; `None`: nothing, and
+/// `env.withhold` decides. Allocation-free: the interposer asks it for every
+/// variable it passes on to an exec, so that its compiled `env.withhold` globs
+/// decide only what is left, as [`decide`] does.
+pub fn credential_env<'a>(policy: &'a Policy, name: &str) -> Option<CredentialEnv<'a>> {
+    let first = policy.credentials.first()?;
+    if let Some(c) = policy.credential_for_env(name) {
+        return Some(CredentialEnv::Sentinel(c));
+    }
+    if policy.sets_ca_env(name) {
+        return Some(CredentialEnv::Ca(first));
+    }
+    (policy.credentials.iter())
         .find(|c| matches!(&c.source, crate::CredentialSource::Env(v) if v == name))
-    {
-        return Verdict::new(
-            Decision::Deny,
-            Some(&c.origin),
-            format!(
-                "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
-                c.name,
-                c.origin.location()
-            ),
-        );
+        .map(CredentialEnv::Source)
+}
+
+fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
+    match credential_env(policy, name) {
+        Some(CredentialEnv::Sentinel(c)) => {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&c.origin),
+                format!(
+                    "{name} holds the sentinel of credentials.{} ({}): every program sees it; the proxy puts the real value into requests to {} only",
+                    c.name,
+                    c.origin.location(),
+                    c.hosts.join(", ")
+                ),
+            )
+        }
+        Some(CredentialEnv::Ca(c)) => {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&c.origin),
+                format!(
+                    "{name} is set by sandpit to the run's certificate authority, which [credentials] ({}) has: every program sees it, whatever env.withhold says",
+                    c.origin.location()
+                ),
+            )
+        }
+        Some(CredentialEnv::Source(c)) => {
+            return Verdict::new(
+                Decision::Deny,
+                Some(&c.origin),
+                format!(
+                    "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
+                    c.name,
+                    c.origin.location()
+                ),
+            )
+        }
+        None => {}
     }
     let env = &policy.env;
     let Some(w) = env.withheld_by(name) else {

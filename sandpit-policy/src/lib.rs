@@ -19,8 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    askable, check_resolved, decide, decide_connect_by, decide_datagram, loopback_service,
-    Decision, EnvTo, Program, Request, Verdict, PRIVATE_TMPFS,
+    askable, check_resolved, credential_env, decide, decide_connect_by, decide_datagram,
+    loopback_service, CredentialEnv, Decision, EnvTo, Program, Request, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
@@ -286,7 +286,35 @@ pub struct Credential {
     pub origin: Origin,
 }
 
+/// The variables a run with `[credentials]` sets to point TLS clients at its
+/// certificate authority: those that replace the default roots get a bundle (the
+/// system's roots and the run's CA), `NODE_EXTRA_CA_CERTS`, which adds to them,
+/// the CA alone. They name files, never a secret: every program keeps them, even
+/// where `env.withhold` names them (`AWS_*` would take the AWS CLI's).
+pub const CA_BUNDLE_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+    "NPM_CONFIG_CAFILE",
+    "CARGO_HTTP_CAINFO",
+    "AWS_CA_BUNDLE",
+    "DENO_CERT",
+    "NIX_SSL_CERT_FILE",
+    "HEX_CACERTS_PATH",
+    "BUNDLE_SSL_CA_CERT",
+];
+/// The variable that gets the run's CA alone (see [`CA_BUNDLE_ENV`]).
+pub const CA_ADD_ENV: &str = "NODE_EXTRA_CA_CERTS";
+
 impl Policy {
+    /// Whether `name` is one of the variables the run sets to its CA: only when
+    /// some credential makes the run have one.
+    pub fn sets_ca_env(&self, name: &str) -> bool {
+        !self.credentials.is_empty() && (name == CA_ADD_ENV || CA_BUNDLE_ENV.contains(&name))
+    }
+
     /// The credential whose sandbox variable is `name`.
     pub fn credential_for_env(&self, name: &str) -> Option<&Credential> {
         self.credentials.iter().find(|c| c.env == name)

@@ -1553,6 +1553,37 @@ fn credential_variables_reach_programs_and_sources_do_not() {
 }
 
 #[test]
+fn the_runs_ca_variables_reach_every_program_only_with_credentials() {
+    // `AWS_*` withheld would take the AWS CLI's pointer to the run's CA.
+    let withhold = "[env]\nwithhold = [\"AWS_*\", \"NODE_*\", \"SSL_*\"]\n";
+    let with = user(&format!("{withhold}{CRED}")).unwrap();
+    let without = user(withhold).unwrap();
+    let spawned = sandpit_policy::EnvTo::Spawned(Path::new("/usr/bin/aws"));
+    for name in ["AWS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"] {
+        for to in [sandpit_policy::EnvTo::Command, spawned] {
+            let v = decide(&with, &Request::Env { name, to });
+            assert_eq!(v.decision, Decision::Allow, "{name}: {v:?}");
+            assert!(v.reason.contains("certificate authority"), "{v:?}");
+            assert_eq!(v.rule.unwrap().key, "credentials.openai", "{name}");
+            // Without a credential the run sets none of them: the user's own stay
+            // withheld.
+            let v = decide(&without, &Request::Env { name, to });
+            assert_eq!(v.decision, Decision::Deny, "{name}: {v:?}");
+        }
+    }
+    // Only those names: another variable of the same family stays withheld.
+    let v = decide(
+        &with,
+        &Request::Env {
+            name: "AWS_SECRET_ACCESS_KEY",
+            to: spawned,
+        },
+    );
+    assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    assert!(with.sets_ca_env("NODE_EXTRA_CA_CERTS") && !with.sets_ca_env("NODE_OPTIONS"));
+}
+
+#[test]
 fn bad_credentials_are_located() {
     at(
         &err("[credentials.openai]\nenv = \"K\"\nsource = \"env:K\"\nhosts = [\"a.test\"]\nheaders = \"x\"\n"),

@@ -36,6 +36,72 @@ pub enum CredentialError {
     Setup(String),
 }
 
+/// `[credentials]` as a run carries it out, decided before any value is read (the
+/// run plan holds it; `sandpit plan` lists it): which variables hold a sentinel,
+/// where the run's CA and bundle are written, and the variables that point the
+/// sandbox's TLS clients at them. `launch` reads the values and writes the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Each credential: its name, the sandbox variable that holds its sentinel and
+    /// the hosts its real value goes to.
+    pub sentinels: Vec<(String, String, Vec<String>)>,
+    /// The run's CA certificate, in the run directory (read-only inside).
+    pub ca: PathBuf,
+    /// The system's roots and the run's CA, beside it.
+    pub bundle: PathBuf,
+    /// The variables that point TLS clients at them ([`ca_env`]).
+    pub ca_env: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// The plan for `policy`'s credentials in a run whose directory is `run_dir`;
+    /// `own_proxy`: the run's connections go through sandpit's own proxy, which
+    /// alone can put the real values in. Fails where the run could not keep its
+    /// promise: another proxy, or a file to mask without Linux's mount namespace.
+    pub fn new(
+        policy: &Policy,
+        run_dir: &Path,
+        own_proxy: bool,
+    ) -> Result<Option<Plan>, CredentialError> {
+        if policy.credentials.is_empty() {
+            return Ok(None);
+        }
+        if !own_proxy && policy.network.mode.value != sandpit_policy::NetMode::Offline {
+            return Err(CredentialError::Setup(
+                "[credentials] needs sandpit's own proxy, and --proxy-socket names another".into(),
+            ));
+        }
+        if cfg!(not(target_os = "linux")) {
+            if let Some(c) = policy.credentials.iter().find(|c| c.file.is_some()) {
+                return Err(CredentialError::Setup(format!(
+                    "credentials.{}.file ({}): masking a file needs Linux's mount namespace; remove the key",
+                    c.name,
+                    c.file.as_deref().unwrap_or(Path::new("")).display()
+                )));
+            }
+        }
+        let ca = run_dir.join("credentials-ca.pem");
+        let bundle = run_dir.join("credentials-bundle.pem");
+        let text = |p: &Path| {
+            p.to_str().map(str::to_string).ok_or_else(|| {
+                CredentialError::Setup(format!(
+                    "the run directory {} is not valid UTF-8, and TLS clients could not be pointed at the run's CA there",
+                    run_dir.display()
+                ))
+            })
+        };
+        let ca_env = ca_env(&text(&bundle)?, &text(&ca)?);
+        Ok(Some(Plan {
+            sentinels: (policy.credentials.iter())
+                .map(|c| (c.name.clone(), c.env.clone(), c.hosts.clone()))
+                .collect(),
+            ca,
+            bundle,
+            ca_env,
+        }))
+    }
+}
+
 /// One credential of this run.
 pub struct Secret {
     pub name: String,
@@ -469,24 +535,10 @@ pub fn upstream_roots(
 /// plus the run's CA) for those that replace the default roots, the CA alone for
 /// those that add to them (`NODE_EXTRA_CA_CERTS`).
 pub fn ca_env(bundle: &str, ca: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = [
-        "SSL_CERT_FILE",
-        "REQUESTS_CA_BUNDLE",
-        "CURL_CA_BUNDLE",
-        "GIT_SSL_CAINFO",
-        "PIP_CERT",
-        "NPM_CONFIG_CAFILE",
-        "CARGO_HTTP_CAINFO",
-        "AWS_CA_BUNDLE",
-        "DENO_CERT",
-        "NIX_SSL_CERT_FILE",
-        "HEX_CACERTS_PATH",
-        "BUNDLE_SSL_CA_CERT",
-    ]
-    .iter()
-    .map(|k| (k.to_string(), bundle.to_string()))
-    .collect();
-    env.push(("NODE_EXTRA_CA_CERTS".into(), ca.into()));
+    let mut env: Vec<(String, String)> = (sandpit_policy::CA_BUNDLE_ENV.iter())
+        .map(|k| (k.to_string(), bundle.to_string()))
+        .collect();
+    env.push((sandpit_policy::CA_ADD_ENV.into(), ca.into()));
     env
 }
 

@@ -163,21 +163,11 @@ struct SeatbeltReport {
 
 fn seatbelt_report(args: &CheckArgs, program: &str) -> anyhow::Result<SeatbeltReport> {
     let loaded = load(&args.policy, Some(program), scratch_root().join("RUN"))?;
-    let mut input = seatbelt::Input::from_policy(&loaded.policy, args.proxy_port);
-    if let Some(sock) = &args.control_socket {
-        input = input.with_control_socket(sandpit_policy::path::resolve_existing(sock));
-    }
-    if args.gui {
-        let command: Vec<std::ffi::OsString> = args.command.iter().map(Into::into).collect();
-        input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
-            &command,
-            &loaded.policy.context.home,
-            |p| {
-                !sandpit_policy::decide(&loaded.policy, &sandpit_policy::Request::Write(p))
-                    .is_denied()
-            },
-        )?);
-    }
+    let command: Vec<std::ffi::OsString> = args.command.iter().map(Into::into).collect();
+    let offline = loaded.policy.network.mode.value == sandpit_policy::NetMode::Offline;
+    let control = (args.control_socket.as_deref()).map(sandpit_policy::path::resolve_existing);
+    let input = crate::run::plan::seatbelt_input(&loaded.policy, !offline, &command, args.gui)?
+        .bind(Some(args.proxy_port), None, control, []);
     let profile = seatbelt::compile(&input)?;
     Ok(SeatbeltReport {
         sandbox_exec_args: profile.sandbox_exec_args(),

@@ -114,6 +114,8 @@ pub struct Options<'a> {
     /// exactly those two ports; the interposer's resolver hooks ask the responder,
     /// which answers by the policy, and the proxy decides by name).
     pub loopback_proxy: bool,
+    /// `[credentials]` as the run plan has it.
+    pub credentials: Option<&'a crate::credentials::Plan>,
 }
 
 /// Whether the interposer is injected, and why not.
@@ -293,24 +295,7 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         (None, None)
     };
 
-    if let Some(r) = policy.unenforceable_http() {
-        return Err(LaunchError::Http(r.origin.to_string()));
-    }
-    let inject = prepare_credentials(policy, run_dir, sockets.is_some() || loopback.is_some())?;
-
-    // Network review happens in sandpit's proxy; without it the user's
-    // `review = ["network"]` would silently review nothing.
-    if reviews(policy, sandpit_policy::ReviewEvent::Network)
-        && sockets.is_none()
-        && loopback.is_none()
-        && policy.network.mode.value != NetMode::Offline
-    {
-        return Err(LaunchError::Adversary(
-            "adversary.review includes \"network\", but connections do not go through \
-             sandpit's proxy (--proxy-socket names another)"
-                .into(),
-        ));
-    }
+    let inject = prepare_credentials(policy, o.credentials)?;
 
     // The adversary's socket is bound now (before the fork: the command may ask at
     // once) and served after it; with [adversary] configured, failing to set it up
@@ -356,51 +341,34 @@ pub fn socket_paths(scratch: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (dir.clone(), dir.join("proxy.sock"), dir.join("dns.sock"))
 }
 
-/// `[credentials]`: read every real value (a source that cannot be read stops the
-/// run), make the run's CA, and write its certificate and a bundle (the system's
-/// roots and the CA) into the run directory, which the sandbox reads but cannot
-/// write. The CA's key stays in this process.
+/// `[credentials]` as the plan says: read every real value (a source that cannot
+/// be read stops the run), make the run's CA, and write its certificate and a
+/// bundle (the system's roots and the CA) where the plan puts them, in the run
+/// directory, which the sandbox reads but cannot write. The CA's key stays in
+/// this process.
 fn prepare_credentials(
     policy: &Policy,
-    run_dir: &Path,
-    own_proxy: bool,
+    plan: Option<&crate::credentials::Plan>,
 ) -> Result<Option<Injecting>> {
-    use crate::credentials::{self, CredentialError};
+    use crate::credentials;
+    let Some(plan) = plan else {
+        return Ok(None);
+    };
     let Some(secrets) = credentials::Secrets::load(policy)? else {
         return Ok(None);
     };
-    if !own_proxy && policy.network.mode.value != NetMode::Offline {
-        return Err(CredentialError::Setup(
-            "[credentials] needs sandpit's own proxy, and --proxy-socket names another".into(),
-        )
-        .into());
-    }
     let (_, system) = credentials::system_bundle()?;
     let roots = credentials::upstream_roots(policy, &system)?;
-    if cfg!(not(target_os = "linux")) {
-        if let Some((name, path, _)) = secrets.masked_files().next() {
-            return Err(CredentialError::Setup(format!(
-                "credentials.{name}.file ({}): masking a file needs Linux's mount namespace; remove the key",
-                path.display()
-            ))
-            .into());
-        }
-    }
     let inject = crate::proxy::mitm::Inject::new(secrets, roots)?;
-    let ca = run_dir.join("credentials-ca.pem");
-    let bundle = run_dir.join("credentials-bundle.pem");
-    write_atomic(&ca, inject.ca_pem().as_bytes())?;
+    write_atomic(&plan.ca, inject.ca_pem().as_bytes())?;
     let mut all = system;
     if !all.ends_with('\n') {
         all.push('\n');
     }
     all.push_str(inject.ca_pem());
-    write_atomic(&bundle, all.as_bytes())?;
+    write_atomic(&plan.bundle, all.as_bytes())?;
     let mut env = inject.secrets.child_env();
-    env.extend(credentials::ca_env(
-        &utf8(bundle.into_os_string())?,
-        &utf8(ca.into_os_string())?,
-    ));
+    env.extend(plan.ca_env.iter().cloned());
     Ok(Some((Arc::new(inject), env)))
 }
 

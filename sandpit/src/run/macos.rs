@@ -12,7 +12,6 @@ use super::{make_scratch, Request as RunArgs};
 use crate::config::{load, scratch_root};
 use crate::sandbox::macos::{apply, lifetime, seatbelt};
 use anyhow::{bail, Context, Result};
-use sandpit_policy::NetMode;
 
 /// What a run of `args` would do, planned as [`run`] plans it, nothing made or
 /// started (`sandpit plan`): the plan and the kernel layer's part of the line.
@@ -38,9 +37,6 @@ pub fn dry_run(args: &RunArgs) -> Result<(super::RunPlan, Option<String>)> {
 }
 
 pub fn run(args: RunArgs) -> Result<i32> {
-    if args.proxy_socket.is_some() || args.dns_socket.is_some() {
-        bail!("--proxy-socket and --dns-socket are not supported on macOS (no network bridge)");
-    }
     let support = crate::sandbox::probe();
     if !support.seatbelt {
         bail!(
@@ -87,35 +83,15 @@ fn run_with_scratch(
     session.set_export_masker(crate::telemetry::masker(policy));
     let mut launch = super::launch(&run, &session, true)?;
 
-    // The profile: the policy's files, the proxy's port, the sockets the layers
-    // inside report to, the run's scratch directory writable.
+    // The plan's profile input, with the ports and sockets bound for this run.
     let proxy = launch.loopback_proxy();
-    let mut input = seatbelt::Input::from_policy(policy, proxy.map_or(0, |a| a.port()));
-    input.network = match (policy.network.mode.value, proxy) {
-        // Unrestricted lifts host filtering in the proxy, nothing at this layer.
-        (NetMode::Filtered | NetMode::Unrestricted, Some(a)) => {
-            seatbelt::Network::Proxy { port: a.port() }
-        }
-        _ => seatbelt::Network::Offline,
-    };
-    if let seatbelt::Network::Proxy { .. } = input.network {
-        input.dns_port = launch.loopback_dns().map(|a| a.port());
-    }
-    if !input.allow_write.contains(&policy.context.scratch) {
-        input.allow_write.push(policy.context.scratch.clone());
-    }
     let (control, audit) = launch.reachable_sockets();
-    if let Some(c) = control {
-        input = input.with_control_socket(c);
-    }
-    input.report_sockets.extend(audit);
-    if args.gui {
-        input.gui = Some(crate::sandbox::macos::bundle::gui_allowance(
-            &args.command,
-            &policy.context.home,
-            |p| !sandpit_policy::decide(policy, &sandpit_policy::Request::Write(p)).is_denied(),
-        )?);
-    }
+    let input = run.seatbelt.clone().bind(
+        proxy.map(|a| a.port()),
+        launch.loopback_dns().map(|a| a.port()),
+        control,
+        audit,
+    );
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
 
     let command = launch_argv(&args.command);

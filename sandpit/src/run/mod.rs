@@ -86,6 +86,7 @@ fn launch(
             run_id: session.run(),
             run_dir: session.run_dir(),
             loopback_proxy,
+            credentials: run.credentials.as_ref(),
         },
     )?)
 }

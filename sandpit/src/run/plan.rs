@@ -77,12 +77,17 @@ pub struct RunPlan {
     pub env: Vec<(String, String)>,
     /// This process's variables that never enter the sandbox.
     pub withheld: Vec<String>,
+    /// `[credentials]`: the variables that hold sentinels, the run's CA.
+    pub credentials: Option<crate::credentials::Plan>,
     /// An agent's state directories the run makes on a fresh home, top first, each
     /// with the `files.allow_write` entry that wants it.
     pub state_dirs: Vec<(PathBuf, String)>,
     /// The Linux kernel layer's input.
     #[cfg(target_os = "linux")]
     pub kernel: crate::sandbox::linux::Input,
+    /// The Seatbelt profile's input, but for the ports and sockets the run binds.
+    #[cfg(target_os = "macos")]
+    pub seatbelt: crate::sandbox::macos::seatbelt::Input,
 }
 
 /// The policy a run enforces, from the policy as loaded: learn mode from the flag,
@@ -109,6 +114,35 @@ pub fn effective(loaded: Policy, private_tmp: bool, learn: bool) -> Policy {
         }
     }
     p
+}
+
+/// The Seatbelt profile's input (macOS) for a run of `policy`, decided with the
+/// rest of the plan: the policy's files, connections through sandpit's proxy
+/// unless the plan has none (`proxy`), the run's scratch directory writable, and
+/// with `gui` the allowance a desktop app needs (its bundle found from `command`).
+/// The ports and the layers' sockets are the applier's, once bound
+/// (`seatbelt::Input::bind`). `sandpit check --seatbelt` compiles the same input.
+pub fn seatbelt_input(
+    policy: &Policy,
+    proxy: bool,
+    command: &[OsString],
+    gui: bool,
+) -> Result<crate::sandbox::macos::seatbelt::Input> {
+    use crate::sandbox::macos::{bundle, seatbelt};
+    let mut input = seatbelt::Input::from_policy(policy, 0);
+    if !proxy {
+        input.network = seatbelt::Network::Offline;
+    }
+    let scratch = &policy.context.scratch;
+    if !input.allow_write.contains(scratch) {
+        input.allow_write.push(scratch.clone());
+    }
+    if gui {
+        input.gui = Some(bundle::gui_allowance(command, &policy.context.home, |p| {
+            !sandpit_policy::decide(policy, &sandpit_policy::Request::Write(p)).is_denied()
+        })?);
+    }
+    Ok(input)
 }
 
 /// Whether this platform's kernel layer gives the run a private `/tmp`.
@@ -144,6 +178,9 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
                 entries.join(", ")
             );
         }
+    }
+    if cfg!(target_os = "macos") && (req.proxy_socket.is_some() || req.dns_socket.is_some()) {
+        bail!("--proxy-socket and --dns-socket are not supported on macOS (no network bridge)");
     }
     if req.proxy_socket.is_none() && req.dns_socket.is_some() {
         bail!("--dns-socket needs --proxy-socket (sandpit's own proxy has its own resolver)");
@@ -205,6 +242,25 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
             Proxy::Own { socket, dns }
         }
     };
+    // What only sandpit's own proxy can do: enforce `https://` rules (it
+    // terminates TLS for the credentials' hosts alone), review connections, put
+    // the credentials' real values in.
+    if let Some(r) = policy.unenforceable_http() {
+        return Err(crate::launch::LaunchError::Http(r.origin.to_string()).into());
+    }
+    let own_proxy = matches!(proxy, Proxy::Own { .. });
+    if reviewed
+        && matches!(proxy, Proxy::External { .. })
+        && policy.network.mode.value != NetMode::Offline
+    {
+        return Err(crate::launch::LaunchError::Adversary(
+            "adversary.review includes \"network\", but connections do not go through \
+             sandpit's proxy (--proxy-socket names another)"
+                .into(),
+        )
+        .into());
+    }
+    let credentials = crate::credentials::Plan::new(&policy, &facts.run_dir, own_proxy)?;
     // Not with network review: the reviewer sees only the proxy's connections
     // (`sandpit_policy::decide_datagram` refuses UDP then).
     let udp_relay =
@@ -248,6 +304,9 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         )?
     };
 
+    #[cfg(target_os = "macos")]
+    let seatbelt = seatbelt_input(&policy, proxy != Proxy::None, &req.command, req.gui)?;
+
     // Once: the kernel input lists the same variables (`launch::withheld_env`).
     #[cfg(target_os = "linux")]
     let withheld = kernel.env_withheld.clone();
@@ -268,9 +327,12 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         udp_relay,
         caches,
         env,
+        credentials,
         state_dirs,
         #[cfg(target_os = "linux")]
         kernel,
+        #[cfg(target_os = "macos")]
+        seatbelt,
     })
 }
 
@@ -496,6 +558,122 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("--proxy-socket"), "{e}");
+    }
+
+    #[test]
+    fn credentials_are_planned_without_reading_them_and_need_sandpits_proxy() {
+        let h = home_in(Path::new("/var/tmp"));
+        let ns = Mode::Namespaces;
+        let cfg = "[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:SANDPIT_PLAN_TEST_UNSET\"\nhosts = [\"api.openai.com\"]\n";
+        let c = plan_of(&h, cfg, &[], ns).unwrap().credentials.unwrap();
+        assert_eq!(
+            c.sentinels,
+            [(
+                "openai".to_string(),
+                "OPENAI_API_KEY".to_string(),
+                vec!["api.openai.com".to_string()]
+            )]
+        );
+        let run = h.ctx.state_dir.join("run/RUN");
+        assert_eq!(c.ca, run.join("credentials-ca.pem"));
+        assert_eq!(c.bundle, run.join("credentials-bundle.pem"));
+        let at = |name: &str| {
+            c.ca_env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(at("SSL_CERT_FILE").as_deref(), c.bundle.to_str());
+        assert_eq!(at("NODE_EXTRA_CA_CERTS").as_deref(), c.ca.to_str());
+        // The source is not set: planning read nothing, and wrote nothing.
+        assert!(!c.ca.exists() && !c.bundle.exists());
+        assert!(plan_of(&h, "", &[], ns).unwrap().credentials.is_none());
+        // Another proxy cannot put the real values in: the plan refuses, as the run.
+        let e = plan_of(&h, cfg, &["--proxy-socket", "/x/p.sock"], ns)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("needs sandpit's own proxy"), "{e}");
+        // Offline, nothing goes out to need it.
+        let off = format!("{cfg}[network]\nmode = \"offline\"\n");
+        let p = plan_of(&h, &off, &["--proxy-socket", "/x/p.sock"], ns).unwrap();
+        assert!(p.credentials.is_some());
+    }
+
+    #[test]
+    fn what_only_sandpits_proxy_enforces_is_refused_with_another_at_plan_time() {
+        let h = home_in(Path::new("/var/tmp"));
+        let ns = Mode::Namespaces;
+        let ext = ["--proxy-socket", "/x/p.sock"];
+        let reviewed =
+            "[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"network\"]\n";
+        let e = plan_of(&h, reviewed, &ext, ns).err().unwrap();
+        assert!(e.to_string().contains("adversary.review"), "{e}");
+        assert!(plan_of(&h, reviewed, &[], ns).is_ok());
+        let off = format!("{reviewed}[network]\nmode = \"offline\"\n");
+        assert!(plan_of(&h, &off, &ext, ns).is_ok());
+        // An https:// rule for a host whose TLS sandpit does not terminate.
+        let http = "[network.http]\nallow = [\"GET https://api.example.com/**\"]\n";
+        let e = plan_of(&h, http, &[], ns).err().unwrap();
+        assert!(e.to_string().contains("network.http.allow"), "{e}");
+    }
+
+    #[test]
+    fn the_seatbelt_input_is_planned_and_only_its_ports_and_sockets_bound_later() {
+        use crate::sandbox::macos::seatbelt::{compile, Network};
+        let h = home_in(Path::new("/var/tmp"));
+        let policy = |cfg: &str| effective(loaded(&h, cfg).policy, false, false);
+        let cmd = [OsString::from("true")];
+        let filtered = policy("");
+        let s = seatbelt_input(&filtered, true, &cmd, false).unwrap();
+        assert_eq!(s.network, Network::Proxy { port: 0 });
+        assert!(
+            s.allow_write.contains(&h.ctx.scratch),
+            "{:?}",
+            s.allow_write
+        );
+        assert!(s.allow_write.contains(&h.ctx.workspace));
+        assert!(s.protected.contains(&h.ctx.state_dir));
+        assert!(s.gui.is_none());
+        // Without the proxy it promised, no profile: port 0 is refused.
+        assert!(compile(&s.clone().bind(None, None, None, [])).is_err());
+        let control = h.ctx.state_dir.join("run/RUN/control.sock");
+        let report = h.ctx.state_dir.join("run/RUN/audit.sock");
+        let b = s.clone().bind(
+            Some(41000),
+            Some(41001),
+            Some(control.clone()),
+            [report.clone()],
+        );
+        assert_eq!(b.network, Network::Proxy { port: 41000 });
+        assert_eq!(b.dns_port, Some(41001));
+        assert_eq!(b.control_socket, Some(control));
+        assert_eq!(b.report_sockets, [report]);
+        assert!(compile(&b).is_ok());
+        // Binding changed nothing but the services.
+        let back = crate::sandbox::macos::seatbelt::Input {
+            network: s.network,
+            dns_port: None,
+            control_socket: None,
+            report_sockets: vec![],
+            ..b
+        };
+        assert_eq!(back, s);
+        // Unrestricted goes through the proxy too; a plan without one, and offline
+        // mode, have no network, and a port bound later opens none.
+        let open = policy("[network]\nmode = \"unrestricted\"\n");
+        let s = seatbelt_input(&open, true, &cmd, false).unwrap();
+        assert_eq!(s.network, Network::Proxy { port: 0 });
+        for (p, proxy) in [
+            (&filtered, false),
+            (&policy("[network]\nmode = \"offline\"\n"), true),
+        ] {
+            let s = seatbelt_input(p, proxy, &cmd, false).unwrap();
+            let b = s.bind(Some(41000), Some(41001), None, []);
+            assert_eq!((b.network, b.dns_port), (Network::Offline, None));
+        }
+        // The GUI allowance with --gui (no bundle: the fixed part alone).
+        let g = seatbelt_input(&filtered, true, &cmd, true).unwrap();
+        assert_eq!(g.gui.map(|g| g.app), Some(None));
     }
 
     #[test]

@@ -49,7 +49,7 @@ fn network(plan: &RunPlan) -> Value {
 /// The plan as JSON (`sandpit plan --json`). `kernel_line` is the kernel layer's
 /// part of the start-up line, where the platform has one to show.
 pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
-    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+    #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(unused_mut))]
     let mut v = json!({
         "command": plan.command.iter().map(|c| c.to_string_lossy()).collect::<Vec<_>>(),
         "profile": plan.profile,
@@ -69,6 +69,12 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "set": plan.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
             "withheld": plan.withheld,
         },
+        "credentials": plan.credentials.as_ref().map(|c| json!({
+            "sentinels": c.sentinels.iter().map(|(name, env, hosts)| json!({"name": name, "env": env, "hosts": hosts})).collect::<Vec<_>>(),
+            "ca": c.ca,
+            "bundle": c.bundle,
+            "ca_env": c.ca_env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
+        })),
         "package_cache": plan.caches,
         "state_dirs_made": plan.state_dirs.iter().map(|(d, e)| json!({"path": d, "entry": e})).collect::<Vec<_>>(),
         "kernel_line": kernel_line,
@@ -92,7 +98,27 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "nested_user_namespaces": k.nested_user_namespaces,
         });
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        let home = &plan.policy.context.home;
+        let s = &plan.seatbelt;
+        v["kernel"] = json!({
+            "mode": "Seatbelt",
+            "writable": paths(home, &s.allow_write),
+            "read_only_inside_writable": paths(home, &s.protected),
+            "unreadable": paths(home, &s.block_read),
+            "readable_again": paths(home, &s.allow_read),
+            "devices": paths(home, &s.devices),
+            "unix_sockets": paths(home, &s.unix_sockets),
+            "network": match s.network {
+                crate::sandbox::macos::seatbelt::Network::Offline => "offline",
+                crate::sandbox::macos::seatbelt::Network::Proxy { .. } => "sandpit's proxy on 127.0.0.1 only",
+            },
+            "trustd": s.trustd,
+            "gui": s.gui.as_ref().map(|g| g.app.as_ref().map(|a| a.id().to_string())),
+        });
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     let _ = paths;
     v
 }
@@ -197,6 +223,24 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
         .map(|(k, v)| json!(format!("{k}={v}")))
         .collect();
     list("environment set", &Value::Array(set), &mut rest);
+    if let Some(c) = &plan.credentials {
+        rest.push(
+            "credentials (real values stay in sandpit; its proxy puts them in for these hosts alone):"
+                .into(),
+        );
+        for (name, env, hosts) in &c.sentinels {
+            rest.push(format!(
+                "  {name}: {env} holds a sentinel; the real value goes to {}",
+                hosts.join(", ")
+            ));
+        }
+        let names: Vec<&str> = c.ca_env.iter().map(|(k, _)| k.as_str()).collect();
+        rest.push(format!(
+            "  TLS clients trust the run's CA ({}): {}",
+            shown(&plan.policy.context.home, &c.bundle),
+            names.join(", ")
+        ));
+    }
     let made: Vec<Value> = plan
         .state_dirs
         .iter()

@@ -238,6 +238,27 @@ impl Input {
         }
     }
 
+    /// The run's services, once the launcher has bound them: the proxy's and the
+    /// DNS responder's loopback ports (only where the plan sends connections through
+    /// the proxy), sandpit's control socket, and the datagram sockets the layers
+    /// inside report to. A planned proxy given no port stays at port 0, which
+    /// [`compile`] refuses: no profile without the proxy the plan promised.
+    pub fn bind(
+        mut self,
+        proxy: Option<u16>,
+        dns: Option<u16>,
+        control: Option<PathBuf>,
+        reports: impl IntoIterator<Item = PathBuf>,
+    ) -> Input {
+        if let Network::Proxy { port } = &mut self.network {
+            *port = proxy.unwrap_or(0);
+            self.dns_port = dns;
+        }
+        self.control_socket = control;
+        self.report_sockets.extend(reports);
+        self
+    }
+
     /// Let processes inside reach sandpit's control socket at `path`.
     pub fn with_control_socket(mut self, path: PathBuf) -> Input {
         self.control_socket = Some(path);
