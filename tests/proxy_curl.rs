@@ -76,8 +76,8 @@ fn socks_url(env: &[(String, String)]) -> String {
         .replacen("http://", "socks5h://", 1)
 }
 
-/// Run the rows of `curls` against `w`'s sinks through the proxy that `env` names,
-/// asserting each row's end and naming the row if not.
+/// Run the rows of `curls` against the sinks on these ports, through the proxy that
+/// `env` names, asserting each row's end and naming the row if not.
 async fn run_curls(
     env: &[(String, String)],
     allowed_port: u16,

@@ -76,6 +76,9 @@ async fn tcp_ask(server: SocketAddr, name: &str, qtype: u16) -> (u8, Vec<IpAddr>
 
 const POLICY: &str = proxy_support::POLICY;
 
+use Forwarded::{Asked, Never};
+use Via::{Tcp, Udp};
+
 /// How a question reaches the responder.
 #[derive(Clone, Copy, Debug)]
 enum Via {
@@ -92,159 +95,47 @@ enum Forwarded {
     Asked,
 }
 
-/// A question under [`POLICY`] and the answer it must get: the rcode and the
-/// addresses.
-const ANSWERS: &[(Via, &str, u16, u8, &[&str], Forwarded)] = &[
+/// TXT, a record type sandpit answers empty for an allowed name.
+const TYPE_TXT: u16 = 16;
+
+/// A question (transport, name, type) and the answer it must get: the rcode, the
+/// addresses, and whether the upstream heard of it.
+type Question = (
+    Via,
+    &'static str,
+    u16,
+    u8,
+    &'static [&'static str],
+    Forwarded,
+);
+
+/// The questions under [`POLICY`].
+#[rustfmt::skip]
+const ANSWERS: &[Question] = &[
     // Names outside the policy, however spelled or nested: exfiltration by query.
-    (
-        Via::Udp,
-        "blocked.test",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "blocked.test",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "c2VjcmV0LWtleQ.blocked.test",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "c2VjcmV0LWtleQ.blocked.test",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "c2VjcmV0LWtleQ.attacker.example",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "c2VjcmV0LWtleQ.attacker.example",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "aws-secret-1234.evil.test",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "aws-secret-1234.evil.test",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "allowed.test.evil.test",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "allowed.test.evil.test",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "sub.allowed.test",
-        TYPE_A,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "sub.allowed.test",
-        TYPE_AAAA,
-        RCODE_REFUSED,
-        &[],
-        Forwarded::Never,
-    ),
+    (Udp, "blocked.test",                     TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "blocked.test",                     TYPE_AAAA, RCODE_REFUSED, &[],                Never),
+    (Udp, "c2VjcmV0LWtleQ.blocked.test",      TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "c2VjcmV0LWtleQ.blocked.test",      TYPE_AAAA, RCODE_REFUSED, &[],                Never),
+    (Udp, "c2VjcmV0LWtleQ.attacker.example",  TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "c2VjcmV0LWtleQ.attacker.example",  TYPE_AAAA, RCODE_REFUSED, &[],                Never),
+    (Udp, "aws-secret-1234.evil.test",        TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "aws-secret-1234.evil.test",        TYPE_AAAA, RCODE_REFUSED, &[],                Never),
+    (Udp, "allowed.test.evil.test",           TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "allowed.test.evil.test",           TYPE_AAAA, RCODE_REFUSED, &[],                Never),
+    (Udp, "sub.allowed.test",                 TYPE_A,    RCODE_REFUSED, &[],                Never),
+    (Tcp, "sub.allowed.test",                 TYPE_AAAA, RCODE_REFUSED, &[],                Never),
     // An allowed name, a record type sandpit does not forward (TXT): empty.
-    (
-        Via::Udp,
-        "public.test",
-        16,
-        RCODE_NOERROR,
-        &[],
-        Forwarded::Never,
-    ),
+    (Udp, "public.test",                      TYPE_TXT,  RCODE_NOERROR, &[],                Never),
     // Static entries answer first, by either transport, in any case.
-    (
-        Via::Udp,
-        "allowed.test",
-        TYPE_A,
-        RCODE_NOERROR,
-        &["127.0.0.2"],
-        Forwarded::Never,
-    ),
-    (
-        Via::Tcp,
-        "ALLOWED.test",
-        TYPE_A,
-        RCODE_NOERROR,
-        &["127.0.0.2"],
-        Forwarded::Never,
-    ),
-    (
-        Via::Udp,
-        "allowed.test",
-        TYPE_AAAA,
-        RCODE_NOERROR,
-        &[],
-        Forwarded::Never,
-    ),
+    (Udp, "allowed.test",                     TYPE_A,    RCODE_NOERROR, &["127.0.0.2"],     Never),
+    (Tcp, "ALLOWED.test",                     TYPE_A,    RCODE_NOERROR, &["127.0.0.2"],     Never),
+    (Udp, "allowed.test",                     TYPE_AAAA, RCODE_NOERROR, &[],                Never),
     // The upstream answers 127.0.0.1 for sneaky.test, which the policy does not
     // name: no address.
-    (
-        Via::Udp,
-        "sneaky.test",
-        TYPE_A,
-        RCODE_NOERROR,
-        &[],
-        Forwarded::Asked,
-    ),
-    // The positive control: an allowed name without a static entry is asked upstream.
-    (
-        Via::Udp,
-        "public.test",
-        TYPE_A,
-        RCODE_NOERROR,
-        &["93.184.216.34"],
-        Forwarded::Asked,
-    ),
+    (Udp, "sneaky.test",                      TYPE_A,    RCODE_NOERROR, &[],                Asked),
+    // The positive control: an allowed name without a static entry goes upstream.
+    (Udp, "public.test",                      TYPE_A,    RCODE_NOERROR, &["93.184.216.34"], Asked),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -254,15 +145,15 @@ async fn each_name_gets_its_answer_and_only_allowed_ones_go_upstream() {
         let row = format!("{via:?} {name} type {qtype}");
         let before = d.upstream.questions().len();
         let got = match via {
-            Via::Udp => udp_ask(d.udp, name, qtype).await,
-            Via::Tcp => tcp_ask(d.tcp, name, qtype).await,
+            Udp => udp_ask(d.udp, name, qtype).await,
+            Tcp => tcp_ask(d.tcp, name, qtype).await,
         };
         let want: Vec<IpAddr> = addrs.iter().map(|a| a.parse().unwrap()).collect();
         assert_eq!(got, (rcode, want), "{row}");
         let asked = d.upstream.questions()[before..].to_vec();
         match upstream {
-            Forwarded::Never => assert!(asked.is_empty(), "{row}: upstream saw {asked:?}"),
-            Forwarded::Asked => assert!(
+            Never => assert!(asked.is_empty(), "{row}: upstream saw {asked:?}"),
+            Asked => assert!(
                 !asked.is_empty() && asked.iter().all(|q| q == name),
                 "{row}: upstream saw {asked:?}"
             ),

@@ -185,43 +185,19 @@ enum Sees {
 
 /// Transparent connections whose interposer line has no name, or a false one: the
 /// TLS server name, the HTTP Host or the address decides, never the claim.
+#[rustfmt::skip]
 const TRANSPARENT_UNNAMED: &[(&str, To, Option<&str>, First, Sees)] = &[
-    (
-        "no name, SNI allowed.test",
-        To::Allowed,
-        None,
-        First::Hello("allowed.test"),
-        Sees::Arrives,
-    ),
-    (
-        "no name, SNI blocked.test",
-        To::Blocked,
-        None,
-        First::Hello("blocked.test"),
-        Sees::Anything,
-    ),
-    (
-        "no name, raw bytes to the blocked address",
-        To::Blocked,
-        None,
-        First::Raw(b"SSH-2.0-probe\r\n"),
-        Sees::Anything,
-    ),
+    ("no name, SNI allowed.test", To::Allowed, None,
+        First::Hello("allowed.test"), Sees::Arrives),
+    ("no name, SNI blocked.test", To::Blocked, None,
+        First::Hello("blocked.test"), Sees::Anything),
+    ("no name, raw bytes to the blocked address", To::Blocked, None,
+        First::Raw(b"SSH-2.0-probe\r\n"), Sees::Anything),
     // The proxy dials its own resolution of the name, never the claimed address.
-    (
-        "the blocked address claimed as allowed.test",
-        To::Blocked,
-        Some("allowed.test"),
-        First::Get("allowed.test"),
-        Sees::Anything,
-    ),
-    (
-        "no name, Host blocked.test",
-        To::Blocked,
-        None,
-        First::Get("blocked.test"),
-        Sees::Forbidden,
-    ),
+    ("the blocked address claimed as allowed.test", To::Blocked, Some("allowed.test"),
+        First::Get("allowed.test"), Sees::Anything),
+    ("no name, Host blocked.test", To::Blocked, None,
+        First::Get("blocked.test"), Sees::Forbidden),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
