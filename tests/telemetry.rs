@@ -73,7 +73,8 @@ fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
         let reply = answer(&req);
         got.lock().unwrap().push(req);
         let Some(reply) = reply else {
-            // Hold the connection, answer nothing.
+            // Hold the connection, answer nothing: the silent server is the
+            // subject (the client's own timeout ends the wait).
             std::thread::sleep(Duration::from_secs(120));
             return;
         };
