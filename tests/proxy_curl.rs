@@ -1,10 +1,12 @@
 //! A real client (curl) configured only through the environment the sandbox gets
 //! (`proxy::child_env`), and a killed proxy: connections fail, never go direct.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 mod proxy_support;
 
 use std::process::Output;
 
+use common::text;
 use proxy_support::*;
 
 async fn curl(env: &[(String, String)], args: &[&str]) -> Output {
@@ -17,15 +19,6 @@ async fn curl(env: &[(String, String)], args: &[&str]) -> Output {
     c.output()
         .await
         .expect("curl must be installed for these tests")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout {}\nstderr {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// How curl is pointed at the proxy.

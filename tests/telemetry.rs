@@ -6,7 +6,7 @@
 mod common;
 
 use common::sink::Sink;
-use common::TestHome;
+use common::{text, TestHome};
 use serde_json::Value;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -84,10 +84,6 @@ fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
             reply.len()
         );
     }
-}
-
-fn text(o: &std::process::Output) -> String {
-    common::text(o)
 }
 
 fn attr<'a>(rec: &'a Value, key: &str) -> &'a Value {
