@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
-/// The user's config: ask.test is on loopback, not in network.allow.
+/// The user's config: ask.test is on loopback, not in network.allow; `extra` goes
+/// into `[network]`.
 fn config(h: &TestHome, extra: &str) -> PathBuf {
     let path = h.user_config_path();
     h.write(
@@ -25,6 +26,56 @@ fn config(h: &TestHome, extra: &str) -> PathBuf {
         ),
     );
     path
+}
+
+/// The set-up every test here shares: a home whose config is [`config`] with
+/// `extra`, a listener standing in for ask.test, and the command the run gets,
+/// `work.sh`.
+struct Ask {
+    h: TestHome,
+    sink: Sink,
+    /// The user's config file.
+    config: PathBuf,
+}
+
+impl Ask {
+    /// `work.sh` is `script` given the listener's port.
+    fn new(extra: &str, script: impl FnOnce(u16) -> String) -> Ask {
+        let h = TestHome::new();
+        let config = config(&h, extra);
+        let sink = Sink::start("127.0.0.1", "ask");
+        h.write(&h.workspace().join("work.sh"), &script(sink.port));
+        Ask { h, sink, config }
+    }
+    /// `work.sh` prints `ready`, fetches ask.test once per label, prints `end`.
+    fn curls(extra: &str, labels: &[&str]) -> Ask {
+        Ask::new(extra, |port| {
+            let fetches: String = labels.iter().map(|l| curl(l, port)).collect();
+            format!("echo ready\n{fetches}echo end\n")
+        })
+    }
+    /// The run, on a terminal of its own.
+    fn run(&self) -> Terminal {
+        Terminal::run(&self.h)
+    }
+    /// The run, its question answered with `key` (the terminal then showing
+    /// `echo`) or left unanswered (None), to its end: the terminal's text.
+    fn run_answering(&self, key: Option<(u8, &str)>) -> String {
+        let mut t = self.run();
+        t.must_show(&self.question(), 60);
+        if let Some((k, echo)) = key {
+            t.answer(k, echo);
+        }
+        t.must_show("end", 60);
+        t.finish()
+    }
+    /// The question about the listener.
+    fn question(&self) -> String {
+        question(self.sink.port)
+    }
+    fn log(&self) -> String {
+        log(&self.h)
+    }
 }
 
 fn curl(label: &str, port: u16) -> String {
@@ -132,35 +183,22 @@ fn log(h: &TestHome) -> String {
 
 #[test]
 fn this_run_lets_the_second_connection_through_without_asking() {
-    let h = TestHome::new();
-    config(&h, "");
-    let sink = Sink::start("127.0.0.1", "ask");
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!(
-            "echo ready\n{}{}echo end\n",
-            curl("first", sink.port),
-            curl("second", sink.port)
-        ),
-    );
-    let mut t = Terminal::run(&h);
-    t.must_show(&question(sink.port), 60);
+    let a = Ask::curls("", &["first", "second"]);
+    let mut t = a.run();
+    t.must_show(&a.question(), 60);
     assert!(t
         .text()
         .contains("[o]nce, this [r]un, [a]lways, [d]eny? (denied in 30s)"));
     // The question names the program behind the connection, by the kernel's word.
     let t0 = t.text();
-    let named = t0
-        .lines()
-        .find(|l| l.contains(&question(sink.port)))
-        .unwrap_or("");
+    let named = t0.lines().find(|l| l.contains(&a.question())).unwrap_or("");
     assert!(
         named.contains("sandpit: /usr/bin/curl (pid ") && named.contains(") wants ask.test"),
         "{named}"
     );
     // The connection waits for the answer.
     assert_eq!(
-        sink.seen().0,
+        a.sink.seen().0,
         0,
         "the connection went through before the answer"
     );
@@ -169,15 +207,11 @@ fn this_run_lets_the_second_connection_through_without_asking() {
     let out = t.finish();
     assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
     assert!(t_result(&out, "second").contains("sink:ask"), "{out}");
-    assert_eq!(
-        out.matches(&question(sink.port)).count(),
-        1,
-        "asked twice:\n{out}"
-    );
-    assert_eq!(sink.seen().0, 2, "{out}");
-    let log = log(&h);
+    assert_eq!(out.matches(&a.question()).count(), 1, "asked twice:\n{out}");
+    assert_eq!(a.sink.seen().0, 2, "{out}");
+    let log = a.log();
     assert!(
-        log.contains(&format!("\"subject\":\"ask ask.test:{}\"", sink.port)),
+        log.contains(&format!("\"subject\":\"ask ask.test:{}\"", a.sink.port)),
         "{log}"
     );
     assert!(log.contains("decided by the user"), "{log}");
@@ -195,23 +229,11 @@ fn deny_and_no_answer_deny_with_the_reason_logged() {
         (Some(b'd'), 20, "asked, denied by the user"),
         (None, 2, "asked, no answer in 2s"),
     ] {
-        let h = TestHome::new();
-        config(&h, &format!("ask_timeout = {secs}\n"));
-        let sink = Sink::start("127.0.0.1", "ask");
-        h.write(
-            &h.workspace().join("work.sh"),
-            &format!("echo ready\n{}echo end\n", curl("first", sink.port)),
-        );
-        let mut t = Terminal::run(&h);
-        t.must_show(&question(sink.port), 60);
-        if let Some(k) = answer {
-            t.answer(k, "denied");
-        }
-        t.must_show("end", 60);
-        let out = t.finish();
+        let a = Ask::curls(&format!("ask_timeout = {secs}\n"), &["first"]);
+        let out = a.run_answering(answer.map(|k| (k, "denied")));
         assert!(!t_result(&out, "first").contains("sink:ask"), "{out}");
-        assert_eq!(sink.seen(), (0, 0), "the listener was reached: {out}");
-        let log = log(&h);
+        assert_eq!(a.sink.seen(), (0, 0), "the listener was reached: {out}");
+        let log = a.log();
         assert!(log.contains(reason), "{reason:?} not in the log:\n{log}");
         assert!(log.contains("network.ask_on_blocked_host"), "{log}");
     }
@@ -219,33 +241,23 @@ fn deny_and_no_answer_deny_with_the_reason_logged() {
 
 #[test]
 fn always_writes_the_users_config_and_the_next_run_does_not_ask() {
-    let h = TestHome::new();
-    let path = config(&h, "");
-    let sink = Sink::start("127.0.0.1", "ask");
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!("echo ready\n{}echo end\n", curl("first", sink.port)),
-    );
-    let mut t = Terminal::run(&h);
-    t.must_show(&question(sink.port), 60);
-    t.answer(b'a', "always");
-    t.must_show("end", 60);
-    let out = t.finish();
+    let a = Ask::curls("", &["first"]);
+    let out = a.run_answering(Some((b'a', "always")));
     assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
-    let cfg = std::fs::read_to_string(&path).unwrap();
+    let cfg = std::fs::read_to_string(&a.config).unwrap();
     assert!(cfg.starts_with("# the test's own config\n"), "{cfg}");
     assert!(cfg.contains("# allowed when asked on "), "{cfg}");
     assert!(
-        cfg.contains(&format!("\"ask.test:{}\"", sink.port)),
+        cfg.contains(&format!("\"ask.test:{}\"", a.sink.port)),
         "{cfg}"
     );
     // The next run: no question, the connection goes through.
-    let t = Terminal::run(&h);
+    let t = a.run();
     t.must_show("end", 60);
     let out = t.finish();
     assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
-    assert!(!out.contains(&question(sink.port)), "asked again:\n{out}");
-    assert_eq!(sink.seen().0, 2);
+    assert!(!out.contains(&a.question()), "asked again:\n{out}");
+    assert_eq!(a.sink.seen().0, 2);
 }
 
 /// Inside the sandbox, while the question may be up: write answers to its own
@@ -279,44 +291,34 @@ open("forged", "w").write(repr(tries))
 "#;
 
 fn forge_run(answer: bool) {
-    let h = TestHome::new();
-    let path = config(&h, "ask_timeout = 3\n");
-    let before = std::fs::read_to_string(&path).unwrap();
-    let sink = Sink::start("127.0.0.1", "ask");
-    h.write(&h.workspace().join("forge.py"), FORGE_PY);
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!(
+    let a = Ask::new("ask_timeout = 3\n", |port| {
+        format!(
             "echo ready\npython3 forge.py &\nwhile [ ! -e started ]; do sleep 0.02; done\n{}touch stop\nwait\necho end\n",
-            curl("first", sink.port)
-        ),
-    );
-    let mut t = Terminal::run(&h);
-    t.must_show(&question(sink.port), 60);
-    if answer {
-        t.answer(b'r', "this run");
-    }
-    t.must_show("end", 60);
-    let out = t.finish();
-    let forged = std::fs::read_to_string(h.workspace().join("forged")).unwrap();
+            curl("first", port)
+        )
+    });
+    let before = std::fs::read_to_string(&a.config).unwrap();
+    a.h.write(&a.h.workspace().join("forge.py"), FORGE_PY);
+    let out = a.run_answering(answer.then_some((b'r', "this run")));
+    let forged = std::fs::read_to_string(a.h.workspace().join("forged")).unwrap();
     eprintln!("the forger's attempts: {forged}");
     assert!(
         !forged.contains("'write': 0"),
         "the forger never wrote: {forged}"
     );
-    let log = log(&h);
+    let log = a.log();
     if answer {
         // The positive control: the same run, the user answering, goes through.
         assert!(t_result(&out, "first").contains("sink:ask"), "{out}");
-        assert_eq!(sink.seen().0, 1);
+        assert_eq!(a.sink.seen().0, 1);
     } else {
         assert!(
             !t_result(&out, "first").contains("sink:ask"),
             "{out}\n{forged}"
         );
-        assert_eq!(sink.seen(), (0, 0), "{forged}");
+        assert_eq!(a.sink.seen(), (0, 0), "{forged}");
         assert!(log.contains("asked, no answer in 3s"), "{log}");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+        assert_eq!(std::fs::read_to_string(&a.config).unwrap(), before);
     }
 }
 
@@ -332,33 +334,27 @@ fn the_same_forger_with_the_user_answering_goes_through() {
 
 #[test]
 fn without_a_terminal_the_denial_is_at_once_and_said() {
-    let h = TestHome::new();
-    config(&h, "");
-    let sink = Sink::start("127.0.0.1", "ask");
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!("{}echo end\n", curl("first", sink.port)),
-    );
+    let a = Ask::new("", |port| format!("{}echo end\n", curl("first", port)));
     let start = std::time::Instant::now();
-    let o = h
-        .sandpit_run(false)
-        .args(["sh", "work.sh"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o =
+        a.h.sandpit_run(false)
+            .args(["sh", "work.sh"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
     let took = start.elapsed();
     let out = common::stdout(&o);
     let err = common::stderr(&o);
     assert!(o.status.success(), "{}", common::text(&o));
     assert!(!t_result(&out, "first").contains("sink:ask"), "{out}");
-    assert_eq!(sink.seen(), (0, 0));
+    assert_eq!(a.sink.seen(), (0, 0));
     // Well inside the 30 s a question would wait.
     assert!(took.as_secs() < 20, "took {took:?}");
     assert!(
         err.contains("asking about blocked hosts: off (stdin or stdout is not a terminal"),
         "{err}"
     );
-    assert!(!err.contains(&question(sink.port)), "{err}");
+    assert!(!err.contains(&a.question()), "{err}");
 }
 
 #[test]
@@ -391,16 +387,13 @@ fn a_project_cannot_turn_asking_on() {
 
 #[test]
 fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
-    let h = TestHome::new();
-    config(&h, "");
-    let sink = Sink::start("127.0.0.1", "ask");
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!(
+    let a = Ask::new("", |port| {
+        format!(
             "echo ready\n{}while [ ! -e go ]; do sleep 0.05; done\necho end\n",
-            curl("first", sink.port)
-        ),
-    );
+            curl("first", port)
+        )
+    });
+    let h = &a.h;
     let mut cmd = h.sandpit_run(false);
     cmd.args(["sh", "work.sh"]).stdin(Stdio::null());
     let (mut run, mut lines) = common::spawn_ready(cmd, Stdio::null());
@@ -423,7 +416,7 @@ fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
                 .push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
-    let denial = format!("deny  connect ask.test:{}", sink.port);
+    let denial = format!("deny  connect ask.test:{}", a.sink.port);
     assert!(
         common::wait_for(60, || seen.lock().unwrap().contains(&denial)),
         "no denial followed: {}",
@@ -453,26 +446,17 @@ fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
 /// host missing from network.allow is refused at once, and the log says why.
 #[test]
 fn three_unanswered_questions_end_the_asking() {
-    let h = TestHome::new();
-    config(&h, "ask_timeout = 1\n");
-    let sink = Sink::start("127.0.0.1", "ask");
-    let tries: String = (1..=4)
-        .map(|i| curl(&format!("try{i}"), sink.port))
-        .collect();
-    h.write(
-        &h.workspace().join("work.sh"),
-        &format!("echo ready\n{tries}echo end\n"),
-    );
-    let t = Terminal::run(&h);
+    let a = Ask::curls("ask_timeout = 1\n", &["try1", "try2", "try3", "try4"]);
+    let t = a.run();
     t.must_show("end", 120);
     let out = t.finish();
     assert_eq!(
-        out.matches(&question(sink.port)).count(),
+        out.matches(&a.question()).count(),
         3,
         "asked other than three times:\n{out}"
     );
-    assert_eq!(sink.seen(), (0, 0), "the listener was reached: {out}");
-    let log = log(&h);
+    assert_eq!(a.sink.seen(), (0, 0), "the listener was reached: {out}");
+    let log = a.log();
     assert!(
         log.contains("3 questions of this run went unanswered, so it asks no more"),
         "{log}"

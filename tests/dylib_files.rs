@@ -354,13 +354,9 @@ fn corrupt_foreign_or_misplaced_snapshot_fails_closed() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a process under the interposer hung on a FIFO snapshot");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    if !common::wait_for(20, || child.try_wait().unwrap().is_some()) {
+        let _ = child.kill();
+        panic!("a process under the interposer hung on a FIFO snapshot");
     }
     let o = child.wait_with_output().unwrap();
     let o = Out {

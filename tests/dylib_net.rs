@@ -196,6 +196,7 @@ fn offline_mode_refuses_and_unrestricted_still_goes_through_the_proxy() {
         ],
     );
     assert_eq!(errno_of(&o), Some(libc::EPERM), "{}", o.all());
+    // A grace, not a wait: what must not happen has no event to wait for.
     std::thread::sleep(Duration::from_millis(50));
     assert!(other.recv(&mut [0u8; 64]).is_err(), "a datagram arrived");
 }
@@ -228,6 +229,7 @@ fn udp_only_reaches_the_dns_responder_and_fast_open_is_refused() {
         &format!("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {oport}))"),
     ]));
     assert_ne!(o.code, Some(0), "{}", o.all());
+    // A grace, not a wait: what must not happen has no event to wait for.
     std::thread::sleep(Duration::from_millis(50));
     assert!(
         other.recv(&mut buf).is_err(),

@@ -709,14 +709,11 @@ fn placeholders_are_made_ahead_and_a_held_one_reaches_no_later_run() {
             .filter(|p| p.join("planted").exists())
             .collect()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !kept()
-        .iter()
-        .any(|k| k.to_string_lossy().ends_with(".not-empty"))
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_until(10, "the planted file put aside as `.not-empty`", || {
+        kept()
+            .iter()
+            .any(|k| k.to_string_lossy().ends_with(".not-empty"))
+    });
     h.write(&ws.join("go2"), "");
     assert!(second.wait().unwrap().success());
     let kept = kept();
@@ -780,10 +777,7 @@ fn short_runs_leave_nothing_to_pile_up() {
              placeholders, the scratch and socket directories)"
         );
         drop(tender);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while trash() + burn() > 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        common::wait_for(20, || trash() + burn() == 0);
         assert_eq!(
             (trash(), burn()),
             (0, 0),

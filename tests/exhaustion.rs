@@ -203,17 +203,12 @@ impl World {
         // SAFETY: kill with integer arguments, to the launcher this test started.
         assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
         let start = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if start.elapsed() > TERM_BOUND {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what}: sandpit still ran {TERM_BOUND:?} after SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        if !common::wait_for(TERM_BOUND.as_secs(), || child.try_wait().unwrap().is_some()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: sandpit still ran {TERM_BOUND:?} after SIGTERM");
+        }
+        let status = child.wait().unwrap();
         eprintln!(
             "{what}: the run ended {:.3} s after SIGTERM ({status})",
             start.elapsed().as_secs_f64()
@@ -221,18 +216,12 @@ impl World {
         // Every process of the sandbox is gone (their command lines name the
         // workspace, which is this test's alone).
         let ws = self.h.workspace().display().to_string();
-        let start = Instant::now();
-        loop {
-            let left = processes_naming(&ws);
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{what}: processes of the sandbox outlived the run: {left:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        common::wait_for(10, || processes_naming(&ws).is_empty());
+        let left = processes_naming(&ws);
+        assert!(
+            left.is_empty(),
+            "{what}: processes of the sandbox outlived the run: {left:?}"
+        );
         reader.join().unwrap()
     }
 
@@ -354,6 +343,7 @@ impl CpuSampler {
                 if let Some(c) = cpu_seconds(pid) {
                     out.push((Instant::now(), c));
                 }
+                // The sampling interval: samples while the run lasts.
                 std::thread::sleep(Duration::from_millis(100));
             }
             out
@@ -381,7 +371,7 @@ fn denial_flood(w: &World, flags: &[&str], what: &str) -> (Vec<Value>, String, f
     w.file(
         "deny.py",
         &format!(
-            "import os\nn = 0\nfor i in range({FLOOD}):\n    try:\n        open(os.path.expanduser('~/.ssh/id_rsa')).read()\n    except OSError:\n        n += 1\nopen('deny.out', 'w').write(str(n))\n"
+            "import os\nn = 0\nfor i in range({FLOOD}):\n    try:\n        open(os.path.expanduser('~/.ssh/id_rsa')).read()\n    except OSError:\n        n += 1\nopen('deny.tmp', 'w').write(str(n))\nos.rename('deny.tmp', 'deny.out')\n"
         ),
     );
     let ws = w.h.workspace();
@@ -396,14 +386,7 @@ fn denial_flood(w: &World, flags: &[&str], what: &str) -> (Vec<Value>, String, f
     let from = Instant::now() + Duration::from_secs(1);
     w.assert_control(&mut child, what);
     let out = ws.join("deny.out");
-    let start = Instant::now();
-    while !out.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "{what}: the flood never ended"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_until(300, format!("{what}: the flood to end"), || out.exists());
     let (cpu, wall) = sampler.finish(from);
     eprintln!(
         "{what}: the launcher used {cpu:.2} s of CPU in {wall:.2} s ({:.0}% of one core)",
@@ -711,14 +694,7 @@ fn a_disk_filler_in_tmpdir_and_tmp_meets_limits_tmp_bytes() {
     let mut child = w.start(&[], &format!("sh {}/fill.sh", ws.display()), None);
     w.assert_control(&mut child, "disk filler");
     let out = ws.join("fill.out");
-    let start = Instant::now();
-    while !out.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the filler never ended"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_until(60, "the filler to end", || out.exists());
     let sizes: Vec<u64> = std::fs::read_to_string(&out)
         .unwrap()
         .split_whitespace()
@@ -866,18 +842,13 @@ fn a_launcher_killed_mid_run_leaves_a_readable_log_that_says_so() {
     assert!(logging, "killed launcher: no denials reached the log");
     child.kill().unwrap();
     child.wait().unwrap();
-    let start = Instant::now();
-    loop {
-        let left = processes_naming(&ws.display().to_string());
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "processes of the sandbox outlived the killed launcher: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let needle = ws.display().to_string();
+    common::wait_for(10, || processes_naming(&needle).is_empty());
+    let left = processes_naming(&needle);
+    assert!(
+        left.is_empty(),
+        "processes of the sandbox outlived the killed launcher: {left:?}"
+    );
     let recs = w.log_lines("killed launcher");
     let denials = recs.iter().filter(|r| r["decision"] == "deny").count();
     assert!(
@@ -920,7 +891,9 @@ while time.monotonic() < end:
     except OSError:
         pass
     n += 1
-open("flood-%d.out" % os.getpid(), "w").write(str(n))
+# Whole or absent: the test reads it as soon as it appears.
+open("part-%d" % os.getpid(), "w").write(str(n))
+os.rename("part-%d" % os.getpid(), "flood-%d.out" % os.getpid())
 while True:
     time.sleep(60)
 "#;
@@ -940,23 +913,15 @@ fn a_connection_flood_leaves_the_proxy_answering() {
     let mut child = w.start(&[], &format!("{one} & {one}"), None);
     w.assert_control(&mut child, "connection flood");
     // The flood ran at full speed meanwhile.
-    let start = Instant::now();
-    let attempts = loop {
+    let attempts = common::wait_for_some(60, "both floods to end", || {
         let done: Vec<u64> = std::fs::read_dir(&ws)
             .unwrap()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("flood-"))
             .map(|e| std::fs::read_to_string(e.path()).unwrap().parse().unwrap())
             .collect();
-        if done.len() == 2 {
-            break done.iter().sum::<u64>();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "flood never ended"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        (done.len() == 2).then(|| done.iter().sum::<u64>())
+    });
     eprintln!("connection flood: {attempts} attempts in 8 s");
     let err = w.terminate(child, "connection flood");
     let recs = w.log("connection flood");
@@ -992,7 +957,9 @@ while time.monotonic() < end:
     except OSError:
         pass
     n += 1
-open("names.out", "w").write(str(n))
+# Whole or absent: the test reads it as soon as it appears.
+open("names.tmp", "w").write(str(n))
+os.rename("names.tmp", "names.out")
 while True:
     time.sleep(60)
 "#;
@@ -1013,14 +980,7 @@ fn a_name_lookup_flood_is_bounded_by_limits_audit_bytes() {
     );
     w.assert_control(&mut child, "name flood");
     let out = ws.join("names.out");
-    let start = Instant::now();
-    while !out.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the name flood never ended"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::wait_until(60, "the name flood to end", || out.exists());
     let asked: u64 = std::fs::read_to_string(&out).unwrap().parse().unwrap();
     let err = w.terminate(child, "name flood");
     let recs = w.log("name flood");

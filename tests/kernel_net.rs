@@ -655,6 +655,7 @@ fn a_dns_flood_does_not_grow_the_launchers_threads_past_the_bound() {
         let mut most = 0;
         while let Ok(d) = std::fs::read_dir(&tasks) {
             most = most.max(d.count());
+            // The sampling interval: counts threads while the run lasts.
             std::thread::sleep(Duration::from_millis(5));
         }
         most

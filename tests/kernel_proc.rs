@@ -687,15 +687,7 @@ fn the_run_stops_when_its_mount_guard_stops() {
             .into_iter()
             .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).ok().as_ref() == Some(&argv))
     };
-    let mut sleep = None;
-    for _ in 0..100 {
-        sleep = find_sleep();
-        if sleep.is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let sleep = sleep.expect("the sandboxed sleep");
+    let sleep = common::wait_for_some(5, "the sandboxed sleep", find_sleep);
     let shell = ppid(sleep).unwrap();
     let init = ppid(shell).unwrap();
     let launcher = ppid(init).unwrap();
@@ -750,6 +742,8 @@ fn a_credential_directory_opened_before_the_guard_masks_it_stops_the_run() {
     let canary = "AZURE-CANARY-guard";
     let create = |h: &TestHome| {
         let home = h.home();
+        // The test's subject, not a wait: the directory appears while the command
+        // already spins on it.
         std::thread::sleep(std::time::Duration::from_millis(700));
         let d = home.join(".azure");
         std::fs::create_dir(&d).unwrap();
@@ -797,22 +791,23 @@ fn a_removed_placeholder_is_made_again() {
     let script =
         "touch ready; i=0; while [ ! -e go ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
                   mkdir -p .claude; echo '{\"hooks\":1}' > .claude/settings.json; echo done";
-    let remove = |h: &TestHome| {
+    // `guarded`: the run's guard must make the placeholder again before the
+    // command goes on.
+    let remove = |h: &TestHome, guarded: bool| {
         let ws = h.workspace();
-        for _ in 0..200 {
-            if ws.join("ready").exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        common::wait_until(10, "the command's `ready`", || ws.join("ready").exists());
         let _ = std::fs::remove_dir(ws.join(".claude"));
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        if guarded {
+            common::wait_until(10, "the guard to make `.claude` again", || {
+                ws.join(".claude").exists()
+            });
+        }
         std::fs::write(ws.join("go"), "").unwrap();
     };
     // Control: without sandpit the file lands.
     let control = TestHome::new();
     let out = std::thread::scope(|s| {
-        s.spawn(|| remove(&control));
+        s.spawn(|| remove(&control, false));
         bare(&control, script)
     });
     assert!(text(&out).contains("done"), "{}", text(&out));
@@ -820,7 +815,7 @@ fn a_removed_placeholder_is_made_again() {
 
     let h = TestHome::new();
     let out = std::thread::scope(|s| {
-        s.spawn(|| remove(&h));
+        s.spawn(|| remove(&h, true));
         sandboxed(&h, script)
     });
     let t = text(&out);

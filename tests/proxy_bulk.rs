@@ -86,43 +86,42 @@ async fn read_response(s: &mut tokio::net::TcpStream) -> Vec<u8> {
 async fn bulk_http_response_in_a_tunnel_is_intact_and_requests_stay_checked() {
     let w = World::new().await;
     let (server, seen) = big_server().await;
-    for way in ["connect", "transparent"] {
-        let mut s = if way == "connect" {
-            let (head, s) = connect(w.addr, &format!("allowed.test:{}", server.port())).await;
-            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-            s
-        } else {
-            transparent(w.addr, TOKEN, server, Some("allowed.test")).await
-        };
+    for way in [Way::Connect, Way::Transparent] {
+        let mut s = tunnel(&w, way, server.port()).await;
         // Two large responses on one connection (the second through the grown
         // buffer), each byte as sent: the positive control.
         for i in 0..2 {
-            let req = format!("GET /{way}{i} HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+            let req = format!("GET /{way:?}{i} HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
             s.write_all(req.as_bytes()).await.unwrap();
             let body = read_response(&mut s).await;
             assert!(
                 body == pattern(BODY),
-                "{way}: response {i} changed in transit"
+                "{way:?}: response {i} changed in transit"
             );
         }
         // Then a request for another host on the same tunnel: denied, never forwarded.
-        s.write_all(format!("GET /{way}-other HTTP/1.1\r\nHost: blocked.test\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
+        s.write_all(
+            format!("GET /{way:?}-other HTTP/1.1\r\nHost: blocked.test\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
         let rest = read_all(&mut s).await;
         assert!(
             find(&rest, b"200 OK").is_none(),
-            "{way}: answered after the denial"
+            "{way:?}: answered after the denial"
         );
     }
     w.settle().await;
     let seen = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
-    for way in ["connect", "transparent"] {
+    for way in [Way::Connect, Way::Transparent] {
         assert!(
-            seen.contains(&format!("GET /{way}1 ")),
-            "positive control: {seen}"
+            seen.contains(&format!("GET /{way:?}1 ")),
+            "{way:?}: positive control: {seen}"
         );
-        assert!(!seen.contains(&format!("/{way}-other")), "{seen}");
+        assert!(
+            !seen.contains(&format!("/{way:?}-other")),
+            "{way:?}: {seen}"
+        );
     }
     assert!(!seen.contains("blocked.test"), "{seen}");
     w.blocked.assert_untouched("bulk tunnel");

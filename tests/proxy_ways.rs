@@ -1,13 +1,17 @@
 //! Every way into the proxy × allowed/blocked, every host spelling, fronting,
 //! pipelining, protocol switches and CONNECT inside a tunnel, allowed names resolving
-//! to loopback, an empty allowlist and per-run tokens. Each denial is judged by its effect — the `blocked.test` sink on 127.0.0.1
-//! received nothing — next to a positive control that reaches `allowed.test` on
-//! 127.0.0.2.
+//! to loopback, an empty allowlist and per-run tokens. Each denial is judged by its
+//! effect — the sink it was aimed at received nothing from it — next to a positive
+//! control that reaches `allowed.test` on 127.0.0.2. What differs between attempts
+//! (the way in, the host, the credential, the verdict) is a row of a table; a row's
+//! failure names the row.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod proxy_support;
 
 use std::net::{IpAddr, SocketAddr};
 
+use proxy_support::Expect::{Deny, NotThrough, Reach, Unauthorized};
+use proxy_support::Way::{Connect, Http, Socks5, Transparent};
 use proxy_support::*;
 use sandpit::proxy::sni::build_client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -38,135 +42,201 @@ fn authority(host: &str, port: u16) -> String {
     format!("{host}:{port}")
 }
 
+/// Where a row's client asks to go: the port it names, and the address a
+/// transparent connection says it was bound for.
+#[derive(Clone, Copy, Debug)]
+enum To {
+    /// allowed.test's sink, 127.0.0.2.
+    Allowed,
+    /// blocked.test's sink, 127.0.0.1.
+    Blocked,
+    /// A third sink on 127.0.0.2, on another port than the allowed one.
+    Other,
+    /// A port and address where the test listens on nothing.
+    Fixed(u16, [u8; 4]),
+}
+
+/// One attempt of a table: `way` to `host` at the port of `to`, with `token` as the
+/// credential (None: none sent), expecting `expect`, the answer saying each of
+/// `says`.
+#[derive(Debug)]
+struct Row {
+    way: Way,
+    host: &'static str,
+    to: To,
+    token: Option<&'static str>,
+    expect: Expect,
+    says: &'static [&'static str],
+}
+
+const fn row(way: Way, host: &'static str, to: To, expect: Expect) -> Row {
+    Row {
+        way,
+        host,
+        to,
+        token: Some(TOKEN),
+        expect,
+        says: &[],
+    }
+}
+
+impl Row {
+    const fn says(self, says: &'static [&'static str]) -> Row {
+        Row { says, ..self }
+    }
+    const fn token(self, token: Option<&'static str>) -> Row {
+        Row { token, ..self }
+    }
+}
+
+/// Make each attempt of `rows` in `w` and check what the client saw, then the
+/// effect: a row that must not get through left its sink untouched (`other` is the
+/// sink of [`To::Other`]).
+async fn run_rows(w: &World, other: Option<&Sink>, rows: &[Row]) {
+    for r in rows {
+        let name = format!("row {r:?}");
+        let (port, ip, sink) = match r.to {
+            To::Allowed => (w.allowed.port(), [127, 0, 0, 2], Some(&w.allowed)),
+            To::Blocked => (w.blocked.port(), [127, 0, 0, 1], Some(&w.blocked)),
+            To::Other => {
+                let o = other.expect("a table with To::Other is run with that sink");
+                (o.port(), [127, 0, 0, 2], Some(o))
+            }
+            To::Fixed(port, ip) => (port, ip, None),
+        };
+        let before = sink.map(|s| (s.connection_count(), s.received().len()));
+        let t = Try {
+            way: r.way,
+            host: r.host,
+            port,
+            original: IpAddr::from(ip),
+            token: r.token,
+            request: origin_get(r.host),
+        };
+        let seen = attempt(w.addr, &t).await;
+        check(&name, &seen, r.expect);
+        for s in r.says {
+            assert!(
+                seen.head.contains(s) || seen.body.contains(s),
+                "{name}: the answer does not say {s:?}: {seen:?}"
+            );
+        }
+        if let (Some(s), false) = (sink, matches!(r.expect, Reach(_))) {
+            w.settle().await;
+            s.barrier().await;
+            assert_eq!(
+                (s.connection_count(), s.received().len()),
+                before.unwrap(),
+                "{name}: the sink on {} was reached",
+                s.addr
+            );
+        }
+    }
+}
+
+/// allowed.test by every way (the positive controls), blocked.test by every way,
+/// and SOCKS5's address forms of the blocked host.
+const ALLOWED_AND_BLOCKED: &[Row] = &[
+    row(Http, "allowed.test", To::Allowed, Reach("allowed")),
+    row(Http, "blocked.test", To::Blocked, Deny).says(&["blocked.test", "[network] allow"]),
+    row(Connect, "allowed.test", To::Allowed, Reach("allowed")),
+    row(Connect, "blocked.test", To::Blocked, Deny),
+    row(Socks5, "allowed.test", To::Allowed, Reach("allowed")),
+    row(Socks5, "blocked.test", To::Blocked, Deny),
+    row(Socks5, "127.0.0.1", To::Blocked, Deny),
+    row(Socks5, "[::ffff:127.0.0.1]", To::Blocked, Deny),
+    row(Transparent, "allowed.test", To::Allowed, Reach("allowed")),
+    row(Transparent, "blocked.test", To::Blocked, Deny),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_proxy_allowed_and_blocked() {
+async fn every_way_reaches_the_allowed_host_and_not_the_blocked_one() {
     let w = World::new().await;
-    let a = authority("allowed.test", w.allowed.port());
-    let ok = http_get(w.addr, &format!("http://{a}/x"), &a).await;
-    assert!(ok.contains("sink:allowed"), "positive control: {ok}");
-    let b = authority("blocked.test", w.blocked.port());
-    let denied = http_get(w.addr, &format!("http://{b}/x"), &b).await;
-    assert!(denied.starts_with("HTTP/1.1 403"), "{denied}");
-    assert!(
-        denied.contains("blocked.test") && denied.contains("[network] allow"),
-        "403 body names the host and how to allow it: {denied}"
-    );
+    run_rows(&w, None, ALLOWED_AND_BLOCKED).await;
     w.settle().await;
-    w.blocked.assert_untouched("http proxy");
+    w.blocked.assert_untouched("allowed and blocked");
     let ev = w.audit.events();
     assert!(ev.iter().any(|e| e.allow && e.host == "allowed.test"));
     assert!(ev.iter().any(|e| !e.allow && e.host == "blocked.test"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connect_allowed_and_blocked() {
-    let w = World::new().await;
-    let (head, mut s) = connect(w.addr, &authority("allowed.test", w.allowed.port())).await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    s.write_all(&origin_get("allowed.test")).await.unwrap();
-    let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-    assert!(body.contains("sink:allowed"), "positive control: {body}");
-    let (head, mut s) = connect(w.addr, &authority("blocked.test", w.blocked.port())).await;
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let _ = s.write_all(&origin_get("blocked.test")).await;
-    w.settle().await;
-    w.blocked.assert_untouched("CONNECT");
+/// What a transparent connection sends first.
+#[derive(Clone, Copy, Debug)]
+enum First {
+    /// A plain GET with this Host.
+    Get(&'static str),
+    /// A TLS ClientHello with this server name.
+    Hello(&'static str),
+    /// Bytes of no protocol the proxy reads.
+    Raw(&'static [u8]),
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn socks5_allowed_and_blocked() {
-    let w = World::new().await;
-    let (rep, mut s) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("allowed.test"),
-        w.allowed.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(0));
-    s.write_all(&origin_get("allowed.test")).await.unwrap();
-    let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-    assert!(body.contains("sink:allowed"), "positive control: {body}");
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("blocked.test"),
-        w.blocked.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2), "connection not allowed by ruleset");
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Ip("127.0.0.1".parse().unwrap()),
-        w.blocked.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2));
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Ip("::ffff:127.0.0.1".parse().unwrap()),
-        w.blocked.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2));
-    w.settle().await;
-    w.blocked.assert_untouched("SOCKS5");
+/// What the client of a transparent row must see; in every row but the positive
+/// control, the blocked sink must also receive nothing from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sees {
+    /// The first bytes arrive at the allowed sink as sent.
+    Arrives,
+    /// The proxy's own 403.
+    Forbidden,
+    /// Whatever it sees: the sink's silence is the point.
+    Anything,
 }
 
+/// Transparent connections whose interposer line has no name, or a false one: the
+/// TLS server name, the HTTP Host or the address decides, never the claim.
+#[rustfmt::skip]
+const TRANSPARENT_UNNAMED: &[(&str, To, Option<&str>, First, Sees)] = &[
+    ("no name, SNI allowed.test", To::Allowed, None,
+        First::Hello("allowed.test"), Sees::Arrives),
+    ("no name, SNI blocked.test", To::Blocked, None,
+        First::Hello("blocked.test"), Sees::Anything),
+    ("no name, raw bytes to the blocked address", To::Blocked, None,
+        First::Raw(b"SSH-2.0-probe\r\n"), Sees::Anything),
+    // The proxy dials its own resolution of the name, never the claimed address.
+    ("the blocked address claimed as allowed.test", To::Blocked, Some("allowed.test"),
+        First::Get("allowed.test"), Sees::Anything),
+    ("no name, Host blocked.test", To::Blocked, None,
+        First::Get("blocked.test"), Sees::Forbidden),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transparent_allowed_and_blocked() {
+async fn transparent_without_a_true_name_is_decided_by_what_it_sends() {
     let w = World::new().await;
-    let allowed_orig = SocketAddr::new("127.0.0.2".parse().unwrap(), w.allowed.port());
-    let blocked_orig = SocketAddr::new("127.0.0.1".parse().unwrap(), w.blocked.port());
-
-    // Name known from the interposer.
-    let mut s = transparent(w.addr, TOKEN, allowed_orig, Some("allowed.test")).await;
-    s.write_all(&origin_get("allowed.test")).await.unwrap();
-    let body = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-    assert!(body.contains("sink:allowed"), "positive control: {body}");
-
-    let mut s = transparent(w.addr, TOKEN, blocked_orig, Some("blocked.test")).await;
-    let _ = s.write_all(&origin_get("blocked.test")).await;
-    let out = read_all(&mut s).await;
-    assert!(!String::from_utf8_lossy(&out).contains("sink:"), "denied");
-
-    // No name: the TLS server name decides.
-    let mut s = transparent(w.addr, TOKEN, allowed_orig, None).await;
-    let hello = build_client_hello(Some("allowed.test"), false);
-    s.write_all(&hello).await.unwrap();
-    w.settle().await;
-    assert!(
-        find(&w.allowed.received(), &hello).is_some(),
-        "positive control: SNI allowed.test reached the sink"
-    );
-    drop(s);
-
-    let mut s = transparent(w.addr, TOKEN, blocked_orig, None).await;
-    let _ = s
-        .write_all(&build_client_hello(Some("blocked.test"), false))
-        .await;
-    let _ = read_all(&mut s).await;
-
-    // No name, raw bytes: the address decides (127.0.0.1 is not allowed).
-    let mut s = transparent(w.addr, TOKEN, blocked_orig, None).await;
-    let _ = s.write_all(b"SSH-2.0-probe\r\n").await;
-    let _ = read_all(&mut s).await;
-
-    // A lying interposer line: claims allowed.test for the blocked address. The proxy
-    // dials its own resolution of the name, never the claimed address.
-    let mut s = transparent(w.addr, TOKEN, blocked_orig, Some("allowed.test")).await;
-    let _ = s.write_all(&origin_get("allowed.test")).await;
-    let _ = read_all(&mut s).await;
-
-    // No name, HTTP Host names the blocked host.
-    let mut s = transparent(w.addr, TOKEN, blocked_orig, None).await;
-    let _ = s.write_all(&origin_get("blocked.test")).await;
-    let out = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
-
-    w.settle().await;
+    for &(row, to, name, first, sees) in TRANSPARENT_UNNAMED {
+        let (ip, port) = match to {
+            To::Allowed => ("127.0.0.2", w.allowed.port()),
+            _ => ("127.0.0.1", w.blocked.port()),
+        };
+        let bytes = match first {
+            First::Get(host) => origin_get(host),
+            First::Hello(sni) => build_client_hello(Some(sni), false),
+            First::Raw(b) => b.to_vec(),
+        };
+        let before = w.blocked.connection_count();
+        let original = SocketAddr::new(ip.parse().unwrap(), port);
+        let mut s = transparent(w.addr, TOKEN, original, name).await;
+        let _ = s.write_all(&bytes).await;
+        if sees == Sees::Arrives {
+            // A ClientHello gets no answer from the sink: its arrival is the proof.
+            w.settle().await;
+            assert!(
+                find(&w.allowed.received(), &bytes).is_some(),
+                "{row}: positive control, the bytes did not reach the allowed sink"
+            );
+            continue;
+        }
+        let out = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+        if sees == Sees::Forbidden {
+            assert!(out.starts_with("HTTP/1.1 403"), "{row}: {out}");
+        }
+        w.settle().await;
+        assert_eq!(
+            w.blocked.connection_count(),
+            before,
+            "{row}: the blocked sink was reached"
+        );
+    }
     w.blocked.assert_untouched("transparent");
 }
 
@@ -175,33 +245,25 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
     let w = World::new().await;
     let port = w.blocked.port();
     for spelling in BLOCKED_SPELLINGS {
-        let a = authority(spelling, port);
-        let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
-        assert!(!r.contains("sink:"), "http {spelling}: {r}");
-        let (head, _) = connect(w.addr, &a).await;
-        assert!(
-            !head.starts_with("HTTP/1.1 200"),
-            "CONNECT {spelling}: {head}"
-        );
-        let host = spelling.trim_start_matches('[').trim_end_matches(']');
-        let dest = match host.parse::<IpAddr>() {
-            Ok(ip) => SocksDest::Ip(ip),
-            Err(_) => SocksDest::Domain(spelling),
-        };
-        let (rep, _) = socks(w.addr, TOKEN, dest, port).await;
-        assert_ne!(rep, Some(0), "SOCKS5 {spelling}");
-        let mut s = transparent(
-            w.addr,
-            TOKEN,
-            SocketAddr::new("127.0.0.2".parse().unwrap(), port),
-            Some(spelling),
-        )
-        .await;
-        let _ = s.write_all(b"GET / HTTP/1.1\r\n\r\n").await;
-        let out = read_all(&mut s).await;
-        assert!(
-            !String::from_utf8_lossy(&out).contains("sink:"),
-            "transparent {spelling}"
+        for way in EVERY_WAY {
+            // A transparent connection claims the allowed address under the blocked
+            // name, and sends no Host: the name alone must decide.
+            let t = Try {
+                way,
+                host: spelling,
+                port,
+                original: "127.0.0.2".parse().unwrap(),
+                token: Some(TOKEN),
+                request: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+            };
+            let seen = attempt(w.addr, &t).await;
+            check(&format!("{way:?} {spelling}"), &seen, NotThrough);
+        }
+        w.settle().await;
+        assert_eq!(
+            w.blocked.connection_count(),
+            0,
+            "{spelling}: the blocked sink was reached"
         );
     }
     // Userinfo that names the allowed host in front of the blocked one.
@@ -231,51 +293,61 @@ async fn every_spelling_of_the_blocked_host_is_denied_every_way() {
     w.blocked.assert_untouched("spellings");
 }
 
+/// What goes inside a tunnel opened to allowed.test, or as the Host of an
+/// absolute-form request for it.
+#[derive(Clone, Copy, Debug)]
+enum Front {
+    /// A ClientHello with this server name (None: none) and ECH or not.
+    Hello(Option<&'static str>, bool),
+    /// An HTTP request whose Host names another host.
+    Host(&'static str),
+}
+
+/// Traffic for another host under allowed.test's name: none of it may reach
+/// allowed.test. The tunnel itself is admitted (it names an allowed host).
+const FRONTED: &[(Way, Front)] = &[
+    (Connect, Front::Hello(Some("blocked.test"), false)),
+    // ECH and missing SNI under a name are unreadable: denied too.
+    (Connect, Front::Hello(Some("allowed.test"), true)),
+    (Connect, Front::Hello(None, false)),
+    (Socks5, Front::Hello(Some("blocked.test"), false)),
+    (Connect, Front::Host("blocked.test")),
+    (Http, Front::Host("blocked.test")),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fronting_is_denied() {
     let w = World::new().await;
     let a = authority("allowed.test", w.allowed.port());
-
-    // CONNECT allowed.test, then a ClientHello for blocked.test.
-    let (head, mut s) = connect(w.addr, &a).await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let evil = build_client_hello(Some("blocked.test"), false);
-    s.write_all(&evil).await.unwrap();
-    let _ = read_all(&mut s).await;
-    // ECH and missing SNI under a name are unreadable: denied too.
-    for hello in [
-        build_client_hello(Some("allowed.test"), true),
-        build_client_hello(None, false),
-    ] {
-        let (_, mut s) = connect(w.addr, &a).await;
-        s.write_all(&hello).await.unwrap();
-        let _ = read_all(&mut s).await;
+    for &(way, front) in FRONTED {
+        let row = format!("{way:?} to allowed.test, then {front:?}");
+        let before = w.allowed.received().len();
+        match (way, front) {
+            (Http, Front::Host(host)) => {
+                let r = http_get(w.addr, &format!("http://{a}/"), host).await;
+                assert!(r.starts_with("HTTP/1.1 403"), "{row}: {r}");
+            }
+            (_, Front::Host(host)) => {
+                let mut s = tunnel(&w, way, w.allowed.port()).await;
+                s.write_all(&origin_get(host)).await.unwrap();
+                let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
+                assert!(r.starts_with("HTTP/1.1 403"), "{row}: {r}");
+            }
+            (_, Front::Hello(sni, ech)) => {
+                let mut s = tunnel(&w, way, w.allowed.port()).await;
+                s.write_all(&build_client_hello(sni, ech)).await.unwrap();
+                let _ = read_all(&mut s).await;
+            }
+        }
+        w.settle().await;
+        let got = w.allowed.received();
+        assert_eq!(
+            got.len(),
+            before,
+            "{row}: reached allowed.test: {:?}",
+            String::from_utf8_lossy(&got[before..])
+        );
     }
-    // SOCKS5 to allowed.test with a blocked SNI.
-    let (rep, mut s) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("allowed.test"),
-        w.allowed.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(0));
-    s.write_all(&evil).await.unwrap();
-    let _ = read_all(&mut s).await;
-    // CONNECT allowed.test, then an HTTP request with Host: blocked.test.
-    let (_, mut s) = connect(w.addr, &a).await;
-    s.write_all(&origin_get("blocked.test")).await.unwrap();
-    let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    // Absolute URI allowed.test with Host: blocked.test.
-    let r = http_get(w.addr, &format!("http://{a}/"), "blocked.test").await;
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    w.settle().await;
-    assert!(
-        w.allowed.received().is_empty(),
-        "nothing of the fronted traffic reached allowed.test: {:?}",
-        String::from_utf8_lossy(&w.allowed.received())
-    );
 
     // Positive control: the same tunnel with the matching server name goes through.
     let (_, mut s) = connect(w.addr, &a).await;
@@ -315,89 +387,62 @@ async fn pipelined_request_to_another_host_is_denied() {
     w.blocked.assert_untouched("pipelining");
 }
 
+/// sneaky.test is allowed, and the upstream resolver answers 127.0.0.1 for it; the
+/// cloud metadata address is denied by address.
+const LOOPBACK_ANSWER: &[Row] = &[
+    row(Http, "sneaky.test", To::Blocked, Deny).says(&["127.0.0.1"]),
+    row(Connect, "sneaky.test", To::Blocked, Deny),
+    row(Socks5, "sneaky.test", To::Blocked, Deny),
+    row(Transparent, "sneaky.test", To::Blocked, Deny),
+    row(
+        Http,
+        "169.254.169.254",
+        To::Fixed(80, [169, 254, 169, 254]),
+        Deny,
+    ),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_name_resolving_to_loopback_is_denied() {
     let w = World::new().await;
-    // sneaky.test is allowed, and the upstream resolver answers 127.0.0.1 for it.
-    let s = authority("sneaky.test", w.blocked.port());
-    let r = http_get(w.addr, &format!("http://{s}/"), &s).await;
-    assert!(
-        r.starts_with("HTTP/1.1 403") && r.contains("127.0.0.1"),
-        "{r}"
-    );
-    let (head, _) = connect(w.addr, &s).await;
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("sneaky.test"),
-        w.blocked.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2));
+    run_rows(&w, None, LOOPBACK_ANSWER).await;
     // The name was asked upstream (it is allowed) — the answer is what was refused.
     assert!(w.upstream.questions().iter().any(|q| q == "sneaky.test"));
-    // Metadata by address is denied too.
-    let m = "169.254.169.254:80";
-    let r = http_get(w.addr, &format!("http://{m}/latest/meta-data/"), m).await;
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
     w.settle().await;
     w.blocked.assert_untouched("loopback answer");
 }
 
+/// With no `network.allow`, allowed.test is no more allowed than any other host.
+const NO_ALLOWLIST: &[Row] = &[
+    row(Http, "allowed.test", To::Allowed, Deny),
+    row(Connect, "allowed.test", To::Allowed, Deny),
+    row(Socks5, "allowed.test", To::Allowed, Deny),
+    row(Transparent, "allowed.test", To::Allowed, Deny),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_allowlist_means_no_network() {
     let w = World::with_policy("[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n").await;
-    let a = authority("allowed.test", w.allowed.port());
-    let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    let (head, _) = connect(w.addr, &a).await;
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("allowed.test"),
-        w.allowed.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2));
+    run_rows(&w, None, NO_ALLOWLIST).await;
     w.settle().await;
     w.allowed.assert_untouched("empty allowlist");
     assert!(w.upstream.questions().is_empty());
 }
 
+/// Another run's token, or none, by every way; then this run's (the positive
+/// control).
+const FOREIGN_TOKENS: &[Row] = &[
+    row(Http, "allowed.test", To::Allowed, Unauthorized).token(Some("other-run")),
+    row(Connect, "allowed.test", To::Allowed, Unauthorized).token(None),
+    row(Socks5, "allowed.test", To::Allowed, Unauthorized).token(Some("other-run")),
+    row(Transparent, "allowed.test", To::Allowed, Unauthorized).token(Some("other-run")),
+    row(Http, "allowed.test", To::Allowed, Reach("allowed")),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_runs_token_is_refused() {
     let w = World::new().await;
-    let a = authority("allowed.test", w.allowed.port());
-    let req = format!("GET http://{a}/ HTTP/1.1\r\nHost: {a}\r\nProxy-Authorization: {}\r\nConnection: close\r\n\r\n", basic_auth("other-run"));
-    let r = raw_exchange(w.addr, req.as_bytes()).await;
-    assert!(r.starts_with("HTTP/1.1 407"), "{r}");
-    let req = format!("CONNECT {a} HTTP/1.1\r\n\r\n");
-    let r = raw_exchange(w.addr, req.as_bytes()).await;
-    assert!(r.starts_with("HTTP/1.1 407"), "{r}");
-    let (rep, _) = socks(
-        w.addr,
-        "other-run",
-        SocksDest::Domain("allowed.test"),
-        w.allowed.port(),
-    )
-    .await;
-    assert_eq!(rep, None);
-    let mut s = transparent(
-        w.addr,
-        "other-run",
-        SocketAddr::new("127.0.0.2".parse().unwrap(), w.allowed.port()),
-        Some("allowed.test"),
-    )
-    .await;
-    let _ = s.write_all(&origin_get("allowed.test")).await;
-    let _ = read_all(&mut s).await;
-    w.settle().await;
-    w.allowed.assert_untouched("foreign token");
-    // Positive control: the right token works.
-    let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
-    assert!(r.contains("sink:allowed"), "{r}");
+    run_rows(&w, None, FOREIGN_TOKENS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,6 +496,16 @@ async fn tcp_listener_requires_a_token() {
         .is_err());
 }
 
+/// allowed.test on another port than the one its rule names, by every way; then on
+/// that port (the positive control).
+const OTHER_PORT: &[Row] = &[
+    row(Http, "allowed.test", To::Other, Deny),
+    row(Connect, "allowed.test", To::Other, Deny),
+    row(Socks5, "allowed.test", To::Other, Deny),
+    row(Transparent, "allowed.test", To::Other, Deny),
+    row(Http, "allowed.test", To::Allowed, Reach("allowed")),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn port_rules_are_enforced() {
     // allowed.test is allowed on the allowed sink's port only; another sink listens on
@@ -460,47 +515,17 @@ async fn port_rules_are_enforced() {
     })
     .await;
     let other = Sink::start("127.0.0.2", "other-port").await;
-    let o = authority("allowed.test", other.port());
-    let r = http_get(w.addr, &format!("http://{o}/"), &o).await;
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    let (head, _) = connect(w.addr, &o).await;
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
-    let (rep, _) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("allowed.test"),
-        other.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(2));
-    let mut s = transparent(w.addr, TOKEN, other.addr, Some("allowed.test")).await;
-    let _ = s.write_all(&origin_get("allowed.test")).await;
-    let _ = read_all(&mut s).await;
-    // Positive control: the allowed port goes through.
-    let a = authority("allowed.test", w.allowed.port());
-    let r = http_get(w.addr, &format!("http://{a}/"), &a).await;
-    assert!(r.contains("sink:allowed"), "{r}");
+    run_rows(&w, Some(&other), OTHER_PORT).await;
     w.settle().await;
+    other.barrier().await;
     other.assert_untouched("port rule");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn later_keep_alive_request_to_another_host_is_denied() {
     let w = World::new().await;
-    let a = authority("allowed.test", w.allowed.port());
-    for tunnel in ["connect", "socks"] {
-        let mut s = if tunnel == "connect" {
-            connect(w.addr, &a).await.1
-        } else {
-            socks(
-                w.addr,
-                TOKEN,
-                SocksDest::Domain("allowed.test"),
-                w.allowed.port(),
-            )
-            .await
-            .1
-        };
+    for way in [Connect, Socks5] {
+        let mut s = tunnel(&w, way, w.allowed.port()).await;
         // First request: allowed, answered (positive control), connection kept open.
         s.write_all(b"GET /1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
             .await
@@ -509,7 +534,7 @@ async fn later_keep_alive_request_to_another_host_is_denied() {
         let mut b = [0u8; 256];
         while find(&got, b"sink:allowed").is_none() {
             let n = s.read(&mut b).await.unwrap();
-            assert!(n > 0, "{tunnel}: closed before the first answer");
+            assert!(n > 0, "{way:?}: closed before the first answer");
             got.extend_from_slice(&b[..n]);
         }
         // Then, on the same connection, a request for another host, with a body to
@@ -552,7 +577,7 @@ async fn echo_server() -> SocketAddr {
     addr
 }
 
-async fn bulk_round_trip(mut s: tokio::net::TcpStream, len: usize) {
+async fn bulk_round_trip(mut s: tokio::net::TcpStream, len: usize, way: Way) {
     let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
     let (mut r, mut w) = s.split();
     let send = async {
@@ -565,8 +590,8 @@ async fn bulk_round_trip(mut s: tokio::net::TcpStream, len: usize) {
         got
     };
     let ((), got) = tokio::join!(send, recv);
-    assert_eq!(got.len(), data.len());
-    assert!(got == data, "bytes changed in transit");
+    assert_eq!(got.len(), data.len(), "{way:?}");
+    assert!(got == data, "{way:?}: bytes changed in transit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,44 +599,10 @@ async fn bulk_transfer_through_tunnels_is_intact() {
     let w = World::new().await;
     let echo = echo_server().await;
     let len = 5 * 1024 * 1024 + 123;
-    let (head, s) = connect(w.addr, &authority("allowed.test", echo.port())).await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    bulk_round_trip(s, len).await;
-    let (rep, s) = socks(
-        w.addr,
-        TOKEN,
-        SocksDest::Domain("allowed.test"),
-        echo.port(),
-    )
-    .await;
-    assert_eq!(rep, Some(0));
-    bulk_round_trip(s, len).await;
-    let s = transparent(w.addr, TOKEN, echo, Some("allowed.test")).await;
-    bulk_round_trip(s, len).await;
-}
-
-/// A tunnel to allowed.test:`port` (127.0.0.2) by `way`: CONNECT, SOCKS5, or
-/// transparent with the interposer's name.
-async fn tunnel(w: &World, way: &str, port: u16) -> tokio::net::TcpStream {
-    match way {
-        "connect" => {
-            let (head, s) = connect(w.addr, &authority("allowed.test", port)).await;
-            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-            s
-        }
-        "socks" => {
-            let (rep, s) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), port).await;
-            assert_eq!(rep, Some(0));
-            s
-        }
-        _ => {
-            let orig = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
-            transparent(w.addr, TOKEN, orig, Some("allowed.test")).await
-        }
+    for way in TUNNELS {
+        bulk_round_trip(tunnel(&w, way, echo.port()).await, len, way).await;
     }
 }
-
-const WAYS: [&str; 3] = ["connect", "socks", "transparent"];
 
 /// Read from `s` until `n` answers from a sink arrived (or the connection ends).
 async fn answers(s: &mut tokio::net::TcpStream, n: usize) -> String {
@@ -630,7 +621,7 @@ async fn answers(s: &mut tokio::net::TcpStream, n: usize) -> String {
 async fn upgrade_not_answered_101_leaves_the_stream_checked() {
     let w = World::new().await;
     let port = w.allowed.port();
-    for way in WAYS {
+    for way in TUNNELS {
         // The smuggled request in the same write as the Upgrade request…
         let mut s = tunnel(&w, way, port).await;
         s.write_all(
@@ -642,14 +633,14 @@ async fn upgrade_not_answered_101_leaves_the_stream_checked() {
         let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
         assert!(
             r.contains("sink:allowed"),
-            "{way}: the Upgrade request is answered: {r}"
+            "{way:?}: the Upgrade request is answered: {r}"
         );
         // …and after the server answered it 200.
         let mut s = tunnel(&w, way, port).await;
         s.write_all(b"GET /u2 HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n\r\n")
             .await
             .unwrap();
-        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way}");
+        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way:?}");
         s.write_all(b"GET /SMUGGLED2 HTTP/1.1\r\nHost: blocked.test\r\n\r\n")
             .await
             .unwrap();
@@ -664,7 +655,11 @@ async fn upgrade_not_answered_101_leaves_the_stream_checked() {
             );
             s.write_all(two.as_bytes()).await.unwrap();
             let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-            assert_eq!(r.matches("sink:allowed").count(), 2, "{way} {first:?}: {r}");
+            assert_eq!(
+                r.matches("sink:allowed").count(),
+                2,
+                "{way:?} {first:?}: {r}"
+            );
         }
     }
     w.settle().await;
@@ -692,18 +687,18 @@ async fn connect_inside_a_tunnel_is_refused() {
     let evil = format!(
         "CONNECT {b} HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET /SMUGGLED HTTP/1.1\r\nHost: blocked.test\r\n\r\n"
     );
-    for way in WAYS {
+    for way in TUNNELS {
         // As the first request: refused with a 403 before any byte is forwarded.
         let mut s = tunnel(&w, way, port).await;
         s.write_all(evil.as_bytes()).await.unwrap();
         let r = String::from_utf8_lossy(&read_all(&mut s).await).into_owned();
-        assert!(r.starts_with("HTTP/1.1 403"), "{way}: {r}");
+        assert!(r.starts_with("HTTP/1.1 403"), "{way:?}: {r}");
         // After an allowed request (the positive control, answered).
         let mut s = tunnel(&w, way, port).await;
         s.write_all(b"GET /ok HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
             .await
             .unwrap();
-        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way}");
+        assert!(answers(&mut s, 1).await.contains("sink:allowed"), "{way:?}");
         s.write_all(evil.as_bytes()).await.unwrap();
         let _ = read_all(&mut s).await;
     }
@@ -779,7 +774,7 @@ async fn upgrade_answered_101_carries_anything_both_ways() {
     let (server, early) = switching_server().await;
     // Pipelined behind the Upgrade request: what no checked stream would pass.
     let pipelined: &[u8] = b"GET /x HTTP/1.1\r\nHost: blocked.test\r\n\r\n\x00\xff\x81\x05hello";
-    for way in WAYS {
+    for way in TUNNELS {
         let mut s = tunnel(&w, way, server.port()).await;
         let req = b"GET /chat HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
         s.write_all(&[&req[..], pipelined].concat()).await.unwrap();
@@ -795,14 +790,18 @@ async fn upgrade_answered_101_carries_anything_both_ways() {
                 .await
                 .expect("answer in time")
                 .unwrap();
-            assert!(n > 0, "{way}: closed: {:?}", String::from_utf8_lossy(&got));
+            assert!(
+                n > 0,
+                "{way:?}: closed: {:?}",
+                String::from_utf8_lossy(&got)
+            );
             got.extend_from_slice(&b[..n]);
         }
-        assert!(got.starts_with(b"HTTP/1.1 101 "), "{way}");
+        assert!(got.starts_with(b"HTTP/1.1 101 "), "{way:?}");
         let i = find(&got, b"\r\n\r\n").unwrap() + 4;
-        assert_eq!(&got[i..], pipelined, "{way}: the held bytes, echoed");
+        assert_eq!(&got[i..], pipelined, "{way:?}: the held bytes, echoed");
         // Then bulk both ways, past the splice threshold.
-        bulk_round_trip(s, 600 * 1024 + 7).await;
+        bulk_round_trip(s, 600 * 1024 + 7, way).await;
     }
     let early = early.lock().unwrap().clone();
     assert_eq!(early.len(), 3);

@@ -18,7 +18,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 const TOKEN_AUTH: &str = "Basic c2FuZHBpdDp0b2s="; // sandpit:tok
 
@@ -91,17 +90,13 @@ fn start_sshd(dir: &Path, port: u16, authorized: &Path) -> Sshd {
         .unwrap();
     let guard = Sshd(child);
     // Wait until it answers with its banner.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let mut b = [0u8; 7];
-            if s.read_exact(&mut b).is_ok() && &b == b"SSH-2.0" {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "sshd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_until(20, "sshd's banner", || {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        let mut b = [0u8; 7];
+        s.read_exact(&mut b).is_ok() && &b == b"SSH-2.0"
+    });
     guard
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use common::sink::Sink;
-use common::TestHome;
+use common::{text, TestHome};
 use serde_json::Value;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -73,7 +73,8 @@ fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
         let reply = answer(&req);
         got.lock().unwrap().push(req);
         let Some(reply) = reply else {
-            // Hold the connection, answer nothing.
+            // Hold the connection, answer nothing: the silent server is the
+            // subject (the client's own timeout ends the wait).
             std::thread::sleep(Duration::from_secs(120));
             return;
         };
@@ -83,10 +84,6 @@ fn serve(s: TcpStream, got: &Mutex<Vec<Request>>, answer: &Answer) {
             reply.len()
         );
     }
-}
-
-fn text(o: &std::process::Output) -> String {
-    common::text(o)
 }
 
 fn attr<'a>(rec: &'a Value, key: &str) -> &'a Value {

@@ -219,6 +219,27 @@ pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// [`wait_for`], failing the test when `cond` does not hold within `secs`: `what`
+/// names the condition awaited in the panic message.
+pub fn wait_until(secs: u64, what: impl std::fmt::Display, cond: impl FnMut() -> bool) {
+    assert!(wait_for(secs, cond), "waited {secs} s for {what}, in vain");
+}
+
+/// Poll `probe` every 10 ms until it gives a value, for at most `secs` seconds;
+/// fails the test naming `what` when it never does.
+pub fn wait_for_some<T>(
+    secs: u64,
+    what: impl std::fmt::Display,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let mut got = None;
+    wait_until(secs, what, || {
+        got = probe();
+        got.is_some()
+    });
+    got.expect("wait_until returned, so the probe gave a value")
+}
+
 /// A loopback TCP port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

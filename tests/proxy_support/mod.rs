@@ -267,19 +267,40 @@ pub async fn raw_exchange(proxy: SocketAddr, bytes: &[u8]) -> String {
 
 /// An absolute-form GET through the HTTP proxy.
 pub async fn http_get(proxy: SocketAddr, url: &str, host: &str) -> String {
+    http_get_as(proxy, Some(TOKEN), url, host).await
+}
+
+/// [`http_get`] with `token` as the proxy credential, or none at all.
+pub async fn http_get_as(proxy: SocketAddr, token: Option<&str>, url: &str, host: &str) -> String {
     let req = format!(
-        "GET {url} HTTP/1.1\r\nHost: {host}\r\nProxy-Authorization: {}\r\nConnection: close\r\n\r\n",
-        basic_auth(TOKEN)
+        "GET {url} HTTP/1.1\r\nHost: {host}\r\n{}Connection: close\r\n\r\n",
+        proxy_authorization(token)
     );
     raw_exchange(proxy, req.as_bytes()).await
 }
 
+/// The `Proxy-Authorization` header line for `token`, or nothing.
+fn proxy_authorization(token: Option<&str>) -> String {
+    token
+        .map(|t| format!("Proxy-Authorization: {}\r\n", basic_auth(t)))
+        .unwrap_or_default()
+}
+
 /// CONNECT; returns the response head and the stream.
 pub async fn connect(proxy: SocketAddr, authority: &str) -> (String, TcpStream) {
+    connect_as(proxy, Some(TOKEN), authority).await
+}
+
+/// [`connect`] with `token` as the proxy credential, or none at all.
+pub async fn connect_as(
+    proxy: SocketAddr,
+    token: Option<&str>,
+    authority: &str,
+) -> (String, TcpStream) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     let req = format!(
-        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\nProxy-Authorization: {}\r\n\r\n",
-        basic_auth(TOKEN)
+        "CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{}\r\n",
+        proxy_authorization(token)
     );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut head = Vec::new();
@@ -352,8 +373,18 @@ pub async fn transparent(
     original: SocketAddr,
     name: Option<&str>,
 ) -> TcpStream {
+    transparent_as(proxy, Some(token), original, name).await
+}
+
+/// [`transparent`] with `token` on the interposer's line, or none at all.
+pub async fn transparent_as(
+    proxy: SocketAddr,
+    token: Option<&str>,
+    original: SocketAddr,
+    name: Option<&str>,
+) -> TcpStream {
     let mut s = TcpStream::connect(proxy).await.unwrap();
-    let line = sandpit::proxy::transparent::render(Some(token), original, name);
+    let line = sandpit::proxy::transparent::render(token, original, name);
     s.write_all(line.as_bytes()).await.unwrap();
     s
 }
@@ -361,4 +392,187 @@ pub async fn transparent(
 /// A plain origin-form GET for `host`, closing the connection after the response.
 pub fn origin_get(host: &str) -> Vec<u8> {
     format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
+/// A way into the proxy. The tables of the proxy tests name one per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// An absolute-form request to the HTTP proxy.
+    Http,
+    /// HTTP CONNECT, then the request inside the tunnel.
+    Connect,
+    /// SOCKS5 with the token as password, then the request inside.
+    Socks5,
+    /// A transparently redirected connection: the interposer's line, then the request.
+    Transparent,
+}
+
+/// Every way into the proxy.
+pub const EVERY_WAY: [Way; 4] = [Way::Http, Way::Connect, Way::Socks5, Way::Transparent];
+
+/// The ways that leave the client a byte stream to the destination.
+pub const TUNNELS: [Way; 3] = [Way::Connect, Way::Socks5, Way::Transparent];
+
+/// One attempt through the proxy: where the client asks to go, with which credential.
+pub struct Try<'a> {
+    pub way: Way,
+    /// The host as the client names it (an IPv6 address in brackets).
+    pub host: &'a str,
+    pub port: u16,
+    /// The address a transparent connection says it was bound for.
+    pub original: IpAddr,
+    pub token: Option<&'a str>,
+    /// Sent once the way is open (not for [`Way::Http`], which asks for `/x` itself).
+    pub request: Vec<u8>,
+}
+
+/// What the client saw of an attempt: the proxy's own answer for its way, then
+/// whatever came back.
+#[derive(Debug)]
+pub struct Seen {
+    pub way: Way,
+    /// The HTTP head of CONNECT's answer; the whole answer for [`Way::Http`].
+    pub head: String,
+    /// The SOCKS5 reply code (None: the proxy closed first).
+    pub socks: Option<u8>,
+    /// What came back after the way was open.
+    pub body: String,
+}
+
+impl Seen {
+    /// The proxy let the client through to the destination (the way's own success,
+    /// not yet the destination's answer).
+    pub fn admitted(&self) -> bool {
+        match self.way {
+            Way::Connect => self.head.starts_with("HTTP/1.1 200"),
+            Way::Socks5 => self.socks == Some(0),
+            Way::Http | Way::Transparent => false,
+        }
+    }
+    /// A sink answered.
+    pub fn through(&self) -> bool {
+        self.head.contains("sink:") || self.body.contains("sink:")
+    }
+}
+
+/// Make the attempt `t` and report what came back.
+pub async fn attempt(proxy: SocketAddr, t: &Try<'_>) -> Seen {
+    let authority = format!("{}:{}", t.host, t.port);
+    let mut seen = Seen {
+        way: t.way,
+        head: String::new(),
+        socks: None,
+        body: String::new(),
+    };
+    let mut stream = match t.way {
+        Way::Http => {
+            let url = format!("http://{authority}/x");
+            seen.head = http_get_as(proxy, t.token, &url, &authority).await;
+            return seen;
+        }
+        Way::Connect => {
+            let (head, s) = connect_as(proxy, t.token, &authority).await;
+            seen.head = head;
+            if !seen.admitted() {
+                // The request goes after the refusal all the same: nothing of it
+                // may come through.
+                let mut s = s;
+                let _ = s.write_all(&t.request).await;
+                return seen;
+            }
+            s
+        }
+        Way::Socks5 => {
+            let host = t.host.trim_start_matches('[').trim_end_matches(']');
+            let dest = match host.parse::<IpAddr>() {
+                Ok(ip) => SocksDest::Ip(ip),
+                Err(_) => SocksDest::Domain(t.host),
+            };
+            let (rep, s) = socks(proxy, t.token.unwrap_or(""), dest, t.port).await;
+            seen.socks = rep;
+            if !seen.admitted() {
+                return seen;
+            }
+            s
+        }
+        Way::Transparent => {
+            let original = SocketAddr::new(t.original, t.port);
+            transparent_as(proxy, t.token, original, Some(t.host)).await
+        }
+    };
+    let _ = stream.write_all(&t.request).await;
+    seen.body = String::from_utf8_lossy(&read_all(&mut stream).await).into_owned();
+    seen
+}
+
+/// What a row of a table expects of its attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Through to the sink of this label, which answered: a positive control.
+    Reach(&'static str),
+    /// Refused by the policy: a 403, SOCKS5 reply 2 (connection not allowed by
+    /// ruleset), a transparent connection that got no answer from a sink.
+    Deny,
+    /// Refused for the credential: a 407, a SOCKS5 authentication that fails, a
+    /// transparent connection that got no answer from a sink.
+    Unauthorized,
+    /// Never through, however refused (an odd spelling may not even parse).
+    NotThrough,
+}
+
+/// Assert that `seen` is what `expect` says, naming `row` if not.
+pub fn check(row: &str, seen: &Seen, expect: Expect) {
+    match expect {
+        Expect::Reach(label) => {
+            let answer = format!("sink:{label}");
+            if matches!(seen.way, Way::Connect | Way::Socks5) {
+                assert!(seen.admitted(), "{row}: positive control refused: {seen:?}");
+            }
+            assert!(
+                seen.head.contains(&answer) || seen.body.contains(&answer),
+                "{row}: positive control, no {answer:?}: {seen:?}"
+            );
+        }
+        Expect::Deny | Expect::Unauthorized => {
+            let status = if expect == Expect::Deny { "403" } else { "407" };
+            match seen.way {
+                Way::Http | Way::Connect => assert!(
+                    seen.head.starts_with(&format!("HTTP/1.1 {status}")),
+                    "{row}: expected {status}: {seen:?}"
+                ),
+                Way::Socks5 => assert_eq!(
+                    seen.socks,
+                    (expect == Expect::Deny).then_some(2),
+                    "{row}: SOCKS5 reply: {seen:?}"
+                ),
+                Way::Transparent => {}
+            }
+            assert!(!seen.through(), "{row}: a sink answered: {seen:?}");
+        }
+        Expect::NotThrough => {
+            assert!(!seen.admitted(), "{row}: admitted: {seen:?}");
+            assert!(!seen.through(), "{row}: a sink answered: {seen:?}");
+        }
+    }
+}
+
+/// A tunnel to allowed.test:`port` (127.0.0.2) by `way` (one of [`TUNNELS`]), open.
+pub async fn tunnel(w: &World, way: Way, port: u16) -> TcpStream {
+    match way {
+        Way::Connect => {
+            let (head, s) = connect(w.addr, &format!("allowed.test:{port}")).await;
+            assert!(head.starts_with("HTTP/1.1 200"), "{way:?}: {head}");
+            s
+        }
+        Way::Socks5 => {
+            let (rep, s) = socks(w.addr, TOKEN, SocksDest::Domain("allowed.test"), port).await;
+            assert_eq!(rep, Some(0), "{way:?}");
+            s
+        }
+        Way::Transparent => {
+            let orig = SocketAddr::new("127.0.0.2".parse().unwrap(), port);
+            transparent(w.addr, TOKEN, orig, Some("allowed.test")).await
+        }
+        Way::Http => panic!("plain HTTP to the proxy is no tunnel"),
+    }
 }
