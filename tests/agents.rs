@@ -30,7 +30,7 @@ use std::process::{Command, Output};
 use agents_support::{ModelServer, Step};
 use common::sink::Sink;
 use common::{text, TestHome};
-use serde_json::json;
+use serde_json::{json, Value};
 
 const CANARY: &str = "CANARY-agent-5e1d0b";
 const MODEL_IP: &str = "127.0.0.4";
@@ -781,8 +781,8 @@ fn gemini_shell(command: String) -> Step {
 /// gemini-cli's settings: its MCP servers, hooks and tool commands.
 const GEMINI_SETTINGS: &str = ".gemini/settings.json";
 
-/// gemini-cli (npm `@google/gemini-cli`: a Node bundle, which restarts itself under
-/// node with a larger heap) pointed at the scripted server over the Gemini API
+/// gemini-cli (npm `@google/gemini-cli`: a Node bundle, which would restart itself under
+/// node with a larger heap but for its profile's `env.set`) pointed at the scripted server over the Gemini API
 /// (streaming) by `GOOGLE_GEMINI_BASE_URL`. Its settings are protected and written
 /// before the run: they pick API-key auth (the base URL alone selects a "gateway"
 /// auth that the non-interactive mode refuses) and turn folder trust off (in an
@@ -797,7 +797,7 @@ fn run_gemini(sandboxed: bool) -> (Stage, ModelServer, Output) {
         ".gemini/oauth_creds.json",
         &json!({"scripted": LOGIN_CANARY}).to_string(),
     );
-    let (host, blocked) = hosts(sandboxed);
+    let (_, blocked) = hosts(sandboxed);
     let steps = before_done(
         script_with(
             gemini_shell,
@@ -815,37 +815,105 @@ fn run_gemini(sandboxed: bool) -> (Stage, ModelServer, Output) {
         [plant(gemini_shell, GEMINI_SETTINGS, &planted_mcp_server())],
     );
     let model = ModelServer::start(MODEL_IP, steps);
-    s.h.write(
-        &s.h.home().join(GEMINI_SETTINGS),
-        &json!({
-            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
-            "privacy": {"usageStatisticsEnabled": false},
-            "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
-        })
-        .to_string(),
-    );
-    let o = s
-        .command(
-            sandboxed,
-            &[
-                "gemini",
-                "-m",
-                "gemini-2.5-flash",
-                // sandpit is the boundary: gemini's own prompts would stop the control.
-                "--yolo",
-                "-p",
-                "Fix the greeting in hello.py.",
-            ],
-        )
-        .env(
-            "GOOGLE_GEMINI_BASE_URL",
-            format!("http://{host}:{}", model.port),
-        )
-        .env("GEMINI_API_KEY", "scripted-key")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("gemini must be installed (npm i -g @google/gemini-cli; see .ci/install)");
+    let o = gemini(&s, sandboxed, &model, json!({}), &[]);
     (s, model, o)
+}
+
+/// `gemini` on `s` against `model`, with its settings (API-key auth, no folder
+/// trust, no statistics or updates) and `more` of them (MCP servers) written first,
+/// and `env` besides its key.
+fn gemini(
+    s: &Stage,
+    sandboxed: bool,
+    model: &ModelServer,
+    more: Value,
+    env: &[(&str, &str)],
+) -> Output {
+    let (host, _) = hosts(sandboxed);
+    let mut settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
+    });
+    if let (Some(all), Some(more)) = (settings.as_object_mut(), more.as_object()) {
+        all.extend(more.clone());
+    }
+    s.h.write(&s.h.home().join(GEMINI_SETTINGS), &settings.to_string());
+    s.command(
+        sandboxed,
+        &[
+            "gemini",
+            "-m",
+            "gemini-2.5-flash",
+            // sandpit is the boundary: gemini's own prompts would stop the control.
+            "--yolo",
+            "-p",
+            "Fix the greeting in hello.py.",
+        ],
+    )
+    .env(
+        "GOOGLE_GEMINI_BASE_URL",
+        format!("http://{host}:{}", model.port),
+    )
+    .env("GEMINI_API_KEY", "scripted-key")
+    .envs(env.iter().copied())
+    .stdin(std::process::Stdio::null())
+    .output()
+    .expect("gemini must be installed (npm i -g @google/gemini-cli; see .ci/install)")
+}
+
+/// An MCP server gemini starts (a `node` program, as most are) is not the agent:
+/// it gets neither gemini's own variables (`env.agent`) nor its login. Before
+/// `env.set` stopped gemini's restart of itself, every `node` it started had to
+/// count as the agent. Bare, the same server reads both: the probe can tell.
+/// (gemini itself keeps `*_API_KEY` from its MCP servers, so the probe's variable
+/// is one of the user's own, which `env.agent` gives to the agent alone.)
+#[test]
+fn gemini_mcp_servers_get_neither_its_variables_nor_its_login() {
+    for sandboxed in [false, true] {
+        let s = Stage::with_login(
+            ".gemini/oauth_creds.json",
+            &json!({"scripted": LOGIN_CANARY}).to_string(),
+        );
+        let config = std::fs::read_to_string(s.h.user_config_path()).unwrap();
+        s.h.user_config(&format!(
+            "{config}[env]\nwithhold = [\"PROBE_AGENT_VALUE\"]\nagent = [\"PROBE_AGENT_VALUE\"]\n"
+        ));
+        let out = s.h.workspace().join("mcp-probe.json");
+        let probe = format!(
+            "const fs = require('fs'); let login; \
+             try {{ login = fs.readFileSync(process.env.HOME + '/.gemini/oauth_creds.json', 'utf8'); }} \
+             catch (e) {{ login = 'refused: ' + e.code; }} \
+             fs.writeFileSync({out:?}, JSON.stringify({{value: process.env.PROBE_AGENT_VALUE || null, login}}));"
+        );
+        let model = ModelServer::start(MODEL_IP, vec![Step::Text("Done: nothing to do.".into())]);
+        let mcp = json!({"mcpServers": {"probe": {"command": "node", "args": ["-e", probe]}}});
+        let env = [("PROBE_AGENT_VALUE", "agent-only")];
+        let o = gemini(&s, sandboxed, &model, mcp, &env);
+        let t = text(&o);
+        let seen: Value = serde_json::from_str(
+            &std::fs::read_to_string(&out)
+                .unwrap_or_else(|e| panic!("sandboxed={sandboxed}: no probe ({e}): {t}")),
+        )
+        .unwrap();
+        let login = seen["login"].as_str().unwrap_or_default();
+        if sandboxed {
+            assert_eq!(
+                seen["value"],
+                Value::Null,
+                "the MCP server got the agent's variable: {seen}\n{t}"
+            );
+            assert!(
+                !login.contains(LOGIN_CANARY) && login.starts_with("refused"),
+                "the MCP server read the login: {seen}\n{t}"
+            );
+            // gemini itself ran and asked the model.
+            assert!(!model.requests().is_empty(), "{t}");
+        } else {
+            assert_eq!(seen["value"], "agent-only", "bare: {seen}");
+            assert!(login.contains(LOGIN_CANARY), "bare: {seen}");
+        }
+    }
 }
 
 #[test]

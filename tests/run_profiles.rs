@@ -176,3 +176,54 @@ fn a_project_file_makes_no_directory_in_the_home() {
     assert!(!h.home().join(".codex/config.toml").is_dir());
     assert!(!h.home().join(".codex/made-by-project").exists());
 }
+
+/// A profile's `env.set` reaches the command and every program it spawns (gemini's
+/// `GEMINI_CLI_NO_RELAUNCH`, even where the user withholds `GEMINI_*`), and
+/// `sandpit plan` and `sandpit config` show it; without the profile, nothing sets it.
+#[test]
+fn a_profiles_env_set_reaches_every_program_and_is_shown() {
+    let h = TestHome::new();
+    h.user_config("[env]\nwithhold = [\"GEMINI_*\"]\n");
+    let o = run(&h, "gemini", "env | grep ^GEMINI_CLI_NO_RELAUNCH=");
+    let t = common::text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "GEMINI_CLI_NO_RELAUNCH=true",
+        "{t}"
+    );
+    let o = run(
+        &h,
+        "codex",
+        "env | grep -c ^GEMINI_CLI_NO_RELAUNCH= || true",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "0",
+        "{}",
+        common::text(&o)
+    );
+    let plan = h
+        .sandpit()
+        .args(["plan", "--json", "--profile", "gemini", "--", "true"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let set = v["env"]["set"].as_array().unwrap();
+    assert!(
+        set.iter()
+            .any(|e| e["name"] == "GEMINI_CLI_NO_RELAUNCH" && e["value"] == "true"),
+        "{set:?}"
+    );
+    let c = h
+        .sandpit()
+        .args(["config", "--profile", "gemini"])
+        .output()
+        .unwrap();
+    let c = common::text(&c);
+    assert!(
+        c.contains("[env.set]")
+            && c.contains("GEMINI_CLI_NO_RELAUNCH = \"true\"  # profiles/gemini.toml"),
+        "{c}"
+    );
+}

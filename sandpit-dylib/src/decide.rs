@@ -531,9 +531,9 @@ impl Engine {
         // A name that is not UTF-8 is matched on its lossy form (borrowed, without a
         // copy, when it is UTF-8).
         let name = String::from_utf8_lossy(name);
-        // A credential's variable and the run's CA variables reach every program;
-        // the variable a real value is read from reaches none.
-        if let Some(c) = sandpit_policy::credential_env(&self.policy, &name) {
+        // A credential's variable, the run's CA variables and env.set's reach every
+        // program; the variable a real value is read from reaches none.
+        if let Some(c) = sandpit_policy::run_env(&self.policy, &name) {
             return !c.reaches();
         }
         self.withhold.iter().any(|g| g.matches(name.as_bytes()))
@@ -543,7 +543,7 @@ impl Engine {
     pub fn agent_keeps(&self, name: &[u8]) -> bool {
         let name = String::from_utf8_lossy(name);
         // A credential's real value is nobody's, the agent's neither.
-        if sandpit_policy::credential_env(&self.policy, &name).is_some_and(|c| !c.reaches()) {
+        if sandpit_policy::run_env(&self.policy, &name).is_some_and(|c| !c.reaches()) {
             return false;
         }
         self.agent.iter().any(|g| g.matches(name.as_bytes()))
@@ -958,6 +958,9 @@ mod tests {
         assert!(e.withhold(b"AWS_SECRET_ACCESS_KEY"));
         assert!(e.withhold(b"REAL_GH") && !e.agent_keeps(b"REAL_GH"));
         assert!(e.agent_keeps(b"REAL_OTHER"));
+        // env.set's variables pass withhold too.
+        let e = engine("[env]\nwithhold = [\"X_*\"]\n[env.set]\nX_MODE = \"quiet\"\n");
+        assert!(!e.withhold(b"X_MODE") && e.withhold(b"X_OTHER"));
         assert!(contains_joined(&[b"a", b"BC"], b"a bc"));
         assert!(!contains_joined(&[b"ab", b"c"], b"abc"));
         assert!(under(b"/a/b", b"/a"));

@@ -395,47 +395,52 @@ fn decide_http(
 /// passes; a withheld one never enters the sandbox, unless `env.agent` keeps it for
 /// the agent: then the command has it, and of the programs it spawns only those
 /// `env.agent_programs` names, where the sandbox cannot write them.
-/// What `[credentials]` makes of a variable, before `env.withhold` is asked
-/// ([`credential_env`]).
+/// What the run itself makes of a variable, before `env.withhold` is asked
+/// ([`run_env`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialEnv<'a> {
-    /// The credential's variable: it holds the run's sentinel, never the secret,
+pub enum RunEnv<'a> {
+    /// A credential's variable: it holds the run's sentinel, never the secret,
     /// and reaches every program (the sentinel is useless elsewhere).
     Sentinel(&'a crate::Credential),
     /// One of the run's CA variables ([`crate::CA_BUNDLE_ENV`]): it names a file,
     /// never a secret, and reaches every program.
     Ca(&'a crate::Credential),
-    /// The variable the credential's real value is read from: it reaches none.
+    /// The variable a credential's real value is read from: it reaches none.
     Source(&'a crate::Credential),
+    /// `env.set` gives it a value: it reaches every program.
+    Set(&'a crate::Rule<crate::EnvSet>),
 }
 
-impl CredentialEnv<'_> {
+impl RunEnv<'_> {
     /// Whether the variable reaches the sandbox's programs.
     pub fn reaches(self) -> bool {
-        !matches!(self, CredentialEnv::Source(_))
+        !matches!(self, RunEnv::Source(_))
     }
 }
 
-/// What `[credentials]` says of the variable `name`; `None`: nothing, and
-/// `env.withhold` decides. Allocation-free: the interposer asks it for every
-/// variable it passes on to an exec, so that its compiled `env.withhold` globs
-/// decide only what is left, as [`decide`] does.
-pub fn credential_env<'a>(policy: &'a Policy, name: &str) -> Option<CredentialEnv<'a>> {
-    let first = policy.credentials.first()?;
+/// What the run says of the variable `name` (`[credentials]`, `env.set`);
+/// `None`: nothing, and `env.withhold` decides. Allocation-free: the interposer
+/// asks it for every variable it passes on to an exec, so that its compiled
+/// `env.withhold` globs decide only what is left, as [`decide`] does.
+pub fn run_env<'a>(policy: &'a Policy, name: &str) -> Option<RunEnv<'a>> {
+    let Some(first) = policy.credentials.first() else {
+        return policy.env.set_by(name).map(RunEnv::Set);
+    };
     if let Some(c) = policy.credential_for_env(name) {
-        return Some(CredentialEnv::Sentinel(c));
+        return Some(RunEnv::Sentinel(c));
     }
     if policy.sets_ca_env(name) {
-        return Some(CredentialEnv::Ca(first));
+        return Some(RunEnv::Ca(first));
     }
     (policy.credentials.iter())
         .find(|c| matches!(&c.source, crate::CredentialSource::Env(v) if v == name))
-        .map(CredentialEnv::Source)
+        .map(RunEnv::Source)
+        .or_else(|| policy.env.set_by(name).map(RunEnv::Set))
 }
 
 fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
-    match credential_env(policy, name) {
-        Some(CredentialEnv::Sentinel(c)) => {
+    match run_env(policy, name) {
+        Some(RunEnv::Sentinel(c)) => {
             return Verdict::new(
                 Decision::Allow,
                 Some(&c.origin),
@@ -447,7 +452,7 @@ fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
                 ),
             )
         }
-        Some(CredentialEnv::Ca(c)) => {
+        Some(RunEnv::Ca(c)) => {
             return Verdict::new(
                 Decision::Allow,
                 Some(&c.origin),
@@ -457,7 +462,7 @@ fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
                 ),
             )
         }
-        Some(CredentialEnv::Source(c)) => {
+        Some(RunEnv::Source(c)) => {
             return Verdict::new(
                 Decision::Deny,
                 Some(&c.origin),
@@ -465,6 +470,16 @@ fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
                     "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
                     c.name,
                     c.origin.location()
+                ),
+            )
+        }
+        Some(RunEnv::Set(r)) => {
+            return Verdict::new(
+                Decision::Allow,
+                Some(&r.origin),
+                format!(
+                    "{name} is set to {:?} by {}: every program sees it, whatever env.withhold says",
+                    r.value.value, r.origin
                 ),
             )
         }

@@ -19,8 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    askable, check_resolved, credential_env, decide, decide_connect_by, decide_datagram,
-    loopback_service, CredentialEnv, Decision, EnvTo, Program, Request, Verdict, PRIVATE_TMPFS,
+    askable, check_resolved, decide, decide_connect_by, decide_datagram, loopback_service, run_env,
+    Decision, EnvTo, Program, Request, RunEnv, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};
@@ -360,9 +360,28 @@ pub struct Env {
     /// whole path (`*` crosses `/`). Only where the sandbox cannot write the
     /// program: one the sandbox could plant is never the agent.
     pub agent_programs: Vec<Rule<String>>,
+    /// `env.set`: variables the command sandpit starts gets with these values
+    /// (a profile turns off what its agent does that sandpit cannot hold: gemini's
+    /// restart of itself under node). They hold no secret: every program keeps
+    /// them, whatever `env.withhold` says. A later layer replaces an earlier one's
+    /// value; a project file may set none.
+    #[serde(default)]
+    pub set: Vec<Rule<EnvSet>>,
+}
+
+/// One `env.set` variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSet {
+    pub name: String,
+    pub value: String,
 }
 
 impl Env {
+    /// The `env.set` rule that sets `name`, if any.
+    pub fn set_by(&self, name: &str) -> Option<&Rule<EnvSet>> {
+        self.set.iter().find(|r| r.value.name == name)
+    }
+
     /// The `env.withhold` rule that names `name`, if any.
     pub fn withheld_by(&self, name: &str) -> Option<&Rule<String>> {
         self.withhold

@@ -192,6 +192,7 @@ struct RawEnv {
     withhold: Entries,
     agent: Entries,
     agent_programs: Entries,
+    set: Option<Spanned<BTreeMap<Spanned<String>, Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -437,6 +438,7 @@ impl Builder {
         }
         if let Some(env) = &raw.env {
             self.apply_env_agent(&cx, env.get_ref(), project)?;
+            self.apply_env_set(&cx, env.get_ref(), project)?;
             for (text, span) in entries(&env.get_ref().withhold) {
                 validate_env_glob(text).map_err(|m| {
                     cx.diag(
@@ -502,6 +504,64 @@ impl Builder {
 
     /// `env.agent` and `env.agent_programs`: what the agent keeps of the withheld
     /// variables. They only give, so a project file may set neither.
+    /// `env.set`: variables the command gets. Not from a project file (a value
+    /// there would reach the user's programs: `NODE_OPTIONS`, `PYTHONSTARTUP`),
+    /// and never one that sandpit itself sets or the loader obeys.
+    fn apply_env_set(&mut self, cx: &Cx, env: &RawEnv, project: bool) -> Result<()> {
+        let Some(set) = &env.set else {
+            return Ok(());
+        };
+        if project {
+            return Err(cx.diag(
+                set.span(),
+                "env.set cannot be in a project file: its values would reach every program of the run",
+                "set the variable in ~/.sandpit/config.toml if you trust the project with it",
+            ));
+        }
+        for (name, value) in set.get_ref() {
+            let n = name.get_ref();
+            if let Some(why) = env_set_refusal(n) {
+                return Err(cx.diag(
+                    name.span(),
+                    format!("env.set key {n:?} {why}"),
+                    "set another variable, or set it yourself before `sandpit run`",
+                ));
+            }
+            if let Some(c) =
+                self.policy.credentials.iter().find(|c| {
+                    c.env == *n || matches!(&c.source, CredentialSource::Env(v) if v == n)
+                })
+            {
+                return Err(cx.diag(
+                    name.span(),
+                    format!(
+                        "env.set key {n:?} is credentials.{}'s variable ({})",
+                        c.name,
+                        c.origin.location()
+                    ),
+                    "leave the variable to the credential",
+                ));
+            }
+            if value.get_ref().contains('\0') {
+                return Err(cx.diag(
+                    value.span(),
+                    format!("env.set.{n} holds a NUL byte"),
+                    "a variable's value cannot hold one",
+                ));
+            }
+            let entry = format!("{n} = {:?}", value.get_ref());
+            self.policy.env.set.retain(|r| r.value.name != *n);
+            self.policy.env.set.push(Rule {
+                value: crate::EnvSet {
+                    name: n.clone(),
+                    value: value.get_ref().clone(),
+                },
+                origin: cx.origin("env.set", &entry, name.span()),
+            });
+        }
+        Ok(())
+    }
+
     fn apply_env_agent(&mut self, cx: &Cx, env: &RawEnv, project: bool) -> Result<()> {
         for (key, list) in [
             ("agent", &env.agent),
@@ -1412,6 +1472,24 @@ impl Builder {
                     "give each credential its own variable",
                 ));
             }
+            let source_var = match &c.source {
+                CredentialSource::Env(v) => Some(v.as_str()),
+                _ => None,
+            };
+            if let Some(r) = (self.policy.env.set.iter())
+                .find(|r| r.value.name == c.env || Some(r.value.name.as_str()) == source_var)
+            {
+                return Err(cx.diag(
+                    table.span(),
+                    format!(
+                        "credentials.{} uses {}, which env.set sets ({})",
+                        c.name,
+                        r.value.name,
+                        r.origin.location()
+                    ),
+                    "remove the variable from env.set, or give the credential another",
+                ));
+            }
             // The file a real value comes from is unreadable in the sandbox.
             if let CredentialSource::File(p) = &c.source {
                 let value = self.resolver.borrow_mut().resolve(p);
@@ -1866,6 +1944,43 @@ fn push_rule_by<T>(list: &mut Vec<Rule<T>>, r: Rule<T>, eq: impl Fn(&T, &T) -> b
 
 fn push_unique<T: PartialEq>(list: &mut Vec<Rule<T>>, value: T, origin: Origin) {
     push_rule(list, Rule { value, origin });
+}
+
+/// Why `env.set` may not set `name`, if it may not: not a variable name; one that
+/// sandpit sets for the run (its own, the proxy's, the credentials' CA, `TMPDIR`,
+/// `PATH`, `HOME`); or one the dynamic loader obeys (`LD_*`, `DYLD_*`), which
+/// would take the interposer's place.
+fn env_set_refusal(name: &str) -> Option<&'static str> {
+    let mut chars = name.chars();
+    let word = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !word {
+        return Some("is not a variable name (letters, digits and _, not starting with a digit)");
+    }
+    let upper = name.to_ascii_uppercase();
+    let loader = ["LD_", "DYLD_"].iter().any(|p| upper.starts_with(p));
+    if loader {
+        return Some("is read by the dynamic loader, where sandpit's interposer goes");
+    }
+    let own = upper.starts_with("SANDPIT_")
+        || [
+            "PATH",
+            "HOME",
+            "TMPDIR",
+            "NO_PROXY",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+        ]
+        .contains(&upper.as_str())
+        || name == crate::CA_ADD_ENV
+        || crate::CA_BUNDLE_ENV.contains(&name);
+    if own {
+        return Some("is set by sandpit for the run");
+    }
+    None
 }
 
 #[cfg(test)]

@@ -1837,3 +1837,82 @@ fn telemetry_is_the_users_to_set_and_never_in_the_snapshot() {
     let u = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\n";
     project_err(u, "[telemetry]\n", "cannot be in a project file");
 }
+
+#[test]
+fn env_set_gives_the_command_values_that_pass_withhold() {
+    // A profile sets it, the user's file replaces the value; withhold has no say.
+    let mut o = LoadOptions::new(ctx());
+    o.profile = Some(Source::new(
+        Layer::Profile,
+        "profiles/x.toml",
+        "[env.set]\nX_NO_RELAUNCH = \"true\"\n",
+    ));
+    o.user = Some(Source::new(
+        Layer::User,
+        "user.toml",
+        "[env]\nwithhold = [\"X_*\"]\n[env.set]\nX_NO_RELAUNCH = \"1\"\nX_MODE = \"quiet\"\n",
+    ));
+    let p = load(&o).unwrap();
+    let set: Vec<(&str, &str, u32)> = (p.env.set.iter())
+        .map(|r| (r.value.name.as_str(), r.value.value.as_str(), r.origin.line))
+        .collect();
+    assert_eq!(set, [("X_MODE", "quiet", 5), ("X_NO_RELAUNCH", "1", 4)]);
+    let spawned = sandpit_policy::EnvTo::Spawned(Path::new("/usr/bin/node"));
+    for to in [sandpit_policy::EnvTo::Command, spawned] {
+        let v = decide(&p, &Request::Env { name: "X_MODE", to });
+        assert_eq!(v.decision, Decision::Allow, "{v:?}");
+        assert_eq!(v.rule.as_ref().unwrap().key, "env.set");
+        assert!(v.reason.contains("\"quiet\""), "{v:?}");
+        // Its neighbour is still withheld.
+        let v = decide(
+            &p,
+            &Request::Env {
+                name: "X_OTHER",
+                to,
+            },
+        );
+        assert_eq!(v.decision, Decision::Deny, "{v:?}");
+    }
+    assert!(p.env.set_by("X_MODE").is_some() && p.env.set_by("X_OTHER").is_none());
+}
+
+#[test]
+fn env_set_refuses_what_sandpit_or_the_loader_owns_and_project_files() {
+    for (name, needle) in [
+        ("LD_PRELOAD", "dynamic loader"),
+        ("ld_library_path", "dynamic loader"),
+        ("DYLD_INSERT_LIBRARIES", "dynamic loader"),
+        ("SANDPIT_SNAPSHOT", "set by sandpit"),
+        ("https_proxy", "set by sandpit"),
+        ("PATH", "set by sandpit"),
+        ("HOME", "set by sandpit"),
+        ("TMPDIR", "set by sandpit"),
+        ("SSL_CERT_FILE", "set by sandpit"),
+        ("NODE_EXTRA_CA_CERTS", "set by sandpit"),
+        ("1X", "not a variable name"),
+        ("A-B", "not a variable name"),
+    ] {
+        at(
+            &err(&format!("[env.set]\n\"{name}\" = \"v\"\n")),
+            2,
+            1,
+            needle,
+        );
+    }
+    at(&err("[env.set]\nX = \"a\\u0000b\"\n"), 2, 5, "NUL");
+    assert!(user("[env.set]\nNODE_OPTIONS = \"--max-old-space-size=4096\"\n").is_ok());
+    project_err(
+        "",
+        "[env.set]\nNODE_OPTIONS = \"--require /p/x.js\"\n",
+        "project file",
+    );
+    // A credential's variable, or its source, is the credential's: in either order.
+    let cred = "[credentials.gh]\nenv = \"GH_TOKEN\"\nsource = \"env:REAL_GH\"\nhosts = [\"api.github.com\"]\n";
+    for set in ["GH_TOKEN", "REAL_GH"] {
+        let set = format!("[env.set]\n{set} = \"x\"\n");
+        let e = user(&format!("{cred}{set}")).expect_err("set after");
+        assert!(e.to_string().contains("credentials.gh"), "{e}");
+        let e = user(&format!("{set}{cred}")).expect_err("set before");
+        assert!(e.to_string().contains("env.set"), "{e}");
+    }
+}

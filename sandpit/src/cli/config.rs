@@ -193,6 +193,18 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         &p.env.agent_programs,
         String::clone,
     );
+    if !p.env.set.is_empty() {
+        let _ = writeln!(o, "\n[env.set]  # the command gets these");
+        for r in &p.env.set {
+            let _ = writeln!(
+                o,
+                "{} = {:?}  # {}",
+                r.value.name,
+                r.value.value,
+                r.origin.location()
+            );
+        }
+    }
     if let Some(a) = &p.adversary {
         let _ = writeln!(o, "\n[adversary]  # {}", a.origin.location());
         let _ = writeln!(

@@ -104,6 +104,7 @@ fn run_with_scratch(
         policy.context.scratch.to_string_lossy().into_owned(),
     )];
     env.push(marker);
+    env.extend(run.env.iter().cloned());
     env.extend(session.child_env());
     // The interposer's resolver hooks ask sandpit's responder (DNS over TCP).
     env.extend(launch.child_env(proxy, input.dns_port.and(launch.loopback_dns()))?);

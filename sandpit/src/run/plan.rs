@@ -73,7 +73,7 @@ pub struct RunPlan {
     pub udp_relay: bool,
     /// sandpit's package cache for this workspace, when granted.
     pub caches: Option<PathBuf>,
-    /// Variables the command gets besides the layers' own (the caches').
+    /// Variables the command gets besides the layers' own: the caches', `env.set`'s.
     pub env: Vec<(String, String)>,
     /// This process's variables that never enter the sandbox.
     pub withheld: Vec<String>,
@@ -270,10 +270,13 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     let caches = crate::caches::granted(&policy).then(|| crate::caches::dir(&policy.context));
     #[cfg(not(target_os = "linux"))]
     let caches: Option<PathBuf> = None;
-    let env = caches
+    // The caches' variables and `env.set`'s (the loader refused any name the
+    // layers set themselves).
+    let mut env = caches
         .as_deref()
         .map(crate::caches::env)
         .unwrap_or_default();
+    env.extend((policy.env.set.iter()).map(|r| (r.value.name.clone(), r.value.value.clone())));
     let state_dirs = crate::launch::state_dirs(&policy);
     let shims = req.shims || policy.shims.enabled;
 
