@@ -267,6 +267,58 @@ fn explain_and_the_summary_say_what_the_run_does() {
     );
 }
 
+/// Where the kernel layer's refusals are reported (a static agent program, as
+/// codex's; here forced with `SANDPIT_KERNEL_REPORTS=1`), a static program the
+/// agent spawns that reads the login is reported with `files.agent_read`'s rule: the
+/// launcher judges it as a spawned command, not as the agent. The agent's own read
+/// (the shell's `read`, before) is no refusal, and none is reported.
+#[test]
+fn a_static_commands_refused_read_of_the_login_is_reported_with_its_rule() {
+    let s = Stage::new();
+    for fallback in [false, true] {
+        let mut c = s.h.sandpit();
+        c.args(["run", "--profile", "codex"]);
+        if fallback {
+            c.arg("--allow-degraded").env("SANDPIT_FORCE_FALLBACK", "1");
+        }
+        c.args(["--", "sh", "-c"])
+            .arg(format!(
+                "F={f}; read -r l < \"$F\"; case $l in *{CANARY}*) echo AGENT-OK;; esac; ./static_read $F",
+                f = s.auth().display()
+            ))
+            .env("SANDPIT_KERNEL_REPORTS", "1");
+        let o = c.output().unwrap();
+        let t = text(&o);
+        assert!(
+            t.contains("AGENT-OK"),
+            "fallback={fallback}: the agent reads its login: {t}"
+        );
+        assert!(
+            !t.contains(CANARY),
+            "fallback={fallback}: the static program read it: {t}"
+        );
+        let summary = t.split("denials").nth(1).unwrap_or_default();
+        let line = summary
+            .lines()
+            .position(|l| l.contains("deny read ~/.codex/auth.json [kernel]"))
+            .unwrap_or_else(|| {
+                panic!("fallback={fallback}: no kernel report of the hidden read: {t}")
+            });
+        let rule = summary.lines().nth(line + 1).unwrap_or_default();
+        assert!(
+            rule.contains("files.agent_read") && rule.contains("profiles/codex.toml"),
+            "fallback={fallback}: {t}"
+        );
+        // The positive control: the shell's own read was never refused, so the
+        // log holds one kernel refusal of the file, the static program's.
+        assert_eq!(
+            summary.matches("auth.json [kernel]").count(),
+            1,
+            "fallback={fallback}: {t}"
+        );
+    }
+}
+
 /// An agent in Python: its subprocess module closes every descriptor in the child
 /// before `exec` (the layer's ruleset among them), and starts a static program the
 /// library never loads into. The layer is taken all the same.

@@ -292,6 +292,8 @@ fn carry_out(
     let state = &policy.context.state_dir;
     let ns = plan.mode == linux::Mode::Namespaces;
     let tender = linux::start_tender(ns.then(|| state.clone()), &scratch_root());
+    // The command's own process (the agent of `files.agent_read`), once it runs.
+    let agent = std::sync::Arc::new(std::sync::OnceLock::new());
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
         placeholder_locks,
@@ -307,7 +309,7 @@ fn carry_out(
         console,
         refusal_observer: plan
             .report_refusals
-            .then(|| kernel_refusals(policy, session.sink())),
+            .then(|| kernel_refusals(policy, session.sink(), agent.clone())),
         launcher_cpu: Some(session.launcher_cpu()),
         tmp_limit: Some(linux::tmpfs::Limit {
             origin: policy.limits.tmp_bytes.origin.location(),
@@ -322,6 +324,11 @@ fn carry_out(
         }
     };
     crate::timing::mark("command exec'd");
+    if plan.report_refusals {
+        if let Some(pid) = command_pid(running.pid(), ns) {
+            let _ = agent.set(pid);
+        }
+    }
     session.listen();
     let control = crate::control::serve(control);
     if let Some(l) = running.take_bridge() {
@@ -463,13 +470,40 @@ fn loopback_audit(
     }))
 }
 
+/// The command's own process, as the launcher sees it, once it has been exec'd:
+/// in namespace mode pid 1's newest child (pid 1 forks its helpers first, and the
+/// command's own children are not pid 1's yet), else the run's first process.
+fn command_pid(first: u32, namespaces: bool) -> Option<u32> {
+    if !namespaces {
+        return Some(first);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{first}/task/{first}/children")).ok()?;
+    // The newest: the highest pid in the sandbox's own pid namespace.
+    let inner = |pid: &u32| -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+        line.split_whitespace().last()?.parse().ok()
+    };
+    (children.split_whitespace())
+        .filter_map(|p| p.parse::<u32>().ok())
+        .filter_map(|p| Some((inner(&p)?, p)))
+        .max()
+        .map(|(_, p)| p)
+}
+
 /// Where no interposer reports them, the paths the kernel layer refuses are judged
 /// with the run's policy (the one the Landlock rules and masks were compiled from)
 /// and each refused one is recorded with its rule: once per program, operation and
-/// path (a retry loop adds nothing; the log's own bound holds the rest).
+/// path (a retry loop adds nothing; the log's own bound holds the rest). A caller
+/// other than the agent (`agent`: the command's own process, or a program of
+/// `env.agent_programs` the sandbox cannot write) is judged as a command the agent
+/// spawned, which `files.agent_read` hides from; until the agent is known, every
+/// caller is taken for it (a hidden file's refusal goes unrecorded, never one made
+/// up).
 fn kernel_refusals(
     policy: &sandpit_policy::Policy,
     log: std::sync::Arc<crate::audit::AuditLog>,
+    agent: std::sync::Arc<std::sync::OnceLock<u32>>,
 ) -> crate::sandbox::linux::notify::Observer {
     use crate::audit::{Decision, Layer, Record, RuleRef};
     use crate::sandbox::linux::notify::{Access, Observer, Op};
@@ -484,23 +518,33 @@ fn kernel_refusals(
     let policy = policy.clone();
     let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, Refused>::new());
     let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+    let agent_policy = policy.clone();
+    let is_agent = move |a: &Access| {
+        let Some(&first) = agent.get() else {
+            return true;
+        };
+        a.pid == first
+            || a.program().is_some_and(|exe| {
+                let bytes = exe.as_os_str().as_encoded_bytes();
+                agent_policy.env.agent_program(bytes).is_some()
+                    && decide(&agent_policy, &Request::Write(&exe)).is_denied()
+            })
+    };
     Observer(std::sync::Arc::new(move |a: &Access| {
         let Ok(mut known) = verdicts.lock() else {
             return;
         };
+        let spawned = !policy.files.agent_read.is_empty() && !is_agent(a);
         // Remembered by the path as the call gave it: following its links costs a
         // readlink a component, once.
-        let key = (a.op, a.path.clone());
+        let key = (a.op, a.path.clone(), spawned);
         let refused = match known.get(&key) {
             Some(r) => r.clone(),
             None => {
-                // What the kernel checked: the file a link names.
+                // What the kernel checked: the file a link names. Executing needs
+                // what reading needs from the kernel layer.
                 let path = a.resolved();
-                let v = match a.op {
-                    // Executing needs what reading needs from the kernel layer.
-                    Op::Read | Op::Exec => decide(&policy, &Request::Read(&path)),
-                    Op::Write => decide(&policy, &Request::Write(&path)),
-                };
+                let v = decide(&policy, &Request::path(&path, a.op == Op::Write, spawned));
                 let r =
                     (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason, path));
                 if known.len() >= VERDICTS {
