@@ -319,6 +319,48 @@ fn a_static_commands_refused_read_of_the_login_is_reported_with_its_rule() {
     }
 }
 
+/// No refusal is reported that did not happen: where nothing hides the login
+/// (`--kernel-only`: every process reads it, as the layers line says) or the
+/// reader is the agent (a static agent reading from a worker thread, whose id the
+/// kernel reports, not its process's), the read succeeds and no `[kernel]` denial
+/// of the file is recorded.
+#[test]
+fn a_read_that_succeeds_is_never_reported_as_refused() {
+    let s = Stage::new();
+    build_probe(&s.h, "static_thread_read", true);
+    let f = s.auth().display().to_string();
+    let runs: [(&str, Vec<&str>); 3] = [
+        (
+            "--kernel-only, a spawned cat",
+            vec!["--kernel-only", "--", "sh", "-c", "cat $F"],
+        ),
+        (
+            "--kernel-only, a spawned static program",
+            vec!["--kernel-only", "--", "sh", "-c", "./static_read $F"],
+        ),
+        (
+            "a static agent's worker thread",
+            vec!["--", "./static_thread_read", &f],
+        ),
+    ];
+    for (what, args) in runs {
+        let o =
+            s.h.sandpit()
+                .args(["run", "--profile", "codex"])
+                .args(&args)
+                .env("F", s.auth())
+                .env("SANDPIT_KERNEL_REPORTS", "1")
+                .output()
+                .unwrap();
+        let t = text(&o);
+        assert!(t.contains(CANARY), "{what}: the read succeeds: {t}");
+        assert!(
+            !t.contains("auth.json [kernel]"),
+            "{what}: a refusal reported: {t}"
+        );
+    }
+}
+
 /// An agent in Python: its subprocess module closes every descriptor in the child
 /// before `exec` (the layer's ruleset among them), and starts a static program the
 /// library never loads into. The layer is taken all the same.

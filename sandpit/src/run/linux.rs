@@ -292,8 +292,6 @@ fn carry_out(
     let state = &policy.context.state_dir;
     let ns = plan.mode == linux::Mode::Namespaces;
     let tender = linux::start_tender(ns.then(|| state.clone()), &scratch_root());
-    // The command's own process (the agent of `files.agent_read`), once it runs.
-    let agent = std::sync::Arc::new(std::sync::OnceLock::new());
     let layers = linux::Layers {
         landlock_abi: support.landlock_abi,
         placeholder_locks,
@@ -309,7 +307,7 @@ fn carry_out(
         console,
         refusal_observer: plan
             .report_refusals
-            .then(|| kernel_refusals(policy, session.sink(), agent.clone())),
+            .then(|| kernel_refusals(policy, session.sink())),
         launcher_cpu: Some(session.launcher_cpu()),
         tmp_limit: Some(linux::tmpfs::Limit {
             origin: policy.limits.tmp_bytes.origin.location(),
@@ -324,11 +322,6 @@ fn carry_out(
         }
     };
     crate::timing::mark("command exec'd");
-    if plan.report_refusals {
-        if let Some(pid) = command_pid(running.pid(), ns) {
-            let _ = agent.set(pid);
-        }
-    }
     session.listen();
     let control = crate::control::serve(control);
     if let Some(l) = running.take_bridge() {
@@ -470,40 +463,28 @@ fn loopback_audit(
     }))
 }
 
-/// The command's own process, as the launcher sees it, once it has been exec'd:
-/// in namespace mode pid 1's newest child (pid 1 forks its helpers first, and the
-/// command's own children are not pid 1's yet), else the run's first process.
-fn command_pid(first: u32, namespaces: bool) -> Option<u32> {
-    if !namespaces {
-        return Some(first);
-    }
-    let children = std::fs::read_to_string(format!("/proc/{first}/task/{first}/children")).ok()?;
-    // The newest: the highest pid in the sandbox's own pid namespace.
-    let inner = |pid: &u32| -> Option<u32> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
-        line.split_whitespace().last()?.parse().ok()
-    };
-    (children.split_whitespace())
-        .filter_map(|p| p.parse::<u32>().ok())
-        .filter_map(|p| Some((inner(&p)?, p)))
-        .max()
-        .map(|(_, p)| p)
+/// Whether the process (or thread) `pid` holds the layer that hides
+/// `files.agent_read`: the interposer put its mark in the environment the program
+/// was exec'd with. A process that cannot be read (gone, or undumpable in the
+/// fallback mode) is taken to hold none: no refusal is reported that may not be one.
+fn hidden_in(pid: u32) -> bool {
+    let mark = format!("{}=1", sandpit_policy::vars::HIDDEN_VAR);
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == mark.as_bytes()))
 }
 
 /// Where no interposer reports them, the paths the kernel layer refuses are judged
 /// with the run's policy (the one the Landlock rules and masks were compiled from)
 /// and each refused one is recorded with its rule: once per program, operation and
-/// path (a retry loop adds nothing; the log's own bound holds the rest). A caller
-/// other than the agent (`agent`: the command's own process, or a program of
-/// `env.agent_programs` the sandbox cannot write) is judged as a command the agent
-/// spawned, which `files.agent_read` hides from; until the agent is known, every
-/// caller is taken for it (a hidden file's refusal goes unrecorded, never one made
-/// up).
+/// path (a retry loop adds nothing; the log's own bound holds the rest). A path
+/// that `files.agent_read` hides is refused only to a process that holds the hiding
+/// layer, which the interposer marks in the environment it passes to exec
+/// (`SANDPIT_AGENT_FILES_HIDDEN`): a caller whose environment has the mark is
+/// judged as a command the agent spawned, every other one as the agent (a static
+/// agent's own children hold no layer, and read the file).
 fn kernel_refusals(
     policy: &sandpit_policy::Policy,
     log: std::sync::Arc<crate::audit::AuditLog>,
-    agent: std::sync::Arc<std::sync::OnceLock<u32>>,
 ) -> crate::sandbox::linux::notify::Observer {
     use crate::audit::{Decision, Layer, Record, RuleRef};
     use crate::sandbox::linux::notify::{Access, Observer, Op};
@@ -516,43 +497,42 @@ fn kernel_refusals(
     /// The rule, the reason and the path the kernel checked (links followed).
     type Refused = Option<(Option<RuleRef>, String, std::path::PathBuf)>;
     let policy = policy.clone();
-    let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, Refused>::new());
+    let verdicts = std::sync::Mutex::new(std::collections::HashMap::<_, (Refused, Refused)>::new());
     let seen = std::sync::Mutex::new(std::collections::HashSet::new());
-    let agent_policy = policy.clone();
-    let is_agent = move |a: &Access| {
-        let Some(&first) = agent.get() else {
-            return true;
-        };
-        a.pid == first
-            || a.program().is_some_and(|exe| {
-                let bytes = exe.as_os_str().as_encoded_bytes();
-                agent_policy.env.agent_program(bytes).is_some()
-                    && decide(&agent_policy, &Request::Write(&exe)).is_denied()
-            })
-    };
     Observer(std::sync::Arc::new(move |a: &Access| {
         let Ok(mut known) = verdicts.lock() else {
             return;
         };
-        let spawned = !policy.files.agent_read.is_empty() && !is_agent(a);
         // Remembered by the path as the call gave it: following its links costs a
-        // readlink a component, once.
-        let key = (a.op, a.path.clone(), spawned);
-        let refused = match known.get(&key) {
+        // readlink a component, once. Judged for the agent and for a spawned
+        // command: only where the two differ (a hidden file) is the caller asked.
+        let key = (a.op, a.path.clone());
+        let (as_agent, as_spawned) = match known.get(&key) {
             Some(r) => r.clone(),
             None => {
                 // What the kernel checked: the file a link names. Executing needs
                 // what reading needs from the kernel layer.
                 let path = a.resolved();
-                let v = decide(&policy, &Request::path(&path, a.op == Op::Write, spawned));
-                let r =
-                    (!v.is_allowed()).then(|| (v.rule.as_ref().map(RuleRef::from), v.reason, path));
+                let judge = |spawned: bool| -> Refused {
+                    let v = decide(&policy, &Request::path(&path, a.op == Op::Write, spawned));
+                    (!v.is_allowed())
+                        .then(|| (v.rule.as_ref().map(RuleRef::from), v.reason, path.clone()))
+                };
+                let as_agent = judge(false);
+                let as_spawned = match as_agent.is_none() && !policy.files.agent_read.is_empty() {
+                    true => judge(true),
+                    false => None,
+                };
                 if known.len() >= VERDICTS {
                     known.clear();
                 }
-                known.insert(key, r.clone());
-                r
+                known.insert(key, (as_agent.clone(), as_spawned.clone()));
+                (as_agent, as_spawned)
             }
+        };
+        let refused = match as_spawned {
+            Some(r) if hidden_in(a.pid) => Some(r),
+            _ => as_agent,
         };
         drop(known);
         // A path that is not there fails with ENOENT before any check.
