@@ -277,6 +277,9 @@ struct Builder {
     unrestricted_at: Option<Origin>,
     /// Symlink lookups shared by every path of every layer.
     resolver: std::cell::RefCell<path::Resolver>,
+    /// Each glob's walk, by its value: once per glob, however many layers name it,
+    /// and kept with the policy for the kernel layer (`Policy::glob_matches`).
+    walks: std::cell::RefCell<BTreeMap<PathBuf, crate::glob::Walk>>,
 }
 
 struct Cx<'a> {
@@ -351,6 +354,7 @@ impl Builder {
         Builder {
             ctx,
             resolver: Default::default(),
+            walks: Default::default(),
             policy: Policy {
                 context: Context {
                     home: PathBuf::new(),
@@ -392,6 +396,7 @@ impl Builder {
                 credentials: vec![],
                 telemetry: Telemetry::default(),
                 learn: false,
+                glob_matches: Default::default(),
             },
             unrestricted_at: None,
         }
@@ -399,6 +404,7 @@ impl Builder {
 
     fn finish(mut self) -> Policy {
         self.policy.context = self.ctx;
+        self.policy.glob_matches = crate::glob::Matches::new(self.walks.into_inner());
         self.policy
     }
 
@@ -771,12 +777,16 @@ impl Builder {
                 let value = self.resolver.borrow_mut().resolve(&prefix).join(rest);
                 // What it matches now through a link (`~/.config/app` linking to
                 // `~/dots/app`) is held where it really is too: every layer judges
-                // resolved paths. (Matches made later through a link are not.)
-                let found =
-                    crate::glob::expand(&value, crate::glob::WALK_LIMIT).unwrap_or_default();
-                for m in found {
-                    let real = self.resolver.borrow_mut().resolve(&m);
-                    if real != m {
+                // resolved paths. (Matches made later through a link are not.) A
+                // walk past the limit adds nothing here: the kernel layer, which
+                // takes the same walk's matches, refuses the run (run/input.rs).
+                let mut walks = self.walks.borrow_mut();
+                let found = walks
+                    .entry(value.clone())
+                    .or_insert_with(|| crate::glob::expand(&value, crate::glob::WALK_LIMIT));
+                for m in found.iter().flatten() {
+                    let real = self.resolver.borrow_mut().resolve(m);
+                    if real != *m {
                         out.push(Rule {
                             value: real,
                             origin: cx.origin(key, text, span.clone()),

@@ -1353,6 +1353,41 @@ fn a_glob_holds_its_matches_through_links_where_they_really_are() {
     assert!(decide(&p, &Request::Read(&home.join("dots/app/other"))).is_allowed());
 }
 
+/// The loader keeps each glob's walk with the policy, for the kernel layer (two
+/// layers naming one glob share it), and never in the interposer's snapshot.
+#[test]
+fn a_glob_s_walk_is_kept_with_the_policy_and_not_in_the_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(d.path()).unwrap();
+    let secret = home.join("proj/sub/.env-with-a-long-name-to-find-in-bytes");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "x").unwrap();
+    let mut o = LoadOptions::new(Context {
+        home: home.clone(),
+        workspace: home.join("proj"),
+        scratch: "/nonexistent-tmp/run".into(),
+        state_dir: home.join(".sandpit"),
+    });
+    let text = "[files]\nblock_read = [\"**/.env*\"]\n";
+    o.profile = Some(Source::new(Layer::Profile, "profile.toml", text));
+    o.user = Some(Source::new(Layer::User, "user.toml", text));
+    let p = load(&o).unwrap();
+    let glob = home.join("proj/**/.env*");
+    assert_eq!(p.glob_matches.get(&glob), Some(&Ok(vec![secret.clone()])));
+    assert_eq!(p.glob_matches.get(&home.join("proj/**/x")), None);
+    let snap = p.snapshot();
+    let name = b"-with-a-long-name-to-find-in-bytes";
+    assert!(!snap.windows(name.len()).any(|w| w == name));
+    // The walk is not policy: a policy read back from its snapshot is the same.
+    let back = Policy::from_snapshot(&snap).unwrap();
+    assert_eq!(back.glob_matches.get(&glob), None);
+    assert_eq!(back, p);
+    // The snapshot is the same bytes without the record: it adds none.
+    let mut bare = p.clone();
+    bare.glob_matches = Default::default();
+    assert_eq!(bare.snapshot(), snap);
+}
+
 #[test]
 fn audit_bytes_defaults_lowers_and_refuses_nonsense() {
     let p = user("").unwrap();
