@@ -345,6 +345,33 @@ fn project_err(user_text: &str, project: &str, needle: &str) {
     assert!(!d.hint.is_empty());
 }
 
+/// The boolean keys a project file may set one way only: shims on, never off where
+/// the user's layers turned them on; `allow_local_binding` off, never on where they
+/// left it off. Restating the value a lower layer set is no change, and allowed.
+#[test]
+fn a_project_file_sets_boolean_keys_one_way_only() {
+    let (on, off) = ("[shims]\nenabled = true\n", "[shims]\nenabled = false\n");
+    assert!(project_over_user("", on).unwrap().shims.enabled);
+    assert!(project_over_user(on, on).unwrap().shims.enabled);
+    assert!(!project_over_user(off, off).unwrap().shims.enabled);
+    assert!(!project_over_user("", off).unwrap().shims.enabled);
+    project_err(on, off, "a project file cannot turn shims off");
+    let bind = |v: bool| format!("[network]\nallow_local_binding = {v}\n");
+    let p = project_over_user("", &bind(false)).unwrap();
+    let b = &p.network.allow_local_binding;
+    assert!(!b.value);
+    assert_eq!((b.origin.layer, b.origin.line), (Layer::Project, 2));
+    let p = project_over_user(&bind(true), &bind(false)).unwrap();
+    assert!(!p.network.allow_local_binding.value);
+    let p = project_over_user(&bind(true), &bind(true)).unwrap();
+    assert!(p.network.allow_local_binding.value);
+    project_err(
+        &bind(false),
+        &bind(true),
+        "may turn network.allow_local_binding off, never on",
+    );
+}
+
 #[test]
 fn ask_on_blocked_host_is_on_by_default_and_the_project_may_turn_it_off() {
     let p = project_over_user("", "").unwrap();
