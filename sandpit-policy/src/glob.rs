@@ -151,6 +151,40 @@ pub struct TooMany {
     pub visited: usize,
 }
 
+/// What one walk found: the matches, or that it stopped at the limit.
+pub type Walk = Result<Vec<PathBuf>, TooMany>;
+
+/// What each glob of a policy's path lists matched when the loader walked it
+/// ([`expand`], bounded by [`WALK_LIMIT`]), by the glob's value. The loader walks
+/// every glob to find matches reached through a link; the Linux kernel layer takes
+/// the same walk's matches instead of walking a `**` over the workspace again.
+///
+/// A record of the filesystem at load time, not policy: it stays out of the
+/// snapshot (the interposer matches each path against the glob instead), and two
+/// policies that differ only here are equal. Shared, so cloning a policy is cheap.
+#[derive(Debug, Clone, Default)]
+pub struct Matches(std::sync::Arc<std::collections::BTreeMap<PathBuf, Walk>>);
+
+impl Matches {
+    pub fn new(walks: std::collections::BTreeMap<PathBuf, Walk>) -> Matches {
+        Matches(std::sync::Arc::new(walks))
+    }
+
+    /// What the glob `pattern` matched when it was loaded; `None` when the loader
+    /// did not see it (a rule added since).
+    pub fn get(&self, pattern: &Path) -> Option<&Walk> {
+        self.0.get(pattern)
+    }
+}
+
+impl PartialEq for Matches {
+    fn eq(&self, _: &Matches) -> bool {
+        true
+    }
+}
+
+impl Eq for Matches {}
+
 /// The existing paths `pattern` matches, found by walking from its literal prefix
 /// (a link to a directory is followed where a named component matches it, never
 /// by `**`; a path through one is given as written), in

@@ -59,6 +59,11 @@ pub struct Policy {
     /// instead of denying it. Set by the launcher alone, never by a config file, and
     /// carried to the interposer in the snapshot: the sandbox cannot turn it on.
     pub learn: bool,
+    /// What each glob of the path lists matched when the policy was loaded: the
+    /// Linux kernel layer's concrete paths come from this one walk. Never in the
+    /// snapshot: the interposer matches a glob against each path it judges.
+    #[serde(skip)]
+    pub glob_matches: glob::Matches,
 }
 
 /// File rules. Every path is absolute, normalized and symlink-resolved where it exists.

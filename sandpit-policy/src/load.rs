@@ -278,6 +278,9 @@ struct Builder {
     unrestricted_at: Option<Origin>,
     /// Symlink lookups shared by every path of every layer.
     resolver: std::cell::RefCell<path::Resolver>,
+    /// Each glob's walk, by its value: once per glob, however many layers name it,
+    /// and kept with the policy for the kernel layer (`Policy::glob_matches`).
+    walks: std::cell::RefCell<BTreeMap<PathBuf, crate::glob::Walk>>,
 }
 
 struct Cx<'a> {
@@ -352,6 +355,7 @@ impl Builder {
         Builder {
             ctx,
             resolver: Default::default(),
+            walks: Default::default(),
             policy: Policy {
                 context: Context {
                     home: PathBuf::new(),
@@ -393,6 +397,7 @@ impl Builder {
                 credentials: vec![],
                 telemetry: Telemetry::default(),
                 learn: false,
+                glob_matches: Default::default(),
             },
             unrestricted_at: None,
         }
@@ -400,6 +405,7 @@ impl Builder {
 
     fn finish(mut self) -> Policy {
         self.policy.context = self.ctx;
+        self.policy.glob_matches = crate::glob::Matches::new(self.walks.into_inner());
         self.policy
     }
 
@@ -471,16 +477,20 @@ impl Builder {
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();
-            if let Some(en) = &s.enabled {
-                if project && !*en.get_ref() && self.policy.shims.enabled {
-                    return Err(cx.diag(
-                        en.span(),
+            self.switches(
+                &cx,
+                &[(
+                    "shims.enabled",
+                    &s.enabled,
+                    Some((
+                        |on, was| !on && was,
                         "a project file cannot turn shims off",
                         "remove shims.enabled from .sandpit.toml",
-                    ));
-                }
-                self.policy.shims.enabled = *en.get_ref();
-            }
+                    )),
+                    |p| Slot::Flag(&mut p.shims.enabled),
+                )],
+                project,
+            )?;
             for (text, span) in entries(&s.extra) {
                 if text.is_empty()
                     || text.contains('/')
@@ -642,24 +652,22 @@ impl Builder {
                 self.policy.isolation.unix_sockets.push(r);
             }
         }
-        let switches = [
-            (
-                "isolation.nested_user_namespaces",
-                &i.nested_user_namespaces,
-                &mut self.policy.isolation.nested_user_namespaces,
-            ),
-            (
-                "isolation.macos_trustd",
-                &i.macos_trustd,
-                &mut self.policy.isolation.macos_trustd,
-            ),
-        ];
-        for (key, raw, slot) in switches {
-            if let Some(on) = raw {
-                *slot = on.get_ref().then(|| cx.origin(key, "true", on.span()));
-            }
-        }
-        Ok(())
+        // A project file never gets here: the table is refused whole above.
+        self.switches(
+            cx,
+            &[
+                (
+                    "isolation.nested_user_namespaces",
+                    &i.nested_user_namespaces,
+                    None,
+                    |p| Slot::On(&mut p.isolation.nested_user_namespaces),
+                ),
+                ("isolation.macos_trustd", &i.macos_trustd, None, |p| {
+                    Slot::On(&mut p.isolation.macos_trustd)
+                }),
+            ],
+            project,
+        )
     }
 
     /// `[telemetry]`: the user's own layers only (a project must not redirect the
@@ -814,6 +822,27 @@ impl Builder {
         Ok(())
     }
 
+    /// Boolean keys, in order: each refused where a project file sets it as its row
+    /// says, else set with its origin.
+    fn switches(&mut self, cx: &Cx, keys: &[SwitchKey], project: bool) -> Result<()> {
+        for &(key, raw, narrowing, slot) in keys {
+            let Some(b) = raw else {
+                continue;
+            };
+            let on = *b.get_ref();
+            if let (true, Some((refused, message, hint))) = (project, narrowing) {
+                if refused(on, slot(&mut self.policy).get()) {
+                    return Err(cx.diag(b.span(), message, hint));
+                }
+            }
+            slot(&mut self.policy).set(Rule {
+                value: on,
+                origin: cx.origin(key, &on.to_string(), b.span()),
+            });
+        }
+        Ok(())
+    }
+
     fn paths(&self, cx: &Cx, key: &str, list: &Entries) -> Result<Vec<Rule<PathBuf>>> {
         let mut out = vec![];
         for (text, span) in entries(list) {
@@ -831,12 +860,16 @@ impl Builder {
                 let value = self.resolver.borrow_mut().resolve(&prefix).join(rest);
                 // What it matches now through a link (`~/.config/app` linking to
                 // `~/dots/app`) is held where it really is too: every layer judges
-                // resolved paths. (Matches made later through a link are not.)
-                let found =
-                    crate::glob::expand(&value, crate::glob::WALK_LIMIT).unwrap_or_default();
-                for m in found {
-                    let real = self.resolver.borrow_mut().resolve(&m);
-                    if real != m {
+                // resolved paths. (Matches made later through a link are not.) A
+                // walk past the limit adds nothing here: the kernel layer, which
+                // takes the same walk's matches, refuses the run (run/input.rs).
+                let mut walks = self.walks.borrow_mut();
+                let found = walks
+                    .entry(value.clone())
+                    .or_insert_with(|| crate::glob::expand(&value, crate::glob::WALK_LIMIT));
+                for m in found.iter().flatten() {
+                    let real = self.resolver.borrow_mut().resolve(m);
+                    if real != *m {
                         out.push(Rule {
                             value: real,
                             origin: cx.origin(key, text, span.clone()),
@@ -1043,24 +1076,38 @@ impl Builder {
                     "a project file may add network.http.block entries; put allow entries in ~/.sandpit/config.toml",
                 ));
             }
-            if let Some(b) = &n.allow_local_binding {
-                if *b.get_ref() && !self.policy.network.allow_local_binding.value {
-                    return Err(cx.diag(
-                        b.span(),
+        }
+        // A project file may only turn these off. Checked here, among its other
+        // refusals and before the mode: of several errors in one file, the first in
+        // this order is the one reported.
+        self.switches(
+            cx,
+            &[
+                (
+                    "network.allow_local_binding",
+                    &n.allow_local_binding,
+                    Some((
+                        |on, was| on && !was,
                         "a project file may turn network.allow_local_binding off, never on",
                         "set it in ~/.sandpit/config.toml or pass the flag for this run",
-                    ));
-                }
-            }
-            if let Some(b) = &n.ask_on_blocked_host {
-                if *b.get_ref() {
-                    return Err(cx.diag(
-                        b.span(),
+                    )),
+                    |p| Slot::Rule(&mut p.network.allow_local_binding),
+                ),
+                (
+                    "network.ask_on_blocked_host",
+                    &n.ask_on_blocked_host,
+                    // Refused even where it is on already.
+                    Some((
+                        |on, _| on,
                         "a project file may turn network.ask_on_blocked_host off, never on",
                         "remove the line (asking is on by default when a terminal is there) or set it in ~/.sandpit/config.toml",
-                    ));
-                }
-            }
+                    )),
+                    |p| Slot::Rule(&mut p.network.ask_on_blocked_host),
+                ),
+            ],
+            project,
+        )?;
+        if project {
             if let Some(t) = &n.ask_timeout {
                 if *t.get_ref() > i64::from(self.policy.network.ask_timeout.value) {
                     return Err(cx.diag(
@@ -1187,30 +1234,10 @@ impl Builder {
         for r in block {
             push_rule(&mut self.policy.network.block, r);
         }
-        if let Some(b) = &n.allow_local_binding {
-            self.policy.network.allow_local_binding = Rule {
-                value: *b.get_ref(),
-                origin: cx.origin(
-                    "network.allow_local_binding",
-                    &b.get_ref().to_string(),
-                    b.span(),
-                ),
-            };
-        }
         if let Some(list) = &n.program {
             for entry in list.get_ref() {
                 self.apply_program(cx, entry)?;
             }
-        }
-        if let Some(b) = &n.ask_on_blocked_host {
-            self.policy.network.ask_on_blocked_host = Rule {
-                value: *b.get_ref(),
-                origin: cx.origin(
-                    "network.ask_on_blocked_host",
-                    &b.get_ref().to_string(),
-                    b.span(),
-                ),
-            };
         }
         if let Some(t) = &n.ask_timeout {
             let secs = u32::try_from(*t.get_ref())
@@ -1868,10 +1895,45 @@ fn push_rule<T: PartialEq>(list: &mut Vec<Rule<T>>, r: Rule<T>) {
     push_rule_by(list, r, |a, b| a == b)
 }
 
-/// [`push_rule`] for path lists, comparing bytes: a `Path`'s own `==` walks both
-/// paths component by component, and each entry is checked against the whole list.
-/// The resolver has normalized every value; two spellings of one path that were not
-/// would only keep both entries, which decide the same.
+/// Where a boolean key goes: a rule with its origin, a plain flag, or a switch that
+/// holds its origin while it is on (`None` when off).
+enum Slot<'a> {
+    Rule(&'a mut Rule<bool>),
+    Flag(&'a mut bool),
+    On(&'a mut Option<Origin>),
+}
+
+impl Slot<'_> {
+    fn get(&self) -> bool {
+        match self {
+            Slot::Rule(r) => r.value,
+            Slot::Flag(b) => **b,
+            Slot::On(o) => o.is_some(),
+        }
+    }
+
+    fn set(self, r: Rule<bool>) {
+        match self {
+            Slot::Rule(s) => *s = r,
+            Slot::Flag(s) => *s = r.value,
+            Slot::On(s) => *s = r.value.then_some(r.origin),
+        }
+    }
+}
+
+/// What a project file may not do with a boolean key: whether setting it `on`
+/// over what it `was` is refused, with the refusal's message and hint.
+type Narrowing<'a> = (fn(bool, bool) -> bool, &'a str, &'a str);
+
+/// A boolean key: its name, its raw value, what a project file may not do with it
+/// (`None` where the whole table is refused to a project file), and where it goes.
+type SwitchKey<'a> = (
+    &'a str,
+    &'a Option<Spanned<bool>>,
+    Option<Narrowing<'a>>,
+    fn(&mut Policy) -> Slot<'_>,
+);
+
 /// A `[limits]` key: its name, its raw value, its smallest limit and that limit's
 /// unit, and where it goes.
 type LimitKey<'a> = (
@@ -1930,6 +1992,10 @@ fn limit(
     }))
 }
 
+/// [`push_rule`] for path lists, comparing bytes: a `Path`'s own `==` walks both
+/// paths component by component, and each entry is checked against the whole list.
+/// The resolver has normalized every value; two spellings of one path that were not
+/// would only keep both entries, which decide the same.
 fn push_path_rule(list: &mut Vec<Rule<PathBuf>>, r: Rule<PathBuf>) {
     push_rule_by(list, r, |a, b| a.as_os_str() == b.as_os_str())
 }

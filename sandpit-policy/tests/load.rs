@@ -345,6 +345,33 @@ fn project_err(user_text: &str, project: &str, needle: &str) {
     assert!(!d.hint.is_empty());
 }
 
+/// The boolean keys a project file may set one way only: shims on, never off where
+/// the user's layers turned them on; `allow_local_binding` off, never on where they
+/// left it off. Restating the value a lower layer set is no change, and allowed.
+#[test]
+fn a_project_file_sets_boolean_keys_one_way_only() {
+    let (on, off) = ("[shims]\nenabled = true\n", "[shims]\nenabled = false\n");
+    assert!(project_over_user("", on).unwrap().shims.enabled);
+    assert!(project_over_user(on, on).unwrap().shims.enabled);
+    assert!(!project_over_user(off, off).unwrap().shims.enabled);
+    assert!(!project_over_user("", off).unwrap().shims.enabled);
+    project_err(on, off, "a project file cannot turn shims off");
+    let bind = |v: bool| format!("[network]\nallow_local_binding = {v}\n");
+    let p = project_over_user("", &bind(false)).unwrap();
+    let b = &p.network.allow_local_binding;
+    assert!(!b.value);
+    assert_eq!((b.origin.layer, b.origin.line), (Layer::Project, 2));
+    let p = project_over_user(&bind(true), &bind(false)).unwrap();
+    assert!(!p.network.allow_local_binding.value);
+    let p = project_over_user(&bind(true), &bind(true)).unwrap();
+    assert!(p.network.allow_local_binding.value);
+    project_err(
+        &bind(false),
+        &bind(true),
+        "may turn network.allow_local_binding off, never on",
+    );
+}
+
 #[test]
 fn ask_on_blocked_host_is_on_by_default_and_the_project_may_turn_it_off() {
     let p = project_over_user("", "").unwrap();
@@ -1351,6 +1378,41 @@ fn a_glob_holds_its_matches_through_links_where_they_really_are() {
     assert!(v.is_denied(), "{v:?}");
     assert_eq!(v.rule.unwrap().entry, "~/.config/*/credentials*");
     assert!(decide(&p, &Request::Read(&home.join("dots/app/other"))).is_allowed());
+}
+
+/// The loader keeps each glob's walk with the policy, for the kernel layer (two
+/// layers naming one glob share it), and never in the interposer's snapshot.
+#[test]
+fn a_glob_s_walk_is_kept_with_the_policy_and_not_in_the_snapshot() {
+    let d = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(d.path()).unwrap();
+    let secret = home.join("proj/sub/.env-with-a-long-name-to-find-in-bytes");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "x").unwrap();
+    let mut o = LoadOptions::new(Context {
+        home: home.clone(),
+        workspace: home.join("proj"),
+        scratch: "/nonexistent-tmp/run".into(),
+        state_dir: home.join(".sandpit"),
+    });
+    let text = "[files]\nblock_read = [\"**/.env*\"]\n";
+    o.profile = Some(Source::new(Layer::Profile, "profile.toml", text));
+    o.user = Some(Source::new(Layer::User, "user.toml", text));
+    let p = load(&o).unwrap();
+    let glob = home.join("proj/**/.env*");
+    assert_eq!(p.glob_matches.get(&glob), Some(&Ok(vec![secret.clone()])));
+    assert_eq!(p.glob_matches.get(&home.join("proj/**/x")), None);
+    let snap = p.snapshot();
+    let name = b"-with-a-long-name-to-find-in-bytes";
+    assert!(!snap.windows(name.len()).any(|w| w == name));
+    // The walk is not policy: a policy read back from its snapshot is the same.
+    let back = Policy::from_snapshot(&snap).unwrap();
+    assert_eq!(back.glob_matches.get(&glob), None);
+    assert_eq!(back, p);
+    // The snapshot is the same bytes without the record: it adds none.
+    let mut bare = p.clone();
+    bare.glob_matches = Default::default();
+    assert_eq!(bare.snapshot(), snap);
 }
 
 #[test]

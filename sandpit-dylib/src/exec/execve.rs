@@ -1,7 +1,6 @@
 //! `execve`, `execv`, `execveat`, `fexecve`, and the variadic `execl`, `execle`
 //! (C shim + naked trampolines, see `csrc/variadic.c`).
-use super::{environ, prepare, Find, How};
-use crate::envp::Envp;
+use super::{environ, in_place, Find};
 #[cfg(target_os = "linux")]
 use crate::path::{fd_link, PBuf};
 use libc::{c_char, c_int};
@@ -25,12 +24,13 @@ pub unsafe fn execve_impl(
 ) -> Result<c_int, c_int> {
     // SAFETY: the caller's string.
     let p = unsafe { crate::sys::cstr(path) }.ok_or(libc::EFAULT)?;
-    let mut env = Envp::new();
+    let exec = |envp| {
+        let real = real_execve()?;
+        // SAFETY: arguments valid per the contract; `envp` is the child's.
+        Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
+    };
     // SAFETY: per the contract.
-    let envp = unsafe { prepare(Some(p), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
-    let real = real_execve()?;
-    // SAFETY: arguments valid per the contract; `envp` lives in `env`.
-    Ok(crate::guard::released(|| unsafe { real(path, argv, envp) }))
+    unsafe { in_place(p, Find::Path, argv, envp, exec) }
 }
 
 hook! {
@@ -69,11 +69,10 @@ hook! {
             fd_link(dir, &mut prog)?;
             prog.push(p)?;
         }
-        let mut env = Envp::new();
+        // SAFETY: the caller's arguments; `envp` is the child's.
+        let exec = |envp| Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }));
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(prog.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
-        // SAFETY: the caller's arguments; `envp` lives in `env`.
-        Ok(crate::guard::released(|| unsafe { real(dir, path, argv, envp, flags) }))
+        unsafe { in_place(prog.as_bytes(), Find::Path, argv, envp, exec) }
     }
 }
 
@@ -84,11 +83,10 @@ hook! {
     |real| {
         let mut link = PBuf::new();
         fd_link(fd, &mut link)?;
-        let mut env = Envp::new();
+        // SAFETY: the caller's arguments; `envp` is the child's.
+        let exec = |envp| Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }));
         // SAFETY: the caller's arrays.
-        let envp = unsafe { prepare(Some(link.as_bytes()), Find::Path, How::Exec, argv, envp, &mut env) }?.envp;
-        // SAFETY: the caller's arguments; `envp` lives in `env`.
-        Ok(crate::guard::released(|| unsafe { real(fd, argv, envp) }))
+        unsafe { in_place(link.as_bytes(), Find::Path, argv, envp, exec) }
     }
 }
 

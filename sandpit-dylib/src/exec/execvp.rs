@@ -2,11 +2,24 @@
 //! here, calling the real `execve` for each candidate, because glibc's own search
 //! calls its internal execve (not through the PLT).
 use super::execve::real_execve;
-use super::{environ, prepare, Argv, Find, How};
-use crate::envp::Envp;
+use super::{environ, in_place, Argv, Find};
 use crate::path::PBuf;
 use libc::{c_char, c_int};
 use std::ops::ControlFlow;
+
+/// The name `file` that a search runs: an empty one names no file (ENOENT, as the
+/// C library says), and is refused before anything is judged.
+///
+/// # Safety
+/// `file` is NULL or a NUL-terminated string that outlives `'a`.
+unsafe fn search_name<'a>(file: *const c_char) -> Result<&'a [u8], c_int> {
+    // SAFETY: per the contract.
+    let f = unsafe { crate::sys::cstr(file) }.ok_or(libc::EFAULT)?;
+    if f.is_empty() {
+        return Err(libc::ENOENT);
+    }
+    Ok(f)
+}
 
 /// # Safety
 /// As for `execvpe`.
@@ -16,13 +29,25 @@ pub unsafe fn execvpe_impl(
     envp: *const *const c_char,
 ) -> Result<c_int, c_int> {
     // SAFETY: the caller's string.
-    let f = unsafe { crate::sys::cstr(file) }.ok_or(libc::EFAULT)?;
-    if f.is_empty() {
-        return Err(libc::ENOENT);
-    }
-    let mut env = Envp::new();
+    let f = unsafe { search_name(file) }?;
+    // SAFETY: the caller's arguments; `envp` is the child's.
+    let exec = |envp| unsafe { search(file, f, argv, envp) };
     // SAFETY: the caller's arrays.
-    let envp = unsafe { prepare(Some(f), Find::Search, How::Exec, argv, envp, &mut env) }?.envp;
+    unsafe { in_place(f, Find::Search, argv, envp, exec) }
+}
+
+/// Run `f` (the bytes of `file`) as `execvpe` does, with `envp` composed already:
+/// the path itself when it has a `/`, else each candidate on `PATH` in turn.
+/// Returns only on failure.
+///
+/// # Safety
+/// As for `execvpe`.
+unsafe fn search(
+    file: *const c_char,
+    f: &[u8],
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Result<c_int, c_int> {
     let real = real_execve()?;
     if f.contains(&b'/') {
         // SAFETY: the caller's arguments; `envp` lives in `env`.
@@ -147,10 +172,7 @@ pub unsafe fn execv_search_impl(
     envp: *const *const c_char,
 ) -> Result<c_int, c_int> {
     // SAFETY: the caller's string.
-    let f = unsafe { crate::sys::cstr(file) }.ok_or(libc::EFAULT)?;
-    if f.is_empty() {
-        return Err(libc::ENOENT);
-    }
+    let f = unsafe { search_name(file) }?;
     if f.contains(&b'/') {
         // SAFETY: the caller's arguments.
         return unsafe { super::execve::execve_impl(file, argv, envp) };

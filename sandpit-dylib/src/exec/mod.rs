@@ -362,6 +362,27 @@ pub unsafe fn prepare(
     Ok(Prepared { envp, hide })
 }
 
+/// The prologue of every exec in place (`execve`, `execv`, `execveat`, `fexecve`,
+/// `execvp`, `execvpe`, `execl*`): [`prepare`] `program argv` (found as `find`
+/// says), then `exec` with the child's environment, which lives until `exec`
+/// returns. Refused: the errno, and `exec` is not called. `exec` releases the
+/// re-entry guard around each real call itself (`crate::guard::released`).
+///
+/// # Safety
+/// `argv`/`envp` as for `execve`.
+pub unsafe fn in_place<R>(
+    program: &[u8],
+    find: Find,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    exec: impl FnOnce(*const *const c_char) -> Result<R, libc::c_int>,
+) -> Result<R, libc::c_int> {
+    let mut env = crate::envp::Envp::new();
+    // SAFETY: per the contract.
+    let envp = unsafe { prepare(Some(program), find, How::Exec, argv, envp, &mut env) }?.envp;
+    exec(envp)
+}
+
 /// Make the call `f` that starts a program (`posix_spawn`, `system`, `popen`), on a
 /// thread of its own that takes the layer hiding `files.agent_read` first when
 /// `hide` says so. No hook runs in the child a spawn call makes before its `exec`,

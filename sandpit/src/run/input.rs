@@ -87,17 +87,30 @@ fn host_sockets(keep: &[&Path]) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// (`sandpit_policy::glob::expand`): some 50 ms of start-up.
 pub const GLOB_WALK: usize = sandpit_policy::glob::WALK_LIMIT;
 
-/// The paths `rules` name, for the kernel layer: a glob becomes what it matches
-/// when the run starts. One that would walk more than [`GLOB_WALK`] entries
-/// stops the run (the kernel layer could not hold it whole).
-fn concrete(rules: &[sandpit_policy::Rule<PathBuf>]) -> Result<Vec<PathBuf>> {
+/// The paths `rules` name, for the kernel layer: a glob becomes what it matched
+/// when the policy was loaded (`loaded`: the loader walked it already, and a `**`
+/// over a large workspace is not walked twice), or, for a glob added since, what it
+/// matches now. One that would walk more than [`GLOB_WALK`] entries stops the run
+/// (the kernel layer could not hold it whole).
+fn concrete(
+    rules: &[sandpit_policy::Rule<PathBuf>],
+    loaded: &sandpit_policy::glob::Matches,
+) -> Result<Vec<PathBuf>> {
     let mut out = vec![];
     for r in rules {
         if !sandpit_policy::glob::is_glob(r.value.as_os_str().as_encoded_bytes()) {
             out.push(r.value.clone());
             continue;
         }
-        let found = sandpit_policy::glob::expand(&r.value, GLOB_WALK).map_err(|e| {
+        let walked;
+        let found = match loaded.get(&r.value) {
+            Some(w) => w,
+            None => {
+                walked = sandpit_policy::glob::expand(&r.value, GLOB_WALK);
+                &walked
+            }
+        };
+        let found = found.as_ref().map_err(|e| {
             anyhow::anyhow!(
                 "{} {:?} ({}) would walk more than {} entries under {} to find what it \
                  matches; the command was not started, as the kernel layer could not \
@@ -109,7 +122,7 @@ fn concrete(rules: &[sandpit_policy::Rule<PathBuf>]) -> Result<Vec<PathBuf>> {
                 sandpit_policy::glob::literal_prefix(&r.value).display()
             )
         })?;
-        out.extend(found);
+        out.extend(found.iter().cloned());
     }
     Ok(out)
 }
@@ -135,7 +148,7 @@ pub fn plan_input(
 ) -> Result<crate::sandbox::linux::Input> {
     use crate::sandbox::linux::Network;
     use sandpit_policy::NetMode;
-    let values = concrete;
+    let values = |rules: &[sandpit_policy::Rule<PathBuf>]| concrete(rules, &policy.glob_matches);
     let ctx = &policy.context;
     // Unrestricted goes through the proxy as filtered does: the proxy lifts host
     // filtering, and the kernel layer keeps everything else (docs/run.md) but UDP
@@ -163,7 +176,7 @@ pub fn plan_input(
     // allow_read of its own agent's auth file) is not masked. Only an entry at or
     // below some allow_read rule can be carved out: the rest skip `decide`.
     let files = &policy.files;
-    let mut read_denied: Vec<PathBuf> = concrete(&files.block_read)?
+    let mut read_denied: Vec<PathBuf> = values(&files.block_read)?
         .into_iter()
         .filter(|p| {
             !files
@@ -222,7 +235,7 @@ pub fn plan_input(
         // A writable root that does not exist yet has nothing to bind: it stays
         // absent (and unwritable, as its parent is read-only) for this run.
         // The private /tmp and /dev/shm are tmpfs mounts of the plan's, not binds.
-        writable: concrete(&own_writable)?
+        writable: values(&own_writable)?
             .into_iter()
             .filter(|p| p.symlink_metadata().is_ok() || will_exist.contains(p))
             .collect(),
@@ -263,4 +276,98 @@ pub fn plan_input(
             .map(|r| r.value.clone())
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandpit_policy::glob::{Matches, TooMany, Walk};
+
+    /// A policy whose `files.block_read` is the glob `pattern`, under `root`.
+    fn glob_policy(root: &Path, pattern: &str) -> sandpit_policy::Policy {
+        let text = format!(
+            "[files]\nblock_read = [\"{}\"]\n",
+            root.join(pattern).display()
+        );
+        crate::service::decide::policy_from_toml(&text).unwrap()
+    }
+
+    fn under(root: &Path, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+        paths.into_iter().filter(|p| p.starts_with(root)).collect()
+    }
+
+    /// The loader walks each glob once, and the kernel layer takes that walk's
+    /// matches: a match made after loading is not among them (a second walk would
+    /// find it), while a glob the loader never saw is walked when the plan is made.
+    #[test]
+    fn a_glob_is_walked_once_when_the_policy_is_loaded() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        let write = |p: &str| {
+            std::fs::create_dir_all(root.join(p).parent().unwrap()).unwrap();
+            std::fs::write(root.join(p), "").unwrap();
+        };
+        write("a/.env");
+        let p = glob_policy(&root, "**/.env");
+        write("b/.env");
+        let rules = &p.files.block_read;
+        assert_eq!(
+            under(&root, concrete(rules, &p.glob_matches).unwrap()),
+            [root.join("a/.env")]
+        );
+        // Control: walked now, the same rules find both.
+        assert_eq!(
+            under(&root, concrete(rules, &Matches::default()).unwrap()),
+            [root.join("a/.env"), root.join("b/.env")]
+        );
+        // A glob added after loading is walked when the plan is made.
+        let mut added = rules.clone();
+        let mut r = added[0].clone();
+        r.value = root.join("*/.env");
+        added.push(r);
+        assert_eq!(
+            under(&root, concrete(&added, &p.glob_matches).unwrap()),
+            [
+                root.join("a/.env"),
+                root.join("a/.env"),
+                root.join("b/.env")
+            ]
+        );
+    }
+
+    /// A glob whose load-time walk stopped at the limit stops the run, with the
+    /// walk's own count, as a glob walked at plan time does.
+    #[test]
+    fn a_glob_that_walked_too_far_when_loaded_stops_the_run() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        let p = glob_policy(&root, "**/.env");
+        let rule = p
+            .files
+            .block_read
+            .iter()
+            .find(|r| r.value.starts_with(&root))
+            .unwrap();
+        assert_eq!(
+            p.glob_matches.get(&rule.value),
+            Some(&Ok(vec![])),
+            "the loader walked it"
+        );
+        let walks = [(
+            rule.value.clone(),
+            Walk::Err(TooMany {
+                visited: GLOB_WALK + 1,
+            }),
+        )];
+        let err = concrete(std::slice::from_ref(rule), &Matches::new(walks.into()))
+            .unwrap_err()
+            .to_string();
+        let want = format!(
+            "files.block_read {:?} (test.toml:2:15) would walk more than 100000 entries under {}",
+            root.join("**/.env").display().to_string(),
+            root.display()
+        );
+        assert!(err.starts_with(&want), "{err}");
+        assert!(err.contains("Narrow it"), "{err}");
+    }
 }
