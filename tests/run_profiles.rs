@@ -227,3 +227,32 @@ fn a_profiles_env_set_reaches_every_program_and_is_shown() {
         "{c}"
     );
 }
+
+/// `env.set` and the run's own variables of the same name make one variable each:
+/// the package cache's replaces env.set's (it is the one such directory the sandbox
+/// may write), and the sealed `.git`'s `-buildvcs=false` is added to env.set's
+/// GOFLAGS. Before, both copies reached the environment, and which one a program
+/// saw depended on its language.
+#[test]
+fn env_set_and_the_runs_own_variables_make_one_each() {
+    let h = TestHome::new();
+    h.user_config(
+        "[env.set]\nCARGO_HOME = \"/elsewhere/cargo\"\nGOFLAGS = \"-mod=vendor\"\nKEPT = \"yes\"\n",
+    );
+    let o = run(
+        &h,
+        "codex",
+        "env | grep -E '^(CARGO_HOME|GOFLAGS|KEPT)=' | sort",
+    );
+    let t = common::text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{t}");
+    assert!(
+        lines[0].starts_with("CARGO_HOME=") && lines[0].contains("/.cache/sandpit/"),
+        "{t}"
+    );
+    assert_eq!(lines[1], "GOFLAGS=-mod=vendor -buildvcs=false", "{t}");
+    assert_eq!(lines[2], "KEPT=yes", "{t}");
+}

@@ -512,8 +512,6 @@ impl Builder {
         Ok(())
     }
 
-    /// `env.agent` and `env.agent_programs`: what the agent keeps of the withheld
-    /// variables. They only give, so a project file may set neither.
     /// `env.set`: variables the command gets. Not from a project file (a value
     /// there would reach the user's programs: `NODE_OPTIONS`, `PYTHONSTARTUP`),
     /// and never one that sandpit itself sets or the loader obeys.
@@ -572,6 +570,8 @@ impl Builder {
         Ok(())
     }
 
+    /// `env.agent` and `env.agent_programs`: what the agent keeps of the withheld
+    /// variables. They only give, so a project file may set neither.
     fn apply_env_agent(&mut self, cx: &Cx, env: &RawEnv, project: bool) -> Result<()> {
         for (key, list) in [
             ("agent", &env.agent),
@@ -1503,6 +1503,18 @@ impl Builder {
                 CredentialSource::Env(v) => Some(v.as_str()),
                 _ => None,
             };
+            let ca = |n: &str| n == crate::CA_ADD_ENV || crate::CA_BUNDLE_ENV.contains(&n);
+            if let Some(n) = [Some(c.env.as_str()), source_var]
+                .into_iter()
+                .flatten()
+                .find(|n| ca(n))
+            {
+                return Err(cx.diag(
+                    table.span(),
+                    format!("credentials.{} uses {n}, which a run with [credentials] sets to its own certificate authority", c.name),
+                    "give the credential another variable",
+                ));
+            }
             if let Some(r) = (self.policy.env.set.iter())
                 .find(|r| r.value.name == c.env || Some(r.value.name.as_str()) == source_var)
             {

@@ -1970,6 +1970,14 @@ fn env_set_refuses_what_sandpit_or_the_loader_owns_and_project_files() {
     );
     // A credential's variable, or its source, is the credential's: in either order.
     let cred = "[credentials.gh]\nenv = \"GH_TOKEN\"\nsource = \"env:REAL_GH\"\nhosts = [\"api.github.com\"]\n";
+    // Nor may a credential use one of the run's CA variables.
+    for (env, source) in [("SSL_CERT_FILE", "REAL_GH"), ("GH_TOKEN", "CURL_CA_BUNDLE")] {
+        let e = user(&format!(
+            "[credentials.gh]\nenv = \"{env}\"\nsource = \"env:{source}\"\nhosts = [\"api.github.com\"]\n"
+        ))
+        .expect_err(env);
+        assert!(e.to_string().contains("certificate authority"), "{e}");
+    }
     for set in ["GH_TOKEN", "REAL_GH"] {
         let set = format!("[env.set]\n{set} = \"x\"\n");
         let e = user(&format!("{cred}{set}")).expect_err("set after");

@@ -350,8 +350,16 @@ fn prepare_credentials(
     policy: &Policy,
     plan: Option<&crate::credentials::Plan>,
 ) -> Result<Option<Injecting>> {
-    use crate::credentials;
+    use crate::credentials::{self, CredentialError};
     let Some(plan) = plan else {
+        // A policy with credentials lets their sentinel variables through: never
+        // without the run's values behind them.
+        if !policy.credentials.is_empty() {
+            return Err(CredentialError::Setup(
+                "[credentials] without the run plan's part for them".into(),
+            )
+            .into());
+        }
         return Ok(None);
     };
     let Some(secrets) = credentials::Secrets::load(policy)? else {

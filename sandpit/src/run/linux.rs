@@ -256,7 +256,12 @@ fn carry_out(
     if plan.sealed_git() {
         // The sealed `.git` of a directory that is no repository is not one go
         // can stamp a build from.
-        let mut flags = std::env::var("GOFLAGS").unwrap_or_default();
+        // Added to the command's own GOFLAGS: env.set's, else this process's.
+        let set = plan.env.iter().rposition(|(k, _)| k == "GOFLAGS");
+        let mut flags = match set {
+            Some(i) => plan.env.remove(i).1,
+            None => std::env::var("GOFLAGS").unwrap_or_default(),
+        };
         flags.push_str(if flags.is_empty() { "" } else { " " });
         flags.push_str("-buildvcs=false");
         plan.env.push(("GOFLAGS".into(), flags));

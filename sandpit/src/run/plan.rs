@@ -270,13 +270,20 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     let caches = crate::caches::granted(&policy).then(|| crate::caches::dir(&policy.context));
     #[cfg(not(target_os = "linux"))]
     let caches: Option<PathBuf> = None;
-    // The caches' variables and `env.set`'s (the loader refused any name the
-    // layers set themselves).
-    let mut env = caches
+    // `env.set`'s variables, then the package cache's, which replace any of the
+    // same name: the cache is the one directory of its kind the sandbox may write.
+    // (The loader refused the names the launcher sets later.)
+    let mut env: Vec<(String, String)> = (policy.env.set.iter())
+        .map(|r| (r.value.name.clone(), r.value.value.clone()))
+        .collect();
+    for (k, v) in caches
         .as_deref()
         .map(crate::caches::env)
-        .unwrap_or_default();
-    env.extend((policy.env.set.iter()).map(|r| (r.value.name.clone(), r.value.value.clone())));
+        .unwrap_or_default()
+    {
+        env.retain(|(e, _)| *e != k);
+        env.push((k, v));
+    }
     let state_dirs = crate::launch::state_dirs(&policy);
     let shims = req.shims || policy.shims.enabled;
 
