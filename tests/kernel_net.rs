@@ -763,3 +763,73 @@ fn another_runs_sandbox_gets_nothing_from_a_runs_dns_socket() {
     assert!(t.contains("sent:ok"), "B's query reached A's socket: {t}");
     assert!(t.contains("answer:none"), "A's responder answered B: {t}");
 }
+
+/// A socket another user bound in a directory only that user may enter is out of
+/// reach of a launcher run as root, inside its user namespace, as it is of the
+/// command: the run leaves it unmasked instead of failing to start (before, any
+/// local user could stop every namespace run of root's that way). The command still
+/// cannot reach it; bare, root can (the listener is real).
+#[test]
+fn another_users_private_socket_stops_no_run_of_roots() {
+    use std::os::unix::fs::{chown, DirBuilderExt};
+    use std::process::{Command, Stdio};
+    assert!(
+        common::is_root(),
+        "the test binds a socket as another user and runs sandpit as root"
+    );
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = base.path().join("private");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .unwrap();
+    chown(&private, Some(common::TEST_UID), Some(common::TEST_GID)).unwrap();
+    let sock = private.join("s.sock");
+    let connect = format!(
+        "import socket; c = socket.socket(socket.AF_UNIX); c.connect({:?}); print('connected')",
+        sock.display().to_string()
+    );
+    let mut l = Command::new("python3");
+    l.args(["-c", "import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1]); s.listen()\nprint('ready', flush=True)\ntime.sleep(60)"])
+        .arg(&sock)
+        .uid(common::TEST_UID)
+        .gid(common::TEST_GID);
+    use std::os::unix::process::CommandExt;
+    let (mut listener, _) = common::spawn_ready(l, Stdio::inherit());
+    // Root's own home and workspace: the launcher wants its state directory its own.
+    let root_home = base.path().join("root");
+    std::fs::create_dir_all(root_home.join("work")).unwrap();
+    let bare = Command::new("python3")
+        .args(["-c", &connect])
+        .output()
+        .unwrap();
+    let o = Command::new(common::sandpit_bin())
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!(
+            "echo ran; python3 -c \"{}\" || echo refused",
+            connect.replace('"', "\\\"")
+        ))
+        .env_clear()
+        .env("HOME", &root_home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(root_home.join("work"))
+        .output()
+        .unwrap();
+    let _ = listener.kill();
+    let _ = listener.wait();
+    let t = common::text(&o);
+    assert!(
+        String::from_utf8_lossy(&bare.stdout).contains("connected"),
+        "bare: {}",
+        common::text(&bare)
+    );
+    assert!(
+        o.status.success() && t.contains("ran"),
+        "the run did not start: {t}"
+    );
+    assert!(
+        t.contains("refused") && !t.contains("connected"),
+        "reached: {t}"
+    );
+}
