@@ -439,51 +439,45 @@ pub fn run_env<'a>(policy: &'a Policy, name: &str) -> Option<RunEnv<'a>> {
 }
 
 fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
-    match run_env(policy, name) {
-        Some(RunEnv::Sentinel(c)) => {
-            return Verdict::new(
-                Decision::Allow,
-                Some(&c.origin),
+    if let Some(r) = run_env(policy, name) {
+        let (origin, reason) = match r {
+            RunEnv::Sentinel(c) => (
+                &c.origin,
                 format!(
                     "{name} holds the sentinel of credentials.{} ({}): every program sees it; the proxy puts the real value into requests to {} only",
                     c.name,
                     c.origin.location(),
                     c.hosts.join(", ")
                 ),
-            )
-        }
-        Some(RunEnv::Ca(c)) => {
-            return Verdict::new(
-                Decision::Allow,
-                Some(&c.origin),
+            ),
+            RunEnv::Ca(c) => (
+                &c.origin,
                 format!(
                     "{name} is set by sandpit to the run's certificate authority, which [credentials] ({}) has: every program sees it, whatever env.withhold says",
                     c.origin.location()
                 ),
-            )
-        }
-        Some(RunEnv::Source(c)) => {
-            return Verdict::new(
-                Decision::Deny,
-                Some(&c.origin),
+            ),
+            RunEnv::Source(c) => (
+                &c.origin,
                 format!(
                     "{name} is the source of credentials.{} ({}): its value never enters the sandbox",
                     c.name,
                     c.origin.location()
                 ),
-            )
-        }
-        Some(RunEnv::Set(r)) => {
-            return Verdict::new(
-                Decision::Allow,
-                Some(&r.origin),
+            ),
+            RunEnv::Set(s) => (
+                &s.origin,
                 format!(
                     "{name} is set to {:?} by {}: every program sees it, whatever env.withhold says",
-                    r.value.value, r.origin
+                    s.value.value, s.origin
                 ),
-            )
-        }
-        None => {}
+            ),
+        };
+        let decision = match r.reaches() {
+            true => Decision::Allow,
+            false => Decision::Deny,
+        };
+        return Verdict::new(decision, Some(origin), reason);
     }
     let env = &policy.env;
     let Some(w) = env.withheld_by(name) else {
