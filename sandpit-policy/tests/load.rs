@@ -1980,6 +1980,12 @@ fn env_set_refuses_what_sandpit_or_the_loader_owns_and_project_files() {
     }
     for set in ["GH_TOKEN", "REAL_GH"] {
         let set = format!("[env.set]\n{set} = \"x\"\n");
+        // The credential in a lower layer (a profile), env.set in the user's file.
+        let mut o = LoadOptions::new(ctx());
+        o.profile = Some(Source::new(Layer::Profile, "profiles/x.toml", cred));
+        o.user = Some(Source::new(Layer::User, "user.toml", &set));
+        let e = load(&o).expect_err("set over a profile's credential");
+        assert!(e.to_string().contains("is credentials.gh's variable"), "{e}");
         let e = user(&format!("{cred}{set}")).expect_err("set after");
         assert!(e.to_string().contains("credentials.gh"), "{e}");
         let e = user(&format!("{set}{cred}")).expect_err("set before");
