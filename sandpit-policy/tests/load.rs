@@ -1985,7 +1985,10 @@ fn env_set_refuses_what_sandpit_or_the_loader_owns_and_project_files() {
         o.profile = Some(Source::new(Layer::Profile, "profiles/x.toml", cred));
         o.user = Some(Source::new(Layer::User, "user.toml", &set));
         let e = load(&o).expect_err("set over a profile's credential");
-        assert!(e.to_string().contains("is credentials.gh's variable"), "{e}");
+        assert!(
+            e.to_string().contains("is credentials.gh's variable"),
+            "{e}"
+        );
         let e = user(&format!("{cred}{set}")).expect_err("set after");
         assert!(e.to_string().contains("credentials.gh"), "{e}");
         let e = user(&format!("{set}{cred}")).expect_err("set before");
