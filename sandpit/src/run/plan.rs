@@ -681,6 +681,18 @@ mod tests {
             let b = s.bind(Some(41000), Some(41001), None, []);
             assert_eq!((b.network, b.dns_port), (Network::Offline, None));
         }
+        // The scratch directory is writable even where no rule names it, once.
+        let mut bare = filtered.clone();
+        bare.files.allow_write.retain(|r| r.value != h.ctx.scratch);
+        let s = seatbelt_input(&bare, true, &cmd, false).unwrap();
+        let n = |s: &crate::sandbox::macos::seatbelt::Input| {
+            s.allow_write
+                .iter()
+                .filter(|p| **p == h.ctx.scratch)
+                .count()
+        };
+        assert_eq!(n(&s), 1, "{:?}", s.allow_write);
+        assert_eq!(n(&seatbelt_input(&filtered, true, &cmd, false).unwrap()), 1);
         // The GUI allowance with --gui (no bundle: the fixed part alone).
         let g = seatbelt_input(&filtered, true, &cmd, true).unwrap();
         assert_eq!(g.gui.map(|g| g.app), Some(None));
