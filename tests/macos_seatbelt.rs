@@ -762,8 +762,12 @@ fn probes(policy: &sandpit_policy::Policy) -> Vec<PathBuf> {
 fn default_policy_golden_and_agreement_with_decide() {
     use sandpit_policy::{decide, Request};
     let policy = default_policy();
-    let input = Input::from_policy(&policy, 41000)
-        .with_control_socket(p("/Users/me/.sandpit/run/1/control.sock"));
+    let input = Input::from_policy(&policy, 41000).bind(
+        Some(41000),
+        None,
+        Some(p("/Users/me/.sandpit/run/1/control.sock")),
+        [],
+    );
     assert_eq!(input.network, Network::Proxy { port: 41000 });
     assert!(input.protected.contains(&p("/Users/me/.sandpit")));
     let prof = compile(&input).unwrap();

@@ -433,7 +433,7 @@ pub fn run_env<'a>(policy: &'a Policy, name: &str) -> Option<RunEnv<'a>> {
         return Some(RunEnv::Ca(first));
     }
     (policy.credentials.iter())
-        .find(|c| matches!(&c.source, crate::CredentialSource::Env(v) if v == name))
+        .find(|c| c.source_var() == Some(name))
         .map(RunEnv::Source)
         .or_else(|| policy.env.set_by(name).map(RunEnv::Set))
 }

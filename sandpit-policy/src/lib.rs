@@ -313,11 +313,27 @@ pub const CA_BUNDLE_ENV: &[&str] = &[
 /// The variable that gets the run's CA alone (see [`CA_BUNDLE_ENV`]).
 pub const CA_ADD_ENV: &str = "NODE_EXTRA_CA_CERTS";
 
+/// Whether `name` is one of the variables a run with `[credentials]` points at its
+/// certificate authority ([`CA_BUNDLE_ENV`], [`CA_ADD_ENV`]).
+pub fn is_ca_env(name: &str) -> bool {
+    name == CA_ADD_ENV || CA_BUNDLE_ENV.contains(&name)
+}
+
+impl Credential {
+    /// The variable the real value is read from (`source = "env:NAME"`), if any.
+    pub fn source_var(&self) -> Option<&str> {
+        match &self.source {
+            CredentialSource::Env(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 impl Policy {
     /// Whether `name` is one of the variables the run sets to its CA: only when
     /// some credential makes the run have one.
     pub fn sets_ca_env(&self, name: &str) -> bool {
-        !self.credentials.is_empty() && (name == CA_ADD_ENV || CA_BUNDLE_ENV.contains(&name))
+        !self.credentials.is_empty() && is_ca_env(name)
     }
 
     /// The credential whose sandbox variable is `name`.

@@ -535,10 +535,11 @@ impl Builder {
                     "set another variable, or set it yourself before `sandpit run`",
                 ));
             }
-            if let Some(c) =
-                self.policy.credentials.iter().find(|c| {
-                    c.env == *n || matches!(&c.source, CredentialSource::Env(v) if v == n)
-                })
+            if let Some(c) = self
+                .policy
+                .credentials
+                .iter()
+                .find(|c| c.env == *n || c.source_var() == Some(n.as_str()))
             {
                 return Err(cx.diag(
                     name.span(),
@@ -1499,15 +1500,11 @@ impl Builder {
                     "give each credential its own variable",
                 ));
             }
-            let source_var = match &c.source {
-                CredentialSource::Env(v) => Some(v.as_str()),
-                _ => None,
-            };
-            let ca = |n: &str| n == crate::CA_ADD_ENV || crate::CA_BUNDLE_ENV.contains(&n);
+            let source_var = c.source_var();
             if let Some(n) = [Some(c.env.as_str()), source_var]
                 .into_iter()
                 .flatten()
-                .find(|n| ca(n))
+                .find(|n| crate::is_ca_env(n))
             {
                 return Err(cx.diag(
                     table.span(),
@@ -2053,8 +2050,7 @@ fn env_set_refusal(name: &str) -> Option<&'static str> {
             "ALL_PROXY",
         ]
         .contains(&upper.as_str())
-        || name == crate::CA_ADD_ENV
-        || crate::CA_BUNDLE_ENV.contains(&name);
+        || crate::is_ca_env(name);
     if own {
         return Some("is set by sandpit for the run");
     }

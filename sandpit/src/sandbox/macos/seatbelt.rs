@@ -188,7 +188,7 @@ impl Input {
     /// directory is protected whatever the policy says. `[isolation]` gives the
     /// trustd switch and the host Unix sockets; `files.devices` the devices, except
     /// those the policy refuses to read (as on Linux). The control and report sockets
-    /// are set by the launcher ([`Input::with_control_socket`], `report_sockets`).
+    /// are set by the launcher once it has bound them ([`Input::bind`]).
     pub fn from_policy(policy: &sandpit_policy::Policy, proxy_port: u16) -> Input {
         let values = |rules: &[sandpit_policy::Rule<PathBuf>]| -> Vec<PathBuf> {
             rules.iter().map(|r| r.value.clone()).collect()
@@ -256,12 +256,6 @@ impl Input {
         }
         self.control_socket = control;
         self.report_sockets.extend(reports);
-        self
-    }
-
-    /// Let processes inside reach sandpit's control socket at `path`.
-    pub fn with_control_socket(mut self, path: PathBuf) -> Input {
-        self.control_socket = Some(path);
         self
     }
 }
