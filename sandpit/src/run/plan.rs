@@ -698,18 +698,7 @@ mod tests {
         assert_eq!(g.gui.map(|g| g.app), Some(None));
         // An app's own data only where the policy keeps the sandbox from rewriting
         // its Info.plist (in the read-only home, not in the workspace).
-        let app_in = |dir: &Path| {
-            let c = dir.join("Demo.app/Contents");
-            std::fs::create_dir_all(c.join("MacOS")).unwrap();
-            std::fs::write(
-                c.join("Info.plist"),
-                "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict>\
-                 <key>CFBundleIdentifier</key><string>com.example.demo</string></dict></plist>",
-            )
-            .unwrap();
-            std::fs::write(c.join("MacOS/Demo"), "").unwrap();
-            [c.join("MacOS/Demo").into_os_string()]
-        };
+        let app_in = |dir: &Path| [crate::sandbox::macos::bundle::demo_app(dir).into_os_string()];
         let id = |cmd: &[OsString]| {
             let g = seatbelt_input(&filtered, true, cmd, true)
                 .unwrap()

@@ -56,6 +56,24 @@ pub fn gui_allowance(
     Ok(super::seatbelt::Gui { app })
 }
 
+/// Tests: an app bundle `Demo.app` in `dir` whose `Info.plist` names
+/// `com.example.demo`, with an empty executable; its path.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn demo_app(dir: &Path) -> std::path::PathBuf {
+    let app = dir.join("Demo.app/Contents");
+    std::fs::create_dir_all(app.join("MacOS")).unwrap();
+    std::fs::write(
+        app.join("Info.plist"),
+        "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict>\
+         <key>CFBundleIdentifier</key><string>com.example.demo</string></dict></plist>",
+    )
+    .unwrap();
+    let exe = app.join("MacOS/Demo");
+    std::fs::write(&exe, "").unwrap();
+    exe
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -64,15 +82,8 @@ mod tests {
     #[test]
     fn finds_the_identifier_of_a_bundle_executable_only() {
         let d = tempfile::tempdir().unwrap();
+        let exe = demo_app(d.path());
         let app = d.path().join("Demo.app/Contents");
-        std::fs::create_dir_all(app.join("MacOS")).unwrap();
-        std::fs::write(
-            app.join("Info.plist"),
-            "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict>\
-             <key>CFBundleIdentifier</key><string>com.example.demo</string></dict></plist>",
-        )
-        .unwrap();
-        let exe = app.join("MacOS/Demo");
         assert_eq!(app_id_of(&exe).as_deref(), Some("com.example.demo"));
         // Not the executable's place in a bundle: no identifier.
         assert_eq!(app_id_of(&app.join("Resources/tool")), None);
@@ -80,7 +91,6 @@ mod tests {
         assert_eq!(app_id_of(Path::new("/usr/bin/true")), None);
         // The allowance names the app only where the sandbox cannot rewrite its
         // Info.plist (else it could claim another app's identifier and data).
-        std::fs::write(&exe, "").unwrap();
         let command = [exe.clone().into_os_string()];
         let home = d.path().join("home");
         let plist = std::fs::canonicalize(app.join("Info.plist")).unwrap();
