@@ -232,12 +232,17 @@ hosts = ["second.test"]
     /// `sandpit run -- sh -c SCRIPT` with the second credential's source variable
     /// in sandpit's environment.
     fn run(&self, script: &str) -> std::process::Output {
-        self.h
-            .sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
+        self.sandpit()
             .args(["run", "--", "sh", "-c", script])
             .output()
             .unwrap()
+    }
+
+    /// `sandpit` in this world: the second credential's source variable set.
+    fn sandpit(&self) -> std::process::Command {
+        let mut c = self.h.sandpit();
+        c.env("REAL_SECOND_TOKEN", REAL_SECOND);
+        c
     }
 
     /// Every log of this home's runs, as text.
@@ -609,12 +614,7 @@ fn bad_credentials_are_refused_before_the_command_starts() {
 #[test]
 fn config_and_explain_name_credentials_never_values() {
     let w = World::new();
-    let o =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .arg("config")
-            .output()
-            .unwrap();
+    let o = w.sandpit().arg("config").output().unwrap();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     for want in [
@@ -630,12 +630,7 @@ fn config_and_explain_name_credentials_never_values() {
     ] {
         assert!(t.contains(want), "{want:?} not in {t}");
     }
-    let o =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .args(["config", "--json"])
-            .output()
-            .unwrap();
+    let o = w.sandpit().args(["config", "--json"]).output().unwrap();
     let json = text(&o);
     assert!(json.contains("\"credentials\""), "{json}");
     for real in [REAL, REAL_SECOND] {
@@ -783,12 +778,11 @@ fn an_https_rule_sandpit_cannot_enforce_stops_the_run() {
 #[test]
 fn the_plan_lists_the_sentinels_and_the_ca_and_the_run_sets_them() {
     let w = World::new();
-    let p =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .args(["plan", "--json", "--", "true"])
-            .output()
-            .unwrap();
+    let p = w
+        .sandpit()
+        .args(["plan", "--json", "--", "true"])
+        .output()
+        .unwrap();
     assert!(p.status.success(), "{}", text(&p));
     let plan: serde_json::Value = serde_json::from_slice(&p.stdout).unwrap();
     let c = &plan["credentials"];
@@ -1089,10 +1083,7 @@ fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
     let w = World::new();
     let port = w.inject.port;
     // The kernel layer alone (as a static program meets it): the proxy variables.
-    let o = w
-        .h
-        .sandpit()
-        .env("REAL_SECOND_TOKEN", REAL_SECOND)
+    let o = w.sandpit()
         .args(["run", "--kernel-only", "--", "sh", "-c"])
         .arg(format!(
             "curl -sS --max-time 20 https://inject.test:{port}/ko -H \"Authorization: Bearer $OPENAI_API_KEY\"; echo; \
@@ -1110,20 +1101,19 @@ fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
     );
     assert!(!w.other.received().contains("/ko"), "{t}");
     // Offline: no proxy at all, and still only the sentinel inside.
-    let o =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .args([
-                "run",
-                "--network",
-                "offline",
-                "--",
-                "sh",
-                "-c",
-                "echo \"K=$OPENAI_API_KEY\"; cat ~/.tool/auth.json",
-            ])
-            .output()
-            .unwrap();
+    let o = w
+        .sandpit()
+        .args([
+            "run",
+            "--network",
+            "offline",
+            "--",
+            "sh",
+            "-c",
+            "echo \"K=$OPENAI_API_KEY\"; cat ~/.tool/auth.json",
+        ])
+        .output()
+        .unwrap();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -1137,13 +1127,12 @@ fn without_the_interposer_and_offline_the_sentinel_still_stands_in() {
 #[test]
 fn a_masked_file_without_a_mount_namespace_stops_the_run() {
     let w = World::new();
-    let o =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .env("SANDPIT_FORCE_FALLBACK", "1")
-            .args(["run", "--allow-degraded", "--", "sh", "-c", "touch ran"])
-            .output()
-            .unwrap();
+    let o = w
+        .sandpit()
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .args(["run", "--allow-degraded", "--", "sh", "-c", "touch ran"])
+        .output()
+        .unwrap();
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(!w.h.workspace().join("ran").exists(), "{t}");
@@ -1155,20 +1144,19 @@ fn a_masked_file_without_a_mount_namespace_stops_the_run() {
         .unwrap()
         .replace("file = \"~/.tool/auth.json\"\n", "");
     w.h.write(&cfg, &text_cfg);
-    let o =
-        w.h.sandpit()
-            .env("REAL_SECOND_TOKEN", REAL_SECOND)
-            .env("SANDPIT_FORCE_FALLBACK", "1")
-            .args([
-                "run",
-                "--allow-degraded",
-                "--",
-                "sh",
-                "-c",
-                "touch ran; echo $OPENAI_API_KEY",
-            ])
-            .output()
-            .unwrap();
+    let o = w
+        .sandpit()
+        .env("SANDPIT_FORCE_FALLBACK", "1")
+        .args([
+            "run",
+            "--allow-degraded",
+            "--",
+            "sh",
+            "-c",
+            "touch ran; echo $OPENAI_API_KEY",
+        ])
+        .output()
+        .unwrap();
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(w.h.workspace().join("ran").exists(), "{t}");
