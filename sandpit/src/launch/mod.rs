@@ -521,9 +521,8 @@ pub fn make_state_dirs(dirs: &[(PathBuf, String)]) -> Result<Vec<PathBuf>> {
     Ok(made)
 }
 
-/// Set `k=v` in the plan's environment, replacing an earlier value.
-#[cfg(target_os = "linux")]
-fn set(env: &mut Vec<(String, String)>, k: String, v: String) {
+/// Set `k=v` in a command's environment, replacing an earlier value.
+pub fn set_env(env: &mut Vec<(String, String)>, k: String, v: String) {
     env.retain(|(e, _)| *e != k);
     env.push((k, v));
 }
@@ -578,7 +577,7 @@ impl Prepared {
             _ => (None, None),
         };
         for (k, v) in self.child_env(proxy, dns)? {
-            set(&mut plan.env, k, v);
+            set_env(&mut plan.env, k, v);
         }
         // credentials.NAME.file: the masked copy bound read-only over the file,
         // last, over whatever else the plan put there. Only a mount namespace can.

@@ -257,14 +257,14 @@ fn carry_out(
         // The sealed `.git` of a directory that is no repository is not one go
         // can stamp a build from.
         // Added to the command's own GOFLAGS: env.set's, else this process's.
-        let set = plan.env.iter().rposition(|(k, _)| k == "GOFLAGS");
+        let set = plan.env.iter().rfind(|(k, _)| k == "GOFLAGS");
         let mut flags = match set {
-            Some(i) => plan.env.remove(i).1,
+            Some((_, v)) => v.clone(),
             None => std::env::var("GOFLAGS").unwrap_or_default(),
         };
         flags.push_str(if flags.is_empty() { "" } else { " " });
         flags.push_str("-buildvcs=false");
-        plan.env.push(("GOFLAGS".into(), flags));
+        crate::launch::set_env(&mut plan.env, "GOFLAGS".into(), flags);
     }
     launch.apply(&mut plan)?;
     let profile = run

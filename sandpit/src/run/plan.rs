@@ -281,8 +281,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         .map(crate::caches::env)
         .unwrap_or_default()
     {
-        env.retain(|(e, _)| *e != k);
-        env.push((k, v));
+        crate::launch::set_env(&mut env, k, v);
     }
     let state_dirs = crate::launch::state_dirs(&policy);
     let shims = req.shims || policy.shims.enabled;
