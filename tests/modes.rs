@@ -395,7 +395,8 @@ fn explain_and_a_run_agree_on_every_destination_in_every_network_mode() {
 }
 
 /// Pathname Unix sockets: one that a program on this machine listens on is out of
-/// reach wherever it lies (home, the workspace, outside home) unless
+/// reach wherever it lies (home, the workspace, outside home, at a path holding a
+/// newline or other odd bytes) unless
 /// `isolation.unix_sockets` names it, even inside an unreadable directory; the
 /// run's own sockets work. For a dynamic and a static program, in every network
 /// mode, and `explain unix` says what the run does.
@@ -426,6 +427,20 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
             false,
         ),
         ("outside home", outside.join("d.sock"), true, false),
+        // `/proc/net/unix` cuts such a path at its newline: the kernel's socket
+        // table must be read whole for it to be masked.
+        (
+            "outside home, a newline in its path",
+            outside.join("nl\nx.sock"),
+            true,
+            false,
+        ),
+        (
+            "outside home, other odd bytes in its path",
+            outside.join("odd \t\u{1b}[7m\r\u{e9} .sock"),
+            true,
+            false,
+        ),
         ("allowed", home.join(".allowed/d.sock"), true, true),
         (
             "allowed inside an unreadable directory",
@@ -445,7 +460,7 @@ fn explain_and_a_run_agree_on_unix_sockets_in_every_network_mode() {
         let op = if *host { "unix" } else { "unix-own" };
         for (tag, p) in [("dyn", &dynamic), ("static", &static_probe)] {
             script.push_str(&format!(
-                "echo \"{tag} {i} $({} {op} {} -)\"\n",
+                "echo \"{tag} {i} $({} {op} '{}' -)\"\n",
                 p.display(),
                 sock.display()
             ));
@@ -584,4 +599,199 @@ fn unrestricted_mode_without_a_tun_device_runs_without_the_relay() {
     assert!(!err.contains("UDP is not relayed"), "{err}");
     let (code, err, ran) = run("filtered", "0600");
     assert!(code == Some(0) && ran, "{err}");
+}
+
+/// Unrestricted mode lifts host filtering, and the machine's own addresses stay
+/// closed as loopback does: a public IPv4 and a global IPv6 on one of its
+/// interfaces reach every service listening on all interfaces. The lab's machine
+/// holds such addresses on an interface of its own and listens on `0.0.0.0` and `[::]`;
+/// a dynamic and a static program reach neither over TCP (through the proxy) nor
+/// over UDP (the relay), in any spelling, and the listeners receive nothing, while
+/// another machine's public address (the world's stand-in) is reached. An address
+/// the machine gains while the run goes on is refused as well. `explain` (run on
+/// the same machine) says what the run does.
+#[test]
+fn unrestricted_mode_refuses_the_machines_own_addresses() {
+    let lab = Lab::new(&["1.2.3.4", "2606:4700:4700::1111"]);
+    lab.add_own("5.45.100.7/24");
+    lab.add_own("2a01:4f8::7/64");
+    let h = TestHome::new();
+    let static_probe = h.workspace().join("net_probe_static");
+    std::fs::rename(build_probe(&h, "net_probe", true), &static_probe).unwrap();
+    let dynamic = build_probe(&h, "net_probe", false);
+    // The machine's own services, on every address it has (now and later).
+    let mine = [
+        lab.serve("0.0.0.0:8080"),
+        lab.serve("[::]:8081"),
+        lab.udp_echo("0.0.0.0:7353"),
+        lab.udp_echo("[::]:7354"),
+    ];
+    // Another machine's.
+    let world = [lab.serve("1.2.3.4:8080"), lab.udp_echo("1.2.3.4:7353")];
+    // (case, op, host, port, whether unrestricted mode reaches it)
+    let now: &[(&str, &str, &str, &str, bool)] = &[
+        ("own IPv4, TCP", "tcp", "5.45.100.7", "8080", false),
+        ("own IPv6, TCP", "tcp", "2a01:4f8::7", "8081", false),
+        (
+            "own IPv4 as IPv4-mapped, TCP",
+            "tcp",
+            "::ffff:5.45.100.7",
+            "8081",
+            false,
+        ),
+        ("own IPv4, UDP", "udp", "5.45.100.7", "7353", false),
+        ("own IPv6, UDP", "udp", "2a01:4f8::7", "7354", false),
+        ("another machine, TCP", "tcp", "1.2.3.4", "8080", true),
+        ("another machine, UDP", "udp", "1.2.3.4", "7353", true),
+    ];
+    // Addresses the machine gains during the run.
+    let later: &[(&str, &str, &str, &str, bool)] = &[
+        (
+            "own IPv4 added later, TCP",
+            "tcp",
+            "81.2.69.9",
+            "8080",
+            false,
+        ),
+        (
+            "own IPv6 added later, TCP",
+            "tcp",
+            "2a01:4f8:1::9",
+            "8081",
+            false,
+        ),
+        (
+            "own IPv4 added later, UDP",
+            "udp",
+            "81.2.69.9",
+            "7353",
+            false,
+        ),
+        (
+            "own IPv6 added later, UDP",
+            "udp",
+            "2a01:4f8:1::9",
+            "7354",
+            false,
+        ),
+    ];
+    let lines = |cases: &[(&str, &str, &str, &str, bool)], tags: &[&str], from: usize| {
+        let mut s = String::new();
+        for (i, (_, op, host, port, _)) in cases.iter().enumerate() {
+            for tag in tags {
+                let (probe, how) = match (*tag, *op) {
+                    ("dyn", "tcp") => (&dynamic, "connect"),
+                    ("static", "tcp") => (&static_probe, "proxy"),
+                    ("bare", "tcp") => (&static_probe, "connect"),
+                    ("dyn", _) => (&dynamic, "udp"),
+                    _ => (&static_probe, "udp"),
+                };
+                s.push_str(&format!(
+                    "echo \"{tag} {} $({} {how} {host} {port})\"\n",
+                    from + i,
+                    probe.display()
+                ));
+            }
+        }
+        s
+    };
+    let line = |out: &str, tag: &str, i: usize| -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{tag} {i} ")))
+            .unwrap_or_else(|| panic!("no line {tag} {i} in:\n{out}"))
+            .to_string()
+    };
+    let reached = |l: &str| l.starts_with("OK LAB") || l.starts_with("OK ECHO");
+    let hits = |s: &[common::lab::Server]| s.iter().map(|s| s.hits()).sum::<usize>();
+
+    // Control: without sandpit, on the machine, every probe reaches its listener.
+    let bare = lab
+        .command(&h, "sh")
+        .arg("-c")
+        .arg(lines(now, &["bare"], 0))
+        .output()
+        .unwrap();
+    let bare_out = String::from_utf8_lossy(&bare.stdout).into_owned();
+    for (i, (case, ..)) in now.iter().enumerate() {
+        let l = line(&bare_out, "bare", i);
+        assert!(reached(&l), "bare {case}: {l}");
+    }
+    assert_eq!(hits(&mine), 5, "bare: {bare_out}");
+
+    h.user_config("[network]\nmode = \"unrestricted\"\n");
+    let explain_here = |what: &str, host: &str, port: &str| -> String {
+        let o = lab
+            .command(&h, sandpit_bin())
+            .args(["explain", what, &authority(host, port)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mut wrong = vec![];
+    let mut judge = |cases: &[(&str, &str, &str, &str, bool)], from: usize, out: &str| {
+        for (i, (case, op, host, port, open)) in cases.iter().enumerate() {
+            let said = explain_here(if *op == "tcp" { "connect" } else { "udp" }, host, port);
+            if said.starts_with("ALLOW") != *open
+                || (!open && !said.contains("this machine itself"))
+            {
+                wrong.push(format!("{case}: explain says {said}"));
+            }
+            for tag in ["dyn", "static"] {
+                let l = line(out, tag, from + i);
+                if reached(&l) != *open {
+                    wrong.push(format!("{case} ({tag}): {l}"));
+                }
+            }
+        }
+    };
+    let ready = h.workspace().join("ready");
+    let go = h.workspace().join("go");
+    let script = format!(
+        "{}touch {ready}\nwhile [ ! -e {go} ]; do sleep 0.1; done\n{}",
+        lines(now, &["dyn", "static"], 0),
+        lines(later, &["dyn", "static"], now.len()),
+        ready = ready.display(),
+        go = go.display(),
+    );
+    let (mine_before, world_before) = (hits(&mine), hits(&world));
+    let run = lab
+        .command(&h, sandpit_bin())
+        .args(["run", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until(120, "the run's first probes", || ready.exists());
+    // The run has decided with the machine's addresses: now it gains two more.
+    for (_, _, host, ..) in &later[..2] {
+        let before = explain_here("connect", host, "8080");
+        assert!(
+            before.starts_with("ALLOW"),
+            "{host} before it is the machine's: {before}"
+        );
+    }
+    lab.add_own("81.2.69.9/32");
+    lab.add_own("2a01:4f8:1::9/128");
+    std::fs::write(&go, "").unwrap();
+    let run = run.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert_eq!(run.status.code(), Some(0), "{out}\n{err}");
+    judge(now, 0, &out);
+    judge(later, now.len(), &out);
+    // Nothing reached the machine's own listeners; the other machine was reached
+    // by both programs over both protocols.
+    if hits(&mine) != mine_before {
+        wrong.push(format!(
+            "the machine's own listeners got {} connections or datagrams",
+            hits(&mine) - mine_before
+        ));
+    }
+    if hits(&world) != world_before + 4 {
+        wrong.push(format!(
+            "the other machine got {} of 4",
+            hits(&world) - world_before
+        ));
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}\n{out}\n{err}");
 }

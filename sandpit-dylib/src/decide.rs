@@ -598,7 +598,9 @@ impl Engine {
     /// (`sandpit_policy::decide_datagram`): public addresses in unrestricted mode,
     /// which the kernel layer relays; nowhere else. A refusal is audited.
     pub fn datagram(&self, dest: std::net::SocketAddr) -> Result<(), Denied> {
-        let r = verdict(sandpit_policy::decide_datagram(&self.policy, dest));
+        // The machine's own addresses cannot be read from inside the sandbox's
+        // network namespace: the kernel layer's relay refuses them.
+        let r = verdict(sandpit_policy::decide_datagram(&self.policy, dest, &[]));
         if let Err(d) = &r {
             let mut digits = [0u8; 5];
             let n = port_digits(dest.port(), &mut digits);

@@ -149,7 +149,10 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
         Request::ReadSpawned(p) => decide_spawned(policy, &normalize(p), false),
         Request::WriteSpawned(p) => decide_spawned(policy, &normalize(p), true),
         Request::Connect { host, port } => match canonical_host(host) {
-            Ok(h) => decide_connect(policy, &h, port),
+            // The machine's own addresses are not part of a request: inside the
+            // sandbox they cannot be read. The launcher's proxy and relay judge
+            // with them (`decide_connect`'s `own`).
+            Ok(h) => decide_connect(policy, &h, port, &[]),
             Err(e) => Verdict::new(
                 Decision::Deny,
                 None,
@@ -161,7 +164,7 @@ pub fn decide(policy: &Policy, req: &Request) -> Verdict {
             port,
             program,
         } => match canonical_host(host) {
-            Ok(h) => decide_connect_by(policy, &h, port, program),
+            Ok(h) => decide_connect_by(policy, &h, port, program, &[]),
             Err(e) => Verdict::new(
                 Decision::Deny,
                 None,
@@ -673,8 +676,37 @@ fn names_address(policy: &Policy, ip: IpAddr, port: u16) -> Option<&Origin> {
         .map(|r| &r.origin)
 }
 
-/// Decide a connection to an already canonical host.
-pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
+/// Whether `ip` is one of `own`, the addresses of the machine itself (every
+/// interface's, as the launcher reads them), in any spelling.
+pub fn is_own(own: &[IpAddr], ip: IpAddr) -> bool {
+    let ip = canonical_ip(ip);
+    own.iter().any(|a| canonical_ip(*a) == ip)
+}
+
+/// The kind of address `ip` is, when it is no public address of another machine:
+/// a non-public range ([`non_public_range`]), or one of `own`, the machine's own
+/// addresses (a public address on one of its interfaces reaches its services that
+/// listen on all interfaces, as loopback does).
+fn closed_range(ip: IpAddr, own: &[IpAddr]) -> Option<&'static str> {
+    non_public_range(ip).or_else(|| is_own(own, ip).then_some(OWN))
+}
+
+/// [`closed_range`]'s word for an address of the machine itself.
+const OWN: &str = "own";
+
+/// `range` ([`closed_range`]) as the reasons say it.
+fn a_range(range: &str) -> String {
+    if range == OWN {
+        "an address of this machine itself (one of its interfaces', where its services listening on all interfaces answer)".into()
+    } else {
+        format!("a {range} address")
+    }
+}
+
+/// Decide a connection to an already canonical host. `own`: the addresses of the
+/// machine itself (every interface), which `network.mode = "unrestricted"` refuses
+/// as it refuses loopback; empty where they cannot be known (inside the sandbox).
+pub fn decide_connect(policy: &Policy, host: &Host, port: u16, own: &[IpAddr]) -> Verdict {
     let net = &policy.network;
     let dest = format!("{host}:{port}");
     if net.mode.value == NetMode::Offline {
@@ -704,14 +736,16 @@ pub fn decide_connect(policy: &Policy, host: &Host, port: u16) -> Verdict {
     }
     if net.mode.value == NetMode::Unrestricted {
         // Unrestricted lifts host filtering and nothing else: the host's loopback
-        // services, the LAN and every other non-public range stay closed.
+        // services, its own addresses, the LAN and every other non-public range
+        // stay closed.
         if let Host::Ip(ip) = host {
-            if let Some(range) = non_public_range(*ip) {
+            if let Some(range) = closed_range(*ip, own) {
                 return Verdict::new(
                     Decision::Deny,
                     Some(&net.mode.origin),
                     format!(
-                        "blocked connection to {dest}: a {range} address; network.mode = \"unrestricted\" ({}) opens public addresses only; {NOT_RETRY}",
+                        "blocked connection to {dest}: {}; network.mode = \"unrestricted\" ({}) opens public addresses of other machines only; {NOT_RETRY}",
+                        a_range(range),
                         net.mode.origin.location()
                     ),
                 );
@@ -779,8 +813,9 @@ pub fn decide_connect_by(
     host: &Host,
     port: u16,
     program: Option<&Program>,
+    own: &[IpAddr],
 ) -> Verdict {
-    let v = decide_connect(policy, host, port);
+    let v = decide_connect(policy, host, port, own);
     if !v.is_allowed() {
         return v;
     }
@@ -866,8 +901,15 @@ pub fn decide_connect_by(
 /// to. Answers in loopback, private, link-local or metadata ranges are denied unless
 /// the policy names them: a `network.resolve` entry, an address or range in
 /// `network.allow`, or a loopback name with its port listed (`localhost:11434`,
-/// which stands for 127.0.0.1 and ::1 only).
-pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> Verdict {
+/// which stands for 127.0.0.1 and ::1 only). An address of the machine itself (one
+/// of `own`) counts as non-public: a name resolving to it is refused alike.
+pub fn check_resolved(
+    policy: &Policy,
+    name: &Host,
+    port: u16,
+    addr: IpAddr,
+    own: &[IpAddr],
+) -> Verdict {
     let addr = canonical_ip(addr);
     let dest = format!("{name}:{port} ({addr})");
     if let Host::Name(n) = name {
@@ -884,7 +926,7 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
             );
         }
     }
-    let Some(range) = non_public_range(addr) else {
+    let Some(range) = closed_range(addr, own) else {
         return Verdict::new(Decision::Allow, None, format!("{dest} is a public address"));
     };
     if let Some(o) = names_address(policy, addr, port) {
@@ -906,7 +948,7 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
     Verdict::new(
         Decision::Deny,
         None,
-        format!("blocked connection to {dest}: the name resolved to a {range} address that the policy does not name; {NOT_RETRY}. To allow it, name the address in [network] allow or the name in [network.resolve]"),
+        format!("blocked connection to {dest}: the name resolved to {} that the policy does not name; {NOT_RETRY}. To allow it, name the address in [network] allow or the name in [network.resolve]", a_range(range)),
     )
 }
 
@@ -916,9 +958,10 @@ pub fn check_resolved(policy: &Policy, name: &Host, port: u16, addr: IpAddr) -> 
 /// `network.mode = "unrestricted"`, and there exactly where a TCP connection to the
 /// same address and port would be allowed ([`decide_connect`], then
 /// [`check_resolved`]): public addresses; the host's loopback, the LAN, link-local
-/// and metadata addresses in every spelling stay closed. Network review sees only
+/// and metadata addresses in every spelling, and the machine's own addresses
+/// (`own`, as for [`decide_connect`]) stay closed. Network review sees only
 /// what goes through sandpit's proxy, so with it UDP stays closed too.
-pub fn decide_datagram(policy: &Policy, addr: SocketAddr) -> Verdict {
+pub fn decide_datagram(policy: &Policy, addr: SocketAddr, own: &[IpAddr]) -> Verdict {
     let net = &policy.network;
     let ip = canonical_ip(addr.ip());
     let dest = SocketAddr::new(ip, addr.port());
@@ -959,11 +1002,11 @@ pub fn decide_datagram(policy: &Policy, addr: SocketAddr) -> Verdict {
         ..v
     };
     // No program is known for a datagram: a host a program rule limits stays closed.
-    let tcp = decide_connect_by(policy, &host, addr.port(), None);
+    let tcp = decide_connect_by(policy, &host, addr.port(), None, own);
     if !tcp.is_allowed() {
         return as_udp(tcp);
     }
-    let resolved = check_resolved(policy, &host, addr.port(), ip);
+    let resolved = check_resolved(policy, &host, addr.port(), ip, own);
     if !resolved.is_allowed() {
         return as_udp(resolved);
     }

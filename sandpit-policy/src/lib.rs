@@ -19,8 +19,8 @@ pub mod snapshot;
 pub mod vars;
 
 pub use decide::{
-    askable, check_resolved, decide, decide_connect_by, decide_datagram, loopback_service, run_env,
-    Decision, EnvTo, Program, Request, RunEnv, Verdict, PRIVATE_TMPFS,
+    askable, check_resolved, decide, decide_connect_by, decide_datagram, is_own, loopback_service,
+    run_env, Decision, EnvTo, Program, Request, RunEnv, Verdict, PRIVATE_TMPFS,
 };
 pub use error::{Diagnostic, Error, Result};
 pub use host::{canonical_host, parse_authority, Host, HostError, HostPattern};

@@ -593,7 +593,7 @@ fn udp_opens_public_addresses_in_unrestricted_mode_only() {
     ];
     let p = user("[network]\nmode = \"unrestricted\"\n").unwrap();
     for a in public {
-        let v = decide_datagram(&p, at(a));
+        let v = decide_datagram(&p, at(a), &[]);
         assert!(v.is_allowed(), "{a}: {v:?}");
         assert!(v.rule.is_some(), "{a}: {v:?}");
         assert!(
@@ -603,14 +603,14 @@ fn udp_opens_public_addresses_in_unrestricted_mode_only() {
         );
     }
     for a in closed {
-        let v = decide_datagram(&p, at(a));
+        let v = decide_datagram(&p, at(a), &[]);
         assert!(v.is_denied(), "{a}: {v:?}");
         assert!(v.reason.starts_with("blocked UDP to"), "{a}: {v:?}");
     }
     for (mode, word) in [("filtered", "filtered"), ("offline", "offline")] {
         let p = user(&format!("[network]\nmode = \"{mode}\"\n")).unwrap();
         for a in public.iter().chain(&closed) {
-            let v = decide_datagram(&p, at(a));
+            let v = decide_datagram(&p, at(a), &[]);
             assert!(v.is_denied(), "{mode} {a}: {v:?}");
             assert!(
                 v.reason.contains(word) && v.rule.is_some(),
@@ -619,11 +619,79 @@ fn udp_opens_public_addresses_in_unrestricted_mode_only() {
         }
     }
     let p = user("[network]\nmode = \"unrestricted\"\n[adversary]\nprovider = \"openai\"\nmodel = \"m\"\nreview = [\"network\"]\n").unwrap();
-    let v = decide_datagram(&p, at("1.2.3.4:443"));
+    let v = decide_datagram(&p, at("1.2.3.4:443"), &[]);
     assert!(
         v.is_denied() && v.reason.contains("adversary.review"),
         "{v:?}"
     );
+}
+
+/// The machine's own addresses (every interface's, public ones included) are
+/// refused in unrestricted mode as loopback is: a literal over TCP and UDP, every
+/// spelling of it, and a name resolving to it; a public address that is not the
+/// machine's stays open. In filtered mode an address the user names in
+/// `network.allow` is theirs to open, as a LAN address is.
+#[test]
+fn the_machines_own_addresses_are_closed_as_loopback_is() {
+    use sandpit_policy::decide::decide_connect;
+    use sandpit_policy::{check_resolved, decide_connect_by, decide_datagram, Host};
+    let own: Vec<std::net::IpAddr> = ["5.45.100.7", "2a01:4f8::7", "127.0.0.1", "::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let ip = |s: &str| Host::Ip(s.parse().unwrap());
+    let sa = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+    let p = user("[network]\nmode = \"unrestricted\"\n").unwrap();
+    for a in ["5.45.100.7", "2a01:4f8::7", "::ffff:5.45.100.7"] {
+        let v = decide_connect(&p, &ip(a), 8080, &own);
+        assert!(v.is_denied(), "{a}: {v:?}");
+        assert!(v.reason.contains("this machine itself"), "{a}: {v:?}");
+        assert!(v.rule.is_some(), "{a}: {v:?}");
+        assert!(decide_connect_by(&p, &ip(a), 8080, None, &own).is_denied());
+        // Without the machine's addresses (inside the sandbox), a public address.
+        assert!(decide_connect(&p, &ip(a), 8080, &[]).is_allowed(), "{a}");
+        let name = Host::Name("mine.example".into());
+        let v = check_resolved(&p, &name, 443, a.parse().unwrap(), &own);
+        assert!(
+            v.is_denied() && v.reason.contains("this machine itself"),
+            "{a}: {v:?}"
+        );
+        assert!(check_resolved(&p, &name, 443, a.parse().unwrap(), &[]).is_allowed());
+    }
+    for a in [
+        "5.45.100.7:53",
+        "[2a01:4f8::7]:443",
+        "[::ffff:5.45.100.7]:53",
+    ] {
+        let v = decide_datagram(&p, sa(a), &own);
+        assert!(v.is_denied(), "{a}: {v:?}");
+        assert!(
+            v.reason.starts_with("blocked UDP to") && v.reason.contains("this machine itself"),
+            "{a}: {v:?}"
+        );
+        assert!(decide_datagram(&p, sa(a), &[]).is_allowed(), "{a}");
+    }
+    // Its neighbours on the same networks are other machines.
+    for a in ["5.45.100.8", "2a01:4f8::8"] {
+        assert!(decide_connect(&p, &ip(a), 8080, &own).is_allowed(), "{a}");
+        assert!(check_resolved(&p, &ip(a), 8080, a.parse().unwrap(), &own).is_allowed());
+        let to = std::net::SocketAddr::new(a.parse().unwrap(), 53);
+        assert!(decide_datagram(&p, to, &own).is_allowed(), "{a}");
+    }
+    // Filtered: named in network.allow, the user's choice; otherwise refused.
+    let p = user("[network]\nallow = [\"5.45.100.7:8080\", \"mine.example\"]\n").unwrap();
+    assert!(decide_connect(&p, &ip("5.45.100.7"), 8080, &own).is_allowed());
+    assert!(check_resolved(
+        &p,
+        &ip("5.45.100.7"),
+        8080,
+        "5.45.100.7".parse().unwrap(),
+        &own
+    )
+    .is_allowed());
+    let name = Host::Name("mine.example".into());
+    assert!(check_resolved(&p, &name, 443, "2a01:4f8::7".parse().unwrap(), &own).is_denied());
+    assert!(check_resolved(&p, &name, 443, "2a01:4f8::8".parse().unwrap(), &own).is_allowed());
 }
 
 #[test]
@@ -716,11 +784,13 @@ fn an_allowed_name_resolving_to_loopback_needs_the_port_listed() {
     let p = user("[network]\nallow = [\"sneaky.example\", \"localhost:11434\"]\n").unwrap();
     let lo = "127.0.0.1".parse().unwrap();
     let name = |s: &str| Host::Name(s.into());
-    assert!(check_resolved(&p, &name("sneaky.example"), 11434, lo).is_denied());
-    assert!(check_resolved(&p, &name("sneaky.example"), 80, lo).is_denied());
-    assert!(check_resolved(&p, &name("localhost"), 11434, lo).is_allowed());
-    assert!(check_resolved(&p, &name("localhost"), 11434, "::1".parse().unwrap()).is_allowed());
-    assert!(check_resolved(&p, &name("localhost"), 11435, lo).is_denied());
+    assert!(check_resolved(&p, &name("sneaky.example"), 11434, lo, &[]).is_denied());
+    assert!(check_resolved(&p, &name("sneaky.example"), 80, lo, &[]).is_denied());
+    assert!(check_resolved(&p, &name("localhost"), 11434, lo, &[]).is_allowed());
+    assert!(
+        check_resolved(&p, &name("localhost"), 11434, "::1".parse().unwrap(), &[]).is_allowed()
+    );
+    assert!(check_resolved(&p, &name("localhost"), 11435, lo, &[]).is_denied());
 }
 
 /// `localhost` stands for 127.0.0.1 and ::1, as the kernel layer's relay listeners
@@ -736,6 +806,7 @@ fn localhost_means_127_0_0_1_and_1_only() {
             &Host::Name("localhost".into()),
             9999,
             addr.parse().unwrap(),
+            &[],
         )
     };
     for a in ["127.0.0.1", "::1", "::ffff:127.0.0.1", "localhost"] {
@@ -762,7 +833,7 @@ fn localhost_means_127_0_0_1_and_1_only() {
     assert!(connect("127.0.0.3").is_allowed());
     assert!(connect("127.0.0.1").is_denied());
     let addr = "127.0.0.3".parse().unwrap();
-    assert!(check_resolved(&p, &Host::Name("x.localhost".into()), 9999, addr).is_allowed());
+    assert!(check_resolved(&p, &Host::Name("x.localhost".into()), 9999, addr, &[]).is_allowed());
 }
 
 #[test]
@@ -1344,11 +1415,11 @@ fn a_resolve_entry_vouches_for_its_own_name_and_addresses_only() {
     .unwrap();
     let name = |n: &str| Host::Name(n.into());
     let lan = "10.0.0.1".parse().unwrap();
-    assert!(check_resolved(&p, &name("a.test"), 80, lan).is_allowed());
+    assert!(check_resolved(&p, &name("a.test"), 80, lan, &[]).is_allowed());
     // Another allowed name answering with a.test's address: a private answer.
-    assert!(check_resolved(&p, &name("b.test"), 80, lan).is_denied());
+    assert!(check_resolved(&p, &name("b.test"), 80, lan, &[]).is_denied());
     // a.test answering with another private address.
-    assert!(check_resolved(&p, &name("a.test"), 80, "10.0.0.2".parse().unwrap()).is_denied());
+    assert!(check_resolved(&p, &name("a.test"), 80, "10.0.0.2".parse().unwrap(), &[]).is_denied());
 }
 
 /// A glob's match through a link to a directory (a dotfile manager's layout) is

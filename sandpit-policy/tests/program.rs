@@ -29,15 +29,21 @@ fn host(h: &str) -> Host {
 fn only_the_named_programs_reach_the_hosts_and_the_verdict_names_the_entry() {
     let p = load(&options(USER, None)).unwrap();
     let git = program("/usr/bin/git");
-    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git));
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git), &[]);
     assert!(v.is_allowed(), "{v:?}");
     assert!(v.reason.contains("git only"), "{}", v.reason);
     let remote = program("/usr/lib/git-core/git-remote-https");
-    let v = decide_connect_by(&p, &host("raw.githubusercontent.com"), 443, Some(&remote));
+    let v = decide_connect_by(
+        &p,
+        &host("raw.githubusercontent.com"),
+        443,
+        Some(&remote),
+        &[],
+    );
     assert!(v.is_allowed(), "{v:?}");
 
     let py = program("/usr/bin/python3.12");
-    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&py));
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&py), &[]);
     assert!(v.is_denied(), "{v:?}");
     let rule = v.rule.as_ref().unwrap();
     assert_eq!((rule.key.as_str(), rule.line), ("network.program", 5));
@@ -46,14 +52,14 @@ fn only_the_named_programs_reach_the_hosts_and_the_verdict_names_the_entry() {
         assert!(v.reason.contains(part), "{part}: {}", v.reason);
     }
     // Not known: denied, and said so.
-    let v = decide_connect_by(&p, &host("github.com"), 443, None);
+    let v = decide_connect_by(&p, &host("github.com"), 443, None, &[]);
     assert!(
         v.is_denied() && v.reason.contains("could not be identified"),
         "{v:?}"
     );
     // Other hosts: every program, as before.
-    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&py)).is_allowed());
-    assert!(decide_connect_by(&p, &host("pypi.org"), 443, None).is_allowed());
+    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&py), &[]).is_allowed());
+    assert!(decide_connect_by(&p, &host("pypi.org"), 443, None, &[]).is_allowed());
 }
 
 #[test]
@@ -64,7 +70,7 @@ fn an_entry_never_allows_a_host_the_host_rules_deny() {
         "[[network.program]]\nname = \"x\"\nprograms = [\"git\"]\nhosts = [\"evil.example\"]\n";
     let q = load(&options(text, None)).unwrap();
     for p in [&p, &q] {
-        let v = decide_connect_by(p, &host("evil.example"), 443, Some(&git));
+        let v = decide_connect_by(p, &host("evil.example"), 443, Some(&git), &[]);
         assert!(v.is_denied(), "{v:?}");
         assert!(v.reason.contains("not in network.allow"), "{}", v.reason);
     }
@@ -75,7 +81,7 @@ fn a_program_the_sandbox_can_write_is_never_one_of_them() {
     let p = load(&options(USER, None)).unwrap();
     // A copy of python3 named git in the workspace.
     let planted = program("/nonexistent-home/u/proj/git");
-    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&planted));
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&planted), &[]);
     assert!(v.is_denied(), "{v:?}");
     assert!(v.reason.contains("can write"), "{}", v.reason);
 }
@@ -85,11 +91,11 @@ fn a_project_entry_narrows_and_never_widens() {
     let widen = "[[network.program]]\nname = \"python too\"\nprograms = [\"python3*\"]\nhosts = [\"github.com\"]\n";
     let p = load(&options(USER, Some(widen))).unwrap();
     let py = program("/usr/bin/python3.12");
-    assert!(decide_connect_by(&p, &host("github.com"), 443, Some(&py)).is_denied());
+    assert!(decide_connect_by(&p, &host("github.com"), 443, Some(&py), &[]).is_denied());
     // Named by neither: the verdict names the user's entry (the user's layers are
     // judged first).
     let curl = program("/usr/bin/curl");
-    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&curl));
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&curl), &[]);
     assert!(v.is_denied() && v.reason.contains("git only"), "{v:?}");
     assert!(
         v.rule.as_ref().unwrap().file.ends_with("config.toml"),
@@ -97,15 +103,15 @@ fn a_project_entry_narrows_and_never_widens() {
     );
     let git = program("/usr/bin/git");
     // git is not named by the project's entry: narrowed away.
-    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git));
+    let v = decide_connect_by(&p, &host("github.com"), 443, Some(&git), &[]);
     assert!(v.is_denied() && v.reason.contains("python too"), "{v:?}");
     // A project entry alone limits a host the user allows.
     let narrow =
         "[[network.program]]\nname = \"pip\"\nprograms = [\"pip\"]\nhosts = [\"pypi.org\"]\n";
     let p = load(&options(USER, Some(narrow))).unwrap();
-    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&py)).is_denied());
+    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&py), &[]).is_denied());
     let pip = program("/usr/bin/pip");
-    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&pip)).is_allowed());
+    assert!(decide_connect_by(&p, &host("pypi.org"), 443, Some(&pip), &[]).is_allowed());
 }
 
 #[test]
@@ -163,16 +169,20 @@ fn entries_hold_in_unrestricted_mode_too() {
     let text = "[network]\nmode = \"unrestricted\"\n[[network.program]]\nname = \"git only\"\nprograms = [\"git\"]\nhosts = [\"github.com\"]\n";
     let p = load(&options(text, None)).unwrap();
     let py = program("/usr/bin/python3");
-    assert!(decide_connect_by(&p, &host("github.com"), 443, Some(&py)).is_denied());
-    assert!(
-        decide_connect_by(&p, &host("github.com"), 443, Some(&program("/usr/bin/git")))
-            .is_allowed()
-    );
+    assert!(decide_connect_by(&p, &host("github.com"), 443, Some(&py), &[]).is_denied());
+    assert!(decide_connect_by(
+        &p,
+        &host("github.com"),
+        443,
+        Some(&program("/usr/bin/git")),
+        &[]
+    )
+    .is_allowed());
     // UDP has no program: a host an entry names stays closed to it.
     let ip = "[network]\nmode = \"unrestricted\"\n[[network.program]]\nname = \"dns\"\nprograms = [\"dig\"]\nhosts = [\"1.1.1.1\"]\n";
     let p = load(&options(ip, None)).unwrap();
-    assert!(sandpit_policy::decide_datagram(&p, "1.1.1.1:53".parse().unwrap()).is_denied());
-    assert!(sandpit_policy::decide_datagram(&p, "1.0.0.1:53".parse().unwrap()).is_allowed());
+    assert!(sandpit_policy::decide_datagram(&p, "1.1.1.1:53".parse().unwrap(), &[]).is_denied());
+    assert!(sandpit_policy::decide_datagram(&p, "1.0.0.1:53".parse().unwrap(), &[]).is_allowed());
 }
 
 /// `askable`: which refusals for a host missing from `network.allow` may be put to

@@ -266,6 +266,88 @@ pub unsafe fn recvmsg(fd: std::os::fd::RawFd, hdr: &mut libc::msghdr) -> std::io
     }
 }
 
+/// The IPv4 and IPv6 addresses of every network interface of this network
+/// namespace (`getifaddrs`), loopback included, each once.
+pub fn interface_addrs() -> std::io::Result<Vec<std::net::IpAddr>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocates to `head`; freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut out = vec![];
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is an element of the list getifaddrs returned, not freed yet.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr points to a sockaddr whose family says its full type;
+        // each is read only as the type its family names.
+        let ip = unsafe {
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr))
+                }
+                _ => continue,
+            }
+        };
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
+    // SAFETY: the list getifaddrs returned, freed once, no reference into it left.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+/// A route netlink socket subscribed to the address changes of every interface of
+/// this network namespace (`RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR`), not blocking:
+/// a message waits on it after each address added or removed.
+#[cfg(target_os = "linux")]
+pub fn address_changes() -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::net::netlink::SocketAddrNetlink;
+    use rustix::net::{bind, socket_with, AddressFamily, SocketFlags, SocketType};
+    const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+    const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+    // NETLINK_ROUTE is protocol 0, which rustix spells `None`.
+    let fd = socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    bind(
+        &fd,
+        &SocketAddrNetlink::new(0, RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR),
+    )?;
+    Ok(fd)
+}
+
+/// Empty a non-blocking socket: whether anything was waiting on it. A lost
+/// message (`ENOBUFS`: the queue overflowed) counts as something.
+#[cfg(target_os = "linux")]
+pub fn drain(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<bool> {
+    let mut buf = [0u8; 8192];
+    let mut any = false;
+    loop {
+        match rustix::net::recv(fd, &mut buf[..], rustix::net::RecvFlags::DONTWAIT) {
+            Ok(_) => any = true,
+            Err(rustix::io::Errno::AGAIN) => return Ok(any),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::NOBUFS) => any = true,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Find `name` the way execvp would: as given when it contains a slash, else the
 /// first executable file named so in `path_env`.
 pub fn which(

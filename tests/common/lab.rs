@@ -1,8 +1,12 @@
-//! A network lab: a network namespace of the test's own, with the addresses a test
-//! needs (a stand-in for a public host, the cloud metadata address, a LAN address)
-//! on its loopback device, and servers listening there. `sandpit run` started with
-//! [`Lab::command`] lives in that namespace, so its proxy dials these stand-ins and
-//! no packet ever leaves the machine. Needs root (`ip netns`).
+//! A network lab: two network namespaces of the test's own. The *machine*
+//! (`Lab::name`), where `sandpit run` started with [`Lab::command`] lives, has
+//! loopback up and a veth link to the *world*, its default route for both
+//! families; the world holds on its loopback device the addresses a test needs
+//! (stand-ins for a public host, the cloud metadata address, a LAN address) and
+//! the servers listening there. So the stand-ins are other machines to sandpit's
+//! proxy and relay, as they would be, and not addresses of its own; a loopback
+//! address, or an address the test gives the machine ([`Lab::add_own`]), is the
+//! machine's. No packet ever leaves the namespaces. Needs root (`ip netns`).
 use super::{is_root, TestHome, TEST_GID, TEST_UID};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
@@ -27,9 +31,18 @@ fn ip(args: &[&str]) {
     );
 }
 
+/// The machine's end of the link to the world, and the world's (private and
+/// unique-local addresses: the machine's own, never a stand-in).
+const MACHINE4: &str = "10.200.0.1";
+const WORLD4: &str = "10.200.0.2";
+const MACHINE6: &str = "fd5b:1ab::1";
+const WORLD6: &str = "fd5b:1ab::2";
+
 pub struct Lab {
     pub name: String,
     ns: std::fs::File,
+    world_name: String,
+    world: std::fs::File,
 }
 
 /// A TCP server in the lab: answers every connection with `LAB <addr>` and counts them.
@@ -45,7 +58,7 @@ impl Server {
 }
 
 impl Lab {
-    /// A namespace with loopback up and `addrs` on it.
+    /// A machine linked to a world with `addrs` on it.
     pub fn new(addrs: &[&str]) -> Lab {
         assert!(
             is_root(),
@@ -56,25 +69,105 @@ impl Lab {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::SeqCst)
         );
+        let world_name = format!("{name}-w");
         ip(&["netns", "add", &name]);
+        // Dropped (and both namespaces deleted) from here on, even if a step fails.
         let ns = std::fs::File::open(format!("/run/netns/{name}")).unwrap();
-        let lab = Lab { name, ns };
-        ip(&["-n", &lab.name, "link", "set", "lo", "up"]);
+        let world = match Command::new("ip")
+            .args(["netns", "add", &world_name])
+            .status()
+        {
+            Ok(s) if s.success() => {
+                std::fs::File::open(format!("/run/netns/{world_name}")).unwrap()
+            }
+            _ => {
+                let _ = Command::new("ip").args(["netns", "del", &name]).output();
+                panic!("ip netns add {world_name} failed");
+            }
+        };
+        let lab = Lab {
+            name,
+            ns,
+            world_name,
+            world,
+        };
+        let (m, w) = (lab.name.as_str(), lab.world_name.as_str());
+        for n in [m, w] {
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "-n", m, "link", "add", "lab0", "type", "veth", "peer", "name", "lab1", "netns", w,
+        ]);
+        for (n, dev, v4, v6) in [(m, "lab0", MACHINE4, MACHINE6), (w, "lab1", WORLD4, WORLD6)] {
+            ip(&["-n", n, "addr", "add", &format!("{v4}/30"), "dev", dev]);
+            ip(&[
+                "-n",
+                n,
+                "addr",
+                "add",
+                &format!("{v6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ]);
+            ip(&["-n", n, "link", "set", dev, "up"]);
+        }
+        ip(&["-n", m, "route", "add", "default", "via", WORLD4]);
+        ip(&["-n", m, "-6", "route", "add", "default", "via", WORLD6]);
         for a in addrs {
             let cidr = if a.contains(':') {
                 format!("{a}/128")
             } else {
                 format!("{a}/32")
             };
-            ip(&["-n", &lab.name, "addr", "add", &cidr, "dev", "lo"]);
+            ip(&["-n", w, "addr", "add", &cidr, "dev", "lo"]);
         }
         lab
     }
 
-    /// Run `f` on a thread that has entered the lab's namespace (sockets it makes
-    /// belong to the lab).
-    fn inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let fd = self.ns.as_raw_fd();
+    /// Give the machine `cidr` (`5.45.100.7/24`, `2a01:4f8::7/64`) on an interface
+    /// of its own (`own0`, one end of a veth pair whose other end it also holds: a
+    /// `dummy` device needs a module not every kernel has), as a host's public
+    /// address is: one of its own.
+    pub fn add_own(&self, cidr: &str) {
+        let m = self.name.as_str();
+        let has = Command::new("ip")
+            .args(["-n", m, "link", "show", "own0"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !has {
+            ip(&[
+                "-n", m, "link", "add", "own0", "type", "veth", "peer", "name", "own1",
+            ]);
+            for dev in ["own0", "own1"] {
+                ip(&["-n", m, "link", "set", dev, "up"]);
+            }
+        }
+        let mut args = vec!["-n", m, "addr", "add", cidr, "dev", "own0"];
+        if cidr.contains(':') {
+            args.push("nodad");
+        }
+        ip(&args);
+    }
+
+    /// The namespace a server at `addr` belongs in: the machine's for loopback
+    /// and unspecified addresses (its own services), else the world's.
+    fn ns_for(&self, addr: &SocketAddr) -> std::os::fd::RawFd {
+        let ip = addr.ip();
+        if ip.is_loopback() || ip.is_unspecified() {
+            self.ns.as_raw_fd()
+        } else {
+            self.world.as_raw_fd()
+        }
+    }
+
+    /// Run `f` on a thread that has entered the namespace `fd` (sockets it makes
+    /// belong to it).
+    fn inside<T: Send + 'static>(
+        &self,
+        fd: std::os::fd::RawFd,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
         std::thread::scope(|s| {
             s.spawn(move || {
                 // SAFETY: a namespace descriptor this Lab holds open; setns changes
@@ -88,10 +181,12 @@ impl Lab {
         })
     }
 
-    /// A TCP server at `addr` in the lab.
+    /// A TCP server at `addr` in the lab: the machine's own service for a loopback
+    /// or unspecified address (`0.0.0.0`, `[::]`: every address of the machine),
+    /// else another machine's, in the world.
     pub fn serve(&self, addr: &str) -> Server {
         let addr: SocketAddr = addr.parse().unwrap();
-        let l = self.inside(move || TcpListener::bind(addr).unwrap());
+        let l = self.inside(self.ns_for(&addr), move || TcpListener::bind(addr).unwrap());
         let addr = l.local_addr().unwrap();
         let hits = Arc::new(AtomicUsize::new(0));
         let h = hits.clone();
@@ -111,16 +206,17 @@ impl Lab {
     /// anything arrived).
     pub fn udp(&self, addr: &str) -> UdpSocket {
         let addr: SocketAddr = addr.parse().unwrap();
-        let u = self.inside(move || UdpSocket::bind(addr).unwrap());
+        let u = self.inside(self.ns_for(&addr), move || UdpSocket::bind(addr).unwrap());
         u.set_nonblocking(true).unwrap();
         u
     }
 
-    /// A UDP server at `addr` in the lab: answers every datagram with `ECHO <addr>
-    /// <datagram>` to its sender and counts them.
+    /// A UDP server at `addr` in the lab (the machine's or the world's, as for
+    /// [`Lab::serve`]): answers every datagram with `ECHO <addr> <datagram>` to its
+    /// sender and counts them.
     pub fn udp_echo(&self, addr: &str) -> Server {
         let addr: SocketAddr = addr.parse().unwrap();
-        let u = self.inside(move || UdpSocket::bind(addr).unwrap());
+        let u = self.inside(self.ns_for(&addr), move || UdpSocket::bind(addr).unwrap());
         let addr = u.local_addr().unwrap();
         let hits = Arc::new(AtomicUsize::new(0));
         let h = hits.clone();
@@ -195,8 +291,8 @@ fn with_tun(
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        for n in [&self.name, &self.world_name] {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
     }
 }

@@ -505,7 +505,8 @@ pub(crate) fn proxy_record(
     if let Some(p) = policy {
         let v = match (e.way, e.host.parse::<std::net::IpAddr>()) {
             (Way::Udp, Ok(ip)) => {
-                sandpit_policy::decide_datagram(p, std::net::SocketAddr::new(ip, e.port))
+                let own = crate::service::own::addrs().unwrap_or_default();
+                sandpit_policy::decide_datagram(p, std::net::SocketAddr::new(ip, e.port), &own)
             }
             _ => sandpit_policy::decide(
                 p,

@@ -138,9 +138,11 @@ fn rejudge(p: &sandpit_policy::Policy, action: &str, subject: &[String]) -> Opti
                 port: port.parse().ok()?,
             },
         ),
+        // The interposer's refusals (it cannot see the machine's addresses).
         ("udp", [ip, port, ..]) => sandpit_policy::decide_datagram(
             p,
             std::net::SocketAddr::new(ip.parse().ok()?, port.parse().ok()?),
+            &[],
         ),
         _ => return None,
     };

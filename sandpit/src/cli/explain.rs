@@ -172,6 +172,8 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
     let private_tmp = false;
     let policy = crate::run::effective(loaded.policy.clone(), private_tmp, false);
     let p = &policy;
+    // The machine's own addresses, as the run's proxy and UDP relay read them.
+    let own = crate::service::own::addrs().map_err(anyhow::Error::msg)?;
     #[allow(unused_mut)]
     let mut reached: Option<String> = None;
     let (subject, verdicts, layers): (String, Vec<Verdict>, &[&str]) = match &args.what {
@@ -212,6 +214,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 &h,
                 port,
                 program.as_ref(),
+                &own,
             )];
             reached = crate::run::would_ask(p, &h, port, &vs[0]);
             if program.is_none() {
@@ -244,7 +247,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             if let (Host::Name(n), true) = (&h, vs[0].is_allowed()) {
                 if let Some(r) = p.network.resolve.iter().find(|r| &r.value.name == n) {
                     for a in &r.value.addrs {
-                        vs.push(check_resolved(p, &h, port, *a));
+                        vs.push(check_resolved(p, &h, port, *a, &own));
                     }
                 }
             }
@@ -298,7 +301,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                 parse_authority(authority).map_err(|e| UsageError(format!("{url:?}: {e}")))?;
             let port = port.unwrap_or(if scheme == "https" { 443 } else { 80 });
             let method = method.to_ascii_uppercase();
-            let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port)];
+            let mut vs = vec![sandpit_policy::decide::decide_connect(p, &h, port, &own)];
             let terminated = matches!(&h, Host::Name(n) if p.inject_host(n));
             if scheme == "http" || terminated {
                 vs.push(decide(
@@ -330,7 +333,7 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             })?;
             (
                 format!("udp {a}"),
-                vec![sandpit_policy::decide_datagram(p, a)],
+                vec![sandpit_policy::decide_datagram(p, a, &own)],
                 UDP_LAYERS,
             )
         }

@@ -197,6 +197,7 @@ pub fn plan_input(
     // connecting, so the fallback mode leaves them (docs/kernel.md).
     let host_sockets = if mode == crate::sandbox::linux::Mode::Namespaces {
         crate::sandbox::linux::sockets::bound()
+            .map_err(anyhow::Error::msg)?
             .into_iter()
             .filter(|s| {
                 let unix = sandpit_policy::Request::Unix {

@@ -589,8 +589,9 @@ fn kernel_refusals(
     }))
 }
 
-/// The UDP relay's judge: `sandpit_policy::decide_datagram`, each decision (a new
-/// flow, or a refused destination) written to the audit log.
+/// The UDP relay's judge: `sandpit_policy::decide_datagram` with the machine's own
+/// addresses (`service::own`), each decision (a new flow, or a refused
+/// destination) written to the audit log.
 fn udp_judge(
     policy: &sandpit_policy::Policy,
     sink: std::sync::Arc<dyn crate::audit::event::AuditSink>,
@@ -598,7 +599,16 @@ fn udp_judge(
     use crate::audit::event::{AuditEvent, Way};
     let policy = policy.clone();
     crate::sandbox::linux::udp::Judge(std::sync::Arc::new(move |dst| {
-        let v = sandpit_policy::decide_datagram(&policy, dst);
+        // The machine's own addresses as they are now: one added during the run
+        // is refused from its next new flow on.
+        let v = match crate::service::own::addrs() {
+            Ok(own) => sandpit_policy::decide_datagram(&policy, dst, &own),
+            Err(e) => sandpit_policy::Verdict {
+                decision: sandpit_policy::Decision::Deny,
+                rule: None,
+                reason: format!("blocked UDP to {dst}: {e}"),
+            },
+        };
         let allow = v.is_allowed();
         sink.record(AuditEvent {
             time: std::time::SystemTime::now(),

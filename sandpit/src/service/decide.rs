@@ -104,8 +104,8 @@ pub trait Decide: Send + Sync + 'static {
     fn names_address(&self, addr: IpAddr) -> bool;
 
     /// May the proxy dial `addr`, obtained for `host:port`? Addresses in loopback,
-    /// private, link-local, metadata and other non-public ranges only when the policy
-    /// names them.
+    /// private, link-local, metadata and other non-public ranges, and the machine's
+    /// own addresses, only when the policy names them.
     fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict;
 
     /// May this HTTP request go (`[network.http]`: method and path)? Asked for
@@ -123,14 +123,24 @@ fn verdict(v: sandpit_policy::Verdict) -> Verdict {
     }
 }
 
-/// The launcher's decision object: the effective policy.
+/// `decide` with the machine's own addresses (`service::own`); where they cannot be
+/// read, a refusal saying so.
+fn with_own(decide: impl FnOnce(&[IpAddr]) -> sandpit_policy::Verdict) -> Verdict {
+    match super::own::addrs() {
+        Ok(own) => verdict(decide(&own)),
+        Err(e) => Verdict::deny(None, format!("blocked: {e}")),
+    }
+}
+
+/// The launcher's decision object: the effective policy, with the machine's own
+/// addresses as they are at each decision.
 impl Decide for Policy {
     fn connect(&self, host: &Host, port: u16) -> Verdict {
-        verdict(sandpit_policy::decide::decide_connect(self, host, port))
+        with_own(|own| sandpit_policy::decide::decide_connect(self, host, port, own))
     }
 
     fn connect_from(&self, host: &Host, port: u16, program: Option<&Program>) -> Verdict {
-        verdict(sandpit_policy::decide_connect_by(self, host, port, program))
+        with_own(|own| sandpit_policy::decide_connect_by(self, host, port, program, own))
     }
 
     fn lookup(&self, name: &str) -> Verdict {
@@ -194,7 +204,7 @@ impl Decide for Policy {
     }
 
     fn resolved(&self, host: &Host, port: u16, addr: IpAddr) -> Verdict {
-        verdict(sandpit_policy::check_resolved(self, host, port, addr))
+        with_own(|own| sandpit_policy::check_resolved(self, host, port, addr, own))
     }
 
     fn http(&self, method: &str, scheme: &str, host: &Host, port: u16, target: &str) -> Verdict {

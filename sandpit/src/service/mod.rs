@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use tokio::task::JoinHandle;
 
 pub mod decide;
+pub mod own;
 pub mod peer;
 
 /// A running listener; dropping it (or [`Running::shutdown`]) stops the listener and

@@ -10,7 +10,7 @@ pub mod loopback;
 pub mod memory;
 pub mod namespaces;
 pub mod notify;
-mod packet;
+pub mod packet;
 pub mod plan;
 pub mod probe;
 pub mod seccomp;

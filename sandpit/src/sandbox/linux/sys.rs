@@ -817,15 +817,32 @@ pub fn netlink_route() -> io::Result<OwnedFd> {
     )?)
 }
 
+/// A socket-diagnostics netlink socket (`NETLINK_SOCK_DIAG`) of the current
+/// network namespace: the kernel's socket tables, asked for by family.
+pub fn netlink_sock_diag() -> io::Result<OwnedFd> {
+    use rustix::net::{netlink, socket_with, AddressFamily, SocketFlags, SocketType};
+    Ok(socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        Some(netlink::SOCK_DIAG),
+    )?)
+}
+
 /// Send `buf` on a socket (one netlink message).
 pub fn send(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::net::send(fd, buf, rustix::net::SendFlags::empty())?)
 }
 
-/// Receive into `buf` from a socket.
+/// Receive into `buf` from a socket (a signal interrupting the wait is retried).
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    let (n, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::empty())?;
-    Ok(n)
+    loop {
+        match rustix::net::recv(fd, &mut *buf, rustix::net::RecvFlags::empty()) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+            Ok((n, _)) => return Ok(n),
+        }
+    }
 }
 
 /// Make `fd` non-blocking.
