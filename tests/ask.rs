@@ -425,6 +425,17 @@ fn log_follow_shows_a_denial_while_the_run_goes_on_and_ends_with_it() {
     // Still running (it waits for `go`), and the follower too.
     assert!(run.try_wait().unwrap().is_none());
     assert!(follow.try_wait().unwrap().is_none());
+    // A live change of the run's rules is followed too.
+    let o = h.sandpit().args(["allow", "later.test"]).output().unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(
+        common::wait_for(60, || seen
+            .lock()
+            .unwrap()
+            .contains("policy  allow later.test")),
+        "no live change followed: {}",
+        seen.lock().unwrap()
+    );
     assert!(!seen.lock().unwrap().contains("\x1b["), "colour on a pipe");
     h.write(&h.workspace().join("go"), "");
     for l in lines.by_ref() {

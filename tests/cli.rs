@@ -1,5 +1,5 @@
-//! The policy commands as a user runs them: `config`, `explain`, `init`, and the exit
-//! codes (0 success, 2 usage or policy error).
+//! The policy commands as a user runs them: `config`, `explain`, `init`, `log`, and the
+//! exit codes (0 success, 2 usage or policy error; `explain`: 1 for a DENY).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 
@@ -57,7 +57,7 @@ fn explain_names_the_rule_and_the_layers() {
         ],
     );
     let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(out.starts_with("DENY"), "{out}");
     assert!(
         out.contains("files.block_read \"~/.ssh\" in profiles/default.toml (built-in):"),
@@ -262,6 +262,14 @@ fn policy_errors_exit_2_with_file_line_and_hint() {
     );
     let o = run(&h, &["config", "--config", "/nonexistent/x.toml"]);
     assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("hint: give the path"), "{:?}", text(&o));
+    let o = run(&h, &["allow", "--run", "nonexist", "example.com"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).1.contains("no running run") && text(&o).1.contains("hint: `sandpit log --list`"),
+        "{:?}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -410,4 +418,121 @@ fn printing_commands_end_quietly_when_the_reader_goes() {
     // The positive control: the same command whole.
     let o = h.sandpit().arg("config").output().unwrap();
     assert!(o.status.success() && !o.stdout.is_empty());
+}
+
+/// `explain` answers like `test`: 0 for ALLOW, 1 for DENY (text and --json alike), 2
+/// for a request it cannot read; and a `~` the shell did not expand (quoted) is the
+/// home, as it is in every rule.
+#[test]
+fn explain_exits_by_its_verdict_and_reads_a_quoted_tilde() {
+    let h = TestHome::new();
+    let home = std::fs::canonicalize(h.home()).unwrap();
+    let o = run(&h, &["explain", "read", "~/.ssh/id_rsa"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(
+        out.starts_with(&format!("DENY  read {}/.ssh/id_rsa", home.display())),
+        "{out}"
+    );
+    let o = run(&h, &["explain", "read", "~"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(
+        text(&o)
+            .0
+            .starts_with(&format!("ALLOW  read {}\n", home.display())),
+        "{:?}",
+        text(&o)
+    );
+    // A `~` inside a name is a name.
+    let o = run(&h, &["explain", "read", "a~/.ssh"]);
+    assert!(text(&o).0.contains("/a~/.ssh"), "{:?}", text(&o));
+    let o = run(&h, &["explain", "write", "src/main.rs"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(text(&o).0.starts_with("ALLOW"), "{:?}", text(&o));
+    for (args, code, decision) in [
+        (
+            &["explain", "--json", "connect", "example.com"][..],
+            1,
+            "deny",
+        ),
+        (&["explain", "--json", "exec", "--", "true"][..], 0, "allow"),
+    ] {
+        let o = run(&h, args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {:?}", text(&o));
+        let v: serde_json::Value = serde_json::from_str(&text(&o).0).unwrap();
+        assert_eq!(v["decision"], decision, "{args:?}: {v}");
+    }
+    let o = run(&h, &["explain", "listen", "nowhere"]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(
+        text(&o).1.contains("no listening address"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+/// `log --denied` after a run with nothing refused says so, rather than nothing; after
+/// a refusal it lists it and says no such thing.
+#[test]
+fn log_denied_says_when_a_run_had_no_denials() {
+    let h = TestHome::new();
+    let o = h.sandpit_run(false).arg("true").output().unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    let o = run(&h, &["log", "--denied"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.starts_with("no denials in run "), "{out}");
+    let key = h.home().join(".ssh/id_rsa");
+    h.write(&key, "canary-key");
+    let o = h.sandpit_run(false).arg("cat").arg(&key).output().unwrap();
+    assert!(
+        !common::text(&o).contains("canary-key"),
+        "{}",
+        common::text(&o)
+    );
+    let o = run(&h, &["log", "--denied"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("deny") && out.contains(".ssh/id_rsa"), "{out}");
+    assert!(!out.contains("no denials"), "{out}");
+}
+
+/// A lookup the policy refuses (offline mode; a host missing from `network.allow`) has
+/// a sandpit line naming the rule, not only the program's "could not resolve"; a name
+/// the policy allows resolves with no line. No packet leaves: offline runs have no
+/// network, and sandpit's responder refuses the name without asking anyone.
+#[test]
+fn a_refused_lookup_names_the_rule() {
+    let h = TestHome::new();
+    h.user_config(
+        "[network]\nallow = [\"allowed.test\"]\n[network.resolve]\n\"allowed.test\" = \"127.0.0.2\"\n",
+    );
+    let py = "import socket, sys\nfor n in sys.argv[1:]:\n    try:\n        print(n, socket.getaddrinfo(n, 443)[0][4][0])\n    except OSError as e:\n        print(n, 'failed', e)\n";
+    for (mode, rule) in [
+        ("offline", "network.mode = \"offline\""),
+        ("filtered", "not in network.allow"),
+    ] {
+        let o = h
+            .sandpit()
+            .args(["run", "--network", mode, "--", "python3", "-c", py])
+            .args(["blocked.example", "allowed.test"])
+            .output()
+            .unwrap();
+        let (out, err) = (common::stdout(&o), common::stderr(&o));
+        assert!(out.contains("blocked.example failed"), "{mode}: {out}{err}");
+        assert!(
+            err.lines().any(
+                |l| l.starts_with("sandpit: no address for blocked.example: ") && l.contains(rule)
+            ),
+            "{mode}: {err}"
+        );
+        // Offline refuses every name; filtered answers the allowed one, and quietly.
+        if mode == "filtered" {
+            assert!(out.contains("allowed.test 127.0.0.2"), "{mode}: {out}{err}");
+            assert!(
+                !err.contains("no address for allowed.test"),
+                "{mode}: {err}"
+            );
+        }
+    }
 }

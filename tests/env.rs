@@ -209,8 +209,7 @@ fn explain_env_names_the_rule_and_says_what_the_run_does() {
             .args(args)
             .output()
             .unwrap();
-        assert!(o.status.success(), "{}", text(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::explained(&o)
     };
     let o = explain(&["GH_TOKEN"]);
     assert!(o.starts_with("DENY  env GH_TOKEN"), "{o}");

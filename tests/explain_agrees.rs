@@ -159,9 +159,7 @@ fn explain(h: &TestHome, fallback: bool, op: &Op) -> String {
     if fallback {
         c.env("SANDPIT_FORCE_FALLBACK", "1");
     }
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "explain failed: {}", common::text(&o));
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let out = common::explained(&c.output().unwrap());
     out.split_whitespace()
         .next()
         .unwrap_or_default()

@@ -139,11 +139,8 @@ fn what_git_config_names_in_the_workspace_stays_unwritable() {
 #[test]
 fn explain_names_the_git_key_and_git_still_commits() {
     let h = repo();
-    let explain = |p: &str| {
-        let o = h.sandpit().args(["explain", "write", p]).output().unwrap();
-        assert!(o.status.success(), "{}", text(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let explain =
+        |p: &str| common::explained(&h.sandpit().args(["explain", "write", p]).output().unwrap());
     for (p, key) in [
         (".husky/pre-commit", "core.hookspath = .husky/_"),
         (".husky/_/pre-push", "core.hookspath = .husky/_"),

@@ -95,6 +95,15 @@ fn allow_and_deny_change_a_running_runs_network_at_once() {
         "blocked.test was reached before the allow"
     );
 
+    // A change the run refuses exits 1 and says why (README's exit codes).
+    let o = h.sandpit().args(["allow", "127.0.0.1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    assert!(
+        common::stderr(&o).contains("nothing changed: 127.0.0.1 is on this machine"),
+        "{}",
+        common::text(&o)
+    );
+
     // Allow the blocked host while the run waits.
     let o = h
         .sandpit()

@@ -138,8 +138,7 @@ fn expected(mode: &str, d: &Dest) -> bool {
 
 /// What `sandpit explain ARGS…` prints, as the test user.
 fn explain(h: &TestHome, args: &[&str]) -> String {
-    let o = h.sandpit().arg("explain").args(args).output().unwrap();
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    common::explained(&h.sandpit().arg("explain").args(args).output().unwrap())
 }
 
 fn authority(host: &str, port: &str) -> String {

@@ -120,8 +120,7 @@ fn explain(h: &TestHome, port: u16, program: &Path) -> bool {
         .arg(program)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", common::stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&common::explained(&o)).unwrap();
     let subject = v["request"].as_str().unwrap();
     // A name is looked up in PATH and links resolved, as the kernel names it.
     let shown = if program.is_absolute() {

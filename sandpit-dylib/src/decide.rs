@@ -594,6 +594,17 @@ impl Engine {
         r
     }
 
+    /// The policy's refusal of `host`, for a lookup the resolver did not answer
+    /// (sandpit's DNS responder answers a refused name with REFUSED, which programs
+    /// report only as "could not resolve"). Not audited: the responder logged it.
+    pub fn lookup(&self, host: &str, port: u16) -> Option<Denied> {
+        verdict(sandpit_policy::decide(
+            &self.policy,
+            &Request::Connect { host, port },
+        ))
+        .err()
+    }
+
     /// A UDP datagram to `dest`, sandpit's DNS responder aside
     /// (`sandpit_policy::decide_datagram`): public addresses in unrestricted mode,
     /// which the kernel layer relays; nowhere else. A refusal is audited.

@@ -126,6 +126,17 @@ pub fn denied(d: &crate::decide::Denied) {
     to_stderr(&mut l);
 }
 
+/// A lookup of `name` that failed because the policy refuses the name: said once
+/// per process and name, so the program's own "could not resolve" has a reason.
+pub fn lookup_refused(name: &[u8], d: &crate::decide::Denied) {
+    let mut l = Line::new();
+    l.bytes(b"sandpit: no address for ");
+    l.shown(name);
+    l.bytes(b": ");
+    l.shown(d.0.strip_prefix("sandpit: ").unwrap_or(&d.0).as_bytes());
+    to_stderr(&mut l);
+}
+
 /// A denial that no single rule made (network mode, UDP, internal failure).
 pub fn other(msg: fmt::Arguments<'_>) {
     let mut l = Line::new();

@@ -48,7 +48,7 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("config file {path} given with --config does not exist")]
+    #[error("config file {path} given with --config does not exist; hint: give the path of an existing TOML file (`sandpit init` writes a commented one at ~/.sandpit/config.toml)")]
     MissingConfig { path: String },
     #[error("{0}")]
     Git(String),

@@ -203,6 +203,20 @@ pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// What `sandpit explain …` printed, once its exit status is checked against the
+/// verdict it printed (text or `--json`): 0 for ALLOW, 1 for DENY or REVIEW.
+pub fn explained(o: &std::process::Output) -> String {
+    let out = stdout(o);
+    let allowed = if out.trim_start().starts_with('{') {
+        out.contains("\"decision\": \"allow\"")
+    } else {
+        out.starts_with("ALLOW")
+    };
+    let want = if allowed { 0 } else { 1 };
+    assert_eq!(o.status.code(), Some(want), "explain: {}", text(o));
+    out
+}
+
 /// Wait until `cond` holds, checking every 10 ms for at most `secs` seconds: for
 /// something that must happen (a datagram landing, bytes reaching a listener), in
 /// place of a fixed sleep. Whether it held.

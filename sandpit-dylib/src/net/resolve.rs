@@ -130,7 +130,6 @@ hook! {
     fn getaddrinfo(node: *const c_char, service: *const c_char, hints: *const addrinfo, res: *mut *mut addrinfo) -> c_int;
     fail = libc::EAI_SYSTEM;
     |real| {
-        #[cfg_attr(not(target_os = "macos"), allow(unused_variables))]
         let st = crate::state::get()?;
         #[cfg(target_os = "macos")]
         if let Some(dns) = st.dns {
@@ -144,8 +143,38 @@ hook! {
         if r == 0 && !res.is_null() {
             // SAFETY: on success *res is the result list.
             unsafe { record_ai(node, *res) };
+        } else if r != 0 {
+            // SAFETY: the caller's strings.
+            unsafe { say_refused(st, node, service) };
         }
         Ok(r)
+    }
+}
+
+/// After a failed lookup: where the policy refuses the name (offline mode, a host
+/// missing from `network.allow`), one line naming the rule; a name the policy allows
+/// failed for its own reasons and is left to the program.
+///
+/// # Safety
+/// `node` and `service` are NULL or NUL-terminated.
+unsafe fn say_refused(st: &crate::state::State, node: *const c_char, service: *const c_char) {
+    // SAFETY: per the contract.
+    let Some(name) = (unsafe { crate::sys::cstr(node) }) else {
+        return;
+    };
+    let Ok(name) = std::str::from_utf8(name) else {
+        return;
+    };
+    if name.is_empty() || name.parse::<IpAddr>().is_ok() {
+        return;
+    }
+    // The port only picks port-bound allow entries; a service by name is https's.
+    // SAFETY: per the contract.
+    let port = unsafe { crate::sys::cstr(service) }
+        .and_then(|s| std::str::from_utf8(s).ok()?.parse::<u16>().ok())
+        .unwrap_or(443);
+    if let Some(d) = st.decider.lookup(name, port) {
+        crate::report::lookup_refused(name.as_bytes(), &d);
     }
 }
 

@@ -145,9 +145,22 @@ fn listen_addr(s: &str) -> anyhow::Result<std::net::SocketAddr> {
     })
 }
 
+/// `p` with a leading `~` (alone or before a `/`) read as the home directory, however
+/// the shell quoted it: `'~/.ssh/id_rsa'` names the same file as `~/.ssh/id_rsa`.
+fn home_expanded(p: &Path) -> anyhow::Result<PathBuf> {
+    let mut parts = p.components();
+    match parts.next() {
+        Some(std::path::Component::Normal(first)) if first == "~" => {
+            Ok(crate::config::home()?.join(parts.as_path()))
+        }
+        _ => Ok(p.to_path_buf()),
+    }
+}
+
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    let p = home_expanded(p)?;
     let p = if p.is_absolute() {
-        p.to_path_buf()
+        p
     } else {
         std::env::current_dir()?.join(p)
     };
@@ -418,5 +431,15 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             println!("    - {l}");
         }
     }
-    Ok(0)
+    Ok(exit_code(overall))
+}
+
+/// The exit status of a verdict, as `test` and `git check-ignore` answer: 0 when the
+/// operation is allowed, 1 when it is not (denied, or left to the reviewer); a usage
+/// error is 2 (`cli::main`).
+fn exit_code(d: Decision) -> i32 {
+    match d {
+        Decision::Allow => 0,
+        Decision::Deny | Decision::Review => 1,
+    }
 }

@@ -21,7 +21,10 @@ pub fn execute(op: Op, args: Args) -> anyhow::Result<i32> {
             Ok(0)
         }
         Err(m) if m.starts_with("no running run") || m.contains("names more than one") => {
-            Err(crate::cli::UsageError(m).into())
+            Err(crate::cli::UsageError(format!(
+                "{m}; hint: `sandpit log --list` shows the runs and which are still running; without --run the latest running run is changed"
+            ))
+            .into())
         }
         Err(m) => {
             eprintln!("sandpit: {} {}: {m}", op.as_str(), args.host);

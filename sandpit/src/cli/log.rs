@@ -78,6 +78,9 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
             print!("{}", human(&home, r));
         }
     }
+    if args.denied && records.is_empty() && !args.json {
+        println!("no denials in run {run}");
+    }
     if let Some(line) = ending {
         // Said last, where the exit record would stand (--json: on stderr, so the
         // lines on stdout stay records).
@@ -93,8 +96,8 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
 /// How often `--follow` looks for new lines when there were none.
 const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// `sandpit log --follow`: the decisions (allow, deny, learn) of the log at `path`,
-/// those written so far and then each as it is appended, until the run's `exit`
+/// `sandpit log --follow`: the decisions (allow, deny, learn) and live rule changes of
+/// the log at `path`, those written so far and then each as it is appended, until the run's `exit`
 /// record (or its launcher is gone without one).
 fn follow(run: &str, path: &Path, args: &Args) -> anyhow::Result<i32> {
     use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
@@ -130,7 +133,10 @@ fn follow(run: &str, path: &Path, args: &Args) -> anyhow::Result<i32> {
                 let _ = writeln!(out, "sandpit: run {run} ended (exit {})", r.subject);
                 return Ok(0);
             }
-            if matches!(r.decision, audit::Decision::Info)
+            // Decisions, and the live changes of the run's rules (`sandpit allow|deny`,
+            // an answered question): both change what the run may do next.
+            let live_change = r.layer == audit::Layer::Launcher && r.action == "policy";
+            if (matches!(r.decision, audit::Decision::Info) && !live_change)
                 || (args.denied && !r.decision.is_denial())
             {
                 continue;
