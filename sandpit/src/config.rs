@@ -338,3 +338,46 @@ pub fn load(
         sources,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_home_and_what_holds_it_are_workspaces_only_when_accepted_and_root_never() {
+        let home = Path::new("/home/me");
+        for accepted in [false, true] {
+            assert!(check_workspace(Path::new("/"), home, accepted).is_err());
+            for ok in ["/home/me/src/p", "/home/other", "/home/me2", "/srv"] {
+                assert!(
+                    check_workspace(Path::new(ok), home, accepted).is_ok(),
+                    "{ok}"
+                );
+            }
+            for held in ["/home/me", "/home"] {
+                let r = check_workspace(Path::new(held), home, accepted);
+                assert_eq!(r.is_ok(), accepted, "{held}");
+            }
+        }
+        let e = check_workspace(Path::new("/home"), home, false).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("/home, which holds your home directory /home/me"));
+    }
+
+    #[test]
+    fn only_a_true_allow_home_workspace_in_files_accepts() {
+        let src = |t: &str| Source::new(Layer::User, "u.toml", t);
+        assert!(allows_home(&src("[files]\nallow_home_workspace = true\n")));
+        for no in [
+            "",
+            "[files]\nallow_home_workspace = false\n",
+            "[files]\nallow_home_workspace = \"true\"\n",
+            "allow_home_workspace = true\n",
+            "[network]\nallow_home_workspace = true\n",
+            "[files\n",
+        ] {
+            assert!(!allows_home(&src(no)), "{no}");
+        }
+    }
+}

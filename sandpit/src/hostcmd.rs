@@ -113,6 +113,9 @@ pub const REMOVED_PREFIXES: &[&str] = &[
     "LUA_INIT",
 ];
 
+/// `PATH` for a host program when the launcher has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// Whether the variable `name` is removed from a host program's environment.
 pub fn removed(name: &OsStr) -> bool {
     let Some(n) = name.to_str() else {
@@ -237,7 +240,9 @@ pub fn clean_env(
             out.push((k, v));
         }
     }
-    out.push(("PATH".into(), path.unwrap_or_default()));
+    // Without a PATH of the launcher's, the shell's usual one (cleaned alike).
+    let path = path.unwrap_or_else(|| clean_path(OsStr::new(DEFAULT_PATH), writable));
+    out.push(("PATH".into(), path));
     out.push(("PWD".into(), "/".into()));
     if let Some(h) = home {
         // Python adds ~/.local/lib/pythonX.Y/site-packages (~/Library/Python/X.Y on
