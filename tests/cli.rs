@@ -524,6 +524,18 @@ fn the_home_is_the_workspace_only_when_the_user_names_it() {
         .unwrap();
     assert!(o.status.success(), "{:?}", text(&o));
     assert!(home.join("ran").exists());
+    // `sandpit config` names the rule that accepted it.
+    let o = h
+        .sandpit()
+        .arg("config")
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("allow_home_workspace = true  # ") && out.contains("config.toml:2"),
+        "{out}"
+    );
     std::fs::remove_file(home.join("ran")).unwrap();
     refused(root, &run_attack, "/,");
 
