@@ -146,8 +146,14 @@ impl Writable {
         let ctx = &policy.context;
         let mut roots = vec![
             ctx.workspace.clone(),
+            // The run's scratch directory, and the directory every run's is made
+            // in (config::scratch_root).
             ctx.scratch.clone(),
-            crate::config::scratch_root(),
+            ctx.scratch
+                .parent()
+                .filter(|p| p.parent().is_some())
+                .unwrap_or(&ctx.scratch)
+                .to_path_buf(),
             // Writable when the run grants it (Linux), whether or not it is yet.
             crate::caches::dir(ctx),
         ];
