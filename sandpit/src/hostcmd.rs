@@ -312,6 +312,46 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_writable_roots_are_its_workspace_scratch_cache_and_allow_write() {
+        use sandpit_policy::{Context, Layer, LoadOptions, Source};
+        let ctx = Context {
+            home: "/h".into(),
+            workspace: "/h/p".into(),
+            scratch: "/run/u/sandpit/run-1".into(),
+            state_dir: "/h/.sandpit".into(),
+        };
+        let mut o = LoadOptions::new(ctx.clone());
+        o.user = Some(Source::new(
+            Layer::User,
+            "u.toml",
+            "[files]\nallow_write = [\"~/tools\", \"/opt/x/*/bin\"]\n",
+        ));
+        let w = Writable::of(&sandpit_policy::load(&o).unwrap());
+        for inside in [
+            "/h/p/bin",
+            "/run/u/sandpit/run-1/x",
+            "/run/u/sandpit/run-2",
+            "/h/tools/bin",
+            "/opt/x/y/bin",
+        ] {
+            assert!(w.holding(Path::new(inside)).is_some(), "{inside}");
+        }
+        let cache = crate::caches::dir(&ctx).join("cargo/bin");
+        assert!(w.holding(&cache).is_some());
+        for outside in [
+            "/h",
+            "/h/bin",
+            "/h/.local/bin",
+            "/run/u",
+            "/opt/y",
+            "/usr/bin",
+            "/",
+        ] {
+            assert!(w.holding(Path::new(outside)).is_none(), "{outside}");
+        }
+    }
+
+    #[test]
     fn path_loses_relative_empty_and_writable_entries() {
         let d = tempfile::tempdir().unwrap();
         let d = std::fs::canonicalize(d.path()).unwrap();
