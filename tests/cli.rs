@@ -354,64 +354,6 @@ fn a_program_that_is_not_installed_stops_before_the_run() {
     assert!(h.home().join(".config/goose").exists());
 }
 
-/// A command that fails with no refusal recorded where the interposer is off (a
-/// static program meets the same) is not left in silence: sandpit says that no
-/// layer recorded a refusal and why that can be. Not when the command succeeds, and
-/// not when the refusal was recorded (the summary names it: the kernel layer's own
-/// refusals of paths too).
-#[test]
-fn a_failure_with_no_recorded_refusal_says_where_it_may_come_from() {
-    let h = TestHome::new();
-    let hint = "no layer recorded a refusal; the interposer is off (--kernel-only)";
-    let o = run(&h, &["run", "--kernel-only", "--", "sh", "-c", "exit 3"]);
-    let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(3));
-    assert!(err.contains(hint), "{err}");
-    // A path the kernel layer refuses alone is recorded (its notifier) and named.
-    let o = run(
-        &h,
-        &["run", "--kernel-only", "--", "sh", "-c", "echo x > ~/f"],
-    );
-    let (_, err) = text(&o);
-    assert!(!o.status.success());
-    assert!(err.contains("deny write ~/f [kernel]"), "{err}");
-    assert!(!err.contains("no layer recorded"), "{err}");
-    let o = run(&h, &["run", "--kernel-only", "--", "true"]);
-    assert!(o.status.success());
-    assert!(!text(&o).1.contains("no layer recorded"), "{:?}", text(&o));
-    // With the interposer the refusal is recorded and the summary names it.
-    let o = run(&h, &["run", "--", "sh", "-c", "echo x > ~/f"]);
-    let (_, err) = text(&o);
-    assert!(err.contains("deny write ~/f"), "{err}");
-    assert!(!err.contains("no layer recorded"), "{err}");
-}
-
-/// A reader that stops early (`| head`) ends a printing command quietly: no panic,
-/// no backtrace, as with other tools.
-#[test]
-fn printing_commands_end_quietly_when_the_reader_goes() {
-    let h = TestHome::new();
-    for args in ["config", "plan -- true", "explain read /etc/passwd"] {
-        let o = h
-            .command("sh")
-            .arg("-c")
-            .arg(format!(
-                "for i in 1 2 3 4 5 6 7 8; do '{}' {args}; done | head -c 1 >/dev/null",
-                common::sandpit_bin().display()
-            ))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            !err.contains("panicked") && !err.contains("Broken pipe"),
-            "{args}: {err}"
-        );
-    }
-    // The positive control: the same command whole.
-    let o = h.sandpit().arg("config").output().unwrap();
-    assert!(o.status.success() && !o.stdout.is_empty());
-}
-
 /// `sandpit run` started in the home (the README's first command has no `cd`)
 /// would make every file there writable, `~/.gitconfig` (an alias the user's next
 /// `git st` runs), `~/bin`, the shell's startup files: refused with why and what to
@@ -562,4 +504,62 @@ fn the_home_is_the_workspace_only_when_the_user_names_it() {
         "[files]\nallow_home_workspace = true\n",
     );
     refused(&home, &run_attack, "your home directory");
+}
+
+/// A command that fails with no refusal recorded where the interposer is off (a
+/// static program meets the same) is not left in silence: sandpit says that no
+/// layer recorded a refusal and why that can be. Not when the command succeeds, and
+/// not when the refusal was recorded (the summary names it: the kernel layer's own
+/// refusals of paths too).
+#[test]
+fn a_failure_with_no_recorded_refusal_says_where_it_may_come_from() {
+    let h = TestHome::new();
+    let hint = "no layer recorded a refusal; the interposer is off (--kernel-only)";
+    let o = run(&h, &["run", "--kernel-only", "--", "sh", "-c", "exit 3"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(err.contains(hint), "{err}");
+    // A path the kernel layer refuses alone is recorded (its notifier) and named.
+    let o = run(
+        &h,
+        &["run", "--kernel-only", "--", "sh", "-c", "echo x > ~/f"],
+    );
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("deny write ~/f [kernel]"), "{err}");
+    assert!(!err.contains("no layer recorded"), "{err}");
+    let o = run(&h, &["run", "--kernel-only", "--", "true"]);
+    assert!(o.status.success());
+    assert!(!text(&o).1.contains("no layer recorded"), "{:?}", text(&o));
+    // With the interposer the refusal is recorded and the summary names it.
+    let o = run(&h, &["run", "--", "sh", "-c", "echo x > ~/f"]);
+    let (_, err) = text(&o);
+    assert!(err.contains("deny write ~/f"), "{err}");
+    assert!(!err.contains("no layer recorded"), "{err}");
+}
+
+/// A reader that stops early (`| head`) ends a printing command quietly: no panic,
+/// no backtrace, as with other tools.
+#[test]
+fn printing_commands_end_quietly_when_the_reader_goes() {
+    let h = TestHome::new();
+    for args in ["config", "plan -- true", "explain read /etc/passwd"] {
+        let o = h
+            .command("sh")
+            .arg("-c")
+            .arg(format!(
+                "for i in 1 2 3 4 5 6 7 8; do '{}' {args}; done | head -c 1 >/dev/null",
+                common::sandpit_bin().display()
+            ))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args}: {err}"
+        );
+    }
+    // The positive control: the same command whole.
+    let o = h.sandpit().arg("config").output().unwrap();
+    assert!(o.status.success() && !o.stdout.is_empty());
 }
