@@ -170,3 +170,37 @@ fn the_injected_library_depends_on_policy_and_protocol_only() {
         .collect();
     assert_eq!(deps, ["sandpit-policy", "sandpit-review"], "{manifest}");
 }
+
+/// Every program the launcher starts on the host goes through `hostcmd::command`
+/// (in `/`, its PATH and environment without the run's writable roots; issue 41):
+/// no other module makes a `std::process::Command` outside its tests, but the
+/// macOS sandbox (`sandbox/macos/`), whose command is the sandboxed one
+/// (`sandbox-exec`).
+#[test]
+fn host_programs_start_only_through_hostcmd() {
+    let mut files = vec![];
+    rust_files(&src(), &mut files);
+    let mut found = vec![];
+    for f in files {
+        if f == src().join("hostcmd.rs") || f.starts_with(src().join("sandbox/macos")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        // The unit tests at the end of a file may start what they like.
+        let code = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            let line = line.split("//").next().unwrap_or_default();
+            if line.contains("Command::new(") || line.contains("process::Command") {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "programs started on the host other than through hostcmd::command:\n{}",
+        found.join("\n")
+    );
+}

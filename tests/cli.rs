@@ -362,6 +362,158 @@ fn a_program_that_is_not_installed_stops_before_the_run() {
     assert!(h.home().join(".config/goose").exists());
 }
 
+/// `sandpit run` started in the home (the README's first command has no `cd`)
+/// would make every file there writable, `~/.gitconfig` (an alias the user's next
+/// `git st` runs), `~/bin`, the shell's startup files: refused with why and what to
+/// do, before anything else is printed, exit 2, nothing run (issue 41). So is a
+/// directory holding the home, and `--workspace ~`. The user may name it
+/// (`--allow-home-workspace`, or `files.allow_home_workspace` in their own
+/// config: the controls, which run); a project file may not. `/` is refused even
+/// when named. `plan`, `explain` and `check` say the same.
+#[test]
+fn the_home_is_the_workspace_only_when_the_user_names_it() {
+    let h = TestHome::new_in("/var/tmp");
+    let home = h.home();
+    let gitconfig = home.join(".gitconfig");
+    let attack = "printf '[alias]\\n\\tst = !touch ~/pwned\\n' >> ~/.gitconfig; touch ~/ran";
+    // Bare, the probe writes the user's git config.
+    let o = h
+        .command("sh")
+        .args(["-c", attack])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert!(o.status.success() && gitconfig.exists(), "{:?}", text(&o));
+    std::fs::remove_file(&gitconfig).unwrap();
+    std::fs::remove_file(home.join("ran")).unwrap();
+
+    let refused = |dir: &std::path::Path, args: &[&str], what: &str| {
+        let o = h.sandpit().args(args).current_dir(dir).output().unwrap();
+        let (out, err) = text(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?} in {}: {err}",
+            dir.display()
+        );
+        assert!(
+            err.starts_with(&format!("sandpit: error: the workspace would be {what}")),
+            "{args:?}: not the first thing printed: {err}"
+        );
+        assert!(err.contains("cd into the project"), "{err}");
+        assert!(!err.contains("layers:") && out.is_empty(), "{out}{err}");
+        assert!(!gitconfig.exists() && !home.join("ran").exists(), "{err}");
+        err
+    };
+    let run_attack = ["run", "--", "sh", "-c", attack];
+    let err = refused(&home, &run_attack, "your home directory");
+    assert!(err.contains("--allow-home-workspace"), "{err}");
+    let holder = h.dir.path().to_path_buf();
+    let err = refused(&holder, &run_attack, &holder.display().to_string());
+    assert!(err.contains("which holds your home directory"), "{err}");
+    let named = [
+        "run",
+        "--workspace",
+        home.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        attack,
+    ];
+    refused(&h.workspace(), &named, "your home directory");
+    // `/`, with and without the flag, and with the user's key.
+    let root = std::path::Path::new("/");
+    for args in [
+        &run_attack[..],
+        &["run", "--allow-home-workspace", "--", "sh", "-c", attack],
+    ] {
+        let err = refused(root, args, "/,");
+        assert!(err.contains("/ is refused even with"), "{err}");
+        assert!(!err.contains("placeholder"), "{err}");
+    }
+    // The inspecting commands say the same.
+    refused(&home, &["plan", "--", "sh"], "your home directory");
+    refused(
+        &home,
+        &["explain", "write", "~/.gitconfig"],
+        "your home directory",
+    );
+    let o = h
+        .sandpit()
+        .args(["check", "sh"])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert!(
+        text(&o)
+            .1
+            .contains("the workspace would be your home directory")
+            || text(&o)
+                .0
+                .contains("the workspace would be your home directory"),
+        "{:?}",
+        text(&o)
+    );
+
+    // The controls: named by the user, the home is the workspace.
+    let o = h
+        .sandpit()
+        .args(["run", "--allow-home-workspace", "--", "touch", "ran"])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(home.join("ran").exists());
+    std::fs::remove_file(home.join("ran")).unwrap();
+    h.user_config("[files]\nallow_home_workspace = true\n");
+    let o = h
+        .sandpit()
+        .args(["run", "--", "touch", "ran"])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(home.join("ran").exists());
+    // `sandpit config` names the rule that accepted it.
+    let o = h
+        .sandpit()
+        .arg("config")
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("allow_home_workspace = true  # ") && out.contains("config.toml:2"),
+        "{out}"
+    );
+    std::fs::remove_file(home.join("ran")).unwrap();
+    refused(root, &run_attack, "/,");
+
+    // A project file may not name it, in a project or in the home.
+    h.user_config("");
+    h.write(
+        &h.workspace().join(".sandpit.toml"),
+        "[files]\nallow_home_workspace = true\n",
+    );
+    let o = h
+        .sandpit()
+        .args(["run", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(".sandpit.toml:2") && err.contains("cannot be set by a project file"),
+        "{err}"
+    );
+    assert!(!h.workspace().join("ran").exists());
+    h.write(
+        &home.join(".sandpit.toml"),
+        "[files]\nallow_home_workspace = true\n",
+    );
+    refused(&home, &run_attack, "your home directory");
+}
+
 /// A command that fails with no refusal recorded where the interposer is off (a
 /// static program meets the same) is not left in silence: sandpit says that no
 /// layer recorded a refusal and why that can be. Not when the command succeeds, and

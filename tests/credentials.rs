@@ -1165,3 +1165,165 @@ fn a_masked_file_without_a_mount_namespace_stops_the_run() {
         "{t}"
     );
 }
+
+/// A credential whose source is `command` and whose value is also in `~/NAME.json`
+/// (`credentials.NAME.file`): the run stops unless the command gave that value, so
+/// a run that starts shows the value arrived. The user's config, as TOML.
+fn command_credential(h: &TestHome, name: &str, command: &str, value: &str) -> String {
+    h.write(
+        &h.home().join(format!("{name}.json")),
+        &format!("{{\"key\": \"{value}\"}}\n"),
+    );
+    format!(
+        "[credentials.{name}]\nenv = \"{var}\"\nsource = '''command:{command}'''\nhosts = [\"inject.test\"]\nfile = \"~/{name}.json\"\n",
+        var = name.to_ascii_uppercase()
+    )
+}
+
+/// `sandpit run` (as the test user, in the workspace, with `env`): the run starts
+/// and each credential's file shows its sentinel. The output.
+fn run_with_credentials(h: &TestHome, names: &[&str], env: &[(&str, String)]) -> String {
+    let script: String = names.iter().map(|n| format!("cat ~/{n}.json; ")).collect();
+    let mut c = h.sandpit();
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.args(["run", "--", "sh", "-c", &script]).output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for n in names {
+        assert!(t.contains(&format!("sandpit-sentinel-{n}-")), "{n}: {t}");
+    }
+    t
+}
+
+/// A `command:` source runs outside the sandbox, before it starts: what a run left
+/// in the workspace must not run there. A `json.py` planted in the project is what
+/// `python3 -c "import json"` imports when run from the project; sandpit runs the
+/// command in `/` (issue 41). The plant runs bare (the control); under sandpit the
+/// value still arrives and the plant never runs.
+#[test]
+fn a_module_planted_in_the_workspace_is_not_imported_by_a_credential_command() {
+    let h = home();
+    let canary = h.home().join("planted-json-ran");
+    h.write(
+        &h.workspace().join("json.py"),
+        &format!(
+            "open({:?}, 'w').write('x')\ndef dumps(o):\n    return 'x'\n",
+            canary.to_str().unwrap()
+        ),
+    );
+    let cmd = "python3 -c \"import json; print(json.dumps(1) and 'value-json-1234567890')\"";
+    // Bare, from the project, the plant runs.
+    let o = h.command("sh").args(["-c", cmd]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(canary.exists(), "the plant did not run bare: {}", text(&o));
+    std::fs::remove_file(&canary).unwrap();
+    h.user_config(&command_credential(&h, "tok", cmd, "value-json-1234567890"));
+    let t = run_with_credentials(&h, &["tok"], &[]);
+    assert!(!canary.exists(), "the planted json.py ran on the host: {t}");
+    assert!(!t.contains("value-json-1234567890"), "{t}");
+}
+
+/// A `git` planted in a workspace directory on sandpit's PATH, as an absolute
+/// entry and as a relative one (taken from the project): a credential command
+/// that runs `git` gets the user's git, never the plant (issue 41). The plant runs
+/// bare with the same PATH (the control); under sandpit the value still arrives.
+#[test]
+fn a_program_planted_on_path_in_the_workspace_is_not_run_by_a_credential_command() {
+    let h = home();
+    let canary = h.home().join("planted-git-ran");
+    let plant = h.workspace().join("bin/git");
+    h.write(
+        &plant,
+        &format!(
+            "#!/bin/sh\ntouch {:?}\nexec /usr/local/bin/git \"$@\"\n",
+            canary.to_str().unwrap()
+        ),
+    );
+    std::fs::set_permissions(&plant, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ini = h.home().join("cred.ini");
+    h.write(&ini, "[cred]\n\ttoken = value-git-1234567890\n");
+    let cmd = format!("git config --file {} cred.token", ini.display());
+    h.user_config(&command_credential(&h, "tok", &cmd, "value-git-1234567890"));
+    let system = "/usr/local/bin:/usr/bin:/bin";
+    for path in [
+        format!("{}:{system}", h.workspace().join("bin").display()),
+        format!("bin:{system}"),
+    ] {
+        // Bare, from the project, with this PATH: the plant runs.
+        let o = h
+            .command("sh")
+            .env("PATH", &path)
+            .args(["-c", &cmd])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(canary.exists(), "{path}: the plant did not run bare");
+        std::fs::remove_file(&canary).unwrap();
+        let t = run_with_credentials(&h, &["tok"], &[("PATH", path.clone())]);
+        assert!(
+            !canary.exists(),
+            "{path}: the planted git ran on the host: {t}"
+        );
+    }
+}
+
+/// Variables that make an interpreter load code from a place they name
+/// (`PYTHONPATH`, `NODE_OPTIONS=--require …`), pointing into the workspace, are
+/// not passed to a credential command (issue 41). Both plants run bare with the
+/// variable (the control); under sandpit neither runs and both values arrive.
+#[test]
+fn code_loading_variables_do_not_reach_a_credential_command() {
+    let h = home();
+    let ws = h.workspace();
+    let (py_canary, node_canary) = (
+        h.home().join("planted-py-ran"),
+        h.home().join("planted-node-ran"),
+    );
+    h.write(
+        &ws.join("lib/py/json.py"),
+        &format!(
+            "open({:?}, 'w').write('x')\ndef dumps(o):\n    return 'x'\n",
+            py_canary.to_str().unwrap()
+        ),
+    );
+    h.write(
+        &ws.join("lib/hook.js"),
+        &format!(
+            "require('fs').writeFileSync({:?}, 'x');\n",
+            node_canary.to_str().unwrap()
+        ),
+    );
+    let env = [
+        ("PYTHONPATH", ws.join("lib/py").display().to_string()),
+        (
+            "NODE_OPTIONS",
+            format!("--require {}", ws.join("lib/hook.js").display()),
+        ),
+    ];
+    let py = "python3 -c \"import json; print(json.dumps(1) and 'value-py-1234567890')\"";
+    let node = "node -e \"console.log('value-node-1234567890')\"";
+    // Bare, from / (where sandpit runs them), with the variables: both plants run.
+    for (cmd, canary) in [(py, &py_canary), (node, &node_canary)] {
+        let o = h
+            .command("sh")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir("/")
+            .args(["-c", cmd])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{cmd}: {}", text(&o));
+        assert!(canary.exists(), "{cmd}: the plant did not run bare");
+        std::fs::remove_file(canary).unwrap();
+    }
+    let config = command_credential(&h, "py", py, "value-py-1234567890")
+        + &command_credential(&h, "node", node, "value-node-1234567890");
+    h.user_config(&config);
+    let t = run_with_credentials(&h, &["py", "node"], &env);
+    assert!(!py_canary.exists(), "PYTHONPATH reached the command: {t}");
+    assert!(
+        !node_canary.exists(),
+        "NODE_OPTIONS reached the command: {t}"
+    );
+}

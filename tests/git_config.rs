@@ -441,3 +441,62 @@ fn other_version_control_directories_are_held_present_or_missing() {
         "{said}"
     );
 }
+
+/// The git sandpit asks for the configuration runs on the host, before the
+/// sandbox: a `git` planted in a directory the sandbox can write (an `allow_write`
+/// root, the workspace) and put on PATH, as an absolute or a relative entry, is
+/// never the one that runs (issue 41). The plant runs bare with that PATH (the
+/// control); under sandpit the configuration is still read (`explain` names the
+/// key) and the plant does not run.
+#[test]
+fn a_git_planted_in_a_writable_root_on_path_is_not_the_one_asked() {
+    let h = repo();
+    let canary = h.home().join("planted-git-ran");
+    let plant = format!(
+        "#!/bin/sh\ntouch {:?}\nexec /usr/local/bin/git \"$@\"\n",
+        canary.to_str().unwrap()
+    );
+    for dir in [h.home().join("tools"), h.workspace().join("bin")] {
+        h.write(&dir.join("git"), &plant);
+        std::fs::set_permissions(
+            dir.join("git"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    h.user_config("[files]\nallow_write = [\"~/tools\"]\n");
+    let system = "/usr/local/bin:/usr/bin:/bin";
+    for path in [
+        format!("{}:{system}", h.home().join("tools").display()),
+        format!("{}:{system}", h.workspace().join("bin").display()),
+        format!("bin:{system}"),
+    ] {
+        let o = h
+            .command("git")
+            .env("PATH", &path)
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(canary.exists(), "{path}: the plant did not run bare");
+        std::fs::remove_file(&canary).unwrap();
+        let o = h
+            .sandpit()
+            .env("PATH", &path)
+            .args(["explain", "write", ".husky/pre-commit"])
+            .output()
+            .unwrap();
+        let out = text(&o);
+        // Answered (its exit status is the verdict's), not refused as usage.
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{path}: {out}");
+        let verdict = common::stdout(&o);
+        assert!(
+            verdict.starts_with("DENY") && verdict.contains("core.hookspath = .husky/_"),
+            "{path}: {out}"
+        );
+        assert!(
+            !canary.exists(),
+            "{path}: the planted git ran on the host: {out}"
+        );
+    }
+}

@@ -88,6 +88,13 @@ pub struct Files {
     /// isolation, so only the user's own layers may name one, never a project file.
     #[serde(default)]
     pub devices: Vec<Rule<PathBuf>>,
+    /// Where the user accepted their home, or a directory holding it, as the
+    /// workspace (`files.allow_home_workspace`, `--allow-home-workspace`); never a
+    /// project file. `/` is refused whatever this says. The launcher checks it
+    /// before the policy loads (the loader walks the workspace's globs). Not in the
+    /// snapshot: nothing inside the sandbox asks.
+    #[serde(skip)]
+    pub allow_home_workspace: Option<Origin>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -148,6 +148,7 @@ struct RawFiles {
     allow_write: Entries,
     agent_read: Entries,
     devices: Entries,
+    allow_home_workspace: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -942,6 +943,18 @@ impl Builder {
 
     fn apply_files(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
         self.apply_devices(cx, f, project)?;
+        if let Some(b) = &f.allow_home_workspace {
+            if project {
+                return Err(cx.diag(
+                    b.span(),
+                    "files.allow_home_workspace cannot be set by a project file: it would let a project make your whole home writable",
+                    "set it in ~/.sandpit/config.toml, or pass --allow-home-workspace to the one run",
+                ));
+            }
+            let on = *b.get_ref();
+            self.policy.files.allow_home_workspace =
+                on.then(|| cx.origin("files.allow_home_workspace", "true", b.span()));
+        }
         self.apply_agent_read(cx, f, project)?;
         let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;

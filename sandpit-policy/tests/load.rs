@@ -2066,3 +2066,26 @@ fn env_set_refuses_what_sandpit_or_the_loader_owns_and_project_files() {
         assert!(e.to_string().contains("env.set"), "{e}");
     }
 }
+
+/// `files.allow_home_workspace`: the user's own layers may accept the home as the
+/// workspace (with the rule's origin), a project file may not, even set as the
+/// user's own config sets it (issue 41).
+#[test]
+fn the_home_as_workspace_is_accepted_by_the_users_own_layers_only() {
+    let p = user("[files]\nallow_home_workspace = true\n").unwrap();
+    let o = p.files.allow_home_workspace.expect("accepted");
+    assert_eq!((o.key.as_str(), o.line), ("files.allow_home_workspace", 2));
+    assert!(user("[files]\nallow_home_workspace = false\n")
+        .unwrap()
+        .files
+        .allow_home_workspace
+        .is_none());
+    assert!(user("").unwrap().files.allow_home_workspace.is_none());
+    for value in ["true", "false"] {
+        project_err(
+            "[files]\nallow_home_workspace = true\n",
+            &format!("[files]\nallow_home_workspace = {value}\n"),
+            "files.allow_home_workspace cannot be set by a project file",
+        );
+    }
+}

@@ -34,6 +34,10 @@ pub struct PolicyArgs {
     /// Let commands listen on loopback ports for this run.
     #[arg(long = "allow-local-binding", global = true)]
     pub allow_local_binding: bool,
+    /// Accept the home directory (or a directory holding it) as the workspace: all
+    /// of it becomes writable. `/` is refused even so.
+    #[arg(long = "allow-home-workspace", global = true)]
+    pub allow_home_workspace: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +56,12 @@ pub enum ConfigError {
     MissingConfig { path: String },
     #[error("{0}")]
     Git(String),
+    #[error("the workspace would be {what}, and the directory sandpit runs in (or --workspace) becomes writable to the command: {why} Run sandpit from a project directory (cd into the project, or pass --workspace DIR){how}")]
+    HomeWorkspace {
+        what: String,
+        why: &'static str,
+        how: &'static str,
+    },
 }
 
 /// The policy and the sources it was built from.
@@ -96,6 +106,59 @@ fn workspace(args: &PolicyArgs) -> Result<PathBuf, ConfigError> {
     std::fs::canonicalize(&raw).map_err(|source| ConfigError::Workspace {
         path: raw.display().to_string(),
         source,
+    })
+}
+
+/// Refuse a workspace that would make the home writable, before anything else is
+/// done or printed: `/` always, the home or a directory holding it unless the user
+/// accepted that (`--allow-home-workspace`, `files.allow_home_workspace` in their
+/// own config; a project file may not, the loader says so with its line).
+pub fn check_workspace(ws: &Path, home: &Path, accepted: bool) -> Result<(), ConfigError> {
+    if ws == Path::new("/") {
+        return Err(ConfigError::HomeWorkspace {
+            what: "/".into(),
+            why: "the whole filesystem that you can write, your home with it.",
+            how: "; / is refused even with --allow-home-workspace.",
+        });
+    }
+    if accepted || !home.starts_with(ws) {
+        return Ok(());
+    }
+    let what = if ws == home {
+        format!("your home directory {}", ws.display())
+    } else {
+        format!(
+            "{}, which holds your home directory {}",
+            ws.display(),
+            home.display()
+        )
+    };
+    Err(ConfigError::HomeWorkspace {
+        what,
+        why: "every file there that your shell, git, editor or another agent runs later on the host (~/.bashrc, ~/.gitconfig, ~/bin, ~/.local/bin) could be changed.",
+        how: "; to give the command your whole home anyway, pass --allow-home-workspace or set files.allow_home_workspace = true in ~/.sandpit/config.toml.",
+    })
+}
+
+/// [`check_workspace`] for `args` alone, before a run makes or prints anything
+/// (`load` checks again).
+pub fn check_args_workspace(args: &PolicyArgs) -> Result<(), ConfigError> {
+    let home = home()?;
+    let ws = workspace(args)?;
+    let (user, _) = user_config(args, &state_dir(&home));
+    let accepted = args.allow_home_workspace
+        || Source::read(Layer::User, &user)?.is_some_and(|s| allows_home(&s));
+    check_workspace(&ws, &home, accepted)
+}
+
+/// Whether the user's own config accepts the home as the workspace
+/// (`files.allow_home_workspace = true`; the loader checks the file fully later).
+fn allows_home(user: &Source) -> bool {
+    toml::from_str::<toml::Table>(&user.text).is_ok_and(|t| {
+        t.get("files")
+            .and_then(|f| f.get("allow_home_workspace"))
+            .and_then(toml::Value::as_bool)
+            == Some(true)
     })
 }
 
@@ -169,6 +232,9 @@ fn flags_source(args: &PolicyArgs) -> Option<Source> {
     if args.allow_local_binding {
         net.insert("allow_local_binding".into(), Value::Boolean(true));
     }
+    if args.allow_home_workspace {
+        files.insert("allow_home_workspace".into(), Value::Boolean(true));
+    }
     let mut doc = Table::new();
     if !files.is_empty() {
         doc.insert("files".into(), Value::Table(files));
@@ -236,6 +302,12 @@ pub fn load(
             None => {}
         }
     }
+    // Before the project's file is read and any glob of the workspace walked.
+    check_workspace(
+        &ws,
+        &home,
+        args.allow_home_workspace || opts.user.as_ref().is_some_and(allows_home),
+    )?;
     // A directory there is the empty placeholder another run in this workspace keeps
     // while `.sandpit.toml` does not exist (see `sandbox::linux::plan::Placeholder`).
     let project = ws.join(".sandpit.toml");
@@ -265,4 +337,47 @@ pub fn load(
         profile,
         sources,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_home_and_what_holds_it_are_workspaces_only_when_accepted_and_root_never() {
+        let home = Path::new("/home/me");
+        for accepted in [false, true] {
+            assert!(check_workspace(Path::new("/"), home, accepted).is_err());
+            for ok in ["/home/me/src/p", "/home/other", "/home/me2", "/srv"] {
+                assert!(
+                    check_workspace(Path::new(ok), home, accepted).is_ok(),
+                    "{ok}"
+                );
+            }
+            for held in ["/home/me", "/home"] {
+                let r = check_workspace(Path::new(held), home, accepted);
+                assert_eq!(r.is_ok(), accepted, "{held}");
+            }
+        }
+        let e = check_workspace(Path::new("/home"), home, false).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("/home, which holds your home directory /home/me"));
+    }
+
+    #[test]
+    fn only_a_true_allow_home_workspace_in_files_accepts() {
+        let src = |t: &str| Source::new(Layer::User, "u.toml", t);
+        assert!(allows_home(&src("[files]\nallow_home_workspace = true\n")));
+        for no in [
+            "",
+            "[files]\nallow_home_workspace = false\n",
+            "[files]\nallow_home_workspace = \"true\"\n",
+            "allow_home_workspace = true\n",
+            "[network]\nallow_home_workspace = true\n",
+            "[files\n",
+        ] {
+            assert!(!allows_home(&src(no)), "{no}");
+        }
+    }
 }

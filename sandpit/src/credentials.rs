@@ -177,6 +177,9 @@ impl Secrets {
             return Ok(None);
         }
         let mut list = vec![];
+        // A `command:` source runs on the host: never with anything the sandbox
+        // of this run (or of a run before) could have left (hostcmd.rs).
+        let writable = crate::hostcmd::Writable::of(policy);
         for c in &policy.credentials {
             let rule = c.origin.to_string();
             let err = |why: String, hint: &str| CredentialError::Source {
@@ -185,7 +188,7 @@ impl Secrets {
                 why,
                 hint: hint.to_string(),
             };
-            let value = read_source(&c.source).map_err(|(why, hint)| err(why, hint))?;
+            let value = read_source(&c.source, &writable).map_err(|(why, hint)| err(why, hint))?;
             let value = trim_newline(value);
             if value.is_empty() {
                 return Err(err(
@@ -416,8 +419,13 @@ fn trim_newline(mut v: Vec<u8>) -> Vec<u8> {
     v
 }
 
-/// Read a source; the error is (why, what to do), never the value.
-fn read_source(src: &CredentialSource) -> Result<Vec<u8>, (String, &'static str)> {
+/// Read a source; the error is (why, what to do), never the value. A command runs
+/// as every program the launcher starts on the host (hostcmd.rs): `/bin/sh -c
+/// CMD` in `/`, its `PATH` without the writable roots of the run.
+fn read_source(
+    src: &CredentialSource,
+    writable: &crate::hostcmd::Writable,
+) -> Result<Vec<u8>, (String, &'static str)> {
     match src {
         CredentialSource::Env(name) => match std::env::var_os(name) {
             Some(v) => Ok(std::os::unix::ffi::OsStringExt::into_vec(v)),
@@ -435,7 +443,13 @@ fn read_source(src: &CredentialSource) -> Result<Vec<u8>, (String, &'static str)
             )
         }),
         CredentialSource::Command(cmd) => {
-            let out = std::process::Command::new("/bin/sh")
+            let out = crate::hostcmd::command("/bin/sh", writable)
+                .map_err(|e| {
+                    (
+                        format!("running `sh -c {cmd:?}`: {e}"),
+                        "keep the programs a credential command runs outside the directories the sandbox can write",
+                    )
+                })?
                 .arg("-c")
                 .arg(cmd)
                 .stdin(std::process::Stdio::null())
@@ -450,7 +464,7 @@ fn read_source(src: &CredentialSource) -> Result<Vec<u8>, (String, &'static str)
             if !out.status.success() {
                 return Err((
                     format!("`sh -c {cmd:?}` failed ({})", out.status),
-                    "run the command yourself to see why, or change the credential's source",
+                    "run it yourself in / to see why (sandpit runs it there, its PATH without the directories the sandbox can write; docs/credentials.md), or change the credential's source",
                 ));
             }
             Ok(out.stdout)

@@ -277,26 +277,32 @@ fn worth_asking(top: &Path, home: &Path) -> bool {
 /// How long git may take to answer (an include that is a FIFO would block it).
 const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The user's git: the first on PATH outside the workspace (a `git` the sandbox
-/// planted in a workspace directory on PATH must not run here, unconfined).
-fn git_binary(workspace: &Path) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    let dirs: Vec<PathBuf> = std::env::split_paths(&path)
-        .filter(|d| d.is_absolute() && !d.starts_with(workspace))
-        .collect();
-    let path = std::env::join_paths(dirs).ok()?;
-    crate::sys::which("git", &path, Path::new("/"))
+/// The user's git, as every program the launcher runs on the host
+/// (hostcmd.rs): the first on a `PATH` without the writable roots, run in `/`
+/// (`-C` names the worktree) with nothing in its environment that loads code.
+/// `None` when git is not installed there: then nothing runs what the config
+/// names.
+fn git_command(writable: &crate::hostcmd::Writable) -> Result<Option<Command>, String> {
+    match crate::hostcmd::command("git", writable) {
+        Ok(c) => Ok(Some(c)),
+        Err(crate::hostcmd::HostError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Ask git (the user's, as the user) for [`KEYS`] in the worktree at `top`, never
 /// above it, or in the config file `file` alone (with its includes). Nothing when
 /// git is not installed: then nothing runs these.
-fn ask_git(top: &Path, workspace: &Path, file: Option<&Path>) -> Result<Vec<Entry>, String> {
+fn ask_git(
+    top: &Path,
+    writable: &crate::hostcmd::Writable,
+    file: Option<&Path>,
+) -> Result<Vec<Entry>, String> {
     use std::io::Read;
-    let Some(git) = git_binary(workspace) else {
+    let Some(mut c) = git_command(writable)? else {
         return Ok(vec![]);
     };
-    let mut c = Command::new(&git);
+    let git = PathBuf::from(c.get_program());
     c.arg("-C").arg(top).arg("config");
     if let Some(f) = file {
         c.arg("--file").arg(f).arg("--includes");
@@ -425,14 +431,14 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
     if !worth_asking(&top, &home) {
         return Ok(());
     }
-    let mut entries = ask_git(&top, &workspace, None).map_err(|why| cannot_read(&top, &why))?;
+    let writable = crate::hostcmd::Writable::of(policy);
+    let mut entries = ask_git(&top, &writable, None).map_err(|why| cannot_read(&top, &why))?;
     // git reads `.git/config` only where it takes `.git` for a repository; a run could
     // have broken `HEAD` to hide what the config names until a later run repairs it.
     // Read it as a file then.
     let local = top.join(".git/config");
     if !is_repository(&top) && local.is_file() {
-        let more =
-            ask_git(&top, &workspace, Some(&local)).map_err(|why| cannot_read(&top, &why))?;
+        let more = ask_git(&top, &writable, Some(&local)).map_err(|why| cannot_read(&top, &why))?;
         entries.extend(more);
     }
     // An `includeIf` git skips now (`onbranch:` another branch) applies once the
@@ -460,7 +466,7 @@ pub fn protect(policy: &mut Policy) -> Result<(), String> {
     conditional.dedup();
     for target in conditional {
         let more =
-            ask_git(&top, &workspace, Some(&target)).map_err(|why| cannot_read(&top, &why))?;
+            ask_git(&top, &writable, Some(&target)).map_err(|why| cannot_read(&top, &why))?;
         entries.extend(more);
     }
     for (path, e) in named(&entries, &top, &workspace, &home) {
@@ -573,11 +579,13 @@ mod tests {
             "[core]\n\texcludesFile = ./p",
         ];
         let d = tempfile::tempdir().unwrap();
-        let git = git_binary(d.path()).expect("git is installed");
+        let writable = crate::hostcmd::Writable::from_roots([d.path().to_path_buf()]);
         let asked = |text: &str| -> Vec<Entry> {
             let f = d.path().join("config");
             std::fs::write(&f, text).unwrap();
-            let o = Command::new(&git)
+            let o = git_command(&writable)
+                .unwrap()
+                .expect("git is installed")
                 .args(["config", "--null", "--show-origin", "--file"])
                 .arg(&f)
                 .args(["--get-regexp", KEYS])

@@ -12,6 +12,7 @@ pub mod cpu;
 pub mod credentials;
 pub mod dns;
 pub mod gitcfg;
+pub mod hostcmd;
 pub mod inject;
 pub mod inspect;
 pub mod launch;

@@ -99,6 +99,13 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     list(&mut o, "allow_write", &p.files.allow_write, path);
     list(&mut o, "block_write", &p.files.block_write, path);
     list(&mut o, "devices", &p.files.devices, path);
+    if let Some(origin) = &p.files.allow_home_workspace {
+        let _ = writeln!(
+            o,
+            "allow_home_workspace = true  # {} (the home may be the workspace; / never)",
+            origin.location()
+        );
+    }
     let _ = writeln!(o, "\n[network]");
     let _ = writeln!(
         o,

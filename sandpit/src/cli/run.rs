@@ -12,6 +12,8 @@ pub use crate::run::Request as RunArgs;
 
 /// Run the command under this platform's kernel layer.
 pub fn run(args: RunArgs) -> Result<i32> {
+    // Before anything is printed: a workspace that would make the home writable.
+    crate::config::check_args_workspace(&args.policy)?;
     if let Some(missing) = not_found(&args.command) {
         // Before anything is made or started: an agent that is not installed.
         eprintln!(

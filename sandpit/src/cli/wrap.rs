@@ -15,7 +15,8 @@
 //! Apps and desktop entries are started from a desktop session whose working
 //! directory is `/` or `$HOME`, so their launcher names a workspace: `--workspace`,
 //! default `~/Sandpit/NAME` (created). A wrapped binary uses the directory it is run
-//! from, and refuses `/` and `$HOME`.
+//! from; `sandpit run` itself refuses `/`, the home and a directory holding it
+//! (`config::check_workspace`), before it prints anything else.
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -180,13 +181,7 @@ impl Wrap {
     }
 
     /// The launcher script body for `program` (run with the script's arguments).
-    fn script(
-        &self,
-        program: &Path,
-        workspace: Option<&Path>,
-        guard_cwd: bool,
-        gui: bool,
-    ) -> Result<String> {
+    fn script(&self, program: &Path, workspace: Option<&Path>, gui: bool) -> Result<String> {
         let mut words: Vec<String> = self
             .run_prefix(workspace, gui)?
             .iter()
@@ -197,11 +192,6 @@ impl Wrap {
             "#!/bin/sh\n# Written by `sandpit wrap`: runs {} under sandpit.\n",
             program.display()
         );
-        if guard_cwd {
-            s.push_str(
-                "case \"$PWD\" in\n  /|\"$HOME\") echo \"sandpit: run this from a project directory: the directory you run it from becomes the writable workspace\" >&2; exit 2 ;;\nesac\n",
-            );
-        }
         s.push_str(&format!("exec {} \"$@\"\n", words.join(" ")));
         Ok(s)
     }
@@ -214,12 +204,7 @@ impl Wrap {
         let beside = target.parent().unwrap_or(Path::new("/"));
         let out = output_file(output, beside, &format!("{name}-sandpit"))?;
         refuse_existing(&out)?;
-        let body = self.script(
-            target,
-            self.workspace.as_deref(),
-            self.workspace.is_none(),
-            false,
-        )?;
+        let body = self.script(target, self.workspace.as_deref(), false)?;
         create(&out, body.as_bytes(), 0o755)?;
         Ok(out)
     }
@@ -286,7 +271,7 @@ impl Wrap {
             if let Ok(pkg) = std::fs::read(contents.join("PkgInfo")) {
                 create(&c.join("PkgInfo"), &pkg, 0o644)?;
             }
-            let script = self.script(&program, Some(&workspace), false, true)?;
+            let script = self.script(&program, Some(&workspace), true)?;
             create(&c.join("MacOS").join(&new_exe), script.as_bytes(), 0o755)?;
             // The icon, and the asset catalog that holds modern ones.
             let res = contents.join("Resources");
@@ -339,8 +324,12 @@ impl Wrap {
 #[cfg(target_os = "macos")]
 fn sign(bundle: &Path) -> Result<()> {
     const CODESIGN: &str = "/usr/bin/codesign";
+    // As every program sandpit runs on the host (hostcmd.rs): in `/`, nothing in
+    // its environment that loads code (DYLD_INSERT_LIBRARIES, …). No run exists
+    // here, so no writable root either.
+    let writable = crate::hostcmd::Writable::default();
     let run = |args: &[&str]| -> Result<()> {
-        let o = std::process::Command::new(CODESIGN)
+        let o = crate::hostcmd::command(CODESIGN, &writable)?
             .args(args)
             .arg(bundle)
             .output()
