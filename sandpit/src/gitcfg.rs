@@ -384,6 +384,19 @@ pub fn is_include(origin: &Origin) -> bool {
 /// Add `path` to `files.block_write`, its origin `entry` in `file` (what named it),
 /// unless a rule holds it already.
 pub(crate) fn block_write(policy: &mut Policy, path: PathBuf, entry: &str, file: &str) {
+    let mut origin = Origin::builtin("files.block_write", entry);
+    origin.file = file.into();
+    // The run-later registry's rule for the same path (`.husky`) gives way to the
+    // key that names it: `explain` and the summary say why git runs it.
+    if let Some(r) = policy
+        .files
+        .block_write
+        .iter_mut()
+        .find(|r| r.value == path && sandpit_policy::runlater::is_origin(&r.origin))
+    {
+        r.origin = origin;
+        return;
+    }
     if policy
         .files
         .block_write
@@ -392,8 +405,6 @@ pub(crate) fn block_write(policy: &mut Policy, path: PathBuf, entry: &str, file:
     {
         return;
     }
-    let mut origin = Origin::builtin("files.block_write", entry);
-    origin.file = file.into();
     policy.files.block_write.push(Rule {
         value: path,
         origin,
