@@ -403,7 +403,7 @@ pub fn reported(ctx: &crate::Context) -> Vec<(PathBuf, &'static Entry)> {
 /// The registry as the Markdown table of `docs/run-later.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "| file | tool | what runs, and when | source | treatment |\n|---|---|---|---|---|\n",
+        "| file | tool | what runs, and when | source | treatment | missing, held by |\n|---|---|---|---|---|---|\n",
     );
     for e in REGISTRY {
         let cell = |t: &str| t.replace('|', "\\|");
@@ -411,8 +411,13 @@ pub fn markdown() -> String {
             Kind::Dir | Kind::Tree => "/",
             Kind::File | Kind::Sealed => "",
         };
+        let held = match (e.treatment, e.kind) {
+            (Treatment::Reported, _) => "—",
+            (_, Kind::Dir | Kind::Sealed) => "a sealed placeholder directory",
+            (_, Kind::File | Kind::Tree) => "nothing: cannot be made",
+        };
         s.push_str(&format!(
-            "| `{}{kind}` | {} | {} | {} | {} |\n",
+            "| `{}{kind}` | {} | {} | {} | {} | {held} |\n",
             e.path,
             cell(e.tool),
             cell(e.runs),
