@@ -402,3 +402,55 @@ fn yarn_path_bare_and_under_sandpit() {
         }
     }
 }
+
+/// lefthook's local override (`lefthook-local.yml`, lefthook from npm in
+/// `.ci/install`): in a repository whose hooks lefthook installed, a command the
+/// sandbox adds there runs on the user's next commit bare; under sandpit the
+/// shell's plant is refused and a static program's moved aside (the run stopped),
+/// and the next commit runs only the project's own command.
+#[test]
+fn lefthook_local_bare_and_under_sandpit() {
+    let plant = "printf 'pre-commit:\\n  commands:\\n    evil:\\n      run: touch PWNED\\n' > lefthook-local.yml; echo PLANTED";
+    for sandboxed in [false, true] {
+        let h = TestHome::new();
+        build_probe(&h, "static_write", true);
+        let ws = h.workspace();
+        h.write(
+            &ws.join("lefthook.yml"),
+            "pre-commit:\n  commands:\n    lint:\n      run: touch LINTED\n",
+        );
+        let sh = |script: &str| {
+            let o = h.command("sh").args(["-c", script]).output().unwrap();
+            assert!(o.status.success(), "{script}: {}", text(&o));
+        };
+        sh(
+            "git init -q && git config user.email u@example.test && git config user.name u \
+            && lefthook install",
+        );
+        let script = if sandboxed {
+            format!("{plant}; ./static_write lefthook-local.yml; sleep 5; echo NOT-STOPPED")
+        } else {
+            plant.to_string()
+        };
+        let out = run(&h, sandboxed, &script);
+        assert!(text(&out).contains("PLANTED"), "{}", text(&out));
+        // The user's next commit, outside the sandbox.
+        sh("echo x > f && git add f && git commit -qm m");
+        assert!(ws.join("LINTED").exists(), "the project's own hook runs");
+        assert_eq!(
+            ws.join("PWNED").exists(),
+            !sandboxed,
+            "sandboxed {sandboxed}: {}",
+            text(&out)
+        );
+        if sandboxed {
+            assert!(!text(&out).contains("NOT-STOPPED"), "{}", text(&out));
+            assert!(!ws.join("lefthook-local.yml").exists(), "{}", text(&out));
+            assert!(
+                text(&out).contains("lefthook-local.yml (refused; lefthook:"),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+}
