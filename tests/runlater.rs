@@ -454,3 +454,56 @@ fn lefthook_local_bare_and_under_sandpit() {
         }
     }
 }
+
+/// A global `core.hooksPath` in the home (`~/.gitconfig`): with the home writable, a
+/// hook planted there runs on the user's next commit in any repository bare; under
+/// sandpit it is refused, by the shell and a static program, and `explain` names the
+/// key.
+#[test]
+fn global_hooks_path_in_the_home() {
+    for sandboxed in [false, true] {
+        let h = TestHome::new();
+        build_probe(&h, "static_write", true);
+        h.user_config(HOME_WRITABLE);
+        let hooks = h.home().join(".githooks");
+        h.write(&hooks.join("README"), "");
+        h.write(
+            &h.home().join(".gitconfig"),
+            &format!("[core]\n\thooksPath = {}\n", hooks.display()),
+        );
+        let sh = |script: &str| {
+            let o = h.command("sh").args(["-c", script]).output().unwrap();
+            assert!(o.status.success(), "{script}: {}", text(&o));
+        };
+        sh("git init -q && git config user.email u@example.test && git config user.name u");
+        let hook = hooks.join("pre-commit");
+        let script = format!(
+            "printf '#!/bin/sh\\ntouch \"$HOME/PWNED\"\\n' > {p}; chmod +x {p}; {s} {p}.static; echo PLANTED",
+            p = quoted(&hook),
+            s = quoted(&h.workspace().join("static_write")),
+        );
+        let out = run(&h, sandboxed, &script);
+        assert!(text(&out).contains("PLANTED"), "{}", text(&out));
+        sh("echo x > f && git add f && git commit -qm m");
+        assert_eq!(
+            h.home().join("PWNED").exists(),
+            !sandboxed,
+            "sandboxed {sandboxed}: {}",
+            text(&out)
+        );
+        if sandboxed {
+            assert!(!hook.exists() && !hooks.join("pre-commit.static").exists());
+            let said = h
+                .sandpit()
+                .args(["explain", "write"])
+                .arg(&hook)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&said.stdout).to_string();
+            assert!(
+                said.starts_with("DENY") && said.contains("core.hookspath"),
+                "{said}"
+            );
+        }
+    }
+}

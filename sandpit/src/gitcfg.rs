@@ -424,10 +424,58 @@ fn cannot_read(top: &Path, why: &str) -> String {
     )
 }
 
+/// Where the home is writable (it is the workspace, lies in it, or in an
+/// `allow_write` root): what the user's own config files (`~/.gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config`) name in the home, protected as the workspace's
+/// are. A global `core.hooksPath = ~/.githooks` runs its hooks in every repository
+/// the user commits in. The files themselves are the run-later registry's.
+fn protect_global(policy: &mut Policy) -> Result<(), String> {
+    let (home, workspace) = (
+        policy.context.home.clone(),
+        policy.context.workspace.clone(),
+    );
+    let writable =
+        home.starts_with(&workspace)
+            || policy.files.allow_write.iter().any(|r| {
+                r.origin.file != sandpit_policy::PRIVATE_TMPFS && home.starts_with(&r.value)
+            });
+    if !writable {
+        return Ok(());
+    }
+    let files = config_files(&home, &home);
+    for f in &files[2..4] {
+        let hinted = std::fs::read(f).is_ok_and(|b| {
+            let text = String::from_utf8_lossy(&b).to_ascii_lowercase();
+            HINTS.iter().any(|h| text.contains(h))
+        });
+        if !hinted {
+            continue;
+        }
+        let entries = ask_git(&home, &workspace, Some(f)).map_err(|why| {
+            format!(
+                "git cannot read your configuration {} ({why}); the command was not \
+                 started: the hooks directory and programs it names could not be protected",
+                f.display()
+            )
+        })?;
+        for (path, e) in named(&entries, &home, &home, &home) {
+            let entry = format!("{} = {}", e.key, e.value);
+            block_write(
+                policy,
+                path,
+                &entry,
+                &format!("{ORIGIN_PREFIX}{})", e.origin),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Add what git's configuration names inside the workspace to `files.block_write`.
 /// Err: git could not read the configuration of the repository the workspace lies
 /// in; the run must not start (what it names could not be protected).
 pub fn protect(policy: &mut Policy) -> Result<(), String> {
+    protect_global(policy)?;
     let ctx = &policy.context;
     let (workspace, home) = (ctx.workspace.clone(), ctx.home.clone());
     let Some(top) = worktree_top(&workspace) else {
