@@ -622,10 +622,17 @@ fn decide_write(policy: &Policy, p: &Path) -> Verdict {
         };
     }
     if let Some(b) = deepest(&policy.files.block_write, p) {
+        // A file of the run-later registry says which tool runs it, and when.
+        let what = match crate::runlater::entry(&b.origin.entry) {
+            Some(e) if b.origin.file == crate::runlater::ORIGIN => {
+                format!(" ({}: {}; docs/run-later.md)", e.tool, e.runs)
+            }
+            _ => String::new(),
+        };
         return Verdict::new(
             Decision::Deny,
             Some(&b.origin),
-            format!("blocked write to {shown} ({}): it is protected because code outside the sandbox may run it later; {NOT_RETRY}", b.origin),
+            format!("blocked write to {shown} ({}): it is protected because code outside the sandbox may run it later{what}; {NOT_RETRY}", b.origin),
         );
     }
     match deepest(&policy.files.allow_write, p) {

@@ -15,6 +15,7 @@ pub mod load;
 pub mod matchers;
 pub mod origin;
 pub mod path;
+pub mod runlater;
 pub mod snapshot;
 pub mod vars;
 

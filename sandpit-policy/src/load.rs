@@ -244,9 +244,15 @@ pub fn load(opts: &LoadOptions) -> Result<Policy> {
             DEFAULT_POLICY,
         )
     });
+    let builtin = opts.default.is_none();
     let mut b = Builder::new(ctx.clone());
+    b.apply(&default)?;
+    // The files the host runs later (`runlater::REGISTRY`): part of the built-in
+    // default, under every other layer.
+    if builtin {
+        crate::runlater::protect(&mut b.policy, ctx);
+    }
     for src in [
-        Some(&default),
         opts.profile.as_ref(),
         opts.user.as_ref(),
         opts.project.as_ref(),

@@ -62,6 +62,17 @@ pub enum ConfigError {
         why: &'static str,
         how: &'static str,
     },
+    #[error(
+        "the {what} {path} lies in {protected}, which sandpit keeps read-only ({why}): \
+         a program the sandbox left there would run on this machine later. Run sandpit \
+         from a project directory outside it (docs/run-later.md)"
+    )]
+    RunLaterRoot {
+        what: &'static str,
+        path: String,
+        protected: String,
+        why: String,
+    },
 }
 
 /// The policy and the sources it was built from.
@@ -252,6 +263,43 @@ fn flags_source(args: &PolicyArgs) -> Option<Source> {
     ))
 }
 
+/// A writable root (the workspace, an `allow_write` entry) that lies in a file the
+/// host runs later (`sandpit_policy::runlater`): the rule would make it read-only,
+/// and a kernel layer cannot hold part of a root it binds writable, so the run is
+/// refused before anything is made.
+fn refuse_runlater_roots(policy: &Policy) -> Result<(), ConfigError> {
+    let ctx = &policy.context;
+    let roots = std::iter::once(("workspace", &ctx.workspace)).chain(
+        policy
+            .files
+            .allow_write
+            .iter()
+            .filter(|r| r.origin.file != sandpit_policy::PRIVATE_TMPFS && r.value != ctx.scratch)
+            .map(|r| ("allow_write entry", &r.value)),
+    );
+    for (what, root) in roots {
+        let hit =
+            policy.files.block_write.iter().find(|r| {
+                sandpit_policy::runlater::is_origin(&r.origin) && root.starts_with(&r.value)
+            });
+        if let Some(r) = hit {
+            let why = match sandpit_policy::runlater::entry(&r.origin.entry) {
+                Some(e) => format!("{}: {}", e.tool, e.runs),
+                None => {
+                    "a directory on your PATH: its programs run when you type their name".into()
+                }
+            };
+            return Err(ConfigError::RunLaterRoot {
+                what,
+                path: root.display().to_string(),
+                protected: r.value.display().to_string(),
+                why,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The user's config file (`--config`, else `$SANDPIT_CONFIG`, else
 /// `~/.sandpit/config.toml` in the state directory `state`), and whether it was
 /// named (then it must exist).
@@ -330,6 +378,12 @@ pub fn load(
     crate::gitcfg::protect(&mut policy).map_err(ConfigError::Git)?;
     // The same for the other version-control systems' directories.
     crate::vcs::protect(&mut policy);
+    // The directories on the user's PATH in the home (the registry's files are
+    // added by the loader under the built-in default).
+    if let Some(path) = std::env::var_os("PATH") {
+        sandpit_policy::runlater::protect_path(&mut policy, &path);
+    }
+    refuse_runlater_roots(&policy)?;
     #[cfg(target_os = "linux")]
     crate::caches::grant(&mut policy);
     Ok(Loaded {

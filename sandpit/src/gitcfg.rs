@@ -390,6 +390,19 @@ pub fn is_include(origin: &Origin) -> bool {
 /// Add `path` to `files.block_write`, its origin `entry` in `file` (what named it),
 /// unless a rule holds it already.
 pub(crate) fn block_write(policy: &mut Policy, path: PathBuf, entry: &str, file: &str) {
+    let mut origin = Origin::builtin("files.block_write", entry);
+    origin.file = file.into();
+    // The run-later registry's rule for the same path (`.husky`) gives way to the
+    // key that names it: `explain` and the summary say why git runs it.
+    if let Some(r) = policy
+        .files
+        .block_write
+        .iter_mut()
+        .find(|r| r.value == path && sandpit_policy::runlater::is_origin(&r.origin))
+    {
+        r.origin = origin;
+        return;
+    }
     if policy
         .files
         .block_write
@@ -398,8 +411,6 @@ pub(crate) fn block_write(policy: &mut Policy, path: PathBuf, entry: &str, file:
     {
         return;
     }
-    let mut origin = Origin::builtin("files.block_write", entry);
-    origin.file = file.into();
     policy.files.block_write.push(Rule {
         value: path,
         origin,
@@ -419,10 +430,59 @@ fn cannot_read(top: &Path, why: &str) -> String {
     )
 }
 
+/// Where the home is writable (it is the workspace, lies in it, or in an
+/// `allow_write` root): what the user's own config files (`~/.gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config`) name in the home, protected as the workspace's
+/// are. A global `core.hooksPath = ~/.githooks` runs its hooks in every repository
+/// the user commits in. The files themselves are the run-later registry's.
+fn protect_global(policy: &mut Policy) -> Result<(), String> {
+    let (home, workspace) = (
+        policy.context.home.clone(),
+        policy.context.workspace.clone(),
+    );
+    let writable =
+        home.starts_with(&workspace)
+            || policy.files.allow_write.iter().any(|r| {
+                r.origin.file != sandpit_policy::PRIVATE_TMPFS && home.starts_with(&r.value)
+            });
+    if !writable {
+        return Ok(());
+    }
+    let files = config_files(&home, &home);
+    let host = crate::hostcmd::Writable::of(policy);
+    for f in &files[2..4] {
+        let hinted = std::fs::read(f).is_ok_and(|b| {
+            let text = String::from_utf8_lossy(&b).to_ascii_lowercase();
+            HINTS.iter().any(|h| text.contains(h))
+        });
+        if !hinted {
+            continue;
+        }
+        let entries = ask_git(&home, &host, Some(f)).map_err(|why| {
+            format!(
+                "git cannot read your configuration {} ({why}); the command was not \
+                 started: the hooks directory and programs it names could not be protected",
+                f.display()
+            )
+        })?;
+        for (path, e) in named(&entries, &home, &home, &home) {
+            let entry = format!("{} = {}", e.key, e.value);
+            block_write(
+                policy,
+                path,
+                &entry,
+                &format!("{ORIGIN_PREFIX}{})", e.origin),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Add what git's configuration names inside the workspace to `files.block_write`.
 /// Err: git could not read the configuration of the repository the workspace lies
 /// in; the run must not start (what it names could not be protected).
 pub fn protect(policy: &mut Policy) -> Result<(), String> {
+    protect_global(policy)?;
     let ctx = &policy.context;
     let (workspace, home) = (ctx.workspace.clone(), ctx.home.clone());
     let Some(top) = worktree_top(&workspace) else {

@@ -9,7 +9,7 @@
 //! commands are held. One that does not exist cannot be made (a workspace that is
 //! no repository must not become one whose hooks the user's tool then runs): it is
 //! held like the single-file configs tools read whenever they exist
-//! (`plan::READ_IF_PRESENT`), with no placeholder standing in its name.
+//! (`sandpit_policy::runlater::Kind::File`), with no placeholder standing in its name.
 //! Subversion and Bazaar keep no commands in a working copy, and are left alone.
 use std::path::{Path, PathBuf};
 

@@ -49,6 +49,37 @@ pub struct Session {
     /// `limits.launcher_cpu`, which the audit socket's reader and the kernel
     /// layer's refusal reports pace themselves on.
     launcher_cpu: Arc<crate::cpu::Share>,
+    /// The run-later files the end of the run reports on when they changed
+    /// (`sandpit_policy::runlater`, [`Treatment::Reported`]), as they were at start.
+    ///
+    /// [`Treatment::Reported`]: sandpit_policy::runlater::Treatment::Reported
+    reported: Vec<(
+        PathBuf,
+        Option<Stamp>,
+        &'static sandpit_policy::runlater::Entry,
+    )>,
+    /// The policy's context: where the registry's files are for this run.
+    context: sandpit_policy::Context,
+}
+
+/// What a file was at the start of the run, enough to tell that it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).ok()?;
+    Some(Stamp {
+        ino: m.ino(),
+        len: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+        ctime: (m.ctime(), m.ctime_nsec()),
+    })
 }
 
 impl Session {
@@ -113,6 +144,14 @@ impl Session {
             state_dir: ctx.state_dir.clone(),
             unrecorded: None,
             launcher_cpu: crate::cpu::Share::new(&policy.limits.launcher_cpu),
+            reported: sandpit_policy::runlater::reported(ctx)
+                .into_iter()
+                .map(|(p, e)| {
+                    let st = stamp(&p);
+                    (p, st, e)
+                })
+                .collect(),
+            context: ctx.clone(),
         };
         let shown: Vec<String> = argv
             .iter()
@@ -247,6 +286,49 @@ impl Session {
         self.log.record(r);
     }
 
+    /// Record each reported run-later file the run created or changed (a `write`
+    /// record of the launcher's, naming the registry); returns them.
+    fn record_reported(&self) -> Vec<summary::Changed> {
+        let mut out = vec![];
+        for (p, before, e) in &self.reported {
+            let now = stamp(p);
+            if now == *before {
+                continue;
+            }
+            let how = match (before, now) {
+                (None, Some(_)) => "created",
+                (Some(_), None) => "removed",
+                _ => "changed",
+            };
+            let mut r = Record::new(
+                self.log.run(),
+                Layer::Launcher,
+                "write",
+                p.display().to_string(),
+                Decision::Info,
+            );
+            r.rule = Some(super::RuleRef {
+                file: sandpit_policy::runlater::ORIGIN.into(),
+                key: "runlater".into(),
+                entry: e.path.into(),
+                line: 0,
+                col: 0,
+            });
+            r.reason = format!(
+                "the run {how} a file the host runs later: {} ({}); it runs when you run the \
+                 project, review it first",
+                e.tool, e.runs
+            );
+            self.log.record(r);
+            out.push(summary::Changed {
+                path: p.clone(),
+                how,
+                entry: e,
+            });
+        }
+        out
+    }
+
     /// Variables to add to the child's environment.
     pub fn child_env(&self) -> Vec<(String, String)> {
         self.env.clone()
@@ -274,6 +356,7 @@ impl Session {
             self.log.record(r);
             eprintln!("{line}");
         }
+        let changed = self.record_reported();
         let mut r = Record::new(
             self.log.run(),
             Layer::Launcher,
@@ -291,6 +374,9 @@ impl Session {
         let denials = self.log.denials();
         if let Some(text) = summary::render(&self.home, self.log.run(), self.log.path(), &denials) {
             eprint!("{text}");
+        }
+        if let Some(line) = summary::runlater_line(&self.context, &denials, &changed) {
+            eprintln!("{line}");
         }
         // A failure with nothing recorded, where the kernel layer refuses unseen:
         // the user is told where the refusal may be, not left with silence.

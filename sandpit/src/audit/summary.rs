@@ -279,6 +279,85 @@ pub fn group(home: &Path, denials: &[Record]) -> Vec<Group> {
         .collect()
 }
 
+/// A reported run-later file the run created, changed or removed.
+#[derive(Debug, Clone)]
+pub struct Changed {
+    pub path: std::path::PathBuf,
+    pub how: &'static str,
+    pub entry: &'static sandpit_policy::runlater::Entry,
+}
+
+/// Whether a refusal was of a file the host runs later: its rule is the registry's,
+/// the launcher's `PATH`, git's configuration or another version-control tool's, or
+/// its path is (or lies in) a read-only file of the registry.
+fn runlater_refusal(ctx: &sandpit_policy::Context, r: &Record) -> bool {
+    use sandpit_policy::runlater;
+    if !matches!(r.action.as_str(), "write" | "quarantine") || !r.decision.is_denial() {
+        return false;
+    }
+    let by_rule = r.rule.as_ref().is_some_and(|x| {
+        x.key == "files.block_write"
+            && (x.file == runlater::ORIGIN
+                || x.file == runlater::PATH_ORIGIN
+                || x.file.starts_with("git config (")
+                || x.file == "other version control (sandpit)")
+    });
+    by_rule
+        || runlater::entry_for(ctx, Path::new(&r.subject))
+            .is_some_and(|e| e.treatment == runlater::Treatment::ReadOnly)
+}
+
+/// The end-of-run line naming each run-later file the run tried to create or
+/// change (`docs/run-later.md`): the refused ones and the reported ones that
+/// changed. `None` when there were none.
+pub fn runlater_line(
+    ctx: &sandpit_policy::Context,
+    denials: &[Record],
+    changed: &[Changed],
+) -> Option<String> {
+    let home = &ctx.home;
+    let mut items: Vec<String> = vec![];
+    let mut seen: Vec<String> = vec![];
+    for r in denials.iter().filter(|r| runlater_refusal(ctx, r)) {
+        let p = shown(&tilde(home, &r.subject));
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p.clone());
+        let why = sandpit_policy::runlater::entry_for(ctx, Path::new(&r.subject))
+            .map(|e| format!("{}: {}", e.tool, e.runs))
+            .unwrap_or_else(|| match &r.rule {
+                Some(x) => x.file.clone(),
+                None => "the host runs it later".into(),
+            });
+        let what = if r.action == "quarantine" {
+            "moved aside"
+        } else {
+            "refused"
+        };
+        items.push(format!("{p} ({what}; {})", shown(&why)));
+    }
+    for c in changed {
+        let p = shown(&tilde(home, &c.path.display().to_string()));
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p.clone());
+        items.push(format!(
+            "{p} ({}; {}: {})",
+            c.how, c.entry.tool, c.entry.runs
+        ));
+    }
+    if items.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "sandpit: run-later files this run tried to create or change: {} (docs/run-later.md; \
+         review the changed ones before you run the project)",
+        items.join(", ")
+    ))
+}
+
 /// Groups shown in full; the rest are counted.
 const SHOWN: usize = 20;
 
@@ -502,6 +581,69 @@ mod tests {
             let t: toml::Table = toml::from_str(&format!("x = {}", quote(tricky))).unwrap();
             assert_eq!(t["x"].as_str(), Some(tricky));
         }
+    }
+
+    /// One line names each run-later file: refused by the registry's rule, by its
+    /// path alone (the home not writable), moved aside, or a reported one changed;
+    /// other refusals and reads are not named.
+    #[test]
+    fn runlater_line_names_each_file_once() {
+        let ctx = sandpit_policy::Context {
+            home: "/h".into(),
+            workspace: "/h/p".into(),
+            scratch: "/t".into(),
+            state_dir: "/h/.sandpit".into(),
+        };
+        let mut hook = rec("write", "/h/p/.git/hooks/pre-commit", None);
+        hook.rule = Some(RuleRef {
+            file: sandpit_policy::runlater::ORIGIN.into(),
+            key: "files.block_write".into(),
+            entry: ".git/hooks".into(),
+            line: 0,
+            col: 0,
+        });
+        let denials = vec![
+            hook.clone(),
+            hook,
+            rec("write", "/h/.bashrc", None),
+            rec("quarantine", "/h/p/.lefthook-local.yml", None),
+            rec("write", "/etc/passwd", None),
+            rec("read", "/h/.gitconfig", None),
+        ];
+        let pkg = sandpit_policy::runlater::entry("package.json").unwrap();
+        let changed = vec![Changed {
+            path: "/h/p/package.json".into(),
+            how: "changed",
+            entry: pkg,
+        }];
+        let line = runlater_line(&ctx, &denials, &changed).unwrap();
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert_eq!(
+            line.matches("~/p/.git/hooks/pre-commit (refused; git:")
+                .count(),
+            1,
+            "{line}"
+        );
+        assert!(
+            line.contains("~/.bashrc (refused; bash: every interactive shell)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("~/p/.lefthook-local.yml (moved aside; lefthook:"),
+            "{line}"
+        );
+        assert!(
+            line.contains("~/p/package.json (changed; npm, pnpm, yarn, bun: scripts"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("passwd") && !line.contains(".gitconfig"),
+            "{line}"
+        );
+        assert_eq!(
+            runlater_line(&ctx, &[rec("write", "/etc/x", None)], &[]),
+            None
+        );
     }
 
     #[test]

@@ -266,13 +266,14 @@ pub fn plan_input(
             .filter(|r| {
                 crate::gitcfg::is_include(&r.origin)
                     || r.origin.file == crate::vcs::ORIGIN
-                    || (r.value.parent() == Some(&ctx.workspace)
-                        && r.value
-                            .file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| {
-                                crate::sandbox::linux::plan::READ_IF_PRESENT.contains(&n)
-                            }))
+                    || (r.origin.file == sandpit_policy::runlater::ORIGIN
+                        && sandpit_policy::runlater::entry(&r.origin.entry).is_some_and(|e| {
+                            matches!(
+                                e.kind,
+                                sandpit_policy::runlater::Kind::File
+                                    | sandpit_policy::runlater::Kind::Tree
+                            )
+                        }))
             })
             .map(|r| r.value.clone())
             .collect(),

@@ -159,7 +159,7 @@ pub struct Input {
     /// Host devices passed into the sandbox's `/dev` (`files.devices`).
     pub devices: Vec<PathBuf>,
     /// Protected files a tool reads whenever they exist (a config file
-    /// `include.path` names, [`READ_IF_PRESENT`] at the workspace's top): held like
+    /// `include.path` names, the files of `sandpit_policy::runlater::REGISTRY`): held like
     /// `.git/commondir`, never by a placeholder directory, which would break the tool.
     pub read_if_present: Vec<PathBuf>,
     /// Sockets programs on this machine have bound (the kernel's socket table) that
@@ -181,21 +181,6 @@ pub struct Input {
     /// why not.
     pub memory_cgroup: Result<PathBuf, String>,
 }
-
-/// Protected files at the workspace's top that tools read whenever they exist and
-/// run commands from later (pre-commit and lefthook hooks, opencode's MCP servers,
-/// aider's test command, mise's tasks, the submodules git clones).
-pub const READ_IF_PRESENT: &[&str] = &[
-    ".gitmodules",
-    ".pre-commit-config.yaml",
-    "lefthook.yml",
-    ".lefthook.yml",
-    "opencode.json",
-    "opencode.jsonc",
-    ".aider.conf.yml",
-    "mise.toml",
-    ".mise.toml",
-];
 
 /// The devices every sandbox's `/dev` holds (`MountOp::Dev`).
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -293,8 +278,12 @@ pub fn absent_git_file_danger(p: &Path) -> &'static str {
              on, hooks and `core.fsmonitor` included"
         }
         Some("commondir") => "git would take its config from what it names",
-        Some(n) if READ_IF_PRESENT.contains(&n) => {
-            "a tool the user runs later reads it whenever it exists and runs the commands it names"
+        _ if sandpit_policy::runlater::REGISTRY
+            .iter()
+            .any(|e| p.ends_with(e.path.trim_start_matches("~/"))) =>
+        {
+            "a tool the user runs later reads it whenever it exists and runs the program it \
+             names (docs/run-later.md)"
         }
         _ if p.components().any(|c| {
             crate::vcs::DIRS
