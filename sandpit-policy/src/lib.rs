@@ -88,6 +88,11 @@ pub struct Files {
     /// isolation, so only the user's own layers may name one, never a project file.
     #[serde(default)]
     pub devices: Vec<Rule<PathBuf>>,
+    /// `files.real_dotenv = true`: the workspace's `.env` files are shown as they
+    /// are, not as copies with their secrets replaced. Only the user's own layers
+    /// may turn it on, never a project file.
+    #[serde(default)]
+    pub real_dotenv: Option<Origin>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -148,6 +148,7 @@ struct RawFiles {
     allow_write: Entries,
     agent_read: Entries,
     devices: Entries,
+    real_dotenv: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -942,6 +943,20 @@ impl Builder {
 
     fn apply_files(&mut self, cx: &Cx, f: &RawFiles, project: bool) -> Result<()> {
         self.apply_devices(cx, f, project)?;
+        self.switches(
+            cx,
+            &[(
+                "files.real_dotenv",
+                &f.real_dotenv,
+                Some((
+                    |on, _| on,
+                    "files.real_dotenv cannot be turned on by a project file: it would show the project's .env secrets to the sandbox",
+                    "set it in ~/.sandpit/config.toml if you want the real .env files inside",
+                )),
+                |p| Slot::On(&mut p.files.real_dotenv),
+            )],
+            project,
+        )?;
         self.apply_agent_read(cx, f, project)?;
         let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;
