@@ -502,3 +502,79 @@ fn a_tree_of_100000_entries_does_not_stop_the_run() {
     // What lies past the search's bound is said at the start.
     assert!(t.contains(".env search stopped after"), "{t}");
 }
+
+/// Without a mount namespace (the Landlock-only fallback) no copy can be shown:
+/// the startup files and `.env` files holding secrets are unreadable instead (by
+/// the interposer: a static program or a raw system call still reads them, the
+/// fallback's documented limit), and the start-up line says so.
+#[test]
+fn without_a_mount_namespace_the_files_with_secrets_are_unreadable() {
+    let h = home_with_rc_files();
+    h.write(&h.workspace().join(".env"), DOTENV);
+    h.write(&h.home().join("notes.txt"), "NORMAL");
+    let run = |argv: &[&str]| {
+        let o = h
+            .sandpit()
+            .args(["run", "--allow-degraded", "--"])
+            .args(argv)
+            .env("SANDPIT_FORCE_FALLBACK", "1")
+            .output()
+            .unwrap();
+        text(&o)
+    };
+    for (argv, _) in RC_SHELLS {
+        let t = run(argv);
+        assert!(!t.contains("CANARY-rc-"), "{argv:?}: {t}");
+        assert!(t.contains("PATH="), "{argv:?} ran: {t}");
+    }
+    let t = run(&[
+        "sh",
+        "-c",
+        "cat ~/.bashrc .env; echo CONTROL-$(cat ~/notes.txt)",
+    ]);
+    assert!(t.contains("CONTROL-NORMAL"), "{t}");
+    assert!(!t.contains("CANARY"), "{t}");
+    assert!(t.contains("unreadable (no mount namespace"), "{t}");
+}
+
+/// A credential's variable set in a startup file or a `.env` file gets the
+/// credential's own sentinel there (what the proxy swaps for the real value on
+/// the credential's hosts: an agent that loads its key from `.env` still works),
+/// never the file's value.
+#[test]
+fn a_credentials_variable_in_startup_and_env_files_holds_its_sentinel() {
+    let h = TestHome::new();
+    h.user_config(
+        "[network]\nallow = [\"api.openai.com\"]\n[credentials.openai]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:REAL_OPENAI_KEY\"\nhosts = [\"api.openai.com\"]\n",
+    );
+    h.write(
+        &h.home().join(".bashrc"),
+        "export OPENAI_API_KEY=sk-CANARY-rc-cred\n",
+    );
+    h.write(
+        &h.workspace().join(".env"),
+        "OPENAI_API_KEY=sk-CANARY-env-cred\nPORT=8080\n",
+    );
+    let o = h
+        .sandpit_run(false)
+        .args([
+            "sh",
+            "-c",
+            "echo ENV=$OPENAI_API_KEY; bash -ic 'echo RC=$OPENAI_API_KEY'; cat .env",
+        ])
+        .env("REAL_OPENAI_KEY", "sk-CANARY-real-value")
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!t.contains("CANARY"), "{t}");
+    let sentinel = t
+        .lines()
+        .find_map(|l| l.strip_prefix("ENV="))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(sentinel.starts_with("sandpit-sentinel-openai-"), "{t}");
+    assert!(t.contains(&format!("RC={sentinel}\n")), "{t}");
+    assert!(
+        t.contains(&format!("OPENAI_API_KEY={sentinel}\nPORT=8080\n")),
+        "{t}"
+    );
+}

@@ -671,4 +671,24 @@ mod tests {
             assert!(!twice.changed || once.contains("sandpit-sentinel"), "{t:?}");
         }
     }
+
+    /// The fuzz target's property (fuzz/fuzz_targets/scrub_files.rs) on every
+    /// prefix of a file full of the hard cases: no panic, nothing left to remove.
+    #[test]
+    fn every_prefix_of_a_hard_file_scrubs_cleanly() {
+        let t = "export GH_TOKEN=\"a $(echo 'b)' \\\"c\\\")\" X=1 # c\ncat <<-'E' >/dev/null\n\tGH_TOKEN=in\n\tE\nf() { GH_TOKEN=(a 'b c') x; }\nfunction g { declare -gx GH_TOKEN=`x \\` y`; }\ncase $a in *) GH_TOKEN=${b:-c};; esac\nset -gx GH_TOKEN (cat 'é\\'x')\nSETUVAR --export GH_TOKEN:v\nOPENAI_API_KEY=1 é\n";
+        for d in [Dialect::Posix, Dialect::Fish, Dialect::FishVariables] {
+            for (end, _) in t.char_indices() {
+                let p = &t[..end];
+                let once = scrub(p, d, &fate);
+                let again = scrub(&once.text, d, &|n| match fate(n) {
+                    Fate::Value(_) => Fate::Keep,
+                    f => f,
+                });
+                assert!(!again.changed, "{d:?} {p:?} -> {:?}", once.text);
+                assert_eq!(scrub(&once.text, d, &fate).text, once.text, "{d:?} {p:?}");
+                let _ = crate::scrub::dotenv::scrub(p, &|_| None, "s");
+            }
+        }
+    }
 }
