@@ -99,6 +99,17 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
     list(&mut o, "allow_write", &p.files.allow_write, path);
     list(&mut o, "block_write", &p.files.block_write, path);
     list(&mut o, "devices", &p.files.devices, path);
+    match &p.files.real_dotenv {
+        Some(origin) => {
+            let _ = writeln!(o, "real_dotenv = true  # {}", origin.location());
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "real_dotenv = false  # .env files with secrets are shown as copies with sentinels"
+            );
+        }
+    }
     let _ = writeln!(o, "\n[network]");
     let _ = writeln!(
         o,
