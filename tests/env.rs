@@ -578,3 +578,36 @@ fn a_credentials_variable_in_startup_and_env_files_holds_its_sentinel() {
         "{t}"
     );
 }
+
+#[test]
+fn explain_says_what_a_run_does_with_a_dotenv_file() {
+    let h = workspace_with_dotenv();
+    let explain = |verb: &str, fallback: bool| {
+        let mut c = h.sandpit();
+        c.args(["explain", verb, ".env"]);
+        if fallback {
+            c.env("SANDPIT_FORCE_FALLBACK", "1");
+        }
+        text(&c.output().unwrap())
+    };
+    let t = explain("read", false);
+    assert!(
+        t.contains("ALLOW") && t.contains("read-only copy without"),
+        "{t}"
+    );
+    let t = explain("write", false);
+    assert!(t.contains("DENY") && t.contains("read-only copy"), "{t}");
+    let t = explain("read", true);
+    assert!(t.contains("DENY") && t.contains("no scrubbed copy"), "{t}");
+    // As a run does: writing the copy fails, the host's file is untouched.
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "-c", "echo X=1 >> .env || echo REFUSED"])
+        .output()
+        .unwrap();
+    assert!(text(&o).contains("REFUSED"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(h.workspace().join(".env")).unwrap(),
+        DOTENV
+    );
+}

@@ -154,6 +154,11 @@ pub fn seatbelt_input(
 pub const SCRUBBED: &str =
     "holds withheld variables or secrets, and without a mount namespace no scrubbed copy can be shown";
 
+/// The origin file of the `files.block_write` entries a run adds for the files it
+/// shows as scrubbed copies (read-only mounts).
+pub const SCRUBBED_COPY: &str =
+    "shown as a read-only copy without its withheld variables and secrets";
+
 /// Whether the run shows scrubbed copies of files (a mount namespace), rather than
 /// hiding those files.
 pub fn shows_copies(facts: &Facts) -> bool {
@@ -167,10 +172,22 @@ pub fn shows_copies(facts: &Facts) -> bool {
 }
 
 /// The startup and `.env` files of this run with secrets in them; hidden in
-/// `policy` where the run cannot show copies.
-fn scrub(policy: &mut Policy, copies: bool) -> crate::scrub::Found {
+/// `policy` where the run cannot show copies (`copies` false). `sandpit explain`
+/// judges with the policy this leaves.
+pub fn scrub(policy: &mut Policy, copies: bool) -> crate::scrub::Found {
     let found = crate::scrub::discover(policy);
-    if !copies {
+    if copies {
+        // The copy is read-only: every layer says so, with this reason.
+        for c in &found.copies {
+            let mut origin =
+                sandpit_policy::Origin::builtin("files.block_write", &c.path.to_string_lossy());
+            origin.file = SCRUBBED_COPY.into();
+            policy.files.block_write.push(sandpit_policy::Rule {
+                value: c.path.clone(),
+                origin,
+            });
+        }
+    } else {
         for c in &found.copies {
             let mut origin =
                 sandpit_policy::Origin::builtin("files.block_read", &c.path.to_string_lossy());
@@ -197,7 +214,9 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     #[cfg(not(target_os = "linux"))]
     let private = false;
     let mut policy = effective(loaded.policy, private, req.audit.learn);
+    crate::timing::mark("policy made effective");
     let scrubbed = scrub(&mut policy, shows_copies(facts));
+    crate::timing::mark("startup and .env files looked through");
     let reviewed = policy
         .adversary
         .as_ref()

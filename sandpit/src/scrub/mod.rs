@@ -77,7 +77,7 @@ const RC_MAX: usize = 256;
 
 /// The most directory entries the `.env` search visits: it stops there, and the
 /// run goes on (what lies further in is shown as it is; docs/run.md).
-pub const DOTENV_WALK: usize = 50_000;
+pub const DOTENV_WALK: usize = 20_000;
 
 /// Directories the `.env` search does not enter: tools' own trees, not the project's
 /// configuration.
