@@ -499,8 +499,26 @@ fn a_tree_of_100000_entries_does_not_stop_the_run() {
     let t = text(&o);
     assert!(o.status.success() && t.contains("RAN"), "{t}");
     assert!(!t.contains("CANARY") && t.contains("PORT=8080"), "{t}");
-    // What lies past the search's bound is said at the start.
+    // What lies past the search's bound is said at the start, and refused to
+    // every dynamic program (a static one reads it: docs/run.md).
     assert!(t.contains(".env search stopped after"), "{t}");
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "-c", "cat big/deeper/.env; echo RAN"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(t.contains("RAN") && !t.contains("CANARY"), "{t}");
+    let o = h
+        .sandpit()
+        .args(["explain", "read", "big/deeper/.env"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(
+        t.contains("DENY") && t.contains("past the run's .env search"),
+        "{t}"
+    );
 }
 
 /// Without a mount namespace (the Landlock-only fallback) no copy can be shown:

@@ -154,6 +154,10 @@ pub fn seatbelt_input(
 pub const SCRUBBED: &str =
     "holds withheld variables or secrets, and without a mount namespace no scrubbed copy can be shown";
 
+/// The origin file of the rule refusing the `.env` files past the run's bounded
+/// search (`sandpit_policy::Files::dotenv_beyond`).
+pub const DOTENV_BEYOND: &str = "the run's .env search stopped at its bound";
+
 /// The origin file of the `files.block_write` entries a run adds for the files it
 /// shows as scrubbed copies (read-only mounts).
 pub const SCRUBBED_COPY: &str =
@@ -176,6 +180,15 @@ pub fn shows_copies(facts: &Facts) -> bool {
 /// judges with the policy this leaves.
 pub fn scrub(policy: &mut Policy, copies: bool) -> crate::scrub::Found {
     let found = crate::scrub::discover(policy);
+    if found.dotenv_walk_stopped {
+        // The interposer refuses the `.env` files the search did not reach.
+        let mut origin = sandpit_policy::Origin::builtin("files.dotenv", "**/.env");
+        origin.file = DOTENV_BEYOND.into();
+        policy.files.dotenv_beyond = Some(sandpit_policy::DotenvBeyond {
+            origin,
+            seen: found.dotenv_seen.clone(),
+        });
+    }
     if copies {
         // The copy is read-only: every layer says so, with this reason.
         for c in &found.copies {
@@ -457,7 +470,7 @@ impl RunPlan {
         let found = &self.scrubbed;
         let stopped = found.dotenv_walk_stopped.then(|| {
             format!(
-                ".env search stopped after {} entries: .env files further in are shown as they are",
+                ".env search stopped after {} entries: .env files further in are refused to dynamic programs (a static one reads them)",
                 crate::scrub::DOTENV_WALK
             )
         });

@@ -34,8 +34,12 @@ pub struct Found {
     /// Each file with something to take out.
     pub copies: Vec<Copy>,
     /// The `.env` search stopped at its bound ([`DOTENV_WALK`] entries): those
-    /// further in are shown as they are.
+    /// further in are refused by the interposer, and read as they are by a static
+    /// program.
     pub dotenv_walk_stopped: bool,
+    /// Every `.env` file the search found (as found and with links resolved),
+    /// sorted: those the interposer lets through when the search stopped.
+    pub dotenv_seen: Vec<PathBuf>,
 }
 
 /// Startup files of the shells, under the home (`~/` is stripped) or absolute.
@@ -98,19 +102,9 @@ const DOTENV_SKIP: &[&str] = &[
     ".gradle",
 ];
 
-/// Whether `name` is a `.env` file: `.env` or `.env.*`, but for examples, samples,
-/// templates and dists (`.env.example`, `.env.local.sample`).
+/// Whether `name` is a `.env` file (`sandpit_policy::is_dotenv_name`).
 pub fn is_dotenv(name: &str) -> bool {
-    if name == ".env" {
-        return true;
-    }
-    let Some(rest) = name.strip_prefix(".env.") else {
-        return false;
-    };
-    !rest.is_empty()
-        && !["example", "sample", "template", "dist", "defaults"]
-            .iter()
-            .any(|x| rest == *x || rest.ends_with(&format!(".{x}")))
+    sandpit_policy::is_dotenv_name(name.as_bytes())
 }
 
 fn dialect(path: &Path) -> shell::Dialect {
@@ -254,6 +248,10 @@ pub fn discover(policy: &Policy) -> Found {
         let (files, stopped) = dotenv_files(&policy.context.workspace);
         found.dotenv_walk_stopped = stopped;
         for p in files {
+            found.dotenv_seen.push(p.clone());
+            if let Ok(real) = std::fs::canonicalize(&p) {
+                found.dotenv_seen.push(real);
+            }
             let Some(real) = readable_file(policy, &p) else {
                 continue;
             };
@@ -270,6 +268,8 @@ pub fn discover(policy: &Policy) -> Found {
             }
         }
     }
+    found.dotenv_seen.sort();
+    found.dotenv_seen.dedup();
     found
 }
 
