@@ -447,6 +447,12 @@ impl Engine {
         if self.hidden(p) {
             return false;
         }
+        // A `.env` file past the run's stopped `.env` search: the slow path decides.
+        if self.policy.files.dotenv_beyond.is_some()
+            && sandpit_policy::is_dotenv_name(p.rsplit(|b| *b == b'/').next().unwrap_or(p))
+        {
+            return false;
+        }
         let found = self.paths.deepest(p);
         match access {
             Access::Read => Self::read_ok(&found),

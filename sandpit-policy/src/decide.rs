@@ -584,8 +584,27 @@ fn decide_read(policy: &Policy, p: &Path) -> Verdict {
             Some(&b.origin),
             format!("blocked read of {shown} ({}); {NOT_RETRY}. To allow it, add it to [files] allow_read in ~/.sandpit/config.toml", b.origin),
         ),
-        (None, _) => Verdict::new(Decision::Allow, None, format!("read of {shown} is not restricted")),
+        (None, Some(_)) => Verdict::new(Decision::Allow, None, format!("read of {shown} is not restricted")),
+        (None, None) => match dotenv_beyond(policy, p) {
+            Some(b) => Verdict::new(
+                Decision::Deny,
+                Some(&b.origin),
+                format!("blocked read of {shown}: a .env file past the run's .env search (it stops after a bound, and this file was not looked through for secrets); {NOT_RETRY}. To read .env files as they are, set real_dotenv = true under [files] in ~/.sandpit/config.toml"),
+            ),
+            None => Verdict::new(Decision::Allow, None, format!("read of {shown} is not restricted")),
+        },
     }
+}
+
+/// The rule refusing `p` when it is a `.env` file in the workspace that the run's
+/// stopped `.env` search did not find ([`crate::Files::dotenv_beyond`]).
+fn dotenv_beyond<'a>(policy: &'a Policy, p: &Path) -> Option<&'a crate::DotenvBeyond> {
+    let b = policy.files.dotenv_beyond.as_ref()?;
+    let name = p.file_name()?;
+    (crate::is_dotenv_name(name.as_encoded_bytes())
+        && is_within(p, &policy.context.workspace)
+        && b.seen.binary_search_by(|s| s.as_path().cmp(p)).is_err())
+    .then_some(b)
 }
 
 /// An access by a command the agent spawned: the agent's own files

@@ -96,6 +96,52 @@ pub struct Files {
     /// snapshot: nothing inside the sandbox asks.
     #[serde(skip)]
     pub allow_home_workspace: Option<Origin>,
+    /// `files.real_dotenv = true`: the workspace's `.env` files are shown as they
+    /// are, not as copies with their secrets replaced. Only the user's own layers
+    /// may turn it on, never a project file.
+    #[serde(default)]
+    pub real_dotenv: Option<Origin>,
+    /// Set by a run whose `.env` search stopped at its bound (never by a
+    /// configuration file): a `.env` file in the workspace that the search did not
+    /// find is refused for reading (`sandpit/src/scrub`, docs/run.md).
+    #[serde(default)]
+    pub dotenv_beyond: Option<DotenvBeyond>,
+}
+
+/// The `.env` files a run's bounded search found, and the rule that refuses the
+/// others ([`Files::dotenv_beyond`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DotenvBeyond {
+    pub origin: Origin,
+    /// The files found (as found and with links resolved), sorted.
+    pub seen: Vec<PathBuf>,
+}
+
+/// Whether a file named `name` is a `.env` file: `.env` or `.env.*`, but for
+/// examples, samples, templates, dists and defaults (`.env.example`,
+/// `.env.local.sample`), which hold no real values.
+pub fn is_dotenv_name(name: &[u8]) -> bool {
+    if name == b".env" {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix(b".env.") else {
+        return false;
+    };
+    !rest.is_empty()
+        && ![
+            &b"example"[..],
+            b"sample",
+            b"template",
+            b"dist",
+            b"defaults",
+        ]
+        .iter()
+        .any(|x| {
+            rest == *x
+                || (rest.len() > x.len()
+                    && rest.ends_with(x)
+                    && rest[rest.len() - x.len() - 1] == b'.')
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -149,6 +149,7 @@ struct RawFiles {
     agent_read: Entries,
     devices: Entries,
     allow_home_workspace: Option<Spanned<bool>>,
+    real_dotenv: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -961,6 +962,20 @@ impl Builder {
             self.policy.files.allow_home_workspace =
                 on.then(|| cx.origin("files.allow_home_workspace", "true", b.span()));
         }
+        self.switches(
+            cx,
+            &[(
+                "files.real_dotenv",
+                &f.real_dotenv,
+                Some((
+                    |on, _| on,
+                    "files.real_dotenv cannot be turned on by a project file: it would show the project's .env secrets to the sandbox",
+                    "set it in ~/.sandpit/config.toml if you want the real .env files inside",
+                )),
+                |p| Slot::On(&mut p.files.real_dotenv),
+            )],
+            project,
+        )?;
         self.apply_agent_read(cx, f, project)?;
         let block_read = self.paths(cx, "files.block_read", &f.block_read)?;
         let block_write = self.paths(cx, "files.block_write", &f.block_write)?;

@@ -2089,3 +2089,89 @@ fn the_home_as_workspace_is_accepted_by_the_users_own_layers_only() {
         );
     }
 }
+
+/// A run whose `.env` search stopped refuses reading (and so writing) the `.env`
+/// files it did not find in the workspace, and nothing else; the user's own
+/// carve-out still wins.
+#[test]
+fn dotenv_files_past_a_stopped_search_are_refused_to_read() {
+    use sandpit_policy::{
+        decide, Context, DotenvBeyond, Layer, LoadOptions, Origin, Request, Source,
+    };
+    let mut o = LoadOptions::new(Context {
+        home: "/h".into(),
+        workspace: "/h/w".into(),
+        scratch: "/t/run".into(),
+        state_dir: "/h/.sandpit".into(),
+    });
+    o.user = Some(Source::new(
+        Layer::User,
+        "u.toml",
+        "[files]\nallow_read = [\"/h/w/keep/.env\"]\n",
+    ));
+    let mut p = sandpit_policy::load(&o).unwrap();
+    let read = |p: &sandpit_policy::Policy, path: &str| {
+        !decide(p, &Request::Read(std::path::Path::new(path))).is_denied()
+    };
+    assert!(read(&p, "/h/w/deep/.env"));
+    p.files.dotenv_beyond = Some(DotenvBeyond {
+        origin: Origin::builtin("files.dotenv", "**/.env"),
+        seen: vec!["/h/w/.env".into(), "/h/w/a/.env.local".into()],
+    });
+    for denied in [
+        "/h/w/deep/.env",
+        "/h/w/deep/.env.production",
+        "/h/w/x/../deep/.env",
+    ] {
+        assert!(!read(&p, denied), "{denied}");
+    }
+    for allowed in [
+        "/h/w/.env",
+        "/h/w/a/.env.local",
+        "/h/w/deep/.env.example",
+        "/h/w/deep/.env.local.sample",
+        "/h/w/deep/.envrc",
+        "/h/w/deep/env",
+        "/h/other/.env",
+        "/h/w/keep/.env",
+    ] {
+        assert!(read(&p, allowed), "{allowed}");
+    }
+    // Unreadable, and so unwritable, as every refused read.
+    assert!(decide(&p, &Request::Write(std::path::Path::new("/h/w/deep/.env"))).is_denied());
+    assert!(!decide(&p, &Request::Write(std::path::Path::new("/h/w/deep/x"))).is_denied());
+}
+
+#[test]
+fn real_dotenv_is_the_users_own_setting() {
+    use sandpit_policy::{Context, Layer, LoadOptions, Source};
+    let ctx = Context {
+        home: "/h".into(),
+        workspace: "/h/w".into(),
+        scratch: "/t/run".into(),
+        state_dir: "/h/.sandpit".into(),
+    };
+    let mut o = LoadOptions::new(ctx.clone());
+    o.user = Some(Source::new(
+        Layer::User,
+        "u.toml",
+        "[files]\nreal_dotenv = true\n",
+    ));
+    assert!(sandpit_policy::load(&o)
+        .unwrap()
+        .files
+        .real_dotenv
+        .is_some());
+    let mut o = LoadOptions::new(ctx);
+    o.project = Some(Source::new(
+        Layer::Project,
+        ".sandpit.toml",
+        "[files]\nreal_dotenv = true\n",
+    ));
+    let e = sandpit_policy::load(&o).unwrap_err().to_string();
+    assert!(
+        e.contains("files.real_dotenv cannot be turned on by a project file"),
+        "{e}"
+    );
+    assert!(e.contains(".sandpit.toml:2"), "{e}");
+}

@@ -19,6 +19,7 @@ pub mod launch;
 pub mod proxy;
 pub mod run;
 pub mod sandbox;
+pub mod scrub;
 pub mod service;
 #[cfg(target_os = "linux")]
 pub mod splice;

@@ -241,11 +241,56 @@ pub struct Group {
     pub fixes: Vec<Fix>,
 }
 
-/// Group denials (in first-seen order).
+/// Shell and REPL history files under the home (the defaults' `files.block_read`
+/// hides them): a shell or REPL reads and writes its history on every start and
+/// exit, and the user can do nothing about that refusal, so the summary leaves
+/// such reads and writes out (the log keeps them). A name's temporary and lock
+/// files (`.zsh_history.LOCK`, `fish_history.Ab12Cd`) too.
+pub const HISTORY_FILES: &[&str] = &[
+    ".bash_history",
+    ".zsh_history",
+    ".zhistory",
+    ".histfile",
+    ".sh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".ipython/profile_default/history.sqlite",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".irb_history",
+    ".pry_history",
+    ".rediscli_history",
+    ".dbshell",
+    ".julia/logs/repl_history.jl",
+    ".lesshst",
+];
+
+/// Whether `r` is a read or write of a history file ([`HISTORY_FILES`]).
+pub fn is_history(home: &Path, r: &Record) -> bool {
+    if !matches!(r.action.as_str(), "read" | "write") {
+        return false;
+    }
+    let Ok(rest) = Path::new(&r.subject).strip_prefix(home) else {
+        return false;
+    };
+    let rest = rest.to_string_lossy();
+    HISTORY_FILES.iter().any(|h| {
+        rest.strip_prefix(h)
+            .is_some_and(|t| t.is_empty() || t.starts_with(['.', '-', '~', '+']))
+    })
+}
+
+/// Group denials (in first-seen order), but for reads and writes of history
+/// files ([`is_history`]).
 pub fn group(home: &Path, denials: &[Record]) -> Vec<Group> {
     let mut order: Vec<(String, String, Option<RuleRef>)> = vec![];
     let mut groups: BTreeMap<(String, String, Option<String>), Group> = BTreeMap::new();
-    for r in denials.iter().filter(|r| r.decision.is_denial()) {
+    for r in denials
+        .iter()
+        .filter(|r| r.decision.is_denial() && !is_history(home, r))
+    {
         let k = (
             r.action.clone(),
             if r.action == "other" {
@@ -685,5 +730,23 @@ mod tests {
         assert!(text.contains("allow_read = [\"~/.ssh/id_rsa\"]"), "{text}");
         assert!(text.contains("log: ~/.sandpit/logs/R.jsonl"), "{text}");
         assert!(render(home, "R", Path::new("/x"), &[]).is_none());
+    }
+
+    #[test]
+    fn a_shell_writing_its_history_makes_no_summary() {
+        let home = Path::new("/h");
+        let rule = Some(("files.block_read", "~/.bash_history", 0));
+        let quiet = [
+            rec("write", "/h/.bash_history", rule),
+            rec("read", "/h/.bash_history", rule),
+            rec("write", "/h/.zsh_history.LOCK", None),
+            rec("write", "/h/.local/share/fish/fish_history.Ab12Cd", None),
+        ];
+        assert!(render(home, "R", Path::new("/x"), &quiet).is_none());
+        // Not a history file: shown.
+        let loud = rec("read", "/h/.bash_history_secrets", None);
+        let other = rec("read", "/elsewhere/.bash_history", None);
+        let text = render(home, "R", Path::new("/x"), &[loud, other]).unwrap();
+        assert!(text.contains("2 denials (2 distinct)"), "{text}");
     }
 }

@@ -106,6 +106,17 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             origin.location()
         );
     }
+    match &p.files.real_dotenv {
+        Some(origin) => {
+            let _ = writeln!(o, "real_dotenv = true  # {}", origin.location());
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "real_dotenv = false  # .env files with secrets are shown as copies with sentinels"
+            );
+        }
+    }
     let _ = writeln!(o, "\n[network]");
     let _ = writeln!(
         o,

@@ -183,7 +183,15 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
     let private_tmp = crate::run::plan::private_tmp(crate::run::linux::start_mode());
     #[cfg(not(target_os = "linux"))]
     let private_tmp = false;
-    let policy = crate::run::effective(loaded.policy.clone(), private_tmp, false);
+    let mut policy = crate::run::effective(loaded.policy.clone(), private_tmp, false);
+    // Startup and `.env` files with secrets: copies where the run has a mount
+    // namespace, else unreadable, as the run plan decides.
+    let scrubbed = match &args.what {
+        What::Read { .. } | What::Write { .. } => {
+            crate::run::plan::scrub(&mut policy, private_tmp).copies
+        }
+        _ => vec![],
+    };
     let p = &policy;
     // The machine's own addresses, as the run's proxy and UDP relay read them.
     let own = crate::service::own::addrs().map_err(anyhow::Error::msg)?;
@@ -202,6 +210,13 @@ pub fn execute(args: Args) -> anyhow::Result<i32> {
                         by_spawned.reason
                     ));
                 }
+            }
+            let real = std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
+            if !v.is_denied() && scrubbed.iter().any(|c| c.path == real) {
+                reached = Some(
+                    "what is read is a read-only copy without its withheld variables and secrets (docs/run.md)"
+                        .into(),
+                );
             }
             let (verb, by) = (
                 if write { "write" } else { "read" },

@@ -600,6 +600,15 @@ impl Prepared {
         Ok(())
     }
 
+    /// The sentinel that the credential whose sandbox variable is `env` holds in
+    /// this run, if any.
+    pub fn sentinel(&self, env: &str) -> Option<String> {
+        let (inject, _) = self.inject.as_ref()?;
+        (inject.secrets.iter())
+            .find(|s| s.env == env)
+            .map(|s| s.sentinel.clone())
+    }
+
     /// The loopback proxy's address (`Options::loopback_proxy`), `None` otherwise.
     pub fn loopback_proxy(&self) -> Option<SocketAddr> {
         self.loopback.as_ref().map(|(a, _)| *a)

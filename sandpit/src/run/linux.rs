@@ -267,6 +267,7 @@ fn carry_out(
         crate::launch::set_env(&mut plan.env, "GOFLAGS".into(), flags);
     }
     launch.apply(&mut plan)?;
+    scrubbed_copies(run, &launch, &mut plan)?;
     let profile = run
         .profile
         .as_deref()
@@ -278,6 +279,10 @@ fn carry_out(
         describe(&plan, support)
     );
     if let Some(files) = run.agent_files() {
+        line.push_str("; ");
+        line.push_str(&files);
+    }
+    if let Some(files) = run.scrubbed_line() {
         line.push_str("; ");
         line.push_str(&files);
     }
@@ -362,6 +367,40 @@ fn carry_out(
     session.finish(result.as_ref().ok().copied());
     crate::timing::mark("audit session finished, run directory removed");
     Ok(result?)
+}
+
+/// The startup and `.env` files the plan found secrets in, each shown as a
+/// read-only copy without them, bound over the file last (namespace mode; the
+/// fallback hides them, `run::plan::SCRUBBED`). A credential's variable gets its
+/// sentinel, every other `.env` secret the run's own. One that cannot be read as
+/// text any more is masked.
+fn scrubbed_copies(
+    run: &super::RunPlan,
+    launch: &crate::launch::Prepared,
+    plan: &mut crate::sandbox::linux::Plan,
+) -> Result<()> {
+    use crate::sandbox::linux::plan::MountOp;
+    if run.scrubbed.copies.is_empty() || plan.mode != crate::sandbox::linux::Mode::Namespaces {
+        return Ok(());
+    }
+    let other = format!(
+        "sandpit-sentinel-dotenv-{}",
+        crate::sys::random_hex(16).context("reading /dev/urandom")?
+    );
+    let sentinel = |env: &str| launch.sentinel(env).unwrap_or_else(|| other.clone());
+    for c in &run.scrubbed.copies {
+        match crate::scrub::render(c, &run.policy, &sentinel, &other) {
+            Some((contents, _)) => plan.mounts.push(MountOp::File {
+                path: c.path.clone(),
+                contents,
+            }),
+            None if c.path.exists() => plan.mounts.push(MountOp::MaskFile {
+                path: c.path.clone(),
+            }),
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 /// A protected file git reads whenever it exists (`.git/commondir`) that appeared

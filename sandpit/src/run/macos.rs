@@ -151,6 +151,10 @@ fn run_with_scratch(
         line.push_str("; ");
         line.push_str(&files);
     }
+    if let Some(files) = run.scrubbed_line() {
+        line.push_str("; ");
+        line.push_str(&files);
+    }
     eprintln!("sandpit: {line}");
     session.kernel_layer(&line);
     session.set_unrecorded(launch.unrecorded());

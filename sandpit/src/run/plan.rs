@@ -82,6 +82,10 @@ pub struct RunPlan {
     /// An agent's state directories the run makes on a fresh home, top first, each
     /// with the `files.allow_write` entry that wants it.
     pub state_dirs: Vec<(PathBuf, String)>,
+    /// Shell startup files and `.env` files with secrets to take out: shown as
+    /// scrubbed copies (Linux namespace mode), else unreadable (`files.block_read`
+    /// entries of [`SCRUBBED`] in the policy).
+    pub scrubbed: crate::scrub::Found,
     /// The Linux kernel layer's input.
     #[cfg(target_os = "linux")]
     pub kernel: crate::sandbox::linux::Input,
@@ -145,6 +149,71 @@ pub fn seatbelt_input(
     Ok(input)
 }
 
+/// The origin file of the `files.block_read` entries a run adds for the startup
+/// and `.env` files it would show scrubbed, where it cannot (no mount namespace).
+pub const SCRUBBED: &str =
+    "holds withheld variables or secrets, and without a mount namespace no scrubbed copy can be shown";
+
+/// The origin file of the rule refusing the `.env` files past the run's bounded
+/// search (`sandpit_policy::Files::dotenv_beyond`).
+pub const DOTENV_BEYOND: &str = "the run's .env search stopped at its bound";
+
+/// The origin file of the `files.block_write` entries a run adds for the files it
+/// shows as scrubbed copies (read-only mounts).
+pub const SCRUBBED_COPY: &str =
+    "shown as a read-only copy without its withheld variables and secrets";
+
+/// Whether the run shows scrubbed copies of files (a mount namespace), rather than
+/// hiding those files.
+pub fn shows_copies(facts: &Facts) -> bool {
+    #[cfg(target_os = "linux")]
+    return facts.mode == crate::sandbox::linux::Mode::Namespaces;
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = facts;
+        false
+    }
+}
+
+/// The startup and `.env` files of this run with secrets in them; hidden in
+/// `policy` where the run cannot show copies (`copies` false). `sandpit explain`
+/// judges with the policy this leaves.
+pub fn scrub(policy: &mut Policy, copies: bool) -> crate::scrub::Found {
+    let found = crate::scrub::discover(policy);
+    if found.dotenv_walk_stopped {
+        // The interposer refuses the `.env` files the search did not reach.
+        let mut origin = sandpit_policy::Origin::builtin("files.dotenv", "**/.env");
+        origin.file = DOTENV_BEYOND.into();
+        policy.files.dotenv_beyond = Some(sandpit_policy::DotenvBeyond {
+            origin,
+            seen: found.dotenv_seen.clone(),
+        });
+    }
+    if copies {
+        // The copy is read-only: every layer says so, with this reason.
+        for c in &found.copies {
+            let mut origin =
+                sandpit_policy::Origin::builtin("files.block_write", &c.path.to_string_lossy());
+            origin.file = SCRUBBED_COPY.into();
+            policy.files.block_write.push(sandpit_policy::Rule {
+                value: c.path.clone(),
+                origin,
+            });
+        }
+    } else {
+        for c in &found.copies {
+            let mut origin =
+                sandpit_policy::Origin::builtin("files.block_read", &c.path.to_string_lossy());
+            origin.file = SCRUBBED.into();
+            policy.files.block_read.push(sandpit_policy::Rule {
+                value: c.path.clone(),
+                origin,
+            });
+        }
+    }
+    found
+}
+
 /// Whether this platform's kernel layer gives the run a private `/tmp`.
 #[cfg(target_os = "linux")]
 pub fn private_tmp(mode: crate::sandbox::linux::Mode) -> bool {
@@ -157,7 +226,10 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     let private = private_tmp(facts.mode);
     #[cfg(not(target_os = "linux"))]
     let private = false;
-    let policy = effective(loaded.policy, private, req.audit.learn);
+    let mut policy = effective(loaded.policy, private, req.audit.learn);
+    crate::timing::mark("policy made effective");
+    let scrubbed = scrub(&mut policy, shows_copies(facts));
+    crate::timing::mark("startup and .env files looked through");
     let reviewed = policy
         .adversary
         .as_ref()
@@ -338,6 +410,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         env,
         credentials,
         state_dirs,
+        scrubbed,
         #[cfg(target_os = "linux")]
         kernel,
         #[cfg(target_os = "macos")]
@@ -384,6 +457,36 @@ impl RunPlan {
                 ),
             }
         })
+    }
+
+    /// Whether the scrubbed files are shown as copies (else they are unreadable).
+    pub fn scrubbed_shown(&self) -> bool {
+        !(self.policy.files.block_read.iter()).any(|r| r.origin.file == SCRUBBED)
+    }
+
+    /// The start-up line's part for the files shown without their secrets, `None`
+    /// when there are none and the `.env` search went through.
+    pub fn scrubbed_line(&self) -> Option<String> {
+        let found = &self.scrubbed;
+        let stopped = found.dotenv_walk_stopped.then(|| {
+            format!(
+                ".env search stopped after {} entries: .env files further in are refused to dynamic programs (a static one reads them)",
+                crate::scrub::DOTENV_WALK
+            )
+        });
+        let n = found.copies.len();
+        let files = (n > 0).then(|| {
+            let s = if n == 1 { "" } else { "s" };
+            match self.scrubbed_shown() {
+                true => format!("{n} startup or .env file{s} shown without withheld variables and secrets"),
+                false => format!("weaker: {n} startup or .env file{s} holding withheld variables or secrets unreadable (no mount namespace to show a scrubbed copy in)"),
+            }
+        });
+        match (files, stopped) {
+            (None, None) => None,
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Why the interposer stays out, `None` when it goes in.

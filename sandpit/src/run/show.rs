@@ -75,6 +75,11 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "bundle": c.bundle,
             "ca_env": c.ca_env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
         })),
+        "scrubbed": {
+            "shown_as_copies": plan.scrubbed_shown(),
+            "files": plan.scrubbed.copies,
+            "dotenv_search_stopped": plan.scrubbed.dotenv_walk_stopped,
+        },
         "package_cache": plan.caches,
         "state_dirs_made": plan.state_dirs.iter().map(|(d, e)| json!({"path": d, "entry": e})).collect::<Vec<_>>(),
         "kernel_line": kernel_line,
@@ -240,6 +245,12 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
             shown(&plan.policy.context.home, &c.bundle),
             names.join(", ")
         ));
+    }
+    if let Some(l) = plan.scrubbed_line() {
+        rest.push(l);
+        for c in &plan.scrubbed.copies {
+            rest.push(format!("  {}", shown(&plan.policy.context.home, &c.path)));
+        }
     }
     let made: Vec<Value> = plan
         .state_dirs
