@@ -75,6 +75,11 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "bundle": c.bundle,
             "ca_env": c.ca_env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
         })),
+        "credentials_skipped": plan.policy.credentials_skipped.iter().map(|s| json!({
+            "name": s.credential.name, "env": s.credential.env, "hosts": s.credential.hosts,
+            "rule": s.credential.origin.location(), "why": s.why,
+        })).collect::<Vec<_>>(),
+        "notes": plan.notes,
         "package_cache": plan.caches,
         "state_dirs_made": plan.state_dirs.iter().map(|(d, e)| json!({"path": d, "entry": e})).collect::<Vec<_>>(),
         "kernel_line": kernel_line,
@@ -240,6 +245,15 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
             shown(&plan.policy.context.home, &c.bundle),
             names.join(", ")
         ));
+    }
+    if !plan.policy.credentials_skipped.is_empty() {
+        rest.push("credentials skipped in this run:".into());
+        for s in &plan.policy.credentials_skipped {
+            rest.push(format!("  {}", s.line()));
+        }
+    }
+    for n in &plan.notes {
+        rest.push(n.clone());
     }
     let made: Vec<Value> = plan
         .state_dirs
