@@ -49,6 +49,8 @@ pub struct Session {
     /// `limits.launcher_cpu`, which the audit socket's reader and the kernel
     /// layer's refusal reports pace themselves on.
     launcher_cpu: Arc<crate::cpu::Share>,
+    /// Lines said again after the summary ([`Session::note_at_end`]).
+    end_notes: Vec<String>,
 }
 
 impl Session {
@@ -113,6 +115,7 @@ impl Session {
             state_dir: ctx.state_dir.clone(),
             unrecorded: None,
             launcher_cpu: crate::cpu::Share::new(&policy.limits.launcher_cpu),
+            end_notes: vec![],
         };
         let shown: Vec<String> = argv
             .iter()
@@ -209,6 +212,13 @@ impl Session {
         self.launcher_cpu.clone()
     }
 
+    /// Say `line` again after the run's summary (the variables withheld from the
+    /// agent, with the line that gives one back: where a failing agent's user
+    /// looks).
+    pub fn note_at_end(&mut self, line: String) {
+        self.end_notes.push(line);
+    }
+
     /// The log, as the proxy's and DNS responder's audit sink.
     pub fn sink(&self) -> Arc<AuditLog> {
         self.log.clone()
@@ -291,6 +301,9 @@ impl Session {
         let denials = self.log.denials();
         if let Some(text) = summary::render(&self.home, self.log.run(), self.log.path(), &denials) {
             eprint!("{text}");
+        }
+        for n in &self.end_notes {
+            eprintln!("{n}");
         }
         // A failure with nothing recorded, where the kernel layer refuses unseen:
         // the user is told where the refusal may be, not left with silence.

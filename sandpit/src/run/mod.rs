@@ -101,24 +101,28 @@ fn say_keys(plan: &RunPlan) {
     for n in &plan.notes {
         eprintln!("sandpit: {n}");
     }
-    // Not a credential's source: that one is withheld for good reason, and the
-    // credential is how it gets in.
-    let mut names: Vec<&String> = (plan.withheld.iter())
-        .filter(|w| {
-            !plan
-                .policy
-                .credentials
-                .iter()
-                .any(|c| c.source_var() == Some(w.as_str()))
-        })
-        .collect();
-    if plan.profile.is_some() && !names.is_empty() {
-        names.sort();
-        eprintln!(
-            "sandpit: withheld from the agent and all it runs: {} (env.withhold); to hand one to the agent alone: [env] agent = [\"NAME\"] in ~/.sandpit/config.toml",
-            names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
-        );
+    if let Some(l) = withheld_line(plan) {
+        eprintln!("{l}");
     }
+}
+
+/// For a run with an agent profile: the set variables the agent does not get
+/// (env.withhold), with the line that gives one back; said at start and again
+/// after the summary. Not a credential's source: that one is withheld for good
+/// reason, and the credential is how it gets in.
+pub(crate) fn withheld_line(plan: &RunPlan) -> Option<String> {
+    let mut names: Vec<&str> = (plan.withheld.iter())
+        .filter(|w| !(plan.policy.credentials.iter()).any(|c| c.source_var() == Some(w.as_str())))
+        .map(String::as_str)
+        .collect();
+    if plan.profile.is_none() || names.is_empty() {
+        return None;
+    }
+    names.sort();
+    Some(format!(
+        "sandpit: withheld from the agent and all it runs: {} (env.withhold); to hand one to the agent alone: [env] agent = [\"NAME\"] in ~/.sandpit/config.toml",
+        names.join(", ")
+    ))
 }
 
 /// Make the writable state directories of the agent that a fresh home lacks (the
