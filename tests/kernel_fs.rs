@@ -1133,3 +1133,99 @@ fn globs_hold_what_exists_for_every_program_and_what_appears_for_the_interposer(
         "{said}"
     );
 }
+
+/// Every path of the design's stock credential lists (issue 42), one row each: the
+/// file written there (or inside the listed directory) and its canary.
+const STOCK: &[&str] = &[
+    ".ssh/id_ed25519",
+    ".aws/credentials",
+    ".azure/msal_token_cache.json",
+    ".config/gcloud/application_default_credentials.json",
+    ".oci/config",
+    ".kube/config",
+    ".config/gh/hosts.yml",
+    ".config/glab-cli/config.yml",
+    ".docker/config.json",
+    ".config/containers/auth.json",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".gnupg/private-keys-v1.d/k.key",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".yarnrc",
+    ".pypirc",
+    ".config/pip/pip.conf",
+    ".pip/pip.conf",
+    ".config/pypoetry/auth.toml",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".gem/credentials",
+    ".vault-token",
+    ".password-store/api.gpg",
+    ".pi/agent/auth.json",
+    ".pi/agent/oauth.json",
+];
+
+#[test]
+fn every_stock_credential_path_is_unreadable_by_static_and_dynamic_readers() {
+    let setup = || {
+        let h = TestHome::new();
+        for (i, p) in STOCK.iter().enumerate() {
+            h.write(&h.home().join(p), &format!("STOCKCANARY{i:02}"));
+        }
+        h.write(&h.home().join("notes.txt"), "NORMAL");
+        h
+    };
+    let script = |h: &TestHome, reader: &str| {
+        let files: Vec<String> = STOCK
+            .iter()
+            .map(|p| h.home().join(p).display().to_string())
+            .collect();
+        let notes = h.home().join("notes.txt").display().to_string();
+        format!(
+            "{reader} {} {notes}; for f in {}; do cat \"$f\"; echo; done; echo CONTROL-$(cat {notes})",
+            files.join(" "),
+            files.join(" ")
+        )
+    };
+    // Bare: both readers read every row.
+    let control = setup();
+    build_probe(&control, "static_read", true);
+    let t = text(&bare(&control, &script(&control, "./static_read")));
+    for (i, p) in STOCK.iter().enumerate() {
+        let canary = format!("STOCKCANARY{i:02}");
+        assert_eq!(t.matches(&canary).count(), 2, "bare, {p}: {t}");
+    }
+    // A run with no configuration at all: every layer, no row readable.
+    let h = setup();
+    build_probe(&h, "static_read", true);
+    let o = h
+        .sandpit_run(false)
+        .args(["sh", "-c", &script(&h, "./static_read")])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    for (i, p) in STOCK.iter().enumerate() {
+        assert!(
+            !t.contains(&format!("STOCKCANARY{i:02}")),
+            "~/{p} readable under the defaults: {t}"
+        );
+        assert!(
+            t.contains(&format!("static-open {}: ", h.home().join(p).display())),
+            "~/{p}: the static reader was not refused: {t}"
+        );
+    }
+    // The positive control: both readers read an ordinary file of the home.
+    assert!(
+        t.contains(&format!(
+            "static-read {}:NORMAL",
+            h.home().join("notes.txt").display()
+        )),
+        "{t}"
+    );
+    assert!(t.contains("CONTROL-NORMAL"), "{t}");
+}

@@ -442,6 +442,21 @@ pub fn run_env<'a>(policy: &'a Policy, name: &str) -> Option<RunEnv<'a>> {
 }
 
 fn decide_env(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
+    let mut v = decide_env_rules(policy, name, to);
+    // A credential for the variable that this run does without: say so, and why
+    // (`sandpit explain env OPENAI_API_KEY` with the variable unset).
+    if let Some(s) = policy.skipped_for_env(name) {
+        v.reason.push_str(&format!(
+            "; credentials.{} ({}) is skipped in this run: {}",
+            s.credential.name,
+            s.credential.origin.location(),
+            s.why
+        ));
+    }
+    v
+}
+
+fn decide_env_rules(policy: &Policy, name: &str, to: EnvTo) -> Verdict {
     if let Some(r) = run_env(policy, name) {
         let (origin, reason) = match r {
             RunEnv::Sentinel(c) => (

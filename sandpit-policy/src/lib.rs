@@ -52,6 +52,13 @@ pub struct Policy {
     /// puts the real value into requests to the secret's hosts alone.
     #[serde(default)]
     pub credentials: Vec<Credential>,
+    /// Credentials a layer brought that this run does without, each with why: a
+    /// source variable that is not set, a source file that does not exist (unless
+    /// `required = true`), a profile's credential under `network.mode =
+    /// "unrestricted"`. `sandpit plan`, `config` and `explain` name them; the run
+    /// says so in one line each.
+    #[serde(default)]
+    pub credentials_skipped: Vec<SkippedCredential>,
     /// Where the launcher exports every decision (`[telemetry]`). Never in the
     /// snapshot the sandbox reads (its headers may hold a collector's token).
     #[serde(skip)]
@@ -341,8 +348,36 @@ pub struct Credential {
     /// may keep and show (an issue, a gist), and the real value would land there.
     #[serde(default)]
     pub body: bool,
+    /// `required = true`: a run whose source cannot be read stops (exit 2, the
+    /// table's file:line:col). Otherwise a source variable that is not set or a
+    /// source file that does not exist only skips the credential, with one line.
+    #[serde(default)]
+    pub required: bool,
     /// The table's header.
     pub origin: Origin,
+}
+
+/// A credential the run does without ([`Policy::credentials_skipped`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedCredential {
+    pub credential: Credential,
+    /// Why, for people: "OPENAI_API_KEY is not set".
+    pub why: String,
+}
+
+impl SkippedCredential {
+    /// The one line a run, `sandpit plan` and `sandpit config` print for it.
+    pub fn line(&self) -> String {
+        let c = &self.credential;
+        format!(
+            "credentials.{} ({}) skipped: {}; {} is not bound to {}",
+            c.name,
+            c.origin.location(),
+            self.why,
+            c.env,
+            c.hosts.join(", ")
+        )
+    }
 }
 
 /// The variables a run with `[credentials]` sets to point TLS clients at its
@@ -393,6 +428,22 @@ impl Policy {
     /// The credential whose sandbox variable is `name`.
     pub fn credential_for_env(&self, name: &str) -> Option<&Credential> {
         self.credentials.iter().find(|c| c.env == name)
+    }
+
+    /// A skipped credential whose sandbox variable is `name`.
+    pub fn skipped_for_env(&self, name: &str) -> Option<&SkippedCredential> {
+        (self.credentials_skipped.iter()).find(|s| s.credential.env == name)
+    }
+
+    /// Set a credential aside for this run ([`Policy::credentials_skipped`]): the
+    /// variables it made a sentinel or withheld go back to `env.withhold` and
+    /// `env.agent`.
+    pub fn skip_credential(&mut self, name: &str, why: String) {
+        if let Some(i) = self.credentials.iter().position(|c| c.name == name) {
+            let credential = self.credentials.remove(i);
+            self.credentials_skipped
+                .push(SkippedCredential { credential, why });
+        }
     }
 
     /// An `https://` entry of `[network.http]` for a host whose TLS sandpit does not

@@ -116,6 +116,7 @@ struct RawCredential {
     hosts: Entries,
     file: Option<Spanned<String>>,
     body: Option<Spanned<bool>>,
+    required: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -403,6 +404,7 @@ impl Builder {
                 limits: Limits::default(),
                 isolation: Isolation::default(),
                 credentials: vec![],
+                credentials_skipped: vec![],
                 telemetry: Telemetry::default(),
                 learn: false,
                 glob_matches: Default::default(),
@@ -1234,6 +1236,21 @@ impl Builder {
                 origin: cx.origin("network.mode", m.as_str(), span),
             };
             if m == NetMode::Unrestricted {
+                // An agent profile's credentials (its model keys) give way: the
+                // user chose no host filtering, and the keys go back to env.agent.
+                let profile: Vec<String> = (self.policy.credentials.iter())
+                    .filter(|c| c.origin.layer == Layer::Profile && !c.required)
+                    .map(|c| c.name.clone())
+                    .collect();
+                for name in profile {
+                    self.policy.skip_credential(
+                        &name,
+                        format!(
+                            "network.mode = \"unrestricted\" ({}) has no filtering proxy to put it in",
+                            self.policy.network.mode.origin.location()
+                        ),
+                    );
+                }
                 if let Some(c) = self.policy.credentials.first() {
                     let span = span_of(cx, &self.policy.network.mode.origin);
                     return Err(cx.diag(span, format!("network.mode = \"unrestricted\" cannot be combined with [credentials] ({} sets credentials.{})", c.origin.location(), c.name), "credentials are injected by a proxy that filters hosts; use mode = \"filtered\" and allow the credentials' hosts"));
@@ -1512,6 +1529,11 @@ impl Builder {
         }
         for (name, table) in creds.get_ref() {
             let c = self.credential(cx, name, table)?;
+            // A lower layer's credential for the same variable (an agent profile's
+            // model key) gives way to this one, as one of the same name would.
+            let layer = cx.src.layer;
+            (self.policy.credentials)
+                .retain(|o| !(o.env == c.env && o.name != c.name && o.origin.layer < layer));
             if let Some(other) = self
                 .policy
                 .credentials
@@ -1721,6 +1743,7 @@ impl Builder {
             hosts,
             file,
             body: t.body.as_ref().is_some_and(|b| *b.get_ref()),
+            required: t.required.as_ref().is_some_and(|b| *b.get_ref()),
             origin: cx.origin(
                 &format!("credentials.{n}"),
                 &source.get_ref().clone(),

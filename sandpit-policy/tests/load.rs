@@ -1085,26 +1085,51 @@ fn only_the_users_own_layers_name_what_the_agent_keeps() {
 }
 
 #[test]
-fn every_agent_profile_keeps_its_own_key_and_nothing_else() {
-    for (name, key) in [
-        ("codex", "OPENAI_API_KEY"),
-        ("claude", "ANTHROPIC_API_KEY"),
-        ("gemini", "GEMINI_API_KEY"),
-        ("opencode", "OPENAI_API_KEY"),
-        ("aider", "OPENAI_API_KEY"),
-        ("goose", "ANTHROPIC_API_KEY"),
-        ("pi", "ANTHROPIC_API_KEY"),
+fn every_agent_profile_binds_its_key_to_its_provider_and_keeps_nothing_else() {
+    for (name, key, host) in [
+        ("codex", "OPENAI_API_KEY", "api.openai.com"),
+        ("codex", "CODEX_API_KEY", "api.openai.com"),
+        ("claude", "ANTHROPIC_API_KEY", "api.anthropic.com"),
+        ("claude", "ANTHROPIC_AUTH_TOKEN", "api.anthropic.com"),
+        (
+            "gemini",
+            "GEMINI_API_KEY",
+            "generativelanguage.googleapis.com",
+        ),
+        (
+            "gemini",
+            "GOOGLE_API_KEY",
+            "generativelanguage.googleapis.com",
+        ),
+        ("opencode", "OPENAI_API_KEY", "api.openai.com"),
+        ("aider", "OPENAI_API_KEY", "api.openai.com"),
+        ("goose", "ANTHROPIC_API_KEY", "api.anthropic.com"),
+        ("pi", "ANTHROPIC_API_KEY", "api.anthropic.com"),
+        ("mini", "OPENROUTER_API_KEY", "openrouter.ai"),
     ] {
         let text = sandpit_policy::BUILTIN_PROFILES
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("no profile {name}"))
             .1;
-        let p = load(&with(Layer::Profile, text)).unwrap();
+        let mut p = load(&with(Layer::Profile, text)).unwrap();
+        // A credential: the sentinel for every program, the real value for the
+        // provider's host alone.
+        let c = p
+            .credential_for_env(key)
+            .unwrap_or_else(|| panic!("{name}: no credential for {key}"));
+        assert_eq!(c.hosts, [host], "{name} {key}");
+        assert_eq!(c.source_var(), Some(key));
+        assert!(!c.required);
+        let bash = Some("/usr/bin/bash");
         assert!(env(&p, key, None).is_allowed(), "{name} keeps {key}");
         assert!(
-            env(&p, key, Some("/usr/bin/bash")).is_denied(),
-            "{name}: bash gets {key}"
+            env(&p, key, bash).is_allowed(),
+            "{name}: bash sees the sentinel"
+        );
+        assert!(
+            env(&p, key, bash).reason.contains("holds the sentinel"),
+            "{name} {key}"
         );
         for other in [
             "GH_TOKEN",
@@ -1114,6 +1139,11 @@ fn every_agent_profile_keeps_its_own_key_and_nothing_else() {
         ] {
             assert!(env(&p, other, None).is_denied(), "{name} keeps {other}");
         }
+        // Set aside (a plain-HTTP base URL): the agent keeps the key, bash does not.
+        let n = c.name.clone();
+        p.skip_credential(&n, "test".into());
+        assert!(env(&p, key, None).is_allowed(), "{name} keeps {key}");
+        assert!(env(&p, key, bash).is_denied(), "{name}: bash gets {key}");
     }
 }
 
@@ -1805,6 +1835,47 @@ fn credentials_are_the_users_own() {
     let p = load(&o).unwrap();
     assert_eq!(p.credentials.len(), 1);
     assert_eq!(p.credentials[0].hosts, vec!["b.test".to_string()]);
+}
+
+#[test]
+fn a_profiles_credential_gives_way_to_the_users_and_to_unrestricted_mode() {
+    // The user's own table for the profile's variable, under another name,
+    // replaces the profile's (in the same layer it is an error: above).
+    let mut o = with(Layer::Profile, CRED);
+    o.user = Some(Source::new(
+        Layer::User,
+        "User.toml",
+        "[credentials.mine]\nenv = \"OPENAI_API_KEY\"\nsource = \"env:MINE\"\nhosts = [\"b.test\"]\nrequired = true\n",
+    ));
+    let p = load(&o).unwrap();
+    assert_eq!(p.credentials.len(), 1, "{:?}", p.credentials);
+    assert_eq!(p.credentials[0].name, "mine");
+    assert!(p.credentials[0].required);
+    // Unrestricted mode from a later layer sets the profile's credentials aside,
+    // saying why; the user's own still refuse it.
+    let mut o = with(Layer::Profile, CRED);
+    o.flags = Some(Source::new(
+        Layer::Flags,
+        "Flags.toml",
+        "[network]\nmode = \"unrestricted\"\n",
+    ));
+    let p = load(&o).unwrap();
+    assert!(p.credentials.is_empty());
+    assert_eq!(p.credentials_skipped.len(), 1);
+    assert!(p.credentials_skipped[0].why.contains("unrestricted"));
+    assert!(p.credentials_skipped[0]
+        .line()
+        .starts_with("credentials.openai ("));
+    // Its variable is the environment rules' again.
+    let v = decide(
+        &p,
+        &Request::Env {
+            name: "OPENAI_API_KEY",
+            to: sandpit_policy::EnvTo::Command,
+        },
+    );
+    assert!(v.is_denied(), "{v:?}");
+    assert!(v.reason.contains("is skipped in this run"), "{v:?}");
 }
 
 #[test]

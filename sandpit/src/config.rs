@@ -83,6 +83,9 @@ pub struct Loaded {
     pub profile: Option<String>,
     /// Every source that took part, lowest layer first.
     pub sources: Vec<(Layer, String)>,
+    /// What the agent's own configuration changed that a run says at start
+    /// ([`crate::agentkeys::settle`]).
+    pub notes: Vec<String>,
 }
 
 pub fn home() -> Result<PathBuf, ConfigError> {
@@ -386,10 +389,16 @@ pub fn load(
     refuse_runlater_roots(&policy)?;
     #[cfg(target_os = "linux")]
     crate::caches::grant(&mut policy);
+    // The agent's keys: its own configuration's custom providers bound, and the
+    // credentials whose source is missing set aside (sandpit's environment).
+    let notes = crate::agentkeys::settle(&mut policy, profile.as_deref(), &|v| {
+        std::env::var_os(v).and_then(|x| x.into_string().ok())
+    });
     Ok(Loaded {
         policy,
         profile,
         sources,
+        notes,
     })
 }
 

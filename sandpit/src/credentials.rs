@@ -36,6 +36,17 @@ pub enum CredentialError {
     Setup(String),
 }
 
+impl CredentialError {
+    /// A mistake in the configuration or the user's environment (a source that
+    /// cannot be read, a bad root): exit 2, as the policy's errors.
+    pub fn is_config(&self) -> bool {
+        matches!(
+            self,
+            CredentialError::Source { .. } | CredentialError::Roots(_)
+        )
+    }
+}
+
 /// `[credentials]` as a run carries it out, decided before any value is read (the
 /// run plan holds it; `sandpit plan` lists it): which variables hold a sentinel,
 /// where the run's CA and bundle are written, and the variables that point the

@@ -49,6 +49,8 @@ pub struct Session {
     /// `limits.launcher_cpu`, which the audit socket's reader and the kernel
     /// layer's refusal reports pace themselves on.
     launcher_cpu: Arc<crate::cpu::Share>,
+    /// Lines said again after the summary ([`Session::note_at_end`]).
+    end_notes: Vec<String>,
     /// The run-later files the end of the run reports on when they changed
     /// (`sandpit_policy::runlater`, [`Treatment::Reported`]), as they were at start.
     ///
@@ -152,6 +154,7 @@ impl Session {
                 })
                 .collect(),
             context: ctx.clone(),
+            end_notes: vec![],
         };
         let shown: Vec<String> = argv
             .iter()
@@ -246,6 +249,13 @@ impl Session {
     /// threads that do work the sandbox asks for unasked (the refusal reports).
     pub fn launcher_cpu(&self) -> Arc<crate::cpu::Share> {
         self.launcher_cpu.clone()
+    }
+
+    /// Say `line` again after the run's summary (the variables withheld from the
+    /// agent, with the line that gives one back: where a failing agent's user
+    /// looks).
+    pub fn note_at_end(&mut self, line: String) {
+        self.end_notes.push(line);
     }
 
     /// The log, as the proxy's and DNS responder's audit sink.
@@ -377,6 +387,9 @@ impl Session {
         }
         if let Some(line) = summary::runlater_line(&self.context, &denials, &changed) {
             eprintln!("{line}");
+        }
+        for n in &self.end_notes {
+            eprintln!("{n}");
         }
         // A failure with nothing recorded, where the kernel layer refuses unseen:
         // the user is told where the refusal may be, not left with silence.

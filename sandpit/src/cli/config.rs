@@ -199,6 +199,13 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
         if c.body {
             let _ = writeln!(o, "body = true  # request bodies too");
         }
+        if c.required {
+            let _ = writeln!(o, "required = true  # a missing source stops the run");
+        }
+    }
+    // Those this run would do without (their source is missing), as a run says.
+    for s in &p.credentials_skipped {
+        let _ = writeln!(o, "\n# {}", s.line());
     }
     let _ = writeln!(o, "\n[exec]");
     list(&mut o, "block", &p.exec.block, |e| e.source.clone());

@@ -126,6 +126,8 @@ fn is_usage(e: &anyhow::Error) -> bool {
         c.is::<crate::config::ConfigError>()
             || c.is::<sandpit_policy::Error>()
             || c.is::<UsageError>()
+            || c.downcast_ref::<crate::credentials::CredentialError>()
+                .is_some_and(|e| e.is_config())
     })
 }
 

@@ -228,6 +228,9 @@ fn carry_out(
         // plan's `file_bytes`); at the end the cache is walked.
         crate::caches::check(cache, &policy.limits.cache_bytes, &policy.context.state_dir)?;
     }
+    if let Some(l) = super::withheld_line(run) {
+        session.note_at_end(l);
+    }
     super::make_state_dirs(run)?;
     let input = &run.kernel;
     // Held before the plan looks for placeholders other runs made.

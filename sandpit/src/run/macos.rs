@@ -81,6 +81,9 @@ fn run_with_scratch(
     let mut session =
         crate::audit::Session::start_as(policy, &args.audit, &args.command, run_id.clone())?;
     session.set_export_masker(crate::telemetry::masker(policy));
+    if let Some(l) = super::withheld_line(&run) {
+        session.note_at_end(l);
+    }
     let mut launch = super::launch(&run, &session, true)?;
 
     // The plan's profile input, with the ports and sockets bound for this run.

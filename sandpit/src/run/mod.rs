@@ -91,9 +91,45 @@ fn launch(
     )?)
 }
 
+/// Say, one line each, which credentials the run does without and why, what the
+/// agent's own configuration changed about its keys, and (for an agent) the set
+/// variables it does not get, with the line that would give one back.
+fn say_keys(plan: &RunPlan) {
+    for s in &plan.policy.credentials_skipped {
+        eprintln!("sandpit: {}", s.line());
+    }
+    for n in &plan.notes {
+        eprintln!("sandpit: {n}");
+    }
+    if let Some(l) = withheld_line(plan) {
+        eprintln!("{l}");
+    }
+}
+
+/// For a run with an agent profile: the set variables the agent does not get
+/// (env.withhold), with the line that gives one back; said at start and again
+/// after the summary. Not a credential's source: that one is withheld for good
+/// reason, and the credential is how it gets in.
+pub(crate) fn withheld_line(plan: &RunPlan) -> Option<String> {
+    let mut names: Vec<&str> = (plan.withheld.iter())
+        .filter(|w| !(plan.policy.credentials.iter()).any(|c| c.source_var() == Some(w.as_str())))
+        .map(String::as_str)
+        .collect();
+    if plan.profile.is_none() || names.is_empty() {
+        return None;
+    }
+    names.sort();
+    Some(format!(
+        "sandpit: withheld from the agent and all it runs: {} (env.withhold); to hand one to the agent alone: [env] agent = [\"NAME\"] in ~/.sandpit/config.toml",
+        names.join(", ")
+    ))
+}
+
 /// Make the writable state directories of the agent that a fresh home lacks (the
-/// plan's `state_dirs`), and say which: they stay after the run.
+/// plan's `state_dirs`), and say which: they stay after the run. Says what
+/// [`say_keys`] says first.
 fn make_state_dirs(plan: &RunPlan) -> Result<()> {
+    say_keys(plan);
     let made = crate::launch::make_state_dirs(&plan.state_dirs)?;
     let home = &plan.policy.context.home;
     for d in made

@@ -79,6 +79,9 @@ pub struct RunPlan {
     pub withheld: Vec<String>,
     /// `[credentials]`: the variables that hold sentinels, the run's CA.
     pub credentials: Option<crate::credentials::Plan>,
+    /// What the agent's own configuration changed about its keys
+    /// ([`crate::agentkeys::settle`]), said at start.
+    pub notes: Vec<String>,
     /// An agent's state directories the run makes on a fresh home, top first, each
     /// with the `files.allow_write` entry that wants it.
     pub state_dirs: Vec<(PathBuf, String)>,
@@ -227,9 +230,21 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     #[cfg(not(target_os = "linux"))]
     let private = false;
     let mut policy = effective(loaded.policy, private, req.audit.learn);
+    // The agent's keys the command line points at a custom provider (aider's
+    // `--openai-api-base`): bound, or left to the agent, as its configuration's.
+    let mut notes = loaded.notes;
+    if let Some(p) = loaded.profile.as_deref() {
+        notes.extend(crate::agentkeys::settle_args(
+            &mut policy,
+            p,
+            &req.command,
+            &|v| std::env::var_os(v).and_then(|x| x.into_string().ok()),
+        ));
+    }
     crate::timing::mark("policy made effective");
     let scrubbed = scrub(&mut policy, shows_copies(facts));
     crate::timing::mark("startup and .env files looked through");
+    let policy = policy;
     let reviewed = policy
         .adversary
         .as_ref()
@@ -409,6 +424,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         caches,
         env,
         credentials,
+        notes,
         state_dirs,
         scrubbed,
         #[cfg(target_os = "linux")]
@@ -550,6 +566,7 @@ mod tests {
             policy: sandpit_policy::load(&o).unwrap(),
             profile: None,
             sources: vec![],
+            notes: vec![],
         }
     }
 

@@ -80,6 +80,11 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "files": plan.scrubbed.copies,
             "dotenv_search_stopped": plan.scrubbed.dotenv_walk_stopped,
         },
+        "credentials_skipped": plan.policy.credentials_skipped.iter().map(|s| json!({
+            "name": s.credential.name, "env": s.credential.env, "hosts": s.credential.hosts,
+            "rule": s.credential.origin.location(), "why": s.why,
+        })).collect::<Vec<_>>(),
+        "notes": plan.notes,
         "package_cache": plan.caches,
         "state_dirs_made": plan.state_dirs.iter().map(|(d, e)| json!({"path": d, "entry": e})).collect::<Vec<_>>(),
         "kernel_line": kernel_line,
@@ -251,6 +256,15 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
         for c in &plan.scrubbed.copies {
             rest.push(format!("  {}", shown(&plan.policy.context.home, &c.path)));
         }
+    }
+    if !plan.policy.credentials_skipped.is_empty() {
+        rest.push("credentials skipped in this run:".into());
+        for s in &plan.policy.credentials_skipped {
+            rest.push(format!("  {}", s.line()));
+        }
+    }
+    for n in &plan.notes {
+        rest.push(n.clone());
     }
     let made: Vec<Value> = plan
         .state_dirs
