@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod service;
 #[cfg(target_os = "linux")]
 pub mod splice;
+pub mod sshagent;
 pub mod sys;
 pub mod telemetry;
 pub mod timing;

@@ -79,6 +79,8 @@ pub struct RunPlan {
     pub withheld: Vec<String>,
     /// `[credentials]`: the variables that hold sentinels, the run's CA.
     pub credentials: Option<crate::credentials::Plan>,
+    /// The filtering SSH agent (`sshagent/`), when the run has one.
+    pub ssh_agent: Option<crate::sshagent::Plan>,
     /// An agent's state directories the run makes on a fresh home, top first, each
     /// with the `files.allow_write` entry that wants it.
     pub state_dirs: Vec<(PathBuf, String)>,
@@ -99,6 +101,7 @@ pub struct RunPlan {
 pub fn effective(loaded: Policy, private_tmp: bool, learn: bool) -> Policy {
     let mut p = loaded;
     p.learn = learn;
+    crate::sshagent::effective(&mut p);
     if private_tmp {
         for dir in ["/tmp", "/dev/shm"] {
             let ctx = &p.context;
@@ -157,7 +160,9 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
     let private = private_tmp(facts.mode);
     #[cfg(not(target_os = "linux"))]
     let private = false;
-    let policy = effective(loaded.policy, private, req.audit.learn);
+    let mut policy = effective(loaded.policy, private, req.audit.learn);
+    let ssh_agent = crate::sshagent::plan(&mut policy, &facts.run_dir);
+    let policy = policy;
     let reviewed = policy
         .adversary
         .as_ref()
@@ -337,6 +342,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         caches,
         env,
         credentials,
+        ssh_agent,
         state_dirs,
         #[cfg(target_os = "linux")]
         kernel,
