@@ -324,3 +324,86 @@ fn serve_one(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn policy(text: &str) -> Policy {
+        let dir = std::env::temp_dir();
+        let mut o = sandpit_policy::LoadOptions::new(sandpit_policy::Context {
+            home: dir.join("sandpit-home"),
+            workspace: dir.join("sandpit-home/project"),
+            scratch: dir.join("sandpit-scratch"),
+            state_dir: dir.join("sandpit-home/.sandpit"),
+        });
+        o.user = Some(sandpit_policy::Source::new(
+            sandpit_policy::Layer::User,
+            "test.toml",
+            text,
+        ));
+        sandpit_policy::load(&o).unwrap()
+    }
+
+    #[test]
+    fn on_by_default_with_an_agent_and_an_allowed_host_and_off_when_told() {
+        let sock = Some(OsString::from("/tmp/agent.sock"));
+        let allowed = "[network]\nallow = [\"git.test:22\"]\n";
+        assert!(wanted(&policy(allowed), sock.as_ref()).is_some());
+        // No agent, an empty one, nothing allowed, offline, off: none.
+        assert!(wanted(&policy(allowed), None).is_none());
+        assert!(wanted(&policy(allowed), Some(&OsString::new())).is_none());
+        assert!(wanted(&policy(""), sock.as_ref()).is_none());
+        let offline = "[network]\nmode = \"offline\"\n[ssh]\nagent = \"filtered\"\n";
+        assert!(wanted(&policy(offline), sock.as_ref()).is_none());
+        let off = format!("{allowed}[ssh]\nagent = \"off\"\n");
+        assert!(wanted(&policy(&off), sock.as_ref()).is_none());
+        // Asked for: on with nothing allowed yet (unrestricted, or rules added live).
+        let asked = "[ssh]\nagent = \"filtered\"\n";
+        let why = wanted(&policy(asked), sock.as_ref()).unwrap();
+        assert!(why.contains("ssh.agent = \"filtered\""), "{why}");
+    }
+
+    /// A host key's destinations are judged by the network policy: allowed, not
+    /// allowed, and a hashed name tried against the hosts the policy names.
+    #[test]
+    fn a_known_host_key_counts_only_for_an_allowed_destination() {
+        let t = tempfile::tempdir().unwrap();
+        let key_line =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHhM6VifnlocEXLilXQUun8WInLVnp9ja6HUAx4Ovizz";
+        let key = ssh_key::PublicKey::from_openssh(key_line)
+            .unwrap()
+            .key_data()
+            .clone();
+        let kh = t.path().join("known_hosts");
+        let hosts = |allow: &str, known: &str| {
+            std::fs::write(&kh, known).unwrap();
+            PolicyHosts {
+                policy: Arc::new(policy(&format!("[network]\nallow = [{allow}]\n"))),
+                known_hosts: vec![t.path().join("missing"), kh.clone()],
+            }
+            .allowed(&key)
+        };
+        let known = format!("[git.test]:2222 {key_line}\n");
+        assert_eq!(
+            hosts("\"git.test:2222\"", &known),
+            Ok("git.test:2222".into())
+        );
+        let why = hosts("\"git.test:22\"", &known).unwrap_err();
+        assert!(
+            why.contains("git.test:2222") && why.contains("does not allow"),
+            "{why}"
+        );
+        let why = hosts("\"git.test:2222\"", "").unwrap_err();
+        assert!(why.contains("no known_hosts"), "{why}");
+        // Hashed, as ssh-keygen -H writes `[git.test]:2222`.
+        let hashed =
+            format!("|1|CdGLMhBIHZM//THHW4E5lLj5rwE=|HhOq2r+a3OETwPTIqZlR4aw1EOA= {key_line}\n");
+        assert_eq!(
+            hosts("\"ssh.test:2222\"", &hashed),
+            Ok("ssh.test:2222".into())
+        );
+        assert!(hosts("\"ssh.test:22\", \"*.ssh.test\"", &hashed).is_err());
+    }
+}
