@@ -197,9 +197,17 @@ impl World {
 
     /// `sh -c script` under `sandpit run --shims`, the launcher holding the agent.
     fn sandpit(&self, script: &str) -> Output {
+        self.sandpit_with(&[], &[], script)
+    }
+
+    /// The same with more `sandpit run` flags and variables.
+    fn sandpit_with(&self, flags: &[&str], env: &[(&str, &str)], script: &str) -> Output {
         let mut c = self.outside(common::sandpit_bin().to_str().unwrap());
-        c.args(["run", "--shims", "--", "sh", "-c", script])
+        c.args(["run", "--shims"])
+            .args(flags)
+            .args(["--", "sh", "-c", script])
             .env("GIT_SSH_COMMAND", self.ssh_command())
+            .envs(env.iter().copied())
             .output()
             .unwrap()
     }
@@ -341,4 +349,34 @@ fn a_session_with_a_host_whose_known_name_is_not_allowed_gets_no_signature() {
     let out = w.sandpit(&login);
     assert!(out.status.success(), "{}", text(&out));
     assert!(common::stdout(&out).contains("logged-in"), "{}", text(&out));
+}
+
+/// Without the interposer (a static agent meets only the kernel layer) and in the
+/// Landlock-only fallback, the agent socket is the same: clone works, signing
+/// anything else does not.
+#[test]
+fn the_agent_works_the_same_without_the_interposer_and_in_the_fallback_mode() {
+    let w = World::new();
+    w.known_as(&format!("[ssh.test]:{}", w.port), true);
+    let payload = w.h.workspace().join("payload");
+    w.h.write(&payload, "data\n");
+    for (i, (flags, env)) in [
+        (&["--kernel-only"][..], &[][..]),
+        (&["--allow-degraded"][..], &[("SANDPIT_FORCE_FALLBACK", "1")][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let script = format!(
+            "git clone -q {url} clone{i} && echo cloned; \
+             ssh-keygen -Y sign -n file -f ~/.ssh/id_ed25519.pub {payload} && echo SIGNED",
+            url = w.url(),
+            payload = payload.display()
+        );
+        let out = w.sandpit_with(flags, env, &script);
+        let all = text(&out);
+        assert!(all.contains("cloned"), "{flags:?} {env:?}: {all}");
+        assert!(!all.contains("SIGNED"), "{flags:?} {env:?}: {all}");
+        assert!(!payload.with_extension("sig").exists(), "{all}");
+    }
 }

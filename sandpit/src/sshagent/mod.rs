@@ -28,6 +28,9 @@ pub use filter::{Connection, HostKeys, Step};
 pub const SOCKET: &str = "ssh-agent.sock";
 /// Where carve-outs of this module come from, in `sandpit config` and refusals.
 pub const ORIGIN: &str = "filtering SSH agent (sandpit)";
+/// Connections served at once (each holds a thread and a connection to the real
+/// agent); one more is closed at once. ssh and git hold one each.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// The run plan's part: the filtering agent, when the run has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,14 +226,30 @@ impl Agent {
     /// Serve each connection on its own thread, for as long as the process lives.
     pub fn serve(self, hosts: Arc<dyn HostKeys + Send + Sync>, tally: Arc<Tally>) {
         let Agent { plan, listener } = self;
+        let open = Arc::new(AtomicUsize::new(0));
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let (hosts, tally, upstream) =
-                    (hosts.clone(), tally.clone(), plan.upstream.clone());
-                std::thread::spawn(move || {
-                    let _ = serve_one(conn, &upstream, &*hosts, &tally);
-                });
+                if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    drop(conn);
+                    continue;
+                }
+                let (hosts, tally, upstream, done) = (
+                    hosts.clone(),
+                    tally.clone(),
+                    plan.upstream.clone(),
+                    open.clone(),
+                );
+                let spawned = std::thread::Builder::new()
+                    .name("sandpit-ssh-agent".into())
+                    .spawn(move || {
+                        let _ = serve_one(conn, &upstream, &*hosts, &tally);
+                        done.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         });
     }
