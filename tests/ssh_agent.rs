@@ -362,7 +362,10 @@ fn the_agent_works_the_same_without_the_interposer_and_in_the_fallback_mode() {
     w.h.write(&payload, "data\n");
     for (i, (flags, env)) in [
         (&["--kernel-only"][..], &[][..]),
-        (&["--allow-degraded"][..], &[("SANDPIT_FORCE_FALLBACK", "1")][..]),
+        (
+            &["--allow-degraded"][..],
+            &[("SANDPIT_FORCE_FALLBACK", "1")][..],
+        ),
     ]
     .into_iter()
     .enumerate()

@@ -291,19 +291,37 @@ InLVnp9ja6HUAx4OvizzAAAAB3Jvb3RAdm0BAgMEBQY=
     }
 
     fn userauth_signed(sid: &[u8], key: &KeyData, hostbound: Option<&KeyData>, sig: u8) -> Vec<u8> {
+        let method: &[u8] = if hostbound.is_some() {
+            HOSTBOUND
+        } else {
+            b"publickey"
+        };
+        userauth_raw(
+            sid,
+            USERAUTH_REQUEST,
+            b"ssh-connection",
+            method,
+            sig,
+            key,
+            hostbound,
+        )
+    }
+
+    fn userauth_raw(
+        sid: &[u8],
+        msg_type: u8,
+        service: &[u8],
+        method: &[u8],
+        sig: u8,
+        key: &KeyData,
+        hostbound: Option<&KeyData>,
+    ) -> Vec<u8> {
         let mut d = vec![];
         string(&mut d, sid);
-        d.push(USERAUTH_REQUEST);
+        d.push(msg_type);
         string(&mut d, b"git");
-        string(&mut d, b"ssh-connection");
-        string(
-            &mut d,
-            if hostbound.is_some() {
-                HOSTBOUND
-            } else {
-                b"publickey"
-            },
-        );
+        string(&mut d, service);
+        string(&mut d, method);
         d.push(sig);
         string(&mut d, b"ssh-ed25519");
         string(&mut d, &blob(key).unwrap());
@@ -417,12 +435,24 @@ InLVnp9ja6HUAx4OvizzAAAAB3Jvb3RAdm0BAgMEBQY=
                 host_key: None
             })
         );
-        let mut other_service = vec![];
-        string(&mut other_service, b"session-1");
-        other_service.push(USERAUTH_REQUEST);
-        string(&mut other_service, b"git");
-        string(&mut other_service, b"ssh-userauth");
-        assert!(parse_userauth(&other_service).is_none());
+        // Each field that makes it a login, changed alone: the message type, the
+        // service, the method, an empty session ID.
+        let u = user();
+        let ok = |sid: &[u8], t: u8, service: &[u8], method: &[u8]| {
+            parse_userauth(&userauth_raw(sid, t, service, method, 1, &u, None)).is_some()
+        };
+        assert!(ok(b"s", USERAUTH_REQUEST, b"ssh-connection", b"publickey"));
+        assert!(!ok(
+            b"s",
+            USERAUTH_REQUEST + 1,
+            b"ssh-connection",
+            b"publickey"
+        ));
+        assert!(!ok(b"s", USERAUTH_REQUEST, b"ssh-userauth", b"publickey"));
+        assert!(!ok(b"s", USERAUTH_REQUEST, b"ssh-connection", b"hostbased"));
+        assert!(!ok(b"", USERAUTH_REQUEST, b"ssh-connection", b"publickey"));
+        // The hostbound method without its host key is cut short.
+        assert!(!ok(b"s", USERAUTH_REQUEST, b"ssh-connection", HOSTBOUND));
     }
 
     #[test]
