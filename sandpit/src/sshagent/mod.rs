@@ -5,7 +5,7 @@
 //! (the user's `known_hosts`, read here, outside the sandbox) of a destination
 //! the policy allows. The real agent's socket stays masked, the private key files
 //! unreadable; `known_hosts` and the `.pub` files come back readable so that ssh
-//! inside can check the host and pick the key (`effective_files`).
+//! inside can check the host and pick the key ([`effective`]).
 //!
 //! Plan ([`plan`], no side effects) → bind before the fork ([`Agent::bind`]) →
 //! serve after it ([`Agent::serve`], one thread per connection, each with its own
