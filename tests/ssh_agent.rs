@@ -300,7 +300,6 @@ fn git_clones_and_pushes_over_ssh_through_the_filtering_agent_and_nothing_else_i
     );
     let out = w.sandpit(&script);
     let all = text(&out);
-    eprintln!("{all}");
     assert!(all.contains("socket-ok"), "{all}");
     assert!(
         all.contains("listed") && all.contains("sandpit-test"),
