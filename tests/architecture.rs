@@ -150,6 +150,20 @@ fn modules_depend_one_way() {
     }
     assert!(!g["dns"].contains("proxy"), "dns imports proxy");
     assert!(!g["audit"].contains("proxy"), "audit imports proxy");
+    // The filtering SSH agent decides with the policy crate alone (what it signs
+    // must not depend on the proxy's or any layer's state), and only the launch
+    // and the run plan use it.
+    assert!(
+        g["sshagent"].is_empty(),
+        "sshagent imports {:?}",
+        g["sshagent"]
+    );
+    for m in importers("sshagent") {
+        assert!(
+            ["run", "launch"].contains(&m.as_str()),
+            "{m} imports sshagent"
+        );
+    }
 }
 
 /// The injected library links the policy crate and the reviewer's protocol, not

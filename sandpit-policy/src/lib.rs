@@ -59,6 +59,9 @@ pub struct Policy {
     /// says so in one line each.
     #[serde(default)]
     pub credentials_skipped: Vec<SkippedCredential>,
+    /// `[ssh]`: the SSH agent the sandbox gets.
+    #[serde(default)]
+    pub ssh: Ssh,
     /// Where the launcher exports every decision (`[telemetry]`). Never in the
     /// snapshot the sandbox reads (its headers may hold a collector's token).
     #[serde(skip)]
@@ -781,6 +784,33 @@ impl std::fmt::Debug for Telemetry {
             .field("otlp_endpoint", &self.otlp_endpoint)
             .field("headers", &names)
             .finish()
+    }
+}
+
+/// `[ssh]`: whether the sandbox gets the launcher's filtering SSH agent
+/// (`sandpit/src/sshagent/`), which signs only logins to known, allowed hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ssh {
+    /// `ssh.agent`; `None`: on when the launcher has an agent (`SSH_AUTH_SOCK`)
+    /// and the network policy allows some host.
+    pub agent: Option<Rule<SshAgent>>,
+}
+
+/// `ssh.agent`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SshAgent {
+    /// The filtering agent, whenever the launcher has an agent.
+    Filtered,
+    /// No agent inside.
+    Off,
+}
+
+impl SshAgent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SshAgent::Filtered => "filtered",
+            SshAgent::Off => "off",
+        }
     }
 }
 

@@ -106,6 +106,13 @@ struct RawConfig {
     isolation: Option<Spanned<RawIsolation>>,
     credentials: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawCredential>>>>,
     telemetry: Option<Spanned<RawTelemetry>>,
+    ssh: Option<Spanned<RawSsh>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSsh {
+    agent: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -405,6 +412,7 @@ impl Builder {
                 isolation: Isolation::default(),
                 credentials: vec![],
                 credentials_skipped: vec![],
+                ssh: crate::Ssh::default(),
                 telemetry: Telemetry::default(),
                 learn: false,
                 glob_matches: Default::default(),
@@ -484,6 +492,30 @@ impl Builder {
         }
         if let Some(t) = &raw.telemetry {
             self.apply_telemetry(&cx, t, project)?;
+        }
+        if let Some(a) = raw.ssh.as_ref().and_then(|s| s.get_ref().agent.as_ref()) {
+            let value = match a.get_ref().as_str() {
+                "filtered" => crate::SshAgent::Filtered,
+                "off" => crate::SshAgent::Off,
+                other => {
+                    return Err(cx.diag(
+                        a.span(),
+                        format!("ssh.agent {other:?} is not \"filtered\" or \"off\""),
+                        "write \"filtered\" (the sandbox's agent signs logins to known, allowed hosts only) or \"off\"",
+                    ))
+                }
+            };
+            if project && value != crate::SshAgent::Off {
+                return Err(cx.diag(
+                    a.span(),
+                    "a project file can only turn the SSH agent off",
+                    "set ssh.agent in ~/.sandpit/config.toml",
+                ));
+            }
+            self.policy.ssh.agent = Some(Rule {
+                value,
+                origin: cx.origin("ssh.agent", value.as_str(), a.span()),
+            });
         }
         if let Some(shims) = &raw.shims {
             let s = shims.get_ref();

@@ -2246,3 +2246,23 @@ fn real_dotenv_is_the_users_own_setting() {
     );
     assert!(e.contains(".sandpit.toml:2"), "{e}");
 }
+
+/// `[ssh] agent`: "filtered" or "off", located when wrong; a project file may only
+/// turn the filtering agent off.
+#[test]
+fn ssh_agent_is_filtered_or_off_and_a_project_only_turns_it_off() {
+    assert_eq!(user("").unwrap().ssh.agent, None);
+    let p = user("[ssh]\nagent = \"filtered\"\n").unwrap();
+    let a = p.ssh.agent.unwrap();
+    assert_eq!(a.value, sandpit_policy::SshAgent::Filtered);
+    assert_eq!(a.origin.location(), "User.toml:2:9");
+    let d = err("[ssh]\nagent = \"on\"\n");
+    at(&d, 2, 9, "ssh.agent \"on\"");
+    project_err(
+        "",
+        "[ssh]\nagent = \"filtered\"\n",
+        "only turn the SSH agent off",
+    );
+    let p = project_over_user("[ssh]\nagent = \"filtered\"\n", "[ssh]\nagent = \"off\"\n").unwrap();
+    assert_eq!(p.ssh.agent.unwrap().value, sandpit_policy::SshAgent::Off);
+}

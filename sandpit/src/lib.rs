@@ -24,6 +24,7 @@ pub mod scrub;
 pub mod service;
 #[cfg(target_os = "linux")]
 pub mod splice;
+pub mod sshagent;
 pub mod sys;
 pub mod telemetry;
 pub mod timing;

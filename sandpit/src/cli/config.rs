@@ -253,6 +253,14 @@ pub fn render(p: &Policy, chain: &[&str]) -> String {
             a.cache
         );
     }
+    if let Some(a) = &p.ssh.agent {
+        let _ = writeln!(
+            o,
+            "\n[ssh]\nagent = {:?}  # {}",
+            a.value.as_str(),
+            a.origin.location()
+        );
+    }
     let _ = writeln!(o, "\n[shims]\nenabled = {}", p.shims.enabled);
     list(&mut o, "extra", &p.shims.extra, String::clone);
     let _ = writeln!(

@@ -58,6 +58,15 @@ pub enum LaunchError {
     Proxy(String),
     #[error("the adversary could not be started ({0}); the command was not started")]
     Adversary(String),
+    #[error(
+        "the filtering SSH agent's socket {path} could not be bound ({source}); the command \
+         was not started. Set ssh.agent = \"off\" under [ssh] in ~/.sandpit/config.toml to run without it"
+    )]
+    SshAgent {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Credentials(#[from] crate::credentials::CredentialError),
     #[error(
@@ -116,6 +125,8 @@ pub struct Options<'a> {
     pub loopback_proxy: bool,
     /// `[credentials]` as the run plan has it.
     pub credentials: Option<&'a crate::credentials::Plan>,
+    /// The filtering SSH agent as the run plan has it.
+    pub ssh_agent: Option<&'a crate::sshagent::Plan>,
 }
 
 /// Whether the interposer is injected, and why not.
@@ -188,6 +199,8 @@ pub struct Prepared {
     ask: Option<crate::proxy::Asking>,
     /// Where the reviewer reports each verdict (the audit log).
     on_verdict: Option<Arc<OnVerdict>>,
+    /// The filtering SSH agent's socket, bound before the fork, served after it.
+    ssh_agent: Option<crate::sshagent::Agent>,
 }
 
 /// The run's credentials and CA, and the child's variables for them.
@@ -310,7 +323,20 @@ pub fn prepare(policy: &Policy, o: &Options) -> Result<Prepared> {
         }
     };
 
+    let ssh_agent = match o.ssh_agent {
+        Some(p) => {
+            Some(
+                crate::sshagent::Agent::bind(p).map_err(|source| LaunchError::SshAgent {
+                    path: p.socket.clone(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
+
     Ok(Prepared {
+        ssh_agent,
         state_dir,
         snapshot,
         token: random_hex(16)?,
@@ -833,7 +859,17 @@ impl Prepared {
         let mut services = Services {
             net: None,
             adversary: None,
+            ssh_agent: None,
         };
+        if let Some(agent) = self.ssh_agent.take() {
+            let hosts = Arc::new(crate::sshagent::PolicyHosts {
+                policy: self.policy.clone(),
+                known_hosts: agent.plan().known_hosts.clone(),
+            });
+            let tally = Arc::new(crate::sshagent::Tally::default());
+            agent.serve(hosts, tally.clone());
+            services.ssh_agent = Some(tally);
+        }
         let mut review = None;
         if let Some((_, listener)) = self.adversary.take() {
             let (service, reviewer) =
@@ -1109,6 +1145,7 @@ const CHANNEL: usize = 16 * 1024;
 pub struct Services {
     net: Option<NetServices>,
     adversary: Option<AdversaryService>,
+    ssh_agent: Option<Arc<crate::sshagent::Tally>>,
 }
 
 impl Services {
@@ -1121,6 +1158,9 @@ impl Services {
         if let Some(a) = self.adversary {
             a.task.abort();
             a.rt.shutdown_background();
+        }
+        if let Some(line) = self.ssh_agent.and_then(|t| t.summary()) {
+            lines.push(line);
         }
         lines
     }

@@ -89,12 +89,16 @@ fn run_with_scratch(
     // The plan's profile input, with the ports and sockets bound for this run.
     let proxy = launch.loopback_proxy();
     let (control, audit) = launch.reachable_sockets();
-    let input = run.seatbelt.clone().bind(
+    let mut input = run.seatbelt.clone().bind(
         proxy.map(|a| a.port()),
         launch.loopback_dns().map(|a| a.port()),
         control,
         audit,
     );
+    // The filtering SSH agent's socket, bound by the launch (src/sshagent).
+    if let Some(a) = &run.ssh_agent {
+        input.unix_sockets.push(a.socket.clone());
+    }
     let profile = seatbelt::compile(&input).context("compiling the Seatbelt profile")?;
 
     let command = launch_argv(&args.command);

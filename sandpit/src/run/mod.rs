@@ -87,6 +87,7 @@ fn launch(
             run_dir: session.run_dir(),
             loopback_proxy,
             credentials: run.credentials.as_ref(),
+            ssh_agent: run.ssh_agent.as_ref(),
         },
     )?)
 }

@@ -82,6 +82,8 @@ pub struct RunPlan {
     /// What the agent's own configuration changed about its keys
     /// ([`crate::agentkeys::settle`]), said at start.
     pub notes: Vec<String>,
+    /// The filtering SSH agent (`sshagent/`), when the run has one.
+    pub ssh_agent: Option<crate::sshagent::Plan>,
     /// An agent's state directories the run makes on a fresh home, top first, each
     /// with the `files.allow_write` entry that wants it.
     pub state_dirs: Vec<(PathBuf, String)>,
@@ -106,6 +108,7 @@ pub struct RunPlan {
 pub fn effective(loaded: Policy, private_tmp: bool, learn: bool) -> Policy {
     let mut p = loaded;
     p.learn = learn;
+    crate::sshagent::effective(&mut p);
     if private_tmp {
         for dir in ["/tmp", "/dev/shm"] {
             let ctx = &p.context;
@@ -241,6 +244,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
             &|v| std::env::var_os(v).and_then(|x| x.into_string().ok()),
         ));
     }
+    let ssh_agent = crate::sshagent::plan(&mut policy, &facts.run_dir);
     crate::timing::mark("policy made effective");
     let scrubbed = scrub(&mut policy, shows_copies(facts));
     crate::timing::mark("startup and .env files looked through");
@@ -425,6 +429,7 @@ pub fn plan(req: &Request, loaded: crate::config::Loaded, facts: &Facts) -> Resu
         env,
         credentials,
         notes,
+        ssh_agent,
         state_dirs,
         scrubbed,
         #[cfg(target_os = "linux")]

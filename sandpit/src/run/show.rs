@@ -85,6 +85,12 @@ pub fn to_json(plan: &RunPlan, kernel_line: Option<&str>) -> Value {
             "rule": s.credential.origin.location(), "why": s.why,
         })).collect::<Vec<_>>(),
         "notes": plan.notes,
+        "ssh_agent": plan.ssh_agent.as_ref().map(|a| json!({
+            "socket": a.socket,
+            "signs_with": a.upstream,
+            "known_hosts": a.known_hosts,
+            "why": a.why,
+        })),
         "package_cache": plan.caches,
         "state_dirs_made": plan.state_dirs.iter().map(|(d, e)| json!({"path": d, "entry": e})).collect::<Vec<_>>(),
         "kernel_line": kernel_line,
@@ -265,6 +271,19 @@ pub fn to_text(plan: &RunPlan, kernel_line: Option<&str>) -> String {
     }
     for n in &plan.notes {
         rest.push(n.clone());
+    }
+    if let Some(a) = &plan.ssh_agent {
+        rest.push(format!(
+            "ssh agent: filtered (SSH_AUTH_SOCK={}): lists the keys of {}, signs only logins to hosts whose key {} holds and the network policy allows; {}",
+            shown(&plan.policy.context.home, &a.socket),
+            a.upstream.display(),
+            a.known_hosts
+                .iter()
+                .map(|p| shown(&plan.policy.context.home, p))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            a.why
+        ));
     }
     let made: Vec<Value> = plan
         .state_dirs
