@@ -1069,4 +1069,68 @@ mod tests {
         // Past the CAN and ST it begins with, the filter passes it unchanged.
         assert_eq!(filtered(&r[3..]), r[3..].to_vec());
     }
+
+    /// The fuzz target's invariants (fuzz/fuzz_targets/console_filter.rs) on
+    /// inputs drawn from the bytes that matter, with a fixed seed.
+    #[test]
+    fn drawn_inputs_keep_the_invariants() {
+        const PARTS: &[&[u8]] = &[
+            b"\x1b",
+            b"[",
+            b"]",
+            b"P",
+            b"_",
+            b"^",
+            b"X",
+            b"\\",
+            b"\x07",
+            b"\x18",
+            b"\x9b",
+            b"\x9c",
+            b"\x9d",
+            b"\x90",
+            b"\xc2",
+            b"\xc2\x9b",
+            b"\xc2\x9c",
+            b"\xe2\x82",
+            b"\xac",
+            b"52;c;",
+            b"0;",
+            b"8;;",
+            b"10;?",
+            b"11;#000",
+            b"?",
+            b";",
+            b"1",
+            b"21t",
+            b"$q",
+            b"h",
+            b"l",
+            b"?1049h",
+            b"a",
+            b"\xff",
+            b"\x05",
+            b"\x0e",
+            b"\x0f",
+            b"(0",
+        ];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let n = (next() % 24) as usize;
+            let input: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    PARTS[(next() % PARTS.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            through(&input);
+        }
+    }
 }
