@@ -11,7 +11,8 @@
 //! answers are numbers (`CSI 20 t` and `CSI 21 t` answer with the title the
 //! command set, typed back as if by the user; `CSI 1..9 t` move, resize and
 //! iconify the window); DECRQCRA (`CSI … * y`, a checksum of text the command
-//! chose); ENQ (the answerback) and NUL. Passed: text, the other C0 controls, the
+//! chose); S8C1T (`ESC SP G`: answers in 8-bit form); ENQ (the answerback) and
+//! NUL. Passed: text, the other C0 controls, the
 //! other escape and control sequences (cursor motion, SGR, modes, the cursor
 //! position and device attribute reports, whose answers hold no byte the command
 //! chose).
@@ -473,6 +474,10 @@ impl Filter {
                     return;
                 }
                 self.seq.push(b);
+                // S8C1T: the terminal's answers would lose their ESC.
+                if self.seq[1..] == *b" G" {
+                    return;
+                }
                 self.esc_dispatch();
                 out.extend_from_slice(&self.seq);
             }
@@ -910,6 +915,7 @@ mod tests {
             b"\x1b[1;1;1;1;1*y",
             b"\x05",
             b"\x00",
+            b"\x1b G",
         ] {
             gone(s, true);
         }
