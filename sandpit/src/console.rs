@@ -19,8 +19,8 @@
 //! Escape deny at once. Before the question, the terminal gets CAN, ST and a reset
 //! of every mode, colour and character set ([`filter::Modes::reset`]), so nothing
 //! the command set (hidden text, line-drawing characters, another screen) can hide
-//! or fake it; after it, the command's modes come back and a full-screen command
-//! is made to redraw (the redraw hook the relay sets, [`Console::attach`]).
+//! or fake it; after it, the command's modes come back and the command is made
+//! to redraw (the redraw hook the relay sets, [`Console::attach`]).
 #![forbid(unsafe_code)]
 pub mod filter;
 
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use filter::{Filter, Modes};
 
-/// What the relay calls after a question when the command drew a full screen: it
+/// What the relay calls after every question: it
 /// makes the command redraw (supervise.rs changes the pty's size and back).
 pub type Redraw = Arc<dyn Fn() + Send + Sync>;
 
@@ -300,12 +300,10 @@ impl Console {
         let mut text = format!("{}\r\n", echo(reply)).into_bytes();
         s.filter.modes().restore(&mut text);
         write_out(&text);
-        let redraw = s
-            .filter
-            .modes()
-            .alternate()
-            .then(|| s.redraw.clone())
-            .flatten();
+        // Every command is told to redraw: a full-screen one (on the alternate
+        // screen) has lost its screen, one drawing in place on the normal screen
+        // (an inline interface) has lines of the question below what it drew.
+        let redraw = s.redraw.clone();
         s.asking = false;
         s.answer = None;
         s.shown = None;

@@ -959,7 +959,7 @@ impl Relay {
                 }
             }
         });
-        // After a question a full-screen command redraws: its pty one row shorter
+        // After a question the command redraws: its pty one row shorter
         // until it has drawn (or a second), then the terminal's size again; the
         // kernel tells it of each change (SIGWINCH), and it redraws all at a size
         // that is new to it.
