@@ -560,6 +560,10 @@ fn forbidden(bytes: &[u8]) -> Vec<String> {
             found.push(what.to_string());
         }
     }
+    // Raw C1 bytes are ill-formed UTF-8 (the filter's output never is).
+    if std::str::from_utf8(bytes).is_err() {
+        found.push("ill-formed UTF-8".to_string());
+    }
     for b in [0x90u8, 0x98, 0x9b, 0x9c, 0x9d, 0x9e, 0x9f] {
         // A raw C1 byte: not in valid UTF-8, which has none of these as a lead.
         if bytes
