@@ -583,3 +583,48 @@ fn old_logs_go_by_age_and_total_size() {
         text(&o.stderr)
     );
 }
+
+/// The end-of-run summary's suggested config lines hold what the sandbox chose: a
+/// connection's host, here sent to the audit socket (anything inside may send
+/// there) with a quote, a bracket, newlines and a line of its own, and escape
+/// sequences. It stays one TOML value on one line, and reaches the terminal as
+/// text.
+#[test]
+fn a_chosen_host_cannot_break_out_of_its_suggested_config_line() {
+    let h = setup();
+    let host = "evil.test\"]\n[files]\nallow_write = [\"~\"]\n#\u{1b}]52;c;Q0FOQVJZ\u{7}\u{9b}2J";
+    let py = r#"
+import glob, os, socket
+host = 'evil.test"]\n[files]\nallow_write = ["~"]\n#\x1b]52;c;Q0FOQVJZ\x07\u009b2J'.encode()
+msg = b"sandpit: denied\n\0SANDPIT-AUDIT/1\0deny\0connect\0" + host + b"\0" + b"443"
+path = os.environ.get("SANDPIT_AUDIT") or glob.glob(os.path.expanduser("~/.sandpit/run/*/audit.sock"))[0]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(msg, path)
+print("sent")
+"#;
+    h.write(&h.workspace().join("forge.py"), py);
+    let o = run(&h, &["run", "--", "python3", "forge.py"]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(out.contains("sent"), "{out}\n{err}");
+    // The suggestion: `[network]`, then the one line that allows the host.
+    let lines: Vec<&str> = err.lines().map(str::trim).collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == "[network]")
+        .unwrap_or_else(|| panic!("no suggestion in the summary:\n{err}"));
+    let suggested = format!("{}\n{}\n", lines[at], lines[at + 1]);
+    let t: toml::Table = toml::from_str(&suggested).unwrap();
+    assert_eq!(t.len(), 1, "{suggested}");
+    assert_eq!(
+        t["network"]["allow"][0].as_str(),
+        Some(format!("{host}:443").as_str()),
+        "{suggested}"
+    );
+    assert!(
+        !lines.contains(&"[files]"),
+        "the host broke out of its line:\n{err}"
+    );
+    for c in ['\u{1b}', '\u{7}', '\u{9b}'] {
+        assert!(!err.contains(c), "{c:?} reached the terminal: {err:?}");
+    }
+}

@@ -45,7 +45,8 @@ pub fn draft(home: &Path, run: &str, records: &[Record]) -> String {
     );
     for n in &notes {
         s.push_str("# note: ");
-        s.push_str(&n.replace('\n', " "));
+        // One comment line, whatever the record's subject holds.
+        s.push_str(&crate::console::printable(n));
         s.push('\n');
     }
     if doc.is_empty() {

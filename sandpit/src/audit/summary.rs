@@ -31,24 +31,31 @@ impl Fix {
     }
 }
 
-/// A TOML basic string.
+/// A TOML basic string on one line: `"`, `\` and every character
+/// [`printable`] escapes written as TOML escapes (`\n`, `\u001B`, …), so a
+/// value the sandbox chose (a host name holding `"]` and a newline) stays one
+/// value of one line, and shows as text on a terminal.
 pub fn quote(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
-}
-
-/// `s` safe for a terminal: control characters written as `\xNN`, so a hostile file
-/// name cannot forge output.
-pub fn shown(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
     for c in s.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\x{:02x}", u32::from(c)));
-        } else {
-            out.push(c);
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if crate::console::hidden(c) => {
+                out.push_str(&format!("\\u{:04X}", u32::from(c)));
+            }
+            c => out.push(c),
         }
     }
+    out.push('"');
     out
 }
+
+pub use crate::console::printable;
 
 /// `path` with the home directory written `~`.
 pub fn tilde(home: &Path, path: &str) -> String {
@@ -364,7 +371,7 @@ pub fn runlater_line(
     let mut items: Vec<String> = vec![];
     let mut seen: Vec<String> = vec![];
     for r in denials.iter().filter(|r| runlater_refusal(ctx, r)) {
-        let p = shown(&tilde(home, &r.subject));
+        let p = crate::console::printable(&tilde(home, &r.subject));
         if seen.contains(&p) {
             continue;
         }
@@ -380,10 +387,10 @@ pub fn runlater_line(
         } else {
             "refused"
         };
-        items.push(format!("{p} ({what}; {})", shown(&why)));
+        items.push(format!("{p} ({what}; {})", crate::console::printable(&why)));
     }
     for c in changed {
-        let p = shown(&tilde(home, &c.path.display().to_string()));
+        let p = crate::console::printable(&tilde(home, &c.path.display().to_string()));
         if seen.contains(&p) {
             continue;
         }
@@ -437,7 +444,7 @@ pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<
             "other" => g.reason.clone(),
             _ => g.subject.clone(),
         };
-        let subject = shown(&subject);
+        let subject = printable(&subject);
         let _ = writeln!(
             s,
             "  {} {} {subject}{times} [{}]",
@@ -447,7 +454,7 @@ pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<
         );
         match &g.rule {
             Some(r) => {
-                let _ = writeln!(s, "      rule: {r}");
+                let _ = writeln!(s, "      rule: {}", printable(&r.to_string()));
             }
             None if g.action != "other" => {
                 let _ = writeln!(s, "      rule: none (the default for this kind of request)");
@@ -463,7 +470,7 @@ pub fn render(home: &Path, run: &str, log: &Path, denials: &[Record]) -> Option<
                     }
                 }
                 Fix::Note(n) => {
-                    let _ = writeln!(s, "      {}", shown(n));
+                    let _ = writeln!(s, "      {}", printable(n));
                 }
             }
         }
@@ -692,8 +699,34 @@ mod tests {
     }
 
     #[test]
+    fn a_chosen_host_cannot_break_out_of_its_suggested_line() {
+        // What the sandbox can send the audit socket as a connection's host.
+        let host =
+            "x.test\"]\n[files]\nallow_write = [\"~\"]\n#\u{1b}]52;c;YQ==\u{7}\u{9b}2J\u{202e}:443";
+        let f = fixes(Path::new("/h"), &rec("connect", host, None));
+        let lines = f[0].lines();
+        assert_eq!(lines.lines().count(), 2, "{lines}");
+        let t: toml::Table = toml::from_str(&lines).unwrap();
+        assert_eq!(t.len(), 1, "{lines}");
+        assert_eq!(t["network"]["allow"][0].as_str(), Some(host));
+        let text = render(
+            Path::new("/h"),
+            "R",
+            Path::new("/l"),
+            &[rec("connect", host, None)],
+        )
+        .unwrap();
+        assert!(!text.contains("\n[files]"), "{text}");
+        for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!text.contains(c), "{c:?} in {text:?}");
+        }
+        let v = format!("x = {}", quote(host));
+        assert_eq!(v.lines().count(), 1);
+    }
+
+    #[test]
     fn control_characters_are_escaped() {
-        assert_eq!(shown("a\u{1b}[31mb\n"), "a\\x1b[31mb\\x0a");
+        assert_eq!(printable("a\u{1b}[31mb\n"), "a\\x1b[31mb\\x0a");
         let r = rec("read", "/h/x\u{1b}]0;evil\u{7}", None);
         let text = render(Path::new("/h"), "R", Path::new("/l"), &[r]).unwrap();
         assert!(

@@ -167,20 +167,26 @@ fn one_line(r: &Record) -> String {
         r.layer.as_str(),
         r.decision.as_str(),
         r.action,
-        audit::summary::shown(&r.subject)
+        crate::console::printable(&r.subject)
     );
     if let Some(rule) = &r.rule {
-        s.push_str(&format!("  rule: {rule}"));
+        s.push_str(&format!(
+            "  rule: {}",
+            crate::console::printable(&rule.to_string())
+        ));
     }
     if !r.reason.is_empty() {
-        s.push_str(&format!("  reason: {}", audit::summary::shown(&r.reason)));
+        s.push_str(&format!(
+            "  reason: {}",
+            crate::console::printable(&r.reason)
+        ));
     }
     s
 }
 
 /// One record for people: a line, then the rule and reason indented.
 pub fn human(home: &Path, r: &Record) -> String {
-    let subject = audit::summary::shown(&match r.action.as_str() {
+    let subject = crate::console::printable(&match r.action.as_str() {
         "read" | "write" => audit::summary::tilde(home, &r.subject),
         _ => r.subject.clone(),
     });
@@ -193,16 +199,19 @@ pub fn human(home: &Path, r: &Record) -> String {
         subject
     );
     if let Some(rule) = &r.rule {
-        s.push_str(&format!("    rule:   {rule}\n"));
+        s.push_str(&format!(
+            "    rule:   {}\n",
+            crate::console::printable(&rule.to_string())
+        ));
     }
     if !r.reason.is_empty() {
         s.push_str(&format!(
             "    reason: {}\n",
-            audit::summary::shown(&r.reason)
+            crate::console::printable(&r.reason)
         ));
     }
     if let Some(pid) = r.pid {
-        let program = r.program.as_deref().map(audit::summary::shown);
+        let program = r.program.as_deref().map(crate::console::printable);
         s.push_str(&format!(
             "    by:     pid {pid}{}\n",
             program.map(|p| format!(" ({p})")).unwrap_or_default()

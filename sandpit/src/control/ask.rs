@@ -2,11 +2,13 @@
 //! deny only because `network.allow` does not name its host waits while the
 //! launcher asks the user on the terminal it relays ([`crate::console`]):
 //!
-//! `sandpit: PROGRAM (pid N) wants HOST:PORT (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in 30s) A letter, then Enter:`
+//! `sandpit: PROGRAM (pid N) wants HOST:PORT (not in network.allow). [o]nce, this [r]un, [d]eny, or type HOST for always? (denied in 30s) Then Enter:`
 //!
 //! once lets this connection through; this run changes the [`Live`] rules, as
-//! `sandpit allow` does; always does that and adds the host to `[network] allow`
-//! of the user's config, with a comment; deny, or no answer in time, denies. One
+//! `sandpit allow` does; always (the host name typed, not a key the sandbox could
+//! get the user to press without reading: a forged question cannot get it) does
+//! that and adds the host to `[network] allow` of the user's config, with a
+//! comment; deny, or no answer in time, denies. One
 //! question at a time, and connections to the same `HOST:PORT` that arrive while
 //! it is up wait for its answer. Explicit `block` entries, offline mode, addresses
 //! (loopback, private, metadata) are never asked about. Every answer is a record.
@@ -160,10 +162,14 @@ impl Inner {
         let secs = self.timeout.as_secs();
         // The program's path is the sandbox's choice of bytes (a file name may hold
         // escape sequences): shown with its control characters escaped.
-        let who = who.map_or_else(|| "the command".to_string(), crate::audit::summary::shown);
+        let who = who.map_or_else(|| "the command".to_string(), crate::console::printable);
+        let name = host.to_string();
         let question = format!(
-            "sandpit: {who} wants {dest} (not in network.allow). [o]nce, this [r]un, [a]lways, [d]eny? (denied in {secs}s) A letter, then Enter:"
+            "sandpit: {who} wants {} (not in network.allow). [o]nce, this [r]un, [d]eny, or type {} for always? (denied in {secs}s) Then Enter:",
+            crate::console::printable(&dest),
+            crate::console::printable(&name)
         );
+        let answers = [("o", b'o'), ("r", b'r'), ("d", b'd'), (name.as_str(), b'a')];
         // An answer given while this one waited its turn ("this run", "always")
         // may cover it already.
         let before = || {
@@ -172,7 +178,7 @@ impl Inner {
         };
         let reply = match self
             .console
-            .ask(before, &question, b"orad", self.timeout, echo)
+            .ask(before, &question, &answers, self.timeout, echo)
         {
             Ok(r) => r,
             Err(v) => return v,
@@ -196,7 +202,7 @@ impl Inner {
                                 self.user_config.display()
                             ),
                             Err(e) => {
-                                eprintln!("sandpit: {dest} is allowed for this run, but could not be added to {}: {e}", self.user_config.display());
+                                eprintln!("sandpit: {} is allowed for this run, but could not be added to {}: {e}", crate::console::printable(&dest), self.user_config.display());
                                 format!(
                                     "always, but {} could not be changed ({e}): this run only",
                                     self.user_config.display()

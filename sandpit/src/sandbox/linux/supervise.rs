@@ -900,18 +900,25 @@ fn forward_until_exit(
 }
 
 /// The launcher's side of the command's pty: the user's terminal in raw mode,
-/// keystrokes copied in, output copied out; settings restored at the end. With a
-/// [`Console`](crate::console::Console), a question it puts up takes the
-/// keystrokes and holds the output while it lasts.
+/// keystrokes copied in, output copied out through the
+/// [`Console`](crate::console::Console)'s filter; settings restored at the end. A
+/// question put up on the console takes the keystrokes and holds the output while
+/// it lasts.
 struct Relay {
     saved: Option<sys::Termios>,
     output: std::thread::JoinHandle<()>,
-    console: Option<Arc<crate::console::Console>>,
+    console: Arc<crate::console::Console>,
 }
 
+/// How long a redraw waits for the command to draw at the size it was given
+/// before giving the real size back.
+const REDRAW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Relay {
+    /// Without a `console` (nobody asks), one of the relay's own filters the output.
     fn start(master: &OwnedFd, console: Option<Arc<crate::console::Console>>) -> io::Result<Relay> {
         use std::io::{Read, Write};
+        let console = console.unwrap_or_default();
         let saved = sys::get_termios(0).ok();
         if let Some(t) = &saved {
             let _ = sys::set_raw(0, t);
@@ -926,7 +933,7 @@ impl Relay {
                     break;
                 }
                 // A question up takes the keystrokes: the command never sees them.
-                if keys.as_ref().is_some_and(|c| !c.keystrokes(&buf[..n])) {
+                if !keys.keystrokes(&buf[..n]) {
                     continue;
                 }
                 if to_master.write_all(&buf[..n]).is_err() {
@@ -944,25 +951,33 @@ impl Relay {
                 let _ = out.flush();
                 ok
             };
-            // EIO once every holder of the slave is gone.
+            // EIO once every holder of the slave is gone. While a question is up
+            // the output waits (then the command's writes block on the full pty).
             while let Ok(n) = from_master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                // While a question is up the output waits (then the command's
-                // writes block on the full pty).
-                let ok = match &held {
-                    Some(c) => c.output(|| copy(&buf[..n])),
-                    None => copy(&buf[..n]),
-                };
-                if !ok {
+                if n == 0 || !held.relay(&buf[..n], copy) {
                     break;
                 }
             }
         });
-        if let Some(c) = &console {
-            c.attach();
-        }
+        // After a question the command redraws: its pty one row shorter
+        // until it has drawn (or a second), then the terminal's size again; the
+        // kernel tells it of each change (SIGWINCH), and it redraws all at a size
+        // that is new to it.
+        let pty = master.try_clone()?;
+        let weak = Arc::downgrade(&console);
+        let redraw: crate::console::Redraw = Arc::new(move || {
+            let Some(c) = weak.upgrade() else { return };
+            let before = c.relayed();
+            if sys::nudge_winsize(0, pty.as_raw_fd()).is_err() {
+                return;
+            }
+            let end = std::time::Instant::now() + REDRAW_WAIT;
+            while c.relayed() == before && std::time::Instant::now() < end {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let _ = sys::copy_winsize(0, pty.as_raw_fd());
+        });
+        console.attach(Some(redraw));
         Ok(Relay {
             saved,
             output,
@@ -972,9 +987,7 @@ impl Relay {
 
     fn finish(self) {
         let _ = self.output.join();
-        if let Some(c) = &self.console {
-            c.detach();
-        }
+        self.console.detach();
         if let Some(t) = &self.saved {
             let _ = sys::set_termios(0, t);
         }

@@ -1078,6 +1078,19 @@ pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
     Ok(tcsetwinsize(borrow(to), tcgetwinsize(borrow(from))?)?)
 }
 
+/// Give terminal `to` the size of `from` less one row (one more when `from` has
+/// one or none): a size change the program on `to` is told of.
+pub fn nudge_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
+    use rustix::termios::{tcgetwinsize, tcsetwinsize};
+    let mut w = tcgetwinsize(borrow(from))?;
+    w.ws_row = if w.ws_row > 1 {
+        w.ws_row - 1
+    } else {
+        w.ws_row + 1
+    };
+    Ok(tcsetwinsize(borrow(to), w)?)
+}
+
 /// Make `fd` (a pty slave) the controlling terminal of this new session.
 pub fn set_controlling_tty(fd: RawFd) -> io::Result<()> {
     Ok(rustix::process::ioctl_tiocsctty(borrow(fd))?)
