@@ -359,7 +359,7 @@ fn decode_form(k: &str, f: &str) -> Vec<u8> {
         let mut out = vec![];
         let mut i = 0;
         while i < b.len() {
-            if b[i] == b'%' && i + 2 < b.len() + 0 && i + 3 <= b.len() {
+            if b[i] == b'%' && i + 3 <= b.len() {
                 out.push(u8::from_str_radix(&f[i + 1..i + 3], 16).unwrap_or(b'?'));
                 i += 3;
             } else {

@@ -581,7 +581,7 @@ fn unreserved(b: u8) -> bool {
 
 /// At most this many of a value's distinct reserved characters are tried encoded and
 /// not (2^n percent-encoded forms); beyond, the forms with all or none encoded.
-const PERCENT_CHOICES: usize = 4;
+const PERCENT_CHOICES: usize = 5;
 
 /// The forms of `value` a response may carry it in, each with what replaces it:
 /// - the value itself → the sentinel;
@@ -876,5 +876,180 @@ mod tests {
         );
         assert_eq!(s.mask(b"clean"), None);
         assert!(!format!("{s:?}").contains("real"));
+    }
+
+    /// `data` through a stream cut at `cuts`.
+    fn streamed(s: &Secrets, data: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut carry = Carry::default();
+        let mut out = vec![];
+        let mut from = 0;
+        for &c in cuts {
+            out.extend_from_slice(&s.mask_chunk(
+                &mut carry,
+                Bytes::copy_from_slice(&data[from..c]),
+                false,
+            ));
+            from = c;
+        }
+        out.extend_from_slice(&s.mask_chunk(
+            &mut carry,
+            Bytes::copy_from_slice(&data[from..]),
+            true,
+        ));
+        out
+    }
+
+    #[test]
+    fn a_value_split_across_chunks_is_masked_as_whole() {
+        let s = secrets();
+        let data = b"x sk-real-openai-value y ghp_realgithubvalue z sk-real-openai-v";
+        let whole = s.mask(data).unwrap();
+        assert_eq!(
+            whole,
+            b"x sandpit-sentinel-openai-aaaa y sandpit-sentinel-gh-bbbb z sk-real-openai-v"
+        );
+        for a in 0..data.len() {
+            for b in a..data.len() {
+                assert_eq!(streamed(&s, data, &[a, b]), whole, "cut at {a}, {b}");
+            }
+        }
+        // Nothing that could start a value is held back past the end of a chunk.
+        let mut carry = Carry::default();
+        let out = s.mask_chunk(&mut carry, Bytes::from_static(b"data: {}\n\n"), false);
+        assert_eq!(&out[..], b"data: {}\n\n");
+    }
+
+    #[test]
+    fn a_sentinel_split_across_body_chunks_is_replaced_or_refused() {
+        let s = secrets();
+        let data = b"k=sandpit-sentinel-openai-aaaa&x=1";
+        for cut in 0..data.len() {
+            let mut carry = Carry::default();
+            let mut out = vec![];
+            for (chunk, last) in [(&data[..cut], false), (&data[cut..], true)] {
+                let o = s
+                    .body_chunk_to_host(
+                        "api.openai.com",
+                        &mut carry,
+                        Bytes::copy_from_slice(chunk),
+                        last,
+                    )
+                    .unwrap();
+                out.extend_from_slice(&o);
+            }
+            assert_eq!(out, b"k=sk-real-openai-value&x=1", "cut at {cut}");
+            let mut carry = Carry::default();
+            let first = s.body_chunk_to_host(
+                "api.github.com",
+                &mut carry,
+                Bytes::copy_from_slice(&data[..cut]),
+                false,
+            );
+            let leak = first.and_then(|_| {
+                s.body_chunk_to_host(
+                    "api.github.com",
+                    &mut carry,
+                    Bytes::copy_from_slice(&data[cut..]),
+                    true,
+                )
+            });
+            assert_eq!(leak.unwrap_err().name, "openai", "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn basic_credentials_are_decoded_replaced_and_encoded_again() {
+        use base64::Engine;
+        let s = secrets();
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let v = format!("Basic {}", b64("x-access-token:sandpit-sentinel-gh-bbbb"));
+        let out = s
+            .basic_to_host("api.github.com", v.as_bytes())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            format!("Basic {}", b64("x-access-token:ghp_realgithubvalue")).as_bytes()
+        );
+        // In the user too, case-insensitive scheme.
+        let v = format!("basic {}", b64("sandpit-sentinel-gh-bbbb:x"));
+        assert!(s
+            .basic_to_host("api.github.com", v.as_bytes())
+            .unwrap()
+            .is_some());
+        // Another credential's sentinel: a leak; no sentinel, or not Basic: nothing.
+        let v = format!("Basic {}", b64("u:sandpit-sentinel-openai-aaaa"));
+        assert!(s.basic_to_host("api.github.com", v.as_bytes()).is_err());
+        assert_eq!(
+            s.basic_to_host("api.github.com", format!("Basic {}", b64("u:p")).as_bytes())
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            s.basic_to_host("api.github.com", b"Bearer abc").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn encoded_forms_are_masked_at_every_alignment() {
+        use base64::Engine;
+        let s = secrets();
+        let value = b"sk-real-openai-value";
+        for engine in [
+            base64::engine::general_purpose::STANDARD,
+            base64::engine::general_purpose::URL_SAFE,
+        ] {
+            for k in 0..3 {
+                let mut d = b"abc"[..k].to_vec();
+                d.extend_from_slice(value);
+                d.extend_from_slice(b" and more");
+                let enc = engine.encode(&d);
+                let out = s.mask(enc.as_bytes()).expect("masked");
+                assert_eq!(out.len(), enc.len());
+                let back = engine.decode(&out).unwrap();
+                assert!(!back.windows(value.len()).any(|w| w == value), "k={k}");
+                // The middle decodes to the sentinel's start.
+                assert!(
+                    back.windows(8)
+                        .any(|w| w == b"ntinel-o" || w == b"-sentine"),
+                    "k={k}: {back:?}"
+                );
+            }
+        }
+        let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+        let out = s.mask(hex.as_bytes()).unwrap();
+        let want: String = b"sandpit-sentinel-openai-aaaa"
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(out, want.as_bytes());
+        assert!(s.mask(hex.to_ascii_uppercase().as_bytes()).is_some());
+        let all: String = value.iter().map(|b| format!("%{b:02X}")).collect();
+        assert_eq!(
+            s.mask(all.as_bytes()).unwrap(),
+            b"sandpit-sentinel-openai-aaaa"
+        );
+        // Reserved characters: each encoder's choice of which to escape.
+        let t = Secrets::from_parts(vec![(
+            "t".into(),
+            "T".into(),
+            "sandpit-sentinel-t-cccc".into(),
+            b"a/b+c=d:e secret".to_vec(),
+            vec!["h.test".into()],
+        )])
+        .unwrap();
+        for form in [
+            "a%2Fb%2Bc%3Dd%3Ae%20secret",
+            "a/b%2Bc%3Dd%3Ae%20secret",
+            "a/b%2bc%3dd%3ae+secret",
+            "a/b+c=d:e%20secret",
+        ] {
+            assert_eq!(
+                t.mask(form.as_bytes()).unwrap(),
+                b"sandpit-sentinel-t-cccc",
+                "{form}"
+            );
+        }
     }
 }

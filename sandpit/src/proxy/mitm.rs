@@ -634,6 +634,33 @@ pub fn rewrite_head(
     Ok(())
 }
 
+/// A request head as bytes, parsed as hyper parses it on a terminated connection
+/// (httparse), through [`rewrite_head`]: `Ok(None)` when it is no complete head (or
+/// one hyper would refuse). For the fuzz target `proxy_mitm_head`.
+pub fn rewrite_head_bytes(
+    secrets: &Secrets,
+    name: &str,
+    data: &[u8],
+) -> Result<Option<hyper::http::request::Parts>, Refusal> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let (Ok(httparse::Status::Complete(_)), Some(method), Some(path)) =
+        (req.parse(data), req.method, req.path)
+    else {
+        return Ok(None);
+    };
+    let mut b = Request::builder().method(method).uri(path);
+    for h in req.headers.iter() {
+        b = b.header(h.name, h.value);
+    }
+    let Ok(r) = b.body(()) else {
+        return Ok(None);
+    };
+    let (mut parts, ()) = r.into_parts();
+    rewrite_head(secrets, name, &mut parts)?;
+    Ok(Some(parts))
+}
+
 /// A request body streamed to `host`: each chunk through
 /// [`Secrets::body_chunk_to_host`]; a sentinel of another credential ends it in an
 /// error (the request is cut short before the sentinel) and is kept in `leaked`.
