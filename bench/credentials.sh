@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Credential injection (docs/credentials.md): a host sandpit terminates TLS for
-# against a TLS host it passes through, inside `sandpit run`, same server, same run:
+# against a TLS host it passes through, inside `sandpit run`, same server, same run
+# (the last line: the terminated path as a ratio of the pass-through one):
 #   - throughput: curl downloads BENCH_MB over HTTPS (curl's own speed, so sandpit's
 #     start-up is not counted), median of BENCH_ROUNDS, interleaved;
 #   - latency: BENCH_LATENCY_N sequential HTTPS requests on new connections (each a
@@ -104,8 +105,13 @@ for label, tp, l in (("bare curl, direct", bare, lb),
                      ("sandpit run, pass-through TLS host", passthru, lp),
                      ("sandpit run, terminated (credential) host", inject, li)):
     print(f"{label:>44}: {tp:8.0f} MB/s ({tp / bare:.2f}x)   {l:6.2f} ms/request ({l - lb:+.2f} ms)")
+# The terminated path against the pass-through one: decrypting, scanning (the
+# mask's patterns: the value, its hex, base64 and percent forms, streamed) and
+# encrypting again.
+print(f"{'terminated / pass-through':>44}: {inject / passthru:8.2f}x throughput, {li - lp:+.2f} ms/request")
 if os.environ.get("BENCH_RESULT"):
     for k, tp, l in (("bare", bare, lb), ("passthru", passthru, lp), ("inject", inject, li)):
         print(f"RESULT cred_tp_{k} {tp:.1f} MB/s")
         print(f"RESULT cred_lat_{k} {l:.3f} ms")
+    print(f"RESULT cred_tp_inject_vs_passthru {inject / passthru:.3f} x")
 PY
