@@ -41,7 +41,13 @@ for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /et
   [ -f "$f" ] && SYSTEM=$f && break
 done
 cat $SYSTEM home/ca.pem > home/bundle.pem
-head -c $((MB * 1024 * 1024)) /dev/zero > www/big
+# BENCH_CONTENT=random: random bytes (the mask's matcher finds candidates
+# everywhere) instead of zeros.
+if [ "${BENCH_CONTENT:-zero}" = random ]; then
+  head -c $((MB * 1024 * 1024)) /dev/urandom > www/big
+else
+  head -c $((MB * 1024 * 1024)) /dev/zero > www/big
+fi
 echo small > www/small
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.2", 0)); print(s.getsockname()[1])')
 (cd www && exec openssl s_server -quiet -WWW -accept "127.0.0.2:$PORT" -cert ../srv.pem -key ../srv.key) &

@@ -1380,7 +1380,8 @@ fn a_compressed_echo_of_the_key_is_decoded_and_masked() {
     let script = format!(
         r#"
 for enc in gzip deflate br zstd; do
-  curl -sS --max-time 20 --compressed "https://inject.test:{port}/$enc-echo" -H "Authorization: Bearer $OPENAI_API_KEY" | grep -i '^authorization' | sed "s/^/$enc /"
+  curl -sS --max-time 20 --compressed "https://inject.test:{port}/$enc-echo" -H "Authorization: Bearer $OPENAI_API_KEY" \
+    -H "Proxy-Authorization: Basic cHJveHk6c2VjcmV0" | grep -i '^authorization' | sed "s/^/$enc /"
 done
 # A coding the mask cannot read is refused, not passed on.
 curl -sS --max-time 20 -o /dev/null -w 'odd %{{http_code}}\n' "https://inject.test:{port}/odd-echo" -H "Authorization: Bearer $OPENAI_API_KEY"
@@ -1413,6 +1414,11 @@ echo "OPENAI_API_KEY=$OPENAI_API_KEY"
     assert!(
         !got.to_ascii_lowercase()
             .contains("accept-encoding: deflate"),
+        "{got}"
+    );
+    // Proxy-Authorization is for no server: never sent on.
+    assert!(
+        !got.to_ascii_lowercase().contains("proxy-authorization"),
         "{got}"
     );
     let logs = w.logs();
