@@ -107,7 +107,8 @@ impl TlsServer {
                     let mut tls = rustls::StreamOwned::new(conn, s);
                     let mut got = Vec::new();
                     let mut buf = [0u8; 16384];
-                    // The head, then a Content-Length body.
+                    // The head, then a Content-Length or chunked body.
+                    let mut body: Option<Vec<u8>> = None;
                     loop {
                         let n = match tls.read(&mut buf) {
                             Ok(0) | Err(_) => break,
@@ -118,6 +119,13 @@ impl TlsServer {
                             continue;
                         };
                         let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                        if head.contains("transfer-encoding: chunked") {
+                            if let Some(b) = dechunk(&got[end + 4..]) {
+                                body = Some(b);
+                                break;
+                            }
+                            continue;
+                        }
                         let len: usize = head
                             .lines()
                             .find_map(|l| l.strip_prefix("content-length:"))
@@ -127,23 +135,97 @@ impl TlsServer {
                             break;
                         }
                     }
+                    // Recorded with a chunked body decoded.
+                    if let (Some(b), Some(end)) = (&body, find(&got, b"\r\n\r\n")) {
+                        got.truncate(end + 4);
+                        got.extend_from_slice(b);
+                    }
                     r.lock()
                         .unwrap()
                         .push(String::from_utf8_lossy(&got).into_owned());
                     if got.is_empty() {
                         return;
                     }
-                    // `/echo` answers with the request as received.
-                    let body = if find(&got, b" /echo").is_some() {
-                        format!("tls:{label}\n{}", String::from_utf8_lossy(&got))
+                    let head_end = find(&got, b"\r\n\r\n").unwrap_or(got.len());
+                    let echo =
+                        format!("tls:{label}\n{}", String::from_utf8_lossy(&got[..head_end]));
+                    let route = |r: &str| {
+                        find(&got, format!(" /{r} ").as_bytes()).is_some()
+                            || find(&got, format!(" /{r}?").as_bytes()).is_some()
+                    };
+                    let stream = |tls: &mut rustls::StreamOwned<
+                        rustls::ServerConnection,
+                        std::net::TcpStream,
+                    >,
+                                  chunks: Vec<Vec<u8>>| {
+                        let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                        for c in chunks {
+                            let _ = tls.write_all(format!("{:x}\r\n", c.len()).as_bytes());
+                            let _ = tls.write_all(&c);
+                            let _ = tls.write_all(b"\r\n");
+                            let _ = tls.flush();
+                            // The next chunk comes in another read of the proxy's.
+                            std::thread::sleep(std::time::Duration::from_millis(300));
+                        }
+                        let _ = tls.write_all(b"0\r\n\r\n");
+                    };
+                    let (coding, body): (&str, Vec<u8>) = if route("echo") {
+                        ("", echo.into_bytes())
+                    } else if route("gzip-echo") {
+                        ("gzip", compress("gzip", echo.as_bytes()))
+                    } else if route("deflate-echo") {
+                        ("deflate", compress("deflate", echo.as_bytes()))
+                    } else if route("br-echo") {
+                        ("br", compress("br", echo.as_bytes()))
+                    } else if route("zstd-echo") {
+                        ("zstd", compress("zstd", echo.as_bytes()))
+                    } else if route("odd-echo") {
+                        ("compress", echo.into_bytes())
+                    } else if route("encoded") {
+                        let mut b = format!("tls:{label}\n");
+                        for v in [REAL, THIRD, CONTROL] {
+                            for (k, f) in encoded_forms(v) {
+                                b.push_str(&format!("{k}={f}\n"));
+                            }
+                        }
+                        ("", b.into_bytes())
+                    } else if route("split") {
+                        let (a, z) = REAL.split_at(10);
+                        stream(
+                            &mut tls,
+                            vec![
+                                format!("tls:{label} split {a}").into_bytes(),
+                                format!("{z} end\n").into_bytes(),
+                            ],
+                        );
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    } else if route("big-split") {
+                        let (a, z) = REAL.split_at(10);
+                        let mut first = vec![b'a'; 1536 * 1024];
+                        first.extend_from_slice(a.as_bytes());
+                        stream(
+                            &mut tls,
+                            vec![first, format!("{z}bbbb\nend\n").into_bytes()],
+                        );
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
                     } else {
-                        format!("tls:{label}")
+                        ("", format!("tls:{label}").into_bytes())
+                    };
+                    let ce = if coding.is_empty() {
+                        String::new()
+                    } else {
+                        format!("Content-Encoding: {coding}\r\n")
                     };
                     let resp = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n{ce}Connection: close\r\n\r\n",
                         body.len()
                     );
                     let _ = tls.write_all(resp.as_bytes());
+                    let _ = tls.write_all(&body);
                     tls.conn.send_close_notify();
                     let _ = tls.flush();
                 });
@@ -162,6 +244,131 @@ impl TlsServer {
 
 fn find(h: &[u8], n: &[u8]) -> Option<usize> {
     h.windows(n.len()).position(|w| w == n)
+}
+
+/// A chunked body, once its last chunk is in.
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = vec![];
+    loop {
+        let eol = find(b, b"\r\n")?;
+        let line = std::str::from_utf8(&b[..eol]).ok()?;
+        let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        let data = b.get(eol + 2..eol + 2 + size)?;
+        out.extend_from_slice(data);
+        b = b.get(eol + 2 + size + 2..)?;
+    }
+}
+
+/// `data` in an HTTP content coding, by the crates sandpit decodes with (flate2,
+/// ruzstd) or their encoder (brotli).
+fn compress(coding: &str, data: &[u8]) -> Vec<u8> {
+    match coding {
+        "gzip" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        "deflate" => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        "br" => {
+            let mut out = Vec::new();
+            brotli::BrotliCompress(&mut &data[..], &mut out, &Default::default()).unwrap();
+            out
+        }
+        "zstd" => {
+            ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// A value with reserved characters (percent-encoders differ on them) whose base64
+/// holds `+` and `/` at every alignment (the standard and URL-safe forms differ).
+const THIRD: &str = "tk/THIRD+real=9a:Zq8w~~~~";
+/// Encoded like the secrets, but no secret: passed as it is.
+const CONTROL: &str = "ctl/not+secret=9a:Zq8w~~~~";
+
+/// The forms of `v` a server may echo: base64 (standard, URL-safe) of the value inside
+/// a longer string at each alignment, hex (lower, upper), percent-encoded (every
+/// reserved character, all but `/` as Python's `quote`, every byte; upper and lower).
+fn encoded_forms(v: &str) -> Vec<(String, String)> {
+    use base64::Engine;
+    let mut out = vec![];
+    for (name, e) in [
+        ("b64std", base64::engine::general_purpose::STANDARD),
+        ("b64url", base64::engine::general_purpose::URL_SAFE),
+    ] {
+        for k in 0..3 {
+            let mut d = b"xyz"[..k].to_vec();
+            d.extend_from_slice(v.as_bytes());
+            d.extend_from_slice(b"-and-more");
+            out.push((format!("{name}{k}"), e.encode(d)));
+        }
+    }
+    let hex: String = v.bytes().map(|b| format!("{b:02x}")).collect();
+    out.push(("hexlower".into(), hex.clone()));
+    out.push(("hexupper".into(), hex.to_ascii_uppercase()));
+    let pct = |keep: &dyn Fn(u8) -> bool, upper: bool| -> String {
+        v.bytes()
+            .map(|b| {
+                if keep(b) {
+                    (b as char).to_string()
+                } else if upper {
+                    format!("%{b:02X}")
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect()
+    };
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || b"-._~".contains(&b);
+    for upper in [false, true] {
+        out.push((format!("pct{upper}"), pct(&unreserved, upper)));
+        out.push((
+            format!("pctpy{upper}"),
+            pct(&|b| unreserved(b) || b == b'/', upper),
+        ));
+        out.push((format!("pctall{upper}"), pct(&|_| false, upper)));
+    }
+    out
+}
+
+/// The text each encoded form of the output decodes to (what a client would get).
+fn decode_form(k: &str, f: &str) -> Vec<u8> {
+    use base64::Engine;
+    if k.starts_with("b64std") {
+        base64::engine::general_purpose::STANDARD
+            .decode(f)
+            .unwrap_or_default()
+    } else if k.starts_with("b64url") {
+        base64::engine::general_purpose::URL_SAFE
+            .decode(f)
+            .unwrap_or_default()
+    } else if k.starts_with("hex") {
+        (0..f.len() / 2)
+            .filter_map(|i| u8::from_str_radix(&f[2 * i..2 * i + 2], 16).ok())
+            .collect()
+    } else {
+        let b = f.as_bytes();
+        let mut out = vec![];
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' && i + 3 <= b.len() {
+                out.push(u8::from_str_radix(&f[i + 1..i + 3], 16).unwrap_or(b'?'));
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
 }
 
 /// The servers and the user's config of one test.
@@ -1660,4 +1867,431 @@ fn plan_config_and_explain_show_the_profiles_credentials_and_the_skipped() {
             && t.contains("is skipped in this run: OPENAI_API_KEY is not set"),
         "{t}"
     );
+}
+
+#[test]
+fn a_compressed_echo_of_the_key_is_decoded_and_masked() {
+    let w = World::new();
+    let port = w.inject.port;
+    let script = format!(
+        r#"
+for enc in gzip deflate br zstd; do
+  curl -sS --max-time 20 --compressed "https://inject.test:{port}/$enc-echo" -H "Authorization: Bearer $OPENAI_API_KEY" \
+    -H "Proxy-Authorization: Basic cHJveHk6c2VjcmV0" | grep -i '^authorization' | sed "s/^/$enc /"
+done
+# A coding the mask cannot read is refused, not passed on.
+curl -sS --max-time 20 -o /dev/null -w 'odd %{{http_code}}\n' "https://inject.test:{port}/odd-echo" -H "Authorization: Bearer $OPENAI_API_KEY"
+echo "OPENAI_API_KEY=$OPENAI_API_KEY"
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let sentinel = sentinel_in(&out, "OPENAI_API_KEY");
+    // Each compressed echo came back decoded, with the sentinel in the key's place.
+    for enc in ["gzip", "deflate", "br", "zstd"] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("{enc} ")) && l.contains(&sentinel)),
+            "{enc}: {t}"
+        );
+    }
+    assert!(out.contains("odd 502"), "{t}");
+    // The positive control: the server received the real key, and was asked for
+    // identity encoding.
+    let got = w.inject.received();
+    assert_eq!(got.matches(&format!("Bearer {REAL}")).count(), 5, "{got}");
+    assert!(
+        got.to_ascii_lowercase()
+            .contains("accept-encoding: identity"),
+        "{got}"
+    );
+    assert!(
+        !got.to_ascii_lowercase()
+            .contains("accept-encoding: deflate"),
+        "{got}"
+    );
+    // Proxy-Authorization is for no server: never sent on.
+    assert!(
+        !got.to_ascii_lowercase().contains("proxy-authorization"),
+        "{got}"
+    );
+    let logs = w.logs();
+    assert!(
+        logs.contains("\\\"compress\\\"") || logs.contains("\"compress\""),
+        "{logs}"
+    );
+    w.assert_no_real_value(&o);
+}
+
+#[test]
+fn encoded_forms_of_the_key_are_masked() {
+    let w = World::with(|_, _, _| {
+        "[credentials.third]\nenv = \"THIRD_TOKEN\"\nsource = \"env:REAL_THIRD_TOKEN\"\nhosts = [\"inject.test\"]\n".into()
+    });
+    let o = w
+        .sandpit()
+        .env("REAL_THIRD_TOKEN", THIRD)
+        .args(["run", "--", "sh", "-c"])
+        .arg(format!(
+            "curl -sS --max-time 20 https://inject.test:{}/encoded -H \"Authorization: Bearer $THIRD_TOKEN\"",
+            w.inject.port
+        ))
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.starts_with("tls:inject"), "{t}");
+    // The positive control: the server had the real value, and the same forms of a
+    // value that is no secret pass as they are.
+    assert!(
+        w.inject.received().contains(&format!("Bearer {THIRD}")),
+        "{t}"
+    );
+    for (k, f) in encoded_forms(CONTROL) {
+        assert!(out.contains(&format!("{k}={f}\n")), "{k}: {t}");
+    }
+    // Every form of each secret: gone, and what is there decodes to no secret.
+    let lines: Vec<&str> = out.lines().collect();
+    for v in [REAL, THIRD] {
+        let forms = encoded_forms(v);
+        assert_eq!(forms.len(), 14);
+        for (i, (k, f)) in forms.iter().enumerate() {
+            assert!(!out.contains(f.as_str()), "{k} of {v}: {t}");
+            let base = if v == REAL { 1 } else { 1 + forms.len() };
+            let line = lines[base + i];
+            let shown = line
+                .strip_prefix(&format!("{k}="))
+                .unwrap_or_else(|| panic!("{k}: {line}"));
+            let decoded = decode_form(k, shown);
+            assert!(
+                find(&decoded, v.as_bytes()).is_none(),
+                "{k} of {v} decodes to the value: {line}"
+            );
+        }
+    }
+    assert!(!out.contains(THIRD) && !out.contains(REAL), "{t}");
+}
+
+#[test]
+fn values_split_across_chunks_and_bodies_over_1_mib_are_rewritten() {
+    let w = World::new();
+    let (ip, sp) = (w.inject.port, w.second.port);
+    let script = format!(
+        r#"
+# The key split across two chunks of a response.
+curl -sS --max-time 20 "https://inject.test:{ip}/split"; echo
+# The same in a response of unknown length over 1 MiB.
+curl -sS --max-time 30 "https://inject.test:{ip}/big-split" | tail -c 200; echo
+# A request body over 1 MiB with the sentinel at its end (body = true).
+head -c 2097152 /dev/zero | tr '\0' a > big
+printf 'k=%s' "$OPENAI_API_KEY" >> big
+curl -sS --max-time 30 "https://inject.test:{ip}/upload" -H 'Expect:' --data-binary @big; echo
+# Another credential's sentinel at the end of a body over 1 MiB to second.test.
+curl -sS --max-time 30 -o /dev/null -w 'foreign %{{http_code}}\n' "https://second.test:{sp}/upload" -H 'Expect:' -H "Authorization: Bearer $SECOND_TOKEN" --data-binary @big
+echo "OPENAI_API_KEY=$OPENAI_API_KEY"
+"#
+    );
+    let o = w.run(&script);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let sentinel = sentinel_in(&out, "OPENAI_API_KEY");
+    assert!(
+        out.contains(&format!("tls:inject split {sentinel} end")),
+        "{t}"
+    );
+    assert!(out.contains(&format!("a{sentinel}bbbb\nend")), "{t}");
+    // The streamed upload reached the server with the real value, and whole.
+    let got = w.inject.received();
+    assert!(
+        got.contains(&format!("aaaak={REAL}")),
+        "upload without the key"
+    );
+    assert!(!got.contains("sandpit-sentinel-openai"), "a sentinel went");
+    assert!(got.contains("/upload"), "no upload");
+    let upload = got
+        .split("\n----\n")
+        .find(|r| r.contains("/upload"))
+        .unwrap();
+    let body = &upload[upload.find("\r\n\r\n").unwrap() + 4..];
+    assert_eq!(body.len(), 2097152 + 2 + REAL.len());
+    // The foreign sentinel was found past 1 MiB: refused, it never went.
+    assert!(out.contains("foreign 403"), "{t}");
+    let second = w.second.received();
+    assert!(!second.contains("sandpit-sentinel-openai"), "sent on");
+    assert!(
+        w.logs()
+            .contains("sentinel for credential openai sent to second.test"),
+        "{}",
+        w.logs()
+    );
+    w.assert_no_real_value(&o);
+}
+
+/// A loopback HTTPS git server: `git http-backend` (smart HTTP) behind a server that
+/// wants `Authorization: Basic` with `x-access-token:TOKEN`, else answers 401.
+struct GitServer {
+    port: u16,
+    /// The Authorization values received, decoded.
+    auths: Arc<Mutex<Vec<String>>>,
+}
+
+impl GitServer {
+    fn start(
+        ip: &str,
+        cfg: Arc<rustls::ServerConfig>,
+        root: std::path::PathBuf,
+        token: &'static str,
+    ) -> GitServer {
+        use base64::Engine;
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let auths = Arc::new(Mutex::new(Vec::new()));
+        let a = auths.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                let (cfg, a, root) = (cfg.clone(), a.clone(), root.clone());
+                std::thread::spawn(move || {
+                    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                        .unwrap();
+                    let conn = rustls::ServerConnection::new(cfg).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, s);
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 16384];
+                    let (head, body) = loop {
+                        let n = match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        got.extend_from_slice(&buf[..n]);
+                        let Some(end) = find(&got, b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&got[..end]).into_owned();
+                        let lower = head.to_ascii_lowercase();
+                        let rest = &got[end + 4..];
+                        if lower.contains("transfer-encoding: chunked") {
+                            if let Some(b) = dechunk(rest) {
+                                break (head, b);
+                            }
+                            continue;
+                        }
+                        let len: usize = lower
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        if rest.len() >= len {
+                            break (head, rest[..len].to_vec());
+                        }
+                    };
+                    let header = |name: &str| {
+                        head.lines().find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+                        })
+                    };
+                    let auth = header("authorization")
+                        .and_then(|v| v.strip_prefix("Basic ").map(str::to_string))
+                        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                        .map(|d| String::from_utf8_lossy(&d).into_owned());
+                    if let Some(x) = &auth {
+                        a.lock().unwrap().push(x.clone());
+                    }
+                    if auth.as_deref() != Some(&format!("x-access-token:{token}")) {
+                        let _ = tls.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    }
+                    let line = head.lines().next().unwrap_or_default().to_string();
+                    let mut parts = line.split(' ');
+                    let method = parts.next().unwrap_or_default().to_string();
+                    let target = parts.next().unwrap_or_default().to_string();
+                    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                    let mut cgi = std::process::Command::new("git");
+                    cgi.arg("http-backend")
+                        .env("GIT_PROJECT_ROOT", &root)
+                        .env("GIT_HTTP_EXPORT_ALL", "1")
+                        .env("REQUEST_METHOD", &method)
+                        .env("PATH_INFO", path)
+                        .env("QUERY_STRING", query)
+                        .env("REMOTE_USER", "x-access-token")
+                        .env("REMOTE_ADDR", "127.0.0.1")
+                        .env("CONTENT_LENGTH", body.len().to_string())
+                        .stdin(std::process::Stdio::piped())
+                        .stdout(std::process::Stdio::piped());
+                    for (h, e) in [
+                        ("content-type", "CONTENT_TYPE"),
+                        ("content-encoding", "HTTP_CONTENT_ENCODING"),
+                        ("git-protocol", "GIT_PROTOCOL"),
+                    ] {
+                        if let Some(v) = header(h) {
+                            cgi.env(e, v);
+                        }
+                    }
+                    let mut child = cgi.spawn().unwrap();
+                    let mut stdin = child.stdin.take().unwrap();
+                    let feeder = std::thread::spawn(move || {
+                        let _ = stdin.write_all(&body);
+                    });
+                    let out = child.wait_with_output().unwrap();
+                    let _ = feeder.join();
+                    let o = out.stdout;
+                    let (hend, skip) = match (find(&o, b"\r\n\r\n"), find(&o, b"\n\n")) {
+                        (Some(a), Some(b)) if b < a => (b, 2),
+                        (Some(a), _) => (a, 4),
+                        (None, Some(b)) => (b, 2),
+                        (None, None) => (0, 0),
+                    };
+                    let cgi_head = String::from_utf8_lossy(&o[..hend]).into_owned();
+                    let cgi_body = &o[hend + skip..];
+                    let mut status = "200 OK".to_string();
+                    let mut resp = String::new();
+                    for l in cgi_head.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                        match l.strip_prefix("Status:") {
+                            Some(s) => status = s.trim().to_string(),
+                            None => resp.push_str(&format!("{l}\r\n")),
+                        }
+                    }
+                    let _ = tls.write_all(
+                        format!(
+                            "HTTP/1.1 {status}\r\n{resp}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                            cgi_body.len()
+                        )
+                        .as_bytes(),
+                    );
+                    let _ = tls.write_all(cgi_body);
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        GitServer { port, auths }
+    }
+}
+
+const REAL_GIT: &str = "ghs_REALgitTOKEN0123456789abcdefXYZ";
+
+#[test]
+fn git_over_https_with_a_token_gets_the_real_one_in_basic_auth() {
+    let h = home();
+    let ca = TestCa::new();
+    // The server's repository, with one commit on main.
+    let root = tempfile::Builder::new()
+        .prefix("sandpit-git-root")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let git = |args: &[&str], dir: &std::path::Path| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", root.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    git(
+        &["init", "-q", "--bare", "-b", "main", "repo.git"],
+        root.path(),
+    );
+    git(&["init", "-q", "-b", "main", "seed"], root.path());
+    let seed = root.path().join("seed");
+    std::fs::write(seed.join("README"), "seed\n").unwrap();
+    git(&["add", "README"], &seed);
+    git(
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "seed",
+        ],
+        &seed,
+    );
+    git(&["push", "-q", "../repo.git", "main"], &seed);
+    let server = GitServer::start(
+        "127.0.0.9",
+        ca.server_config("git.test"),
+        root.path().to_path_buf(),
+        REAL_GIT,
+    );
+    h.write(&h.home().join("test-ca.pem"), &ca.pem);
+    h.user_config(&format!(
+        r#"[network]
+allow = ["git.test:{p}"]
+[network.resolve]
+"git.test" = "127.0.0.9"
+[network.tls]
+extra_roots = ["~/test-ca.pem"]
+[credentials.gh]
+env = "GH_TOKEN"
+source = "env:REAL_GH_TOKEN"
+hosts = ["git.test"]
+"#,
+        p = server.port
+    ));
+    let script = format!(
+        r#"
+echo "GH_TOKEN=$GH_TOKEN"
+git clone -q "https://x-access-token:$GH_TOKEN@git.test:{p}/repo.git" cloned && echo CLONED
+cd cloned
+cat README
+echo pushed > new.txt
+git add new.txt
+git -c user.name=agent -c user.email=a@a commit -qm from-the-sandbox
+git push -q origin HEAD:main && echo PUSHED
+"#,
+        p = server.port
+    );
+    let o = h
+        .sandpit()
+        .env("REAL_GH_TOKEN", REAL_GIT)
+        .args(["run", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let sentinel = sentinel_in(&out, "GH_TOKEN");
+    assert!(sentinel.starts_with("sandpit-sentinel-gh-"), "{t}");
+    assert!(o.status.success(), "{t}");
+    assert!(out.contains("CLONED") && out.contains("seed"), "{t}");
+    assert!(out.contains("PUSHED"), "{t}");
+    // The push landed in the server's repository.
+    let log = git(
+        &["log", "--format=%s", "main"],
+        &root.path().join("repo.git"),
+    );
+    assert!(log.contains("from-the-sandbox"), "{log}");
+    // The server saw the real token, never the sentinel; the sandbox, only the sentinel.
+    let auths = server.auths.lock().unwrap().clone();
+    assert!(
+        auths
+            .iter()
+            .any(|a| a == &format!("x-access-token:{REAL_GIT}")),
+        "{auths:?}"
+    );
+    assert!(
+        !auths.iter().any(|a| a.contains("sandpit-sentinel")),
+        "{auths:?}"
+    );
+    assert!(!t.contains(REAL_GIT), "{t}");
+    let cfg = std::fs::read_to_string(h.workspace().join("cloned/.git/config")).unwrap();
+    assert!(cfg.contains(&sentinel) && !cfg.contains(REAL_GIT), "{cfg}");
+    for e in std::fs::read_dir(h.home().join(".sandpit/logs"))
+        .unwrap()
+        .flatten()
+    {
+        assert!(!std::fs::read_to_string(e.path())
+            .unwrap()
+            .contains(REAL_GIT));
+    }
 }

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use aho_corasick::AhoCorasick;
+use bytes::Bytes;
 use sandpit_policy::{CredentialSource, Policy};
 
 /// What a sentinel starts with: recognisable in a log or a bug report.
@@ -167,12 +168,132 @@ impl Leak {
 /// Every credential of a run, with matchers for their sentinels and real values.
 pub struct Secrets {
     list: Vec<Secret>,
-    sentinels: AhoCorasick,
-    /// Real values long enough to mask (index into `masked`).
-    values: AhoCorasick,
-    masked: Vec<usize>,
+    /// Each sentinel (pattern `i` is `list[i]`'s).
+    sentinels: Patterns,
+    /// Each real value long enough to mask, and its encoded forms ([`mask_forms`]),
+    /// each with what replaces it.
+    values: Patterns,
     longest_sentinel: usize,
 }
+
+/// Byte patterns found leftmost-longest, each with its credential and what replaces
+/// it; and, for streams, what a chunk's end may be the start of.
+struct Patterns {
+    ac: AhoCorasick,
+    pats: Vec<Vec<u8>>,
+    /// The credential (index into `Secrets::list`) of each pattern.
+    owner: Vec<usize>,
+    /// What replaces each pattern (masks; empty for sentinels, whose replacement
+    /// depends on the host).
+    with: Vec<Vec<u8>>,
+    /// Patterns by their first byte.
+    by_first: Vec<Vec<usize>>,
+    longest: usize,
+}
+
+impl Patterns {
+    fn new(found: Vec<(Vec<u8>, usize, Vec<u8>)>) -> Result<Patterns, CredentialError> {
+        let mut pats = vec![];
+        let mut owner = vec![];
+        let mut with = vec![];
+        for (p, o, w) in found {
+            if p.is_empty() || pats.contains(&p) {
+                continue;
+            }
+            pats.push(p);
+            owner.push(o);
+            with.push(w);
+        }
+        let ac = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&pats)
+            .map_err(|e| CredentialError::Authority(format!("matching sentinels: {e}")))?;
+        let mut by_first = vec![vec![]; 256];
+        for (i, p) in pats.iter().enumerate() {
+            by_first[usize::from(p[0])].push(i);
+        }
+        let longest = pats.iter().map(Vec::len).max().unwrap_or(0);
+        Ok(Patterns {
+            ac,
+            pats,
+            owner,
+            with,
+            by_first,
+            longest,
+        })
+    }
+
+    /// The length of the longest end of `buf` that is the start (not the whole) of
+    /// some pattern: what a stream holds back until the next chunk.
+    fn partial_end(&self, buf: &[u8]) -> usize {
+        let from = buf.len().saturating_sub(self.longest.saturating_sub(1));
+        for i in from..buf.len() {
+            let tail = &buf[i..];
+            if self.by_first[usize::from(tail[0])]
+                .iter()
+                .any(|&p| self.pats[p].len() > tail.len() && self.pats[p].starts_with(tail))
+            {
+                return tail.len();
+            }
+        }
+        0
+    }
+
+    /// One chunk of a stream (`carry`: what the last chunk held back) with each
+    /// match that `with` gives a replacement for replaced; the end that may be the
+    /// start of a match is held back in `carry` unless `last`. The result is the
+    /// same whatever the chunks (a match split across two is found); a match
+    /// starting before the held end is complete in the chunk, since no longer
+    /// pattern could start there.
+    fn stream<'a>(
+        &'a self,
+        carry: &mut Vec<u8>,
+        chunk: Bytes,
+        last: bool,
+        mut with: impl FnMut(usize) -> Result<Option<&'a [u8]>, Leak>,
+    ) -> Result<Bytes, Leak> {
+        let buf = if carry.is_empty() {
+            chunk
+        } else {
+            let mut b = std::mem::take(carry);
+            b.extend_from_slice(&chunk);
+            Bytes::from(b)
+        };
+        let cut = if last {
+            buf.len()
+        } else {
+            buf.len() - self.partial_end(&buf)
+        };
+        let mut out: Option<Vec<u8>> = None;
+        let mut done = 0;
+        let mut end = cut;
+        for m in self.ac.find_iter(&buf[..]) {
+            if m.start() >= cut {
+                break;
+            }
+            if let Some(r) = with(m.pattern().as_usize())? {
+                let o = out.get_or_insert_with(|| Vec::with_capacity(buf.len() + 64));
+                o.extend_from_slice(&buf[done..m.start()]);
+                o.extend_from_slice(r);
+                done = m.end();
+            }
+            end = end.max(m.end());
+        }
+        carry.extend_from_slice(&buf[end..]);
+        Ok(match out {
+            None => buf.slice(..end),
+            Some(mut o) => {
+                o.extend_from_slice(&buf[done..end]);
+                Bytes::from(o)
+            }
+        })
+    }
+}
+
+/// What one stream (a request or response body) holds back between its chunks:
+/// the end of a chunk that may be the start of a sentinel or a real value.
+#[derive(Debug, Default)]
+pub struct Carry(Vec<u8>);
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -265,21 +386,26 @@ impl Secrets {
     }
 
     fn new(list: Vec<Secret>) -> Result<Secrets, CredentialError> {
-        let build = |pats: Vec<&[u8]>| {
-            AhoCorasick::new(pats)
-                .map_err(|e| CredentialError::Authority(format!("matching sentinels: {e}")))
-        };
-        let sentinels = build(list.iter().map(|s| s.sentinel.as_bytes()).collect())?;
-        let masked: Vec<usize> = (0..list.len())
-            .filter(|&i| list[i].value.len() >= MIN_MASKED)
-            .collect();
-        let values = build(masked.iter().map(|&i| list[i].value.as_slice()).collect())?;
+        let sentinels = Patterns::new(
+            (list.iter().enumerate())
+                .map(|(i, s)| (s.sentinel.as_bytes().to_vec(), i, vec![]))
+                .collect(),
+        )?;
+        let values = Patterns::new(
+            (list.iter().enumerate())
+                .filter(|(_, s)| s.value.len() >= MIN_MASKED)
+                .flat_map(|(i, s)| {
+                    mask_forms(&s.value, s.sentinel.as_bytes())
+                        .into_iter()
+                        .map(move |(p, w)| (p, i, w))
+                })
+                .collect(),
+        )?;
         let longest_sentinel = list.iter().map(|s| s.sentinel.len()).max().unwrap_or(0);
         Ok(Secrets {
             list,
             sentinels,
             values,
-            masked,
             longest_sentinel,
         })
     }
@@ -316,9 +442,8 @@ impl Secrets {
 
     /// The first sentinel in `data`, whoever's it is.
     pub fn any_sentinel(&self, data: &[u8]) -> Option<Leak> {
-        self.sentinels
-            .find(data)
-            .map(|m| self.leak(m.pattern().as_usize()))
+        (self.sentinels.ac.find(data))
+            .map(|m| self.leak(self.sentinels.owner[m.pattern().as_usize()]))
     }
 
     fn leak(&self, i: usize) -> Leak {
@@ -360,8 +485,8 @@ impl Secrets {
     ) -> Result<Option<Vec<u8>>, Leak> {
         let mut out: Option<Vec<u8>> = None;
         let mut last = 0;
-        for m in self.sentinels.find_iter(data) {
-            let i = m.pattern().as_usize();
+        for m in self.sentinels.ac.find_iter(data) {
+            let i = self.sentinels.owner[m.pattern().as_usize()];
             let s = &self.list[i];
             if !s.goes_to(host) {
                 return Err(self.leak(i));
@@ -382,24 +507,184 @@ impl Secrets {
         }))
     }
 
-    /// `data` coming back from a terminated host with every real value replaced by
-    /// its sentinel (a server that echoes the key does not hand it to the sandbox);
-    /// `None`: none in it.
-    pub fn mask(&self, data: &[u8]) -> Option<Vec<u8>> {
-        let mut out: Option<Vec<u8>> = None;
-        let mut last = 0;
-        for m in self.values.find_iter(data) {
-            let s = &self.list[self.masked[m.pattern().as_usize()]];
-            let o = out.get_or_insert_with(|| Vec::with_capacity(data.len()));
-            o.extend_from_slice(&data[last..m.start()]);
-            o.extend_from_slice(s.sentinel.as_bytes());
-            last = m.end();
-        }
-        out.map(|mut o| {
-            o.extend_from_slice(&data[last..]);
-            o
+    /// [`Secrets::body_to_host`] for one chunk of a request body streamed to `host`
+    /// (`carry`: the stream's; `last`: its end): a sentinel split across two chunks
+    /// is replaced (or found) all the same.
+    pub fn body_chunk_to_host(
+        &self,
+        host: &str,
+        carry: &mut Carry,
+        chunk: Bytes,
+        last: bool,
+    ) -> Result<Bytes, Leak> {
+        let p = &self.sentinels;
+        p.stream(&mut carry.0, chunk, last, |m| {
+            let s = &self.list[p.owner[m]];
+            if !s.goes_to(host) {
+                return Err(self.leak(p.owner[m]));
+            }
+            Ok(s.body.then_some(s.value.as_slice()))
         })
     }
+
+    /// Whether some credential of `host` has `body = true` (a request body to it may
+    /// change length).
+    pub fn body_host(&self, host: &str) -> bool {
+        self.list.iter().any(|s| s.body && s.goes_to(host))
+    }
+
+    /// An `Authorization: Basic` value bound for `host` (`user:password` in base64,
+    /// what git sends for `https://x-access-token:TOKEN@host/`): a sentinel in the user
+    /// or the password replaced as in [`Secrets::to_host`], and encoded again.
+    /// `Ok(None)`: not Basic, or no sentinel in it.
+    pub fn basic_to_host(&self, host: &str, value: &[u8]) -> Result<Option<Vec<u8>>, Leak> {
+        use base64::Engine;
+        let Some(b64) = value
+            .get(..6)
+            .filter(|s| s.eq_ignore_ascii_case(b"basic "))
+            .map(|_| value[6..].trim_ascii())
+        else {
+            return Ok(None);
+        };
+        let lenient = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        );
+        let Ok(plain) = lenient.decode(b64) else {
+            return Ok(None);
+        };
+        Ok(self.to_host(host, &plain)?.map(|p| {
+            let mut v = b"Basic ".to_vec();
+            v.extend_from_slice(
+                base64::engine::general_purpose::STANDARD
+                    .encode(p)
+                    .as_bytes(),
+            );
+            v
+        }))
+    }
+
+    /// `data` coming back from a terminated host with every real value — and its
+    /// base64, hex and percent-encoded forms ([`mask_forms`]) — replaced by its
+    /// sentinel (a server that echoes the key does not hand it to the sandbox);
+    /// `None`: none in it.
+    pub fn mask(&self, data: &[u8]) -> Option<Vec<u8>> {
+        let out = self.mask_chunk(&mut Carry::default(), Bytes::copy_from_slice(data), true);
+        (out[..] != *data).then(|| out.to_vec())
+    }
+
+    /// [`Secrets::mask`] for one chunk of a response body (`carry`: the stream's;
+    /// `last`: its end): a value split across two chunks is masked all the same.
+    pub fn mask_chunk(&self, carry: &mut Carry, chunk: Bytes, last: bool) -> Bytes {
+        let p = &self.values;
+        match p.stream(&mut carry.0, chunk, last, |m| {
+            Ok(Some(p.with[m].as_slice()))
+        }) {
+            Ok(b) => b,
+            // The mask never refuses.
+            Err(_) => Bytes::new(),
+        }
+    }
+}
+
+/// RFC 3986's unreserved characters: what every percent-encoder leaves as it is.
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// At most this many of a value's distinct reserved characters are tried encoded and
+/// not (2^n percent-encoded forms); beyond, the forms with all or none encoded.
+const PERCENT_CHOICES: usize = 5;
+
+/// The forms of `value` a response may carry it in, each with what replaces it:
+/// - the value itself → the sentinel;
+/// - its hex, lower and upper case → the sentinel's, in the same case;
+/// - its base64 (standard and URL-safe alphabets) at each of the three alignments a
+///   value inside a longer base64 string can have: the characters that encode only
+///   the value's bits (those shared with a neighbouring byte are left, at most 4
+///   bits at each end) → the same characters of the sentinel cut or repeated to the
+///   value's length, so what surrounds them still decodes;
+/// - its percent-encodings (upper and lower case escapes, every byte or only the
+///   reserved ones, and each choice of which reserved characters are escaped, as
+///   encoders differ on `/`, `:`, `+`, `=`; a space as `+` too) → the sentinel,
+///   which needs no escape.
+pub fn mask_forms(value: &[u8], sentinel: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use base64::Engine;
+    let mut forms = vec![(value.to_vec(), sentinel.to_vec())];
+    let hex = |d: &[u8], upper: bool| -> Vec<u8> {
+        let digits: &[u8; 16] = if upper {
+            b"0123456789ABCDEF"
+        } else {
+            b"0123456789abcdef"
+        };
+        d.iter()
+            .flat_map(|b| [digits[usize::from(b >> 4)], digits[usize::from(b & 15)]])
+            .collect()
+    };
+    for upper in [false, true] {
+        forms.push((hex(value, upper), hex(sentinel, upper)));
+    }
+    let filler: Vec<u8> = sentinel.iter().copied().cycle().take(value.len()).collect();
+    for engine in [
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        for k in 0..3usize {
+            // Character i holds bits [6i, 6i+6); the value's are [8k, 8k+8n).
+            let first = (8 * k).div_ceil(6);
+            let end = (8 * (k + value.len())) / 6;
+            let enc = |d: &[u8]| {
+                let mut all = vec![0u8; k];
+                all.extend_from_slice(d);
+                engine.encode(all).into_bytes()
+            };
+            let (v, f) = (enc(value), enc(&filler));
+            if end > first + 4 {
+                forms.push((v[first..end].to_vec(), f[first..end].to_vec()));
+            }
+        }
+    }
+    // Percent-encodings.
+    let mut reserved: Vec<u8> = value.iter().copied().filter(|&b| !unreserved(b)).collect();
+    reserved.sort_unstable();
+    reserved.dedup();
+    let choices: Vec<u32> = if reserved.len() <= PERCENT_CHOICES {
+        (0..(1u32 << reserved.len())).collect()
+    } else {
+        vec![0, 1]
+    };
+    let escape = |b: u8, upper: bool| {
+        let mut e = vec![b'%'];
+        e.extend(hex(&[b], upper));
+        e
+    };
+    for upper in [false, true] {
+        // Every byte escaped.
+        forms.push((
+            value.iter().flat_map(|&b| escape(b, upper)).collect(),
+            sentinel.to_vec(),
+        ));
+        for &set in &choices {
+            let escaped = |b: u8| match reserved.iter().position(|&r| r == b) {
+                Some(_) if reserved.len() > PERCENT_CHOICES => set != 0,
+                Some(i) => set & (1 << i) != 0,
+                None => false,
+            };
+            for plus in [false, true] {
+                let form: Vec<u8> = value
+                    .iter()
+                    .flat_map(|&b| match b {
+                        b' ' if plus && escaped(b) => vec![b'+'],
+                        b if escaped(b) => escape(b, upper),
+                        b => vec![b],
+                    })
+                    .collect();
+                forms.push((form, sentinel.to_vec()));
+            }
+        }
+    }
+    forms
 }
 
 /// `path` (links resolved) and its text with every `value` replaced by `sentinel`;
@@ -616,5 +901,180 @@ mod tests {
         );
         assert_eq!(s.mask(b"clean"), None);
         assert!(!format!("{s:?}").contains("real"));
+    }
+
+    /// `data` through a stream cut at `cuts`.
+    fn streamed(s: &Secrets, data: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut carry = Carry::default();
+        let mut out = vec![];
+        let mut from = 0;
+        for &c in cuts {
+            out.extend_from_slice(&s.mask_chunk(
+                &mut carry,
+                Bytes::copy_from_slice(&data[from..c]),
+                false,
+            ));
+            from = c;
+        }
+        out.extend_from_slice(&s.mask_chunk(
+            &mut carry,
+            Bytes::copy_from_slice(&data[from..]),
+            true,
+        ));
+        out
+    }
+
+    #[test]
+    fn a_value_split_across_chunks_is_masked_as_whole() {
+        let s = secrets();
+        let data = b"x sk-real-openai-value y ghp_realgithubvalue z sk-real-openai-v";
+        let whole = s.mask(data).unwrap();
+        assert_eq!(
+            whole,
+            b"x sandpit-sentinel-openai-aaaa y sandpit-sentinel-gh-bbbb z sk-real-openai-v"
+        );
+        for a in 0..data.len() {
+            for b in a..data.len() {
+                assert_eq!(streamed(&s, data, &[a, b]), whole, "cut at {a}, {b}");
+            }
+        }
+        // Nothing that could start a value is held back past the end of a chunk.
+        let mut carry = Carry::default();
+        let out = s.mask_chunk(&mut carry, Bytes::from_static(b"data: {}\n\n"), false);
+        assert_eq!(&out[..], b"data: {}\n\n");
+    }
+
+    #[test]
+    fn a_sentinel_split_across_body_chunks_is_replaced_or_refused() {
+        let s = secrets();
+        let data = b"k=sandpit-sentinel-openai-aaaa&x=1";
+        for cut in 0..data.len() {
+            let mut carry = Carry::default();
+            let mut out = vec![];
+            for (chunk, last) in [(&data[..cut], false), (&data[cut..], true)] {
+                let o = s
+                    .body_chunk_to_host(
+                        "api.openai.com",
+                        &mut carry,
+                        Bytes::copy_from_slice(chunk),
+                        last,
+                    )
+                    .unwrap();
+                out.extend_from_slice(&o);
+            }
+            assert_eq!(out, b"k=sk-real-openai-value&x=1", "cut at {cut}");
+            let mut carry = Carry::default();
+            let first = s.body_chunk_to_host(
+                "api.github.com",
+                &mut carry,
+                Bytes::copy_from_slice(&data[..cut]),
+                false,
+            );
+            let leak = first.and_then(|_| {
+                s.body_chunk_to_host(
+                    "api.github.com",
+                    &mut carry,
+                    Bytes::copy_from_slice(&data[cut..]),
+                    true,
+                )
+            });
+            assert_eq!(leak.unwrap_err().name, "openai", "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn basic_credentials_are_decoded_replaced_and_encoded_again() {
+        use base64::Engine;
+        let s = secrets();
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let v = format!("Basic {}", b64("x-access-token:sandpit-sentinel-gh-bbbb"));
+        let out = s
+            .basic_to_host("api.github.com", v.as_bytes())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            format!("Basic {}", b64("x-access-token:ghp_realgithubvalue")).as_bytes()
+        );
+        // In the user too, case-insensitive scheme.
+        let v = format!("basic {}", b64("sandpit-sentinel-gh-bbbb:x"));
+        assert!(s
+            .basic_to_host("api.github.com", v.as_bytes())
+            .unwrap()
+            .is_some());
+        // Another credential's sentinel: a leak; no sentinel, or not Basic: nothing.
+        let v = format!("Basic {}", b64("u:sandpit-sentinel-openai-aaaa"));
+        assert!(s.basic_to_host("api.github.com", v.as_bytes()).is_err());
+        assert_eq!(
+            s.basic_to_host("api.github.com", format!("Basic {}", b64("u:p")).as_bytes())
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            s.basic_to_host("api.github.com", b"Bearer abc").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn encoded_forms_are_masked_at_every_alignment() {
+        use base64::Engine;
+        let s = secrets();
+        let value = b"sk-real-openai-value";
+        for engine in [
+            base64::engine::general_purpose::STANDARD,
+            base64::engine::general_purpose::URL_SAFE,
+        ] {
+            for k in 0..3 {
+                let mut d = b"abc"[..k].to_vec();
+                d.extend_from_slice(value);
+                d.extend_from_slice(b" and more");
+                let enc = engine.encode(&d);
+                let out = s.mask(enc.as_bytes()).expect("masked");
+                assert_eq!(out.len(), enc.len());
+                let back = engine.decode(&out).unwrap();
+                assert!(!back.windows(value.len()).any(|w| w == value), "k={k}");
+                // The middle decodes to the sentinel's start.
+                assert!(
+                    back.windows(8)
+                        .any(|w| w == b"ntinel-o" || w == b"-sentine"),
+                    "k={k}: {back:?}"
+                );
+            }
+        }
+        let hex: String = value.iter().map(|b| format!("{b:02x}")).collect();
+        let out = s.mask(hex.as_bytes()).unwrap();
+        let want: String = b"sandpit-sentinel-openai-aaaa"
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(out, want.as_bytes());
+        assert!(s.mask(hex.to_ascii_uppercase().as_bytes()).is_some());
+        let all: String = value.iter().map(|b| format!("%{b:02X}")).collect();
+        assert_eq!(
+            s.mask(all.as_bytes()).unwrap(),
+            b"sandpit-sentinel-openai-aaaa"
+        );
+        // Reserved characters: each encoder's choice of which to escape.
+        let t = Secrets::from_parts(vec![(
+            "t".into(),
+            "T".into(),
+            "sandpit-sentinel-t-cccc".into(),
+            b"a/b+c=d:e secret".to_vec(),
+            vec!["h.test".into()],
+        )])
+        .unwrap();
+        for form in [
+            "a%2Fb%2Bc%3Dd%3Ae%20secret",
+            "a/b%2Bc%3Dd%3Ae%20secret",
+            "a/b%2bc%3dd%3ae+secret",
+            "a/b+c=d:e%20secret",
+        ] {
+            assert_eq!(
+                t.mask(form.as_bytes()).unwrap(),
+                b"sandpit-sentinel-t-cccc",
+                "{form}"
+            );
+        }
     }
 }

@@ -6,10 +6,13 @@
 //! constrained to the inject hosts by name constraints). The upstream connection is
 //! TLS verified against the system's roots and `network.tls.extra_roots`. HTTP/1.1
 //! flows in between, request by request: every request must name the decided host;
-//! in its head (the query and every header; never the path) — and, for credentials
-//! with `body = true`, in a body of up to [`MAX_BODY`] bytes — the sentinels of that
-//! host's credentials become their real values; a sentinel of any other credential
-//! denies the request. Real values in the responses go back as sentinels.
+//! in its head (the query and every header, inside `Basic` credentials too; never the
+//! path) — and, for credentials with `body = true`, in the body, streamed — the
+//! sentinels of that host's credentials become their real values; a sentinel of any
+//! other credential denies the request. The server is asked for `identity` encoding;
+//! real values in the responses, and their base64, hex and percent-encoded forms, go
+//! back as sentinels, in a body decoded first when the server compressed it all the
+//! same (`proxy/encoding.rs`), across chunk boundaries.
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -19,7 +22,10 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::header::{
+    HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, HOST, PROXY_AUTHORIZATION,
+    TRANSFER_ENCODING,
+};
 use hyper::{Request, Response, Uri};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rcgen::{
@@ -36,14 +42,25 @@ use super::decide::Verdict;
 use super::io::{Io, Prefixed};
 use super::Proxy;
 use super::Way;
-use crate::credentials::{CredentialError, Leak, Secrets};
+use crate::credentials::{Carry, CredentialError, Leak, Secrets};
 use sandpit_policy::host::{parse_authority, Host};
 
-/// Largest request body whose sentinels are replaced (held whole, then sent with
-/// its new length). A longer body is sent as it is, sentinels and all.
+/// Largest body held whole (a request's sent with its new length, a response's
+/// masked and sent with its new length); a longer one is streamed through the
+/// same substitution (a request to a host with a `body = true` credential then
+/// goes chunked: its length may change).
 pub const MAX_BODY: usize = 1024 * 1024;
 
-type Body = BoxBody<Bytes, hyper::Error>;
+type Error = super::encoding::Error;
+type Body = BoxBody<Bytes, Error>;
+
+fn respond(code: u16, body: String) -> Response<Body> {
+    super::forward::respond(code, body).map(|b| b.map_err(Error::from).boxed())
+}
+
+fn full(b: Bytes) -> Body {
+    Full::new(b).map_err(|n| match n {}).boxed()
+}
 
 /// The run's certificate authority and credentials.
 pub struct Inject {
@@ -281,8 +298,6 @@ pub(crate) async fn serve<S: Io>(
         .await;
 }
 
-use super::forward::respond;
-
 impl Conn {
     /// TLS to the server over `tcp`, verified for the decided name; then HTTP/1.1.
     async fn upstream_tls(
@@ -385,52 +400,13 @@ impl Conn {
             return respond(403, super::conn::forbidden_body(&self.name, self.port, &v));
         }
         let (mut parts, body) = req.into_parts();
-        // The request target: the sentinel is replaced in the query (`?key=`), never
-        // in the path, which names what the server stores (a file, a branch).
-        let target = parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_else(|| "/".into());
-        let (path, query) = match target.split_once('?') {
-            Some((p, q)) => (p, Some(q)),
-            None => (target.as_str(), None),
-        };
-        if let Err(l) = secrets.check_path(&self.name, path.as_bytes()) {
-            return self.leak(&l);
+        match rewrite_head(secrets, &self.name, &mut parts) {
+            Ok(()) => {}
+            Err(Refusal::Leak(l)) => return self.leak(&l),
+            Err(Refusal::Bad(why)) => return self.refuse(why),
         }
-        let query = match query.map(|q| secrets.to_host(&self.name, q.as_bytes())) {
-            Some(Err(l)) => return self.leak(&l),
-            Some(Ok(Some(q))) => Some(String::from_utf8_lossy(&q).into_owned()),
-            Some(Ok(None)) | None => None,
-        };
-        if query.is_some() || parts.uri.authority().is_some() {
-            // Rewritten, or absolute form: sent on in origin form.
-            let t = match &query {
-                Some(q) => format!("{path}?{q}"),
-                None => target.clone(),
-            };
-            match Uri::try_from(t) {
-                Ok(u) => parts.uri = u,
-                Err(_) => {
-                    return self.refuse("the request target with the credential is no URI".into())
-                }
-            }
-        }
-        // Every header, every value of it.
-        for (k, v) in parts.headers.iter_mut() {
-            match secrets.to_host(&self.name, v.as_bytes()) {
-                Err(l) => return self.leak(&l),
-                Ok(Some(nv)) => match HeaderValue::from_bytes(&nv) {
-                    Ok(hv) => *v = hv,
-                    Err(_) => {
-                        return self.refuse(format!("header {k} with the credential is invalid"))
-                    }
-                },
-                Ok(None) => {}
-            }
-        }
-        // The body: replaced when it is at most MAX_BODY long.
+        // The body: held whole when it is at most MAX_BODY long, else streamed.
+        let leaked: Arc<Mutex<Option<Leak>>> = Arc::default();
         let body = match collect_bounded(body).await {
             Err(e) => return self.refuse(format!("reading the request body: {e}")),
             Ok(Collected::Whole(b)) => {
@@ -445,13 +421,26 @@ impl Conn {
                         .headers
                         .insert(CONTENT_LENGTH, HeaderValue::from(b.len()));
                 }
-                Full::new(b).map_err(|n| match n {}).boxed()
+                full(b)
             }
-            Ok(Collected::Long(prefix, rest)) => Chained {
-                prefix: prefix.into(),
-                rest,
+            Ok(Collected::Long(prefix, rest)) => {
+                if secrets.body_host(&self.name) {
+                    // Its length may change: sent chunked.
+                    parts.headers.remove(CONTENT_LENGTH);
+                }
+                ToHost {
+                    inner: Chained {
+                        prefix: prefix.into(),
+                        rest,
+                    },
+                    inject: self.inject.clone(),
+                    host: self.name.clone(),
+                    carry: Carry::default(),
+                    leaked: leaked.clone(),
+                    done: false,
+                }
+                .boxed()
             }
-            .boxed(),
         };
         let req = Request::from_parts(parts, body);
         let mut guard = self.sender.lock().await;
@@ -481,7 +470,13 @@ impl Conn {
         let Some(sender) = guard.as_mut() else {
             return respond(502, "sandpit: no upstream connection\n".into());
         };
-        let resp = match sender.send_request(req).await {
+        let resp = sender.send_request(req).await;
+        if let Some(l) = leaked.lock().ok().and_then(|mut l| l.take()) {
+            // A sentinel of another credential in a streamed body: the bytes
+            // before it went, it did not; the request was cut short.
+            return self.leak(&l);
+        }
+        let resp = match resp {
             Ok(r) => r,
             Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
         };
@@ -489,10 +484,11 @@ impl Conn {
         self.masked(resp).await
     }
 
-    /// The response with every real value in its headers and body replaced by the
-    /// sentinel: a body of known length up to [`MAX_BODY`] whole (and sent with its
-    /// new length), any other frame by frame (a value split across two frames is
-    /// not seen).
+    /// The response with every real value (and its encoded forms) in its headers and
+    /// body replaced by the sentinel: a body of known length up to [`MAX_BODY`] whole
+    /// (and sent with its new length), any other streamed (a value split across two
+    /// chunks is masked all the same); a compressed body decoded first, one in a
+    /// coding sandpit cannot read refused.
     async fn masked(&self, resp: Response<Incoming>) -> Response<Body> {
         let (mut parts, body) = resp.into_parts();
         let secrets = &self.inject.secrets;
@@ -504,6 +500,29 @@ impl Conn {
                 *v = hv;
             }
         }
+        let mut codings = vec![];
+        for v in parts.headers.get_all(CONTENT_ENCODING) {
+            match super::encoding::codings(v.as_bytes()) {
+                Ok(c) => codings.extend(c),
+                Err(bad) => {
+                    return self.refuse_response(format!(
+                        "{}the response from {} is encoded with {bad:?}, which sandpit cannot decode to mask the credential in it; it was not passed on (sandpit asks for identity and decodes gzip, deflate, br and zstd)",
+                        crate::audit::ALLOWED_BUT,
+                        self.name
+                    ))
+                }
+            }
+        }
+        if !codings.is_empty() && !body.is_end_stream() {
+            parts.headers.remove(CONTENT_ENCODING);
+            parts.headers.remove(CONTENT_LENGTH);
+            let inject = self.inject.clone();
+            let mut carry = Carry::default();
+            let body = super::encoding::decoded(body, codings, move |b, last| {
+                inject.secrets.mask_chunk(&mut carry, b, last)
+            });
+            return Response::from_parts(parts, body.boxed());
+        }
         let known = body
             .size_hint()
             .exact()
@@ -513,42 +532,244 @@ impl Conn {
                 Ok(Collected::Whole(b)) => {
                     // The length changes only when something was masked (a HEAD
                     // answer keeps the length of the body it does not carry).
-                    let b = match secrets.mask(&b) {
-                        Some(m) => {
-                            parts
-                                .headers
-                                .insert(CONTENT_LENGTH, HeaderValue::from(m.len()));
-                            Bytes::from(m)
-                        }
-                        None => b,
-                    };
-                    return Response::from_parts(
-                        parts,
-                        Full::new(b).map_err(|n| match n {}).boxed(),
-                    );
+                    let m = secrets.mask_chunk(&mut Carry::default(), b.clone(), true);
+                    if m != b {
+                        parts
+                            .headers
+                            .insert(CONTENT_LENGTH, HeaderValue::from(m.len()));
+                    }
+                    return Response::from_parts(parts, full(m));
                 }
                 Ok(Collected::Long(prefix, rest)) => Chained {
                     prefix: prefix.into(),
                     rest,
-                }
-                .boxed(),
+                },
                 Err(e) => return respond(502, format!("sandpit: upstream {}: {e}\n", self.name)),
             }
         } else {
-            body.boxed()
+            Chained {
+                prefix: Default::default(),
+                rest: body,
+            }
         };
-        // A masked frame may change the length: hyper frames the body itself.
+        // A masked chunk may change the length: hyper frames the body itself.
         parts.headers.remove(CONTENT_LENGTH);
-        let inject = self.inject.clone();
-        let body = body
-            .map_frame(move |f| {
-                f.map_data(|d| match inject.secrets.mask(&d) {
-                    Some(m) => Bytes::from(m),
-                    None => d,
-                })
-            })
-            .boxed();
-        Response::from_parts(parts, body)
+        let body = Masked {
+            inner: body,
+            inject: self.inject.clone(),
+            carry: Carry::default(),
+            trailers: None,
+            done: false,
+        };
+        Response::from_parts(parts, body.boxed())
+    }
+
+    fn refuse_response(&self, why: String) -> Response<Body> {
+        let r = self.proxy.deny(self.way, &self.name, self.port, why);
+        respond(502, format!("sandpit: {}\n", r.reason()))
+    }
+}
+
+/// Why a request head is not sent.
+#[derive(Debug)]
+pub enum Refusal {
+    /// A sentinel of a credential that does not go to the host.
+    Leak(Leak),
+    /// The head could not carry the real value.
+    Bad(String),
+}
+
+/// A request head bound for `name` (a host whose TLS sandpit terminates), rewritten
+/// in place: each sentinel of `name`'s credentials becomes its real value in the
+/// query and every header value (inside `Basic` credentials too: decoded, replaced,
+/// encoded again), never in the path, which names what the server stores (a file, a
+/// branch); `Proxy-Authorization` is dropped (it is for no server); the server is
+/// asked for `identity` encoding, so that the mask reads its answer. A sentinel of
+/// another credential anywhere in the head is a [`Refusal::Leak`].
+pub fn rewrite_head(
+    secrets: &Secrets,
+    name: &str,
+    parts: &mut hyper::http::request::Parts,
+) -> Result<(), Refusal> {
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target.as_str(), None),
+    };
+    secrets
+        .check_path(name, path.as_bytes())
+        .map_err(Refusal::Leak)?;
+    let query = match query.map(|q| secrets.to_host(name, q.as_bytes())) {
+        Some(Err(l)) => return Err(Refusal::Leak(l)),
+        Some(Ok(Some(q))) => Some(String::from_utf8_lossy(&q).into_owned()),
+        Some(Ok(None)) | None => None,
+    };
+    if query.is_some() || parts.uri.authority().is_some() {
+        // Rewritten, or absolute form: sent on in origin form.
+        let t = match &query {
+            Some(q) => format!("{path}?{q}"),
+            None => target.clone(),
+        };
+        parts.uri = Uri::try_from(t)
+            .map_err(|_| Refusal::Bad("the request target with the credential is no URI".into()))?;
+    }
+    parts.headers.remove(PROXY_AUTHORIZATION);
+    // Every header, every value of it.
+    for (k, v) in parts.headers.iter_mut() {
+        let plain = secrets.to_host(name, v.as_bytes()).map_err(Refusal::Leak)?;
+        let now = plain.as_deref().unwrap_or(v.as_bytes());
+        let basic = secrets.basic_to_host(name, now).map_err(Refusal::Leak)?;
+        if let Some(nv) = basic.or(plain) {
+            *v = HeaderValue::from_bytes(&nv)
+                .map_err(|_| Refusal::Bad(format!("header {k} with the credential is invalid")))?;
+        }
+    }
+    parts
+        .headers
+        .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    Ok(())
+}
+
+/// A request head as bytes, parsed as hyper parses it on a terminated connection
+/// (httparse), through [`rewrite_head`]: `Ok(None)` when it is no complete head (or
+/// one hyper would refuse). For the fuzz target `proxy_mitm_head`.
+pub fn rewrite_head_bytes(
+    secrets: &Secrets,
+    name: &str,
+    data: &[u8],
+) -> Result<Option<hyper::http::request::Parts>, Refusal> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let (Ok(httparse::Status::Complete(_)), Some(method), Some(path)) =
+        (req.parse(data), req.method, req.path)
+    else {
+        return Ok(None);
+    };
+    let mut b = Request::builder().method(method).uri(path);
+    for h in req.headers.iter() {
+        b = b.header(h.name, h.value);
+    }
+    let Ok(r) = b.body(()) else {
+        return Ok(None);
+    };
+    let (mut parts, ()) = r.into_parts();
+    rewrite_head(secrets, name, &mut parts)?;
+    Ok(Some(parts))
+}
+
+/// A request body streamed to `host`: each chunk through
+/// [`Secrets::body_chunk_to_host`]; a sentinel of another credential ends it in an
+/// error (the request is cut short before the sentinel) and is kept in `leaked`.
+struct ToHost<B> {
+    inner: B,
+    inject: Arc<Inject>,
+    host: String,
+    carry: Carry,
+    leaked: Arc<Mutex<Option<Leak>>>,
+    done: bool,
+}
+
+impl<B> hyper::body::Body for ToHost<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<Error>,
+{
+    type Data = Bytes;
+    type Error = Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let me = &mut *self;
+        loop {
+            if me.done {
+                return Poll::Ready(None);
+            }
+            let (chunk, last) = match std::task::ready!(Pin::new(&mut me.inner).poll_frame(cx)) {
+                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => (d, false),
+                    // Trailers of a streamed request are dropped.
+                    Err(_) => continue,
+                },
+                None => (Bytes::new(), true),
+            };
+            me.done = last;
+            match me
+                .inject
+                .secrets
+                .body_chunk_to_host(&me.host, &mut me.carry, chunk, last)
+            {
+                Ok(out) if out.is_empty() => continue,
+                Ok(out) => return Poll::Ready(Some(Ok(Frame::data(out)))),
+                Err(l) => {
+                    me.done = true;
+                    if let Ok(mut slot) = me.leaked.lock() {
+                        *slot = Some(l.clone());
+                    }
+                    return Poll::Ready(Some(Err(l.reason(&me.host).into())));
+                }
+            }
+        }
+    }
+}
+
+/// A response body streamed to the client: each chunk through
+/// [`Secrets::mask_chunk`], the trailers' values masked.
+struct Masked<B> {
+    inner: B,
+    inject: Arc<Inject>,
+    carry: Carry,
+    trailers: Option<hyper::HeaderMap>,
+    done: bool,
+}
+
+impl<B> hyper::body::Body for Masked<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<Error>,
+{
+    type Data = Bytes;
+    type Error = Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        let me = &mut *self;
+        loop {
+            if me.done {
+                return Poll::Ready(me.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            let (chunk, last) = match std::task::ready!(Pin::new(&mut me.inner).poll_frame(cx)) {
+                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => (d, false),
+                    Err(f) => {
+                        if let Ok(mut t) = f.into_trailers() {
+                            for (_, v) in t.iter_mut() {
+                                if let Some(hv) = (me.inject.secrets.mask(v.as_bytes()))
+                                    .and_then(|nv| HeaderValue::from_bytes(&nv).ok())
+                                {
+                                    *v = hv;
+                                }
+                            }
+                            me.trailers = Some(t);
+                        }
+                        (Bytes::new(), true)
+                    }
+                },
+                None => (Bytes::new(), true),
+            };
+            me.done = last;
+            let out = me.inject.secrets.mask_chunk(&mut me.carry, chunk, last);
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(out))));
+            }
+        }
     }
 }
 

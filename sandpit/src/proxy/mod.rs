@@ -13,6 +13,7 @@
 //! non-public ranges, and exactly that address dialled. In tunnels the client's first
 //! bytes are read before any of them are forwarded: a TLS server name or HTTP Host
 //! that disagrees with the decided host closes the connection.
+pub mod encoding;
 pub mod http;
 pub mod limits;
 pub mod mitm;
