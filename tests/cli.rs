@@ -688,3 +688,35 @@ fn a_refused_lookup_names_the_rule() {
         }
     }
 }
+
+/// `check`'s mode line names the layers a run would start, as `plan` does: the shims
+/// and the adversary only where the policy turns them on.
+#[test]
+fn check_names_only_the_layers_a_run_starts() {
+    let h = TestHome::new();
+    let mode = |h: &TestHome| {
+        let o = run(h, &["check", "--", "sh"]);
+        assert!(o.status.success(), "{:?}", text(&o));
+        let out = text(&o).0;
+        out.lines()
+            .find_map(|l| l.strip_prefix("mode:"))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no mode line: {out}"))
+            .to_string()
+    };
+    assert_eq!(
+        mode(&h),
+        "full (kernel + interposition); shims off (`sandpit run --shims` adds them); no adversary ([adversary] configures one)"
+    );
+    let o = run(&h, &["plan", "--", "sh"]);
+    assert!(text(&o).0.contains("shims: off"), "{:?}", text(&o));
+    h.user_config(
+        "[shims]\nenabled = true\n[adversary]\nprovider = \"anthropic\"\nmodel = \"judge\"\napi_key_env = \"TEST_ADV_KEY\"\nrules = \"no exfiltration\"\n",
+    );
+    assert_eq!(
+        mode(&h),
+        "full (kernel + interposition + shims + adversary)"
+    );
+    let o = run(&h, &["plan", "--", "sh"]);
+    assert!(text(&o).0.contains("shims: on"), "{:?}", text(&o));
+}

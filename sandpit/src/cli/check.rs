@@ -60,6 +60,53 @@ struct Report<'a> {
     /// The programs the requested one starts as the agent itself.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     agent_programs: Vec<inspect::AgentProgram>,
+    /// The `mode:` line: the layers `sandpit run` of this program would start, as
+    /// `sandpit plan` says them (shims and the adversary only where configured).
+    mode_line: String,
+}
+
+/// The layers a run would start: the mode's kernel and interposition, then the
+/// shims and the adversary as the policy has them (the run plan's `shims` is
+/// `sandpit run --shims` or `shims.enabled`; the adversary is `[adversary]`), and
+/// what turns on those that are off.
+fn mode_line(c: &ModeChoice, policy: Option<&sandpit_policy::Policy>) -> String {
+    let mut layers = match c.mode {
+        Mode::Full => vec!["kernel", "interposition"],
+        Mode::Kernel => vec!["kernel"],
+        Mode::Refuse => {
+            return "refused: no kernel layer (runs only with the explicit degraded flag)".into()
+        }
+    };
+    let mut off = vec![];
+    if c.mode == Mode::Kernel {
+        off.push("no interposition");
+    }
+    match policy {
+        Some(p) => {
+            if p.shims.enabled {
+                layers.push("shims");
+            } else {
+                off.push("shims off (`sandpit run --shims` adds them)");
+            }
+            if p.adversary.is_some() {
+                layers.push("adversary");
+            } else {
+                off.push("no adversary ([adversary] configures one)");
+            }
+        }
+        None => off.push("shims and adversary unknown: the policy did not load"),
+    }
+    let name = if c.mode == Mode::Full {
+        "full"
+    } else {
+        "kernel"
+    };
+    let mut line = format!("{name} ({})", layers.join(" + "));
+    for o in off {
+        line.push_str("; ");
+        line.push_str(o);
+    }
+    line
 }
 
 /// Where UDP goes under `policy` (Linux), and for unrestricted mode whether its relay's
@@ -199,9 +246,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
         None
     };
     let (loopback, limits, udp) = policy_lines(&args, program, &kernel);
-    let agents = load(&args.policy, Some(program), scratch_root().join("RUN"))
+    let loaded = load(&args.policy, Some(program), scratch_root().join("RUN")).ok();
+    let agents = loaded
+        .as_ref()
         .map(|l| inspect::agent_programs(&inspection, &l.policy))
         .unwrap_or_default();
+    let mode = mode_line(&choice, loaded.as_ref().map(|l| &l.policy));
     if args.json {
         let report = Report {
             inspection: &inspection,
@@ -212,10 +262,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
             limits,
             udp,
             agent_programs: agents,
+            mode_line: mode,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", human(&inspection, &kernel, &choice));
+        print!("{}", human(&inspection, &kernel, &choice, &mode));
         for a in &agents {
             let held = if a.interposition {
                 "every layer holds it"
@@ -276,7 +327,7 @@ fn describe_kernel(i: &Inspection, k: &KernelSupport) -> String {
     }
 }
 
-fn human(i: &Inspection, k: &KernelSupport, c: &ModeChoice) -> String {
+fn human(i: &Inspection, k: &KernelSupport, c: &ModeChoice, mode: &str) -> String {
     let mut out = String::new();
     let line = |out: &mut String, label: &str, text: &str| {
         out.push_str(&format!("{label:<15}{text}\n"));
@@ -317,11 +368,6 @@ fn human(i: &Inspection, k: &KernelSupport, c: &ModeChoice) -> String {
         line(&mut out, "  because:", r);
     }
     line(&mut out, "kernel layer:", &describe_kernel(i, k));
-    let mode = match c.mode {
-        Mode::Full => "full (kernel + interposition + shims + adversary)",
-        Mode::Kernel => "kernel (kernel + shims + adversary; no interposition)",
-        Mode::Refuse => "refused: no kernel layer (runs only with the explicit degraded flag)",
-    };
     line(&mut out, "mode:", mode);
     for f in &c.fallthrough {
         line(
