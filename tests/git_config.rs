@@ -456,7 +456,10 @@ fn a_git_planted_in_a_writable_root_on_path_is_not_the_one_asked() {
         "#!/bin/sh\ntouch {:?}\nexec /usr/local/bin/git \"$@\"\n",
         canary.to_str().unwrap()
     );
-    for dir in [h.home().join("tools"), h.workspace().join("bin")] {
+    // Outside the home: a directory of the home on PATH cannot be a writable root
+    // at all (the run-later registry refuses it, tests/runlater.rs).
+    let tools = h.home().parent().unwrap().join("tools");
+    for dir in [tools.clone(), h.workspace().join("bin")] {
         h.write(&dir.join("git"), &plant);
         std::fs::set_permissions(
             dir.join("git"),
@@ -464,10 +467,10 @@ fn a_git_planted_in_a_writable_root_on_path_is_not_the_one_asked() {
         )
         .unwrap();
     }
-    h.user_config("[files]\nallow_write = [\"~/tools\"]\n");
+    h.user_config(&format!("[files]\nallow_write = [{:?}]\n", tools));
     let system = "/usr/local/bin:/usr/bin:/bin";
     for path in [
-        format!("{}:{system}", h.home().join("tools").display()),
+        format!("{}:{system}", tools.display()),
         format!("{}:{system}", h.workspace().join("bin").display()),
         format!("bin:{system}"),
     ] {
