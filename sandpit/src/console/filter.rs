@@ -210,6 +210,7 @@ impl Default for Modes {
 /// text shows or what keys send (the question's own text and its answer), short
 /// of the alternate screen, left first: see [`Modes::reset`].
 const RESET: &[u8] = b"\x18\x1b\\\
+\x1b]8;;\x1b\\\
 \x1b[?1049l\x1b[?1047l\x1b[?47l\
 \x1b[0m\x1b(B\x1b)B\x1b*B\x1b+B\x0f\
 \x1b[4l\x1b[20l\x1b[?5l\x1b[?6l\x1b[?7h\x1b[?25h\x1b[?69l\x1b[r\x1b[?2026l\
@@ -1069,6 +1070,8 @@ mod tests {
             "\x1b[?25h",
             "\x1b[r",
             "\x1b]111\x1b\\",
+            // A hyperlink the command left open would make the question a link.
+            "\x1b]8;;\x1b\\",
         ] {
             assert!(s.contains(want), "{want:?}");
         }

@@ -862,10 +862,10 @@ impl Prepared {
             ssh_agent: None,
         };
         if let Some(agent) = self.ssh_agent.take() {
-            let hosts = Arc::new(crate::sshagent::PolicyHosts {
-                policy: self.policy.clone(),
-                known_hosts: agent.plan().known_hosts.clone(),
-            });
+            let hosts = Arc::new(crate::sshagent::PolicyHosts::new(
+                self.policy.clone(),
+                agent.plan().known_hosts.clone(),
+            ));
             let tally = Arc::new(crate::sshagent::Tally::default());
             agent.serve(hosts, tally.clone());
             services.ssh_agent = Some(tally);

@@ -103,7 +103,22 @@ fn apply(text: &str, mut edits: Vec<Edit>) -> String {
 
 /// Words that begin a compound command or join two: skipped at a command's start.
 const POSIX_LEAD: &[&str] = &[
-    "then", "do", "else", "elif", "if", "while", "until", "!", "{", "time", "coproc",
+    "then",
+    "do",
+    "else",
+    "elif",
+    "if",
+    "while",
+    "until",
+    "!",
+    "{",
+    "time",
+    "coproc",
+    // Precommand modifiers: `builtin export X=…` exports as `export X=…` does.
+    "builtin",
+    "command",
+    "noglob",
+    "nocorrect",
 ];
 const FISH_LEAD: &[&str] = &[
     "begin", "if", "else", "while", "not", "and", "or", "!", "command", "builtin",
@@ -558,6 +573,12 @@ mod tests {
                 "export  EDITOR=vim\n",
             ),
             ("declare -x GH_TOKEN=\"ghp_abc\"\n", ":\n"),
+            ("builtin export GH_TOKEN=ghp_abc\n", "builtin :\n"),
+            ("command export GH_TOKEN=ghp_abc\n", "command :\n"),
+            (
+                "noglob builtin typeset -x GH_TOKEN=1\n",
+                "noglob builtin :\n",
+            ),
             ("typeset -gx GH_TOKEN=x; echo hi\n", ":; echo hi\n"),
             ("GH_TOKEN=ghp_abc\nexport GH_TOKEN\n", ":\n:\n"),
             ("GH_TOKEN=ghp_abc gh auth status\n", " gh auth status\n"),

@@ -58,7 +58,10 @@ pub fn wanted(policy: &Policy, auth_sock: Option<&OsString>) -> Option<String> {
     match &policy.ssh.agent {
         Some(r) if r.value == SshAgent::Off => None,
         Some(r) => Some(format!("ssh.agent = \"filtered\" ({}), for {shown}", r.origin.location())),
-        None if net.allow.is_empty() && net.mode.value == NetMode::Filtered => None,
+        // Unrestricted mode lifts host filtering and nothing else: the agent signs
+        // only for hosts `network.allow` names, so an empty list (as unrestricted
+        // mode always has) means no agent.
+        None if net.allow.is_empty() => None,
         None => Some(format!(
             "SSH_AUTH_SOCK is set ({shown}) and the network policy allows hosts (ssh.agent = \"off\" turns it off)"
         )),
@@ -125,9 +128,23 @@ pub fn effective(policy: &mut Policy) {
 pub struct PolicyHosts {
     pub policy: Arc<Policy>,
     pub known_hosts: Vec<PathBuf>,
+    /// `policy` with `network.mode = "filtered"`: what a login may go to.
+    named: Policy,
 }
 
 impl PolicyHosts {
+    pub fn new(policy: Arc<Policy>, known_hosts: Vec<PathBuf>) -> PolicyHosts {
+        let mut named = (*policy).clone();
+        if named.network.mode.value == NetMode::Unrestricted {
+            named.network.mode.value = NetMode::Filtered;
+        }
+        PolicyHosts {
+            policy,
+            known_hosts,
+            named,
+        }
+    }
+
     /// The hosts the policy names exactly, for hashed and pattern entries: each
     /// with its port, or 22.
     fn candidates(&self) -> Vec<known_hosts::Destination> {
@@ -164,10 +181,12 @@ impl HostKeys for PolicyHosts {
             let Ok(h) = sandpit_policy::canonical_host(host) else {
                 continue;
             };
-            // No own addresses: a session to one of this machine's addresses never
-            // got past the proxy, which refuses them (`service::own`); this module
+            // Judged as in filtered mode: unrestricted mode lifts host filtering, not
+            // what the user's key logs in to (only hosts `network.allow` names). No
+            // own addresses: a session to one of this machine's addresses never got
+            // past the proxy, which refuses them (`service::own`); this module
             // imports no other.
-            if sandpit_policy::decide::decide_connect(&self.policy, &h, *port, &[]).is_allowed() {
+            if sandpit_policy::decide::decide_connect(&self.named, &h, *port, &[]).is_allowed() {
                 return Ok(format!("{h}:{port}"));
             }
         }
@@ -377,6 +396,9 @@ mod tests {
         assert!(wanted(&policy(allowed), None).is_none());
         assert!(wanted(&policy(allowed), Some(&OsString::new())).is_none());
         assert!(wanted(&policy(""), sock.as_ref()).is_none());
+        // Unrestricted mode with nothing named: no host a login may go to.
+        let open = "[network]\nmode = \"unrestricted\"\n";
+        assert!(wanted(&policy(open), sock.as_ref()).is_none());
         let offline = "[network]\nmode = \"offline\"\n[ssh]\nagent = \"filtered\"\n";
         assert!(wanted(&policy(offline), sock.as_ref()).is_none());
         let off = format!("{allowed}[ssh]\nagent = \"off\"\n");
@@ -401,10 +423,10 @@ mod tests {
         let kh = t.path().join("known_hosts");
         let hosts = |allow: &str, known: &str| {
             std::fs::write(&kh, known).unwrap();
-            PolicyHosts {
-                policy: Arc::new(policy(&format!("[network]\nallow = [{allow}]\n"))),
-                known_hosts: vec![t.path().join("missing"), kh.clone()],
-            }
+            PolicyHosts::new(
+                Arc::new(policy(&format!("[network]\nallow = [{allow}]\n"))),
+                vec![t.path().join("missing"), kh.clone()],
+            )
             .allowed(&key)
         };
         let known = format!("[git.test]:2222 {key_line}\n");
@@ -427,5 +449,18 @@ mod tests {
             Ok("ssh.test:2222".into())
         );
         assert!(hosts("\"ssh.test:22\", \"*.ssh.test\"", &hashed).is_err());
+        // Unrestricted mode opens every public host to connections, not to logins
+        // with the user's key: a known host gets no signature, as network.allow
+        // (which that mode cannot have) names none.
+        std::fs::write(&kh, &known).unwrap();
+        let why = PolicyHosts::new(
+            Arc::new(policy(
+                "[network]\nmode = \"unrestricted\"\n[ssh]\nagent = \"filtered\"\n",
+            )),
+            vec![kh.clone()],
+        )
+        .allowed(&key)
+        .unwrap_err();
+        assert!(why.contains("does not allow"), "{why}");
     }
 }
