@@ -628,3 +628,45 @@ fn explain_says_what_a_run_does_with_a_dotenv_file() {
         DOTENV
     );
 }
+
+/// Files that export tokens beside the usual startup files (red-team review): direnv's
+/// `.envrc` in the project, and zsh's files where `ZDOTDIR` puts them (the launcher's
+/// `ZDOTDIR`, and the XDG place `~/.config/zsh`), and ksh's. Bare they show the
+/// token; inside they show neither the token (the copy drops its export) nor lose
+/// what else they set (the control), for a static reader too (the copy is a mount).
+#[test]
+fn envrc_zdotdir_and_ksh_files_bring_no_withheld_variable_back() {
+    let h = TestHome::new();
+    let zdot = h.home().join("zdot");
+    let files = [
+        h.workspace().join(".envrc"),
+        h.home().join(".config/zsh/.zshrc"),
+        zdot.join(".zshenv"),
+        h.home().join(".kshrc"),
+    ];
+    for (i, f) in files.iter().enumerate() {
+        h.write(
+            f,
+            &format!("export GH_TOKEN=ghp_CANARY{i}\nexport EDITOR=vim{i}\n"),
+        );
+    }
+    let cat: String = files.iter().map(|f| format!("cat {f:?}; ")).collect();
+    let bare = text(&h.command("sh").args(["-c", &cat]).output().unwrap());
+    for i in 0..files.len() {
+        assert!(bare.contains(&format!("ghp_CANARY{i}")), "{bare}");
+    }
+    for kernel_only in [false, true] {
+        let o = h
+            .sandpit_run(kernel_only)
+            .args(["sh", "-c", &cat])
+            .env("ZDOTDIR", &zdot)
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        assert!(!t.contains("ghp_CANARY"), "kernel only {kernel_only}: {t}");
+        for i in 0..files.len() {
+            assert!(t.contains(&format!("EDITOR=vim{i}")), "{i}: {t}");
+        }
+    }
+}

@@ -54,6 +54,13 @@ const RC_FILES: &[&str] = &[
     "~/.zshrc",
     "~/.zprofile",
     "~/.zlogin",
+    // zsh with ZDOTDIR at the XDG place (the launcher's own ZDOTDIR: `discover`).
+    "~/.config/zsh/.zshenv",
+    "~/.config/zsh/.zshrc",
+    "~/.config/zsh/.zprofile",
+    "~/.config/zsh/.zlogin",
+    "~/.kshrc",
+    "~/.mkshrc",
     "~/.config/fish/config.fish",
     "~/.config/fish/fish_variables",
     "/etc/profile",
@@ -206,6 +213,12 @@ pub fn discover(policy: &Policy) -> Found {
         None => PathBuf::from(s),
     };
     let mut todo: Vec<PathBuf> = RC_FILES.iter().map(|s| at(s)).collect();
+    // zsh reads its files from $ZDOTDIR when the user's environment sets it.
+    if let Some(z) = std::env::var_os("ZDOTDIR").map(PathBuf::from) {
+        if z.is_absolute() {
+            todo.extend([".zshenv", ".zshrc", ".zprofile", ".zlogin"].map(|f| z.join(f)));
+        }
+    }
     for d in RC_DIRS {
         if let Ok(entries) = std::fs::read_dir(at(d)) {
             let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
@@ -258,9 +271,15 @@ pub fn discover(policy: &Policy) -> Found {
             if seen.contains(&real) {
                 continue;
             }
+            // direnv's `.envrc` is a shell script (`export AWS_SECRET_ACCESS_KEY=…`).
+            let kind = if p.file_name().is_some_and(|n| n == ".envrc") {
+                Kind::Shell(shell::Dialect::Posix)
+            } else {
+                Kind::Dotenv
+            };
             let copy = Copy {
                 path: real.clone(),
-                kind: Kind::Dotenv,
+                kind,
             };
             if render(&copy, policy, &placeholder, "sandpit-sentinel").is_some_and(|(_, c)| c) {
                 seen.push(real);
@@ -295,7 +314,7 @@ pub fn dotenv_files(root: &Path) -> (Vec<PathBuf>, bool) {
                 if !DOTENV_SKIP.contains(&name.as_ref()) {
                     queue.push_back(e.path());
                 }
-            } else if is_dotenv(&name) {
+            } else if is_dotenv(&name) || name == ".envrc" {
                 out.push(e.path());
             }
         }
