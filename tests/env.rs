@@ -331,28 +331,9 @@ fn shell_startup_files_bring_no_withheld_variable_back() {
     assert!(rc.contains("CANARY-rc-export"));
 }
 
-/// Shell and REPL histories (the defaults' `files.block_read`), one row each.
-const HISTORIES: &[&str] = &[
-    ".bash_history",
-    ".zsh_history",
-    ".zhistory",
-    ".histfile",
-    ".sh_history",
-    ".local/share/fish/fish_history",
-    ".python_history",
-    ".ipython/profile_default/history.sqlite",
-    ".node_repl_history",
-    ".psql_history",
-    ".mysql_history",
-    ".sqlite_history",
-    ".irb_history",
-    ".pry_history",
-    ".rediscli_history",
-    ".dbshell",
-    ".mongosh/mongosh_repl_history",
-    ".julia/logs/repl_history.jl",
-    ".lesshst",
-];
+/// Shell and REPL histories, one row each: those the summary leaves out as
+/// refusals nobody can act on, each of which the defaults' `files.block_read` holds.
+const HISTORIES: &[&str] = sandpit::audit::summary::HISTORY_FILES;
 
 #[test]
 fn history_files_are_unreadable_and_a_shell_writing_one_is_quiet() {

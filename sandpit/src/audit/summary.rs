@@ -272,6 +272,7 @@ pub const HISTORY_FILES: &[&str] = &[
     ".dbshell",
     ".julia/logs/repl_history.jl",
     ".lesshst",
+    ".mongosh/mongosh_repl_history",
 ];
 
 /// Whether `r` is a read or write of a history file ([`HISTORY_FILES`]).
