@@ -1149,6 +1149,12 @@ impl AgentStage {
 
     /// With `credentials.openai.file` naming `file` (under HOME), which holds the key.
     fn masking(file: Option<&str>) -> AgentStage {
+        AgentStage::with("OPENAI_API_KEY", file)
+    }
+
+    /// The model's key in `env` (the user's credential for it replaces the agent
+    /// profile's own).
+    fn with(env: &str, file: Option<&str>) -> AgentStage {
         let h = home();
         let file_line = match file {
             Some(f) => {
@@ -1181,7 +1187,7 @@ allow = ["model.test:{}"]
 [network.tls]
 extra_roots = ["~/test-ca.pem"]
 [credentials.openai]
-env = "OPENAI_API_KEY"
+env = "{env}"
 source = "env:REAL_OPENAI_KEY"
 hosts = ["model.test"]
 {file_line}"#,
@@ -1249,6 +1255,39 @@ fn pi_talks_to_its_model_with_only_a_sentinel() {
         "Say done.",
     ]);
     s.assert_injected(&o, "pi");
+}
+
+/// Claude Code (a Bun-compiled binary) trusts the run's CA (`NODE_EXTRA_CA_CERTS`)
+/// and reaches its model by name over TLS with the real key put in by the proxy:
+/// what a zero-configuration `sandpit run -- claude` does with the profile's
+/// credential for `ANTHROPIC_API_KEY`, here bound to the scripted model's host.
+#[test]
+fn claude_talks_to_its_model_over_tls_with_only_a_sentinel() {
+    let s = AgentStage::with("ANTHROPIC_API_KEY", None);
+    s.h.write(&s.h.home().join(".claude.json"), "{}");
+    let o =
+        s.h.sandpit()
+            .env("REAL_OPENAI_KEY", AGENT_REAL)
+            .env(
+                "ANTHROPIC_BASE_URL",
+                format!("https://model.test:{}", s.front.port),
+            )
+            .env("ANTHROPIC_API_KEY", "sk-ant-placeholder-before-the-run")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .args(["run", "--", "claude", "-p", "Say done."])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("Done: nothing to change."), "{t}");
+    let seen = s.front.seen();
+    assert!(
+        seen.contains(AGENT_REAL),
+        "the model got the real key: {seen}"
+    );
+    assert!(!seen.contains("sandpit-sentinel-"), "{seen}");
+    assert!(!t.contains(AGENT_REAL), "{t}");
 }
 
 #[test]
