@@ -1197,9 +1197,15 @@ hosts = ["model.test"]
     }
 
     fn run(&self, cmd: &[&str]) -> std::process::Output {
+        self.run_with(&[], cmd)
+    }
+
+    /// `sandpit run -- CMD` with `env` besides the real key's source.
+    fn run_with(&self, env: &[(&str, String)], cmd: &[&str]) -> std::process::Output {
         self.h
             .sandpit()
             .env("REAL_OPENAI_KEY", AGENT_REAL)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .arg("run")
             .arg("--")
             .args(cmd)
@@ -1211,13 +1217,24 @@ hosts = ["model.test"]
     /// The agent finished against the model, which saw the real key and never a
     /// sentinel; nothing the run printed or logged holds the real key.
     fn assert_injected(&self, o: &std::process::Output, agent: &str) {
+        let seen = self.front.seen();
+        assert!(
+            seen.contains(&format!("Bearer {AGENT_REAL}")),
+            "{agent}: the model got the real key: {seen}"
+        );
+        self.assert_real_key_only(o, agent);
+    }
+
+    /// [`AgentStage::assert_injected`] for any way of sending the key (a bearer
+    /// token, `x-api-key`, `x-goog-api-key`, the query).
+    fn assert_real_key_only(&self, o: &std::process::Output, agent: &str) {
         let t = text(o);
         assert!(o.status.success(), "{agent}: {t}");
         assert!(t.contains("Done: nothing to change."), "{agent}: {t}");
         assert!(!self.model.requests().is_empty(), "{agent}: {t}");
         let seen = self.front.seen();
         assert!(
-            seen.contains(&format!("Bearer {AGENT_REAL}")),
+            seen.contains(AGENT_REAL),
             "{agent}: the model got the real key: {seen}"
         );
         assert!(!seen.contains("sandpit-sentinel-"), "{agent}: {seen}");
@@ -1265,29 +1282,44 @@ fn pi_talks_to_its_model_with_only_a_sentinel() {
 fn claude_talks_to_its_model_over_tls_with_only_a_sentinel() {
     let s = AgentStage::with("ANTHROPIC_API_KEY", None);
     s.h.write(&s.h.home().join(".claude.json"), "{}");
-    let o =
-        s.h.sandpit()
-            .env("REAL_OPENAI_KEY", AGENT_REAL)
-            .env(
-                "ANTHROPIC_BASE_URL",
-                format!("https://model.test:{}", s.front.port),
-            )
-            .env("ANTHROPIC_API_KEY", "sk-ant-placeholder-before-the-run")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .args(["run", "--", "claude", "-p", "Say done."])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains("Done: nothing to change."), "{t}");
-    let seen = s.front.seen();
-    assert!(
-        seen.contains(AGENT_REAL),
-        "the model got the real key: {seen}"
+    let env = [
+        (
+            "ANTHROPIC_BASE_URL",
+            format!("https://model.test:{}", s.front.port),
+        ),
+        ("ANTHROPIC_API_KEY", "sk-ant-placeholder".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+    ];
+    let o = s.run_with(&env, &["claude", "-p", "Say done."]);
+    s.assert_real_key_only(&o, "claude");
+}
+
+/// gemini-cli (Node) the same way, with the profile's `GEMINI_API_KEY`: the key
+/// goes in a header or the query, both of which the proxy rewrites.
+#[test]
+fn gemini_talks_to_its_model_over_tls_with_only_a_sentinel() {
+    let s = AgentStage::with("GEMINI_API_KEY", None);
+    s.h.write(
+        &s.h.home().join(".gemini/settings.json"),
+        &serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+            "privacy": {"usageStatisticsEnabled": false},
+            "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
+        })
+        .to_string(),
     );
-    assert!(!seen.contains("sandpit-sentinel-"), "{seen}");
-    assert!(!t.contains(AGENT_REAL), "{t}");
+    let env = [
+        (
+            "GOOGLE_GEMINI_BASE_URL",
+            format!("https://model.test:{}", s.front.port),
+        ),
+        ("GEMINI_API_KEY", "placeholder".into()),
+    ];
+    let o = s.run_with(
+        &env,
+        &["gemini", "-m", "gemini-2.5-flash", "-p", "Say done."],
+    );
+    s.assert_real_key_only(&o, "gemini");
 }
 
 #[test]
