@@ -1228,9 +1228,22 @@ hosts = ["model.test"]
     /// [`AgentStage::assert_injected`] for any way of sending the key (a bearer
     /// token, `x-api-key`, `x-goog-api-key`, the query).
     fn assert_real_key_only(&self, o: &std::process::Output, agent: &str) {
+        self.assert_said(o, agent, "Done: nothing to change.");
+    }
+
+    /// [`AgentStage::assert_real_key_only`] for an agent that prints `said` when
+    /// the model has answered (aider: "All done.", not the reply).
+    fn assert_said(&self, o: &std::process::Output, agent: &str, said: &str) {
+        let t = text(o);
+        assert!(t.contains(said), "{agent}: {t}");
+        self.assert_reached(o, agent);
+    }
+
+    /// The run ended well and the model saw the real key, never a sentinel; nothing
+    /// the run printed or logged holds the real key.
+    fn assert_reached(&self, o: &std::process::Output, agent: &str) {
         let t = text(o);
         assert!(o.status.success(), "{agent}: {t}");
-        assert!(t.contains("Done: nothing to change."), "{agent}: {t}");
         assert!(!self.model.requests().is_empty(), "{agent}: {t}");
         let seen = self.front.seen();
         assert!(
@@ -1320,6 +1333,78 @@ fn gemini_talks_to_its_model_over_tls_with_only_a_sentinel() {
         &["gemini", "-m", "gemini-2.5-flash", "-p", "Say done."],
     );
     s.assert_real_key_only(&o, "gemini");
+}
+
+/// opencode (Bun-compiled) the same way, its provider's key named in its own config
+/// as `{env:OPENAI_API_KEY}`.
+#[test]
+fn opencode_talks_to_its_model_over_tls_with_only_a_sentinel() {
+    let s = AgentStage::new();
+    let config = serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "model": "scripted/scripted-model",
+        "autoupdate": false,
+        "share": "disabled",
+        "provider": {"scripted": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "scripted",
+            "options": {
+                "baseURL": format!("https://model.test:{}/v1", s.front.port),
+                "apiKey": "{env:OPENAI_API_KEY}"
+            },
+            "models": {"scripted-model": {"name": "scripted-model"}}
+        }}
+    });
+    s.h.write(
+        &s.h.home().join(".config/opencode/opencode.json"),
+        &config.to_string(),
+    );
+    let env = [("OPENCODE_DISABLE_AUTOUPDATE", "1".to_string())];
+    let o = s.run_with(&env, &["opencode", "run", "Say done."]);
+    s.assert_injected(&o, "opencode");
+}
+
+/// aider (Python, litellm over httpx: `SSL_CERT_FILE`) the same way, its base URL
+/// given on the command line.
+#[test]
+fn aider_talks_to_its_model_over_tls_with_only_a_sentinel() {
+    let s = AgentStage::new();
+    // The model's limits, as aider reads them from the workspace (else it fetches
+    // litellm's price list).
+    s.h.write(
+        &s.h.workspace().join(".aider.model.metadata.json"),
+        &serde_json::json!({"openai/scripted-model": {"max_input_tokens": 128000,
+            "max_output_tokens": 4096, "max_tokens": 4096, "input_cost_per_token": 0,
+            "output_cost_per_token": 0, "litellm_provider": "openai", "mode": "chat"}})
+        .to_string(),
+    );
+    let base = format!("https://model.test:{}/v1", s.front.port);
+    let env = [("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_string())];
+    let o = s.run_with(
+        &env,
+        &[
+            "/opt/sandpit-agents/aider/bin/aider",
+            "--model",
+            "openai/scripted-model",
+            "--openai-api-base",
+            &base,
+            "--no-git",
+            "--no-check-update",
+            "--no-analytics",
+            "--no-show-model-warnings",
+            "--no-show-release-notes",
+            "--no-fancy-input",
+            "--no-pretty",
+            "--message",
+            "Say done.",
+        ],
+    );
+    let seen = s.front.seen();
+    assert!(
+        seen.contains(&format!("Bearer {AGENT_REAL}")),
+        "aider: {seen}"
+    );
+    s.assert_said(&o, "aider", "All done.");
 }
 
 #[test]
