@@ -155,6 +155,7 @@ fn command(
     // Prefix assignments (POSIX): `A=1 B=2 cmd` or `A=1` alone.
     let mut k = 0;
     let mut kept = 0;
+    let mut removed = None;
     if !fish {
         while k < words.len() && !words[k].quoted_start {
             let raw = &text[words[k].start..words[k].end];
@@ -163,7 +164,10 @@ fn command(
             };
             match fate(name) {
                 Fate::Keep => kept += 1,
-                Fate::Remove => mine.push((words[k].start, words[k].end, String::new())),
+                Fate::Remove => {
+                    removed = Some(mine.len());
+                    mine.push((words[k].start, words[k].end, String::new()));
+                }
                 Fate::Value(v) => {
                     kept += 1;
                     mine.push((words[k].start, words[k].end, format!("{name}={v}")));
@@ -173,6 +177,14 @@ fn command(
         }
     }
     let rest = &words[k..];
+    // After an assignment a reserved word is a command's name (`A= ! B=x` runs `!`
+    // with the argument `B=x`); with the assignment gone it would be reserved again
+    // (`! B=x` assigns B). A neutral assignment keeps the command as it was.
+    if let (0, Some(i), Some(first)) = (kept, removed, rest.first()) {
+        if lead.contains(&first.lit.as_str()) && !first.quoted_start {
+            mine[i].2 = "SANDPIT_SCRUBBED=".into();
+        }
+    }
     let mut meaningful = kept > 0;
     if let Some(first) = rest.first() {
         let args = &rest[1..];
@@ -574,6 +586,13 @@ mod tests {
             ),
             ("declare -x GH_TOKEN=\"ghp_abc\"\n", ":\n"),
             ("builtin export GH_TOKEN=ghp_abc\n", "builtin :\n"),
+            // The fuzz target's find: a reserved word after a removed assignment
+            // stays a command's name, not the start of a new assignment.
+            (
+                "GH_TOKEN= ! GH_TOKEN=(x\n",
+                "SANDPIT_SCRUBBED= ! GH_TOKEN=(x\n",
+            ),
+            ("GH_TOKEN=1 if x\n", "SANDPIT_SCRUBBED= if x\n"),
             ("command export GH_TOKEN=ghp_abc\n", "command :\n"),
             (
                 "noglob builtin typeset -x GH_TOKEN=1\n",
