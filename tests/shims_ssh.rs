@@ -16,42 +16,17 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 const TOKEN_AUTH: &str = "Basic c2FuZHBpdDp0b2s="; // sandpit:tok
-
-struct Sshd(Child);
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn login_user() -> String {
     let out = Command::new("id").arg("-un").output().unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-fn start_sshd(dir: &Path, port: u16, authorized: &Path) -> Sshd {
-    let sshd = Path::new("/usr/sbin/sshd");
-    assert!(
-        sshd.exists(),
-        "/usr/sbin/sshd is missing: install openssh-server"
-    );
-    if common::is_root() {
-        // Privilege separation directory sshd insists on.
-        std::fs::create_dir_all("/run/sshd").unwrap();
-    }
+fn start_sshd(dir: &Path, port: u16, authorized: &Path) -> common::sshd::Sshd {
     let hostkey = dir.join("hostkey");
     let st = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -59,45 +34,12 @@ fn start_sshd(dir: &Path, port: u16, authorized: &Path) -> Sshd {
         .status()
         .unwrap();
     assert!(st.success());
-    let child = Command::new(sshd)
-        .args(["-D", "-e", "-f", "/dev/null", "-p", &port.to_string()])
-        .arg("-o")
-        .arg(format!("HostKey={}", hostkey.display()))
-        .arg("-o")
-        .arg(format!("AuthorizedKeysFile={}", authorized.display()))
-        .args([
-            "-o",
-            "ListenAddress=127.0.0.1",
-            "-o",
-            "StrictModes=no",
-            "-o",
-            "UsePAM=no",
-            "-o",
-            "PidFile=none",
-            "-o",
-            "PasswordAuthentication=no",
-            "-o",
-            "KbdInteractiveAuthentication=no",
-            "-o",
-            "PermitRootLogin=prohibit-password",
-            "-o",
-            "Subsystem=sftp /usr/lib/openssh/sftp-server",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = Sshd(child);
-    // Wait until it answers with its banner.
-    common::wait_until(20, "sshd's banner", || {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-            return false;
-        };
-        let mut b = [0u8; 7];
-        s.read_exact(&mut b).is_ok() && &b == b"SSH-2.0"
-    });
-    guard
+    common::sshd::start(
+        port,
+        &hostkey,
+        authorized,
+        &["Subsystem=sftp /usr/lib/openssh/sftp-server"],
+    )
 }
 
 /// A CONNECT proxy on loopback that records each target and maps `ssh.test` to
@@ -162,7 +104,7 @@ struct Fx {
     proxy_port: u16,
     proxy_log: Arc<Mutex<Vec<String>>>,
     user: String,
-    _sshd: Sshd,
+    _sshd: common::sshd::Sshd,
 }
 
 impl Fx {
@@ -192,7 +134,7 @@ impl Fx {
         h.give_to_test_user(&key);
         let authorized = srv.join("authorized_keys");
         std::fs::copy(key.with_extension("pub"), &authorized).unwrap();
-        let ssh_port = free_port();
+        let ssh_port = common::free_port();
         let sshd = start_sshd(&srv, ssh_port, &authorized);
         let (proxy_port, proxy_log) = start_proxy();
 

@@ -12,8 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod common;
 use common::{text, TestHome};
-use std::io::Read;
-use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -47,7 +45,7 @@ struct World {
     host_pub: String,
     repo: PathBuf,
     user: String,
-    _sshd: Killed,
+    _sshd: common::sshd::Sshd,
     _agent: Killed,
 }
 
@@ -90,45 +88,8 @@ impl World {
             .status()
             .unwrap();
         assert!(st.success());
-        if common::is_root() {
-            std::fs::create_dir_all("/run/sshd").unwrap();
-        }
         let port = common::free_port();
-        let sshd = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f", "/dev/null", "-p", &port.to_string()])
-            .arg("-o")
-            .arg(format!("HostKey={}", hostkey.display()))
-            .arg("-o")
-            .arg(format!("AuthorizedKeysFile={}", authorized.display()))
-            .args([
-                "-o",
-                "ListenAddress=127.0.0.1",
-                "-o",
-                "StrictModes=no",
-                "-o",
-                "UsePAM=no",
-                "-o",
-                "PidFile=none",
-                "-o",
-                "PasswordAuthentication=no",
-                "-o",
-                "KbdInteractiveAuthentication=no",
-                "-o",
-                "PermitRootLogin=prohibit-password",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let sshd = Killed(sshd);
-        common::wait_until(20, "sshd's banner", || {
-            let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-                return false;
-            };
-            let mut b = [0u8; 7];
-            s.read_exact(&mut b).is_ok() && &b == b"SSH-2.0"
-        });
+        let sshd = common::sshd::start(port, &hostkey, &authorized, &[]);
         // The test user's own agent, holding the key.
         let agent_dir = root.join("agent");
         std::fs::create_dir_all(&agent_dir).unwrap();

@@ -7,6 +7,7 @@ pub mod http1;
 #[cfg(target_os = "linux")]
 pub mod lab;
 pub mod sink;
+pub mod sshd;
 use std::os::unix::fs::chown;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
